@@ -1,0 +1,1 @@
+//! The hash-chained audit trail of a thread, and its replay.

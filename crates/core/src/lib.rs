@@ -1,0 +1,25 @@
+//! proofgate-core: every decision proofgate makes, with no I/O, no clock and no randomness,
+//! so that the proxy runs it, JavaScript embeds it through WebAssembly, and a browser can
+//! replay an audit trail with exactly the same code.
+//!
+//! - [`findings`]: the ApplyGuardrail Automated Reasoning finding union.
+//! - [`verdict`]: rewriting priority of findings and the aggregate verdict.
+//! - [`decision`]: the parser for the rewriting LLM's reply.
+//! - [`policy`]: the policy model (Bedrock policy JSON, SMT-LIB terms, type checking, English).
+//! - [`thread`], [`prompts`], [`audit`]: the rewriting loop as a sans-IO state machine, its
+//!   prompt templates, and the hash-chained audit trail with replay.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod audit;
+pub mod decision;
+pub mod findings;
+pub mod policy;
+pub mod prompts;
+pub mod thread;
+pub mod verdict;
+
+pub use decision::{parse_decision, Decision, DecisionKind, MAX_QUESTIONS};
+pub use findings::{ApplyGuardrailResponse, Finding, FindingKind};
+pub use verdict::{aggregate_verdict, prioritize, AggregateVerdict, Verdict};

@@ -1,0 +1,1 @@
+//! Prompt templates of the rewriting loop, rendered from findings.

@@ -1,0 +1,1 @@
+//! The rewriting loop as a sans-IO state machine.

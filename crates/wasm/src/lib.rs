@@ -1,0 +1,73 @@
+//! WebAssembly facade over `proofgate-core`, published to npm as `proofgate`.
+//!
+//! Values cross the boundary as plain JSON-compatible JavaScript objects in the AWS shapes
+//! (findings) or the core's own serde shapes (decisions, verdicts); errors are thrown as
+//! JavaScript `Error`s whose message says what was wrong.
+
+use proofgate_core::{aggregate_verdict, parse_decision, prioritize, Finding};
+use serde::{de::DeserializeOwned, Serialize};
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_TYPES: &'static str = r#"
+/** A statement in SMT-LIB and natural language. */
+export interface Statement { logic?: string; naturalLanguage?: string; [extra: string]: unknown }
+export interface Scenario { statements?: Statement[]; [extra: string]: unknown }
+export interface RuleRef { identifier?: string; policyVersionArn?: string; [extra: string]: unknown }
+export interface Translation {
+  premises?: Statement[]; claims?: Statement[];
+  untranslatedPremises?: { text?: string }[]; untranslatedClaims?: { text?: string }[];
+  confidence?: number; [extra: string]: unknown
+}
+export interface LogicWarning { type?: "ALWAYS_TRUE" | "ALWAYS_FALSE" | string; premises?: Statement[]; claims?: Statement[] }
+/** One member of the ApplyGuardrail `GuardrailAutomatedReasoningFinding` union. */
+export type Finding =
+  | { valid: { translation?: Translation; claimsTrueScenario?: Scenario; supportingRules?: RuleRef[]; logicWarning?: LogicWarning } }
+  | { invalid: { translation?: Translation; contradictingRules?: RuleRef[]; logicWarning?: LogicWarning } }
+  | { impossible: { translation?: Translation; contradictingRules?: RuleRef[]; logicWarning?: LogicWarning } }
+  | { satisfiable: { translation?: Translation; claimsTrueScenario?: Scenario; claimsFalseScenario?: Scenario; logicWarning?: LogicWarning } }
+  | { translationAmbiguous: { options?: { translations?: Translation[] }[]; differenceScenarios?: Scenario[] } }
+  | { tooComplex: Record<string, never> }
+  | { noTranslations: Record<string, never> }
+  | Record<string, unknown>;
+export type DecisionKind = "REWRITE" | "ASK_QUESTIONS" | "IMPOSSIBLE";
+export interface Decision { decision: DecisionKind; answer: string; questions: string[] }
+export type Verdict = "VALID" | "INVALID" | "SATISFIABLE" | "IMPOSSIBLE" | "TRANSLATION_AMBIGUOUS"
+  | "TOO_COMPLEX" | "NO_TRANSLATIONS" | "UNKNOWN" | "NO_FINDINGS";
+export interface AggregateVerdict { verdict: Verdict; warning?: string }
+"#;
+
+fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
+    value
+        .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
+        .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))
+}
+
+fn from_js<T: DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsError> {
+    serde_wasm_bindgen::from_value(value)
+        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
+}
+
+/// Parses the rewriting LLM's reply into `{decision, answer, questions}`. Never throws.
+#[wasm_bindgen(js_name = parseDecision, unchecked_return_type = "Decision")]
+pub fn parse_decision_js(text: &str) -> Result<JsValue, JsError> {
+    to_js(&parse_decision(text))
+}
+
+/// Orders AWS-shaped findings for rewriting (most urgent first, stable within a kind).
+#[wasm_bindgen(js_name = prioritizeFindings, unchecked_return_type = "Finding[]")]
+pub fn prioritize_findings_js(
+    #[wasm_bindgen(unchecked_param_type = "Finding[]")] findings: JsValue,
+) -> Result<JsValue, JsError> {
+    let findings: Vec<Finding> = from_js(findings, "the findings list")?;
+    to_js(&prioritize(&findings))
+}
+
+/// The aggregate verdict over AWS-shaped findings: `{verdict, warning?}`.
+#[wasm_bindgen(js_name = aggregateVerdict, unchecked_return_type = "AggregateVerdict")]
+pub fn aggregate_verdict_js(
+    #[wasm_bindgen(unchecked_param_type = "Finding[]")] findings: JsValue,
+) -> Result<JsValue, JsError> {
+    let findings: Vec<Finding> = from_js(findings, "the findings list")?;
+    to_js(&aggregate_verdict(&findings))
+}

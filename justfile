@@ -1,0 +1,41 @@
+# proofgate tasks. On a bare machine use ./run <recipe>, which installs the toolchain first.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+wasm_target_dir := "target/wasm"
+pkg_dir := "crates/wasm/pkg"
+
+# The main job: what proofgate does, end to end, on the shipped examples.
+demo: build
+    scripts/demo.sh
+
+# Every test: Rust (unit, property, integration), lints, the wasm build and the npm package's tests.
+test: lint test-rust test-node
+
+# Native build of the workspace (the `proofgate` binary).
+build:
+    cargo build --release -p proofgate-proxy
+
+# Rust unit, property and integration tests.
+test-rust:
+    cargo test --workspace --all-targets
+
+# Formatting and clippy, warnings as errors.
+lint:
+    cargo fmt --all --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Build the npm package `proofgate` into crates/wasm/pkg (Node: require and import; browsers: ESM).
+wasm:
+    scripts/build-wasm.sh {{wasm_target_dir}} {{pkg_dir}}
+
+# Node tests of the npm package.
+test-node: wasm
+    node --test crates/wasm/tests/
+
+# Benchmarks of the local reasoner (prints figures).
+bench-reasoner:
+    cargo bench -p proofgate-reasoner
+
+# All benchmarks.
+bench: bench-reasoner

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything the build and tests need on a bare machine of this kind.
+# Idempotent: each step checks first, so a second run takes a few seconds.
+# Source it (`. scripts/bootstrap.sh`) to also get the environment (Z3 paths, PATH).
+set -euo pipefail
+
+WASM_BINDGEN_VERSION=0.2.130
+Z3_VERSION=5.4.0.0
+JUST_VERSION=1.59.0
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
+
+# Debian packages: the newer rustc with std sources for the wasm32 build, lld for linking it.
+need_apt=()
+[ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] || need_apt+=(rustc-web cargo-web)
+dpkg -s rust-web-src >/dev/null 2>&1 || need_apt+=(rust-web-src)
+dpkg -s lld-22 >/dev/null 2>&1 || need_apt+=(lld-22)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "apt-get install ${need_apt[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# Python tools: just, and Z3 (the PyPI wheel ships libz3.so + headers + the z3 binary).
+pip_install=()
+command -v just >/dev/null 2>&1 || pip_install+=("rust-just==${JUST_VERSION}")
+python3 -c "import z3, sys; sys.exit(0 if z3.get_version_string()=='${Z3_VERSION%.*}' else 1)" 2>/dev/null \
+  || pip_install+=("z3-solver==${Z3_VERSION}")
+if [ ${#pip_install[@]} -gt 0 ]; then
+  log "pip install ${pip_install[*]}"
+  python3 -m pip install -q --disable-pip-version-check "${pip_install[@]}"
+fi
+hash -r
+
+Z3_DIR=$(python3 -c 'import z3, os; print(os.path.dirname(z3.__file__))')
+export Z3_LIBRARY_PATH_OVERRIDE="$Z3_DIR/lib"
+export Z3_SYS_Z3_HEADER="$Z3_DIR/include/z3.h"
+export LD_LIBRARY_PATH="$Z3_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$Z3_DIR/bin:$PATH"
+
+# The wasm-bindgen CLI must match the pinned crate version exactly.
+if ! wasm-bindgen --version 2>/dev/null | grep -q " ${WASM_BINDGEN_VERSION}\$"; then
+  log "cargo install wasm-bindgen-cli ${WASM_BINDGEN_VERSION} (about 4 minutes, once)"
+  # --locked pins webpki-roots 1.0.11, which the registry mirror here does not serve; the
+  # CLI's own version is still exact.
+  cargo install -q wasm-bindgen-cli --version "${WASM_BINDGEN_VERSION}"
+fi
+
+log "ready: $(just --version), z3 $(python3 -c 'import z3; print(z3.get_version_string())'), $(wasm-bindgen --version), $(/usr/bin/rustc --version)"

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Builds the npm package `proofgate` from crates/wasm.
+#   scripts/build-wasm.sh [TARGET_DIR] [PKG_DIR]
+# There is no prebuilt wasm32 std for the rustup toolchain here, so the std is built from
+# source with Debian's rustc (see ../shared/TOOLCHAIN.md), in its own target dir.
+set -euo pipefail
+target_dir=${1:-target/wasm}
+pkg_dir=${2:-crates/wasm/pkg}
+cd "$(dirname "$0")/.."
+
+RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --quiet --release \
+  --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
+  --target-dir "$target_dir" -p proofgate-wasm
+wasm="$target_dir/wasm32-unknown-unknown/release/proofgate_wasm.wasm"
+
+rm -rf "$pkg_dir"
+mkdir -p "$pkg_dir"
+# Node (CommonJS; ESM `import` goes through a thin wrapper) and browsers (ES module + init()).
+wasm-bindgen --target nodejs --out-name proofgate --out-dir "$pkg_dir/node" "$wasm"
+wasm-bindgen --target web --out-name proofgate --out-dir "$pkg_dir/web" "$wasm"
+
+# Named ESM exports, generated from the CommonJS module's own export list.
+node -e '
+const names = Object.keys(require(process.argv[1])).filter(n => n !== "__esModule" && !n.startsWith("__wbg"));
+const lines = ["import pkg from \"./proofgate.js\";", "export default pkg;"];
+for (const n of names) lines.push(`export const ${n} = pkg.${n};`);
+require("fs").writeFileSync(process.argv[2], lines.join("\n") + "\n");
+' "$PWD/$pkg_dir/node/proofgate.js" "$pkg_dir/node/proofgate.mjs"
+
+version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+cat > "$pkg_dir/package.json" <<JSON
+{
+  "name": "proofgate",
+  "version": "$version",
+  "description": "proofgate core in WebAssembly: findings priority, verdicts, decision parsing, the rewriting loop and audit replay",
+  "license": "Apache-2.0",
+  "main": "./node/proofgate.js",
+  "module": "./web/proofgate.js",
+  "types": "./node/proofgate.d.ts",
+  "exports": {
+    ".": {
+      "types": "./node/proofgate.d.ts",
+      "browser": "./web/proofgate.js",
+      "node": {
+        "import": "./node/proofgate.mjs",
+        "require": "./node/proofgate.js"
+      },
+      "default": "./web/proofgate.js"
+    },
+    "./web": {
+      "types": "./web/proofgate.d.ts",
+      "default": "./web/proofgate.js"
+    }
+  },
+  "files": ["node", "web"]
+}
+JSON
+# So that require('./crates/wasm/pkg') resolves without package.json "main" lookups failing.
+printf "module.exports = require('./node/proofgate.js');\n" > "$pkg_dir/index.js"
+echo "built npm package in $pkg_dir ($(du -k "$wasm" | cut -f1) KiB wasm)"
