@@ -55,6 +55,7 @@ cat > "$pkg_dir/package.json" <<JSON
   "files": ["node", "web"]
 }
 JSON
-# So that require('./crates/wasm/pkg') resolves without package.json "main" lookups failing.
-printf "module.exports = require('./node/proofgate.js');\n" > "$pkg_dir/index.js"
+# Lets the package's own tests (and examples) import it by name, as users will.
+mkdir -p crates/wasm/node_modules
+ln -sfn ../pkg crates/wasm/node_modules/proofgate
 echo "built npm package in $pkg_dir ($(du -k "$wasm" | cut -f1) KiB wasm)"
