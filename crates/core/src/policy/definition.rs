@@ -1,0 +1,213 @@
+//! The Bedrock `AutomatedReasoningPolicyDefinition` JSON, kept field for field so that a policy
+//! exported from AWS loads here and is exported unchanged.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+/// Members of an object this version does not model, kept verbatim for round-tripping.
+pub type Extra = Map<String, Value>;
+
+/// A policy definition: custom types, variables and rules.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyDefinition {
+    /// The definition format version (AWS uses `"1.0"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Custom (enumerated) types.
+    #[serde(default)]
+    pub types: Vec<TypeDefinition>,
+    /// Variables with their types and descriptions.
+    #[serde(default)]
+    pub variables: Vec<VariableDefinition>,
+    /// Rules in SMT-LIB.
+    #[serde(default)]
+    pub rules: Vec<RuleDefinition>,
+    /// Members not modelled by this version.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A custom enumerated type.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeDefinition {
+    /// The type's name, used as a variable's `type`.
+    pub name: String,
+    /// What the type stands for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The values, each a symbol usable in expressions.
+    #[serde(default)]
+    pub values: Vec<TypeValue>,
+    /// Members not modelled by this version.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// One value of a custom type.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeValue {
+    /// The value's symbol.
+    pub value: String,
+    /// What it means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Members not modelled by this version.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A policy variable.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VariableDefinition {
+    /// The variable's symbol.
+    pub name: String,
+    /// `BOOL`, `INT`, `REAL` (any letter case) or a custom type's name.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// What the variable means; used for structured English and scenarios.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Members not modelled by this version.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A policy rule.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RuleDefinition {
+    /// The rule's identifier, cited in findings.
+    pub id: String,
+    /// The rule as an SMT-LIB Boolean term.
+    pub expression: String,
+    /// The rule in English, as written by its author.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alternate_expression: Option<String>,
+    /// Members not modelled by this version.
+    #[serde(flatten)]
+    pub extra: Extra,
+}
+
+/// A policy file that is not a policy definition.
+#[derive(Debug, thiserror::Error)]
+#[error("not a policy definition: {0}")]
+pub struct DefinitionJsonError(#[from] serde_json::Error);
+
+impl PolicyDefinition {
+    /// Reads a definition from JSON: either the definition object itself, or an export
+    /// wrapper `{"policyDefinition": {...}}` / `{"definition": {...}}` as AWS tools write.
+    pub fn from_json(text: &str) -> Result<PolicyDefinition, DefinitionJsonError> {
+        let value: Value = serde_json::from_str(text)?;
+        let inner = match &value {
+            Value::Object(map) if !map.contains_key("rules") => map
+                .get("policyDefinition")
+                .or_else(|| map.get("definition"))
+                .cloned()
+                .unwrap_or(value),
+            _ => value,
+        };
+        Ok(serde_json::from_value(inner)?)
+    }
+
+    /// The definition as JSON, exactly the members it was read with.
+    pub fn to_json_pretty(&self) -> String {
+        // Serializing plain data with string keys cannot fail.
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// `sha256:<hex>` of the canonical JSON (object keys sorted, no whitespace): a stable
+    /// identifier for this exact policy version when it has no ARN.
+    pub fn content_hash(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        let mut canonical = String::new();
+        write_canonical(&value, &mut canonical);
+        let digest = Sha256::digest(canonical.as_bytes());
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256:{hex}")
+    }
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SMALL: &str = r#"{"version":"1.0","types":[{"name":"Color","values":[{"value":"RED"}]}],
+      "variables":[{"name":"x","type":"int","description":"x","futureField":1}],
+      "rules":[{"id":"R1","expression":"(> x 0)","alternateExpression":"x is positive"}],
+      "futureTop":{"a":1}}"#;
+
+    #[test]
+    fn round_trips_unknown_members() {
+        let def = PolicyDefinition::from_json(SMALL).unwrap();
+        let back: Value = serde_json::from_str(&def.to_json_pretty()).unwrap();
+        let orig: Value = serde_json::from_str(SMALL).unwrap();
+        assert_eq!(back, orig);
+    }
+
+    #[test]
+    fn accepts_the_export_wrapper() {
+        let wrapped = format!(r#"{{"policyDefinition": {SMALL}}}"#);
+        assert_eq!(
+            PolicyDefinition::from_json(&wrapped).unwrap(),
+            PolicyDefinition::from_json(SMALL).unwrap()
+        );
+    }
+
+    #[test]
+    fn hash_ignores_key_order_and_whitespace() {
+        let a = PolicyDefinition::from_json(SMALL).unwrap();
+        let b = PolicyDefinition::from_json(
+            r#"{"rules":[{"alternateExpression":"x is positive","expression":"(> x 0)","id":"R1"}],
+            "futureTop":{"a":1}, "variables":[{"futureField":1,"description":"x","type":"int","name":"x"}],
+            "types":[{"values":[{"value":"RED"}],"name":"Color"}],"version":"1.0"}"#,
+        )
+        .unwrap();
+        assert_eq!(a.content_hash(), b.content_hash());
+        assert!(a.content_hash().starts_with("sha256:"));
+        assert_eq!(a.content_hash().len(), 7 + 64);
+        let mut c = a.clone();
+        c.rules[0].expression = "(> x 1)".into();
+        assert_ne!(a.content_hash(), c.content_hash());
+    }
+
+    #[test]
+    fn bad_json_is_an_error() {
+        assert!(PolicyDefinition::from_json("{").is_err());
+        assert!(PolicyDefinition::from_json(r#"{"rules": 3}"#).is_err());
+    }
+}
