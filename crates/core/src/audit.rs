@@ -1,1 +1,0 @@
-//! The hash-chained audit trail of a thread, and its replay.

@@ -1,1 +1,0 @@
-//! Prompt templates of the rewriting loop, rendered from findings.

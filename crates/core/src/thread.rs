@@ -1,1 +1,0 @@
-//! The rewriting loop as a sans-IO state machine.

@@ -1,0 +1,154 @@
+//! Amazon Bedrock ApplyGuardrail as a validator, through the AWS SDK for Rust.
+//!
+//! The SDK sends the request, signs it and retries (standard mode: exponential backoff with
+//! jitter on throttling and transient 5xx errors, bounded attempts). The findings are read from
+//! the raw response body with the core's own AWS-shaped types rather than the SDK's structs, so
+//! a finding kind newer than this SDK survives as an explicit unknown finding (never VALID)
+//! instead of being flattened away.
+
+use crate::config::BedrockGuardrailConfig;
+use aws_sdk_bedrockruntime::config::interceptors::AfterDeserializationInterceptorContextRef;
+use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
+use aws_sdk_bedrockruntime::types::{
+    GuardrailContentBlock, GuardrailContentQualifier, GuardrailContentSource, GuardrailTextBlock,
+};
+use proofgate_core::{ApplyGuardrailResponse, Finding};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A guardrail call that failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardrailError {
+    /// The service could not be reached or kept failing after the retries.
+    #[error("Bedrock ApplyGuardrail ({guardrail}) is unavailable: {reason}")]
+    Unavailable {
+        /// Guardrail id and version.
+        guardrail: String,
+        /// The SDK's error, with its context.
+        reason: String,
+    },
+    /// The response could not be read as an ApplyGuardrail response.
+    #[error("Bedrock ApplyGuardrail ({guardrail}) returned an unreadable response: {reason}")]
+    BadResponse {
+        /// Guardrail id and version.
+        guardrail: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Keeps the raw response body of the call it is attached to.
+#[derive(Debug, Clone, Default)]
+struct RawBody(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl Intercept for RawBody {
+    fn name(&self) -> &'static str {
+        "proofgate::RawBody"
+    }
+
+    fn read_after_deserialization(
+        &self,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), aws_sdk_bedrockruntime::error::BoxError> {
+        // Non-streaming responses are buffered before deserialization, so the bytes are here.
+        if let Some(bytes) = context.response().body().bytes() {
+            if let Ok(mut slot) = self.0.lock() {
+                *slot = Some(bytes.to_vec());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A configured guardrail.
+#[derive(Clone)]
+pub struct BedrockGuardrail {
+    client: aws_sdk_bedrockruntime::Client,
+    config: BedrockGuardrailConfig,
+}
+
+impl BedrockGuardrail {
+    /// Loads AWS credentials and region the standard way (environment, profile, IMDS) and
+    /// applies the configured region, endpoint override and retry bound.
+    pub async fn new(config: BedrockGuardrailConfig) -> Self {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(
+            aws_config::retry::RetryConfig::standard()
+                .with_max_attempts(config.max_attempts.max(1))
+                .with_initial_backoff(Duration::from_millis(100))
+                .with_max_backoff(Duration::from_secs(5)),
+        );
+        if let Some(region) = &config.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        if let Some(url) = &config.endpoint_url {
+            loader = loader.endpoint_url(url.clone());
+        }
+        let client = aws_sdk_bedrockruntime::Client::new(&loader.load().await);
+        BedrockGuardrail { client, config }
+    }
+
+    fn name(&self) -> String {
+        format!(
+            "{} version {}",
+            self.config.guardrail_id, self.config.guardrail_version
+        )
+    }
+
+    /// Validates a question/answer pair: the question is tagged `query`, the answer
+    /// `guard_content`. Returns the findings of every assessment and the raw response.
+    pub async fn validate(
+        &self,
+        question: &str,
+        answer: &str,
+    ) -> Result<(Vec<Finding>, serde_json::Value), GuardrailError> {
+        let block = |text: &str, q: GuardrailContentQualifier| -> Result<_, GuardrailError> {
+            let text = GuardrailTextBlock::builder()
+                .text(text)
+                .qualifiers(q)
+                .build()
+                .map_err(|e| GuardrailError::BadResponse {
+                    guardrail: self.name(),
+                    reason: format!("building the request: {e}"),
+                })?;
+            Ok(GuardrailContentBlock::Text(text))
+        };
+        let raw = RawBody::default();
+        self.client
+            .apply_guardrail()
+            .guardrail_identifier(&self.config.guardrail_id)
+            .guardrail_version(&self.config.guardrail_version)
+            .source(GuardrailContentSource::Output)
+            .content(block(question, GuardrailContentQualifier::Query)?)
+            .content(block(answer, GuardrailContentQualifier::GuardContent)?)
+            .customize()
+            .interceptor(raw.clone())
+            .send()
+            .await
+            .map_err(|e| GuardrailError::Unavailable {
+                guardrail: self.name(),
+                reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
+            })?;
+        let bytes = raw
+            .0
+            .lock()
+            .ok()
+            .and_then(|mut b| b.take())
+            .ok_or_else(|| GuardrailError::BadResponse {
+                guardrail: self.name(),
+                reason: "the response body was not captured".into(),
+            })?;
+        let body: serde_json::Value =
+            serde_json::from_slice(&bytes).map_err(|e| GuardrailError::BadResponse {
+                guardrail: self.name(),
+                reason: format!("not JSON: {e}"),
+            })?;
+        let response: ApplyGuardrailResponse =
+            serde_json::from_value(body.clone()).map_err(|e| GuardrailError::BadResponse {
+                guardrail: self.name(),
+                reason: e.to_string(),
+            })?;
+        Ok((response.findings(), body))
+    }
+}

@@ -1,0 +1,8 @@
+//! proofgate-proxy: the I/O shell around `proofgate-core`. It moves bytes and calls things:
+//! the HTTP server, LLM and validator clients, storage. Every decision of the rewriting loop
+//! is made by the core.
+
+pub mod bedrock;
+pub mod config;
+pub mod llm;
+pub mod storage;

@@ -1,0 +1,290 @@
+//! LLM clients: any OpenAI-compatible `/chat/completions` endpoint, or Bedrock Converse.
+
+use crate::config::{LlmEndpoint, LlmKind};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A user message.
+    pub fn user(content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: "user".into(),
+            content: content.into(),
+        }
+    }
+}
+
+/// What an LLM call failed with.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// The endpoint could not be reached, timed out, throttled or failed (5xx).
+    #[error("LLM endpoint {endpoint} is unavailable: {reason}")]
+    Unavailable {
+        /// The base URL or Bedrock model.
+        endpoint: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The endpoint refused the request (4xx): passed on to the client as is.
+    #[error("LLM endpoint {endpoint} rejected the request with HTTP {status}: {body}")]
+    Rejected {
+        /// The base URL.
+        endpoint: String,
+        /// HTTP status.
+        status: u16,
+        /// Response body, verbatim.
+        body: String,
+    },
+    /// The endpoint answered something that is not a chat completion.
+    #[error("LLM endpoint {endpoint} returned an unusable response: {reason}")]
+    BadResponse {
+        /// The base URL.
+        endpoint: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// proofgate is not set up to call this endpoint.
+    #[error("LLM endpoint misconfigured: {0}")]
+    Misconfigured(String),
+}
+
+/// A chat completion's text and the model that wrote it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmReply {
+    /// The assistant message.
+    pub text: String,
+    /// The model id as reported by the endpoint.
+    pub model: String,
+}
+
+/// A client for one configured endpoint.
+#[derive(Clone)]
+pub struct LlmClient {
+    endpoint: LlmEndpoint,
+    http: reqwest::Client,
+    bedrock: Option<aws_sdk_bedrockruntime::Client>,
+}
+
+impl LlmClient {
+    /// A client for `endpoint`. Bedrock endpoints load AWS credentials the standard way.
+    pub async fn new(endpoint: LlmEndpoint) -> Result<Self, LlmError> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_millis(endpoint.timeout_ms))
+            .build()
+            .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
+        let bedrock = match endpoint.kind {
+            LlmKind::Openai => None,
+            LlmKind::Bedrock => {
+                let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+                if let Some(region) = &endpoint.region {
+                    loader = loader.region(aws_config::Region::new(region.clone()));
+                }
+                if endpoint.base_url != crate::config::LlmEndpoint::default().base_url {
+                    loader = loader.endpoint_url(endpoint.base_url.clone());
+                }
+                Some(aws_sdk_bedrockruntime::Client::new(&loader.load().await))
+            }
+        };
+        Ok(LlmClient {
+            endpoint,
+            http,
+            bedrock,
+        })
+    }
+
+    /// The configured endpoint.
+    pub fn endpoint(&self) -> &LlmEndpoint {
+        &self.endpoint
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "{}/chat/completions",
+            self.endpoint.base_url.trim_end_matches('/')
+        )
+    }
+
+    /// Sends an OpenAI chat-completions request body as is (apart from `model` when one is
+    /// configured, and `stream`, which is always off: nothing unverified may stream through).
+    /// `client_auth` is the caller's `Authorization` header, used when no key is configured.
+    pub async fn forward(
+        &self,
+        mut body: Value,
+        client_auth: Option<&str>,
+    ) -> Result<Value, LlmError> {
+        if self.endpoint.kind == LlmKind::Bedrock {
+            let messages: Vec<ChatMessage> =
+                serde_json::from_value(body.get("messages").cloned().unwrap_or(Value::Null))
+                    .map_err(|e| LlmError::Misconfigured(format!("messages: {e}")))?;
+            let reply = self.converse(&messages).await?;
+            return Ok(completion_body(&reply.model, &reply.text));
+        }
+        if let Some(obj) = body.as_object_mut() {
+            if let Some(model) = &self.endpoint.model {
+                obj.insert("model".into(), json!(model));
+            }
+            obj.insert("stream".into(), json!(false));
+            obj.remove("stream_options");
+        }
+        let mut req = self.http.post(self.url()).json(&body);
+        if let Some(key) = &self.endpoint.api_key {
+            req = req.bearer_auth(key);
+        } else if let Some(auth) = client_auth {
+            req = req.header(reqwest::header::AUTHORIZATION, auth);
+        }
+        let resp = req.send().await.map_err(|e| self.unavailable(e))?;
+        let status = resp.status();
+        let text = resp.text().await.map_err(|e| self.unavailable(e))?;
+        if status.is_server_error() || status.as_u16() == 429 {
+            return Err(LlmError::Unavailable {
+                endpoint: self.endpoint.base_url.clone(),
+                reason: format!("HTTP {status}: {}", truncate(&text, 500)),
+            });
+        }
+        if !status.is_success() {
+            return Err(LlmError::Rejected {
+                endpoint: self.endpoint.base_url.clone(),
+                status: status.as_u16(),
+                body: text,
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| LlmError::BadResponse {
+            endpoint: self.endpoint.base_url.clone(),
+            reason: format!("not JSON ({e}): {}", truncate(&text, 200)),
+        })
+    }
+
+    /// One completion for proofgate's own purposes (rewriting, translating).
+    pub async fn complete(&self, messages: &[ChatMessage]) -> Result<LlmReply, LlmError> {
+        if self.endpoint.kind == LlmKind::Bedrock {
+            return self.converse(messages).await;
+        }
+        let model = self.endpoint.model.clone().ok_or_else(|| {
+            LlmError::Misconfigured(format!(
+                "no model set for {} (set `model` in its section of the config)",
+                self.endpoint.base_url
+            ))
+        })?;
+        let mut body = json!({ "model": model, "messages": messages });
+        if let Some(t) = self.endpoint.temperature {
+            body["temperature"] = json!(t);
+        }
+        let resp = self.forward(body, None).await?;
+        let text = completion_text(&resp).ok_or_else(|| LlmError::BadResponse {
+            endpoint: self.endpoint.base_url.clone(),
+            reason: "no choices[0].message.content".into(),
+        })?;
+        let model = resp
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or(&model)
+            .to_string();
+        Ok(LlmReply { text, model })
+    }
+
+    async fn converse(&self, messages: &[ChatMessage]) -> Result<LlmReply, LlmError> {
+        use aws_sdk_bedrockruntime::types::{
+            ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock,
+        };
+        let client = self
+            .bedrock
+            .as_ref()
+            .ok_or_else(|| LlmError::Misconfigured("Bedrock client not initialised".into()))?;
+        let model = self.endpoint.model.clone().ok_or_else(|| {
+            LlmError::Misconfigured("a Bedrock LLM endpoint needs `model` (a model id)".into())
+        })?;
+        let mut req = client.converse().model_id(&model);
+        for m in messages {
+            if m.role == "system" {
+                req = req.system(SystemContentBlock::Text(m.content.clone()));
+                continue;
+            }
+            let role = if m.role == "assistant" {
+                ConversationRole::Assistant
+            } else {
+                ConversationRole::User
+            };
+            let msg = Message::builder()
+                .role(role)
+                .content(ContentBlock::Text(m.content.clone()))
+                .build()
+                .map_err(|e| LlmError::Misconfigured(e.to_string()))?;
+            req = req.messages(msg);
+        }
+        if let Some(t) = self.endpoint.temperature {
+            req = req.inference_config(InferenceConfiguration::builder().temperature(t).build());
+        }
+        let out = req.send().await.map_err(|e| LlmError::Unavailable {
+            endpoint: format!("bedrock:{model}"),
+            reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
+        })?;
+        let text = out
+            .output()
+            .and_then(|o| o.as_message().ok())
+            .map(|m| {
+                m.content()
+                    .iter()
+                    .filter_map(|c| c.as_text().ok().cloned())
+                    .collect::<Vec<_>>()
+                    .join("")
+            })
+            .ok_or_else(|| LlmError::BadResponse {
+                endpoint: format!("bedrock:{model}"),
+                reason: "Converse returned no message".into(),
+            })?;
+        Ok(LlmReply { text, model })
+    }
+
+    fn unavailable(&self, e: reqwest::Error) -> LlmError {
+        LlmError::Unavailable {
+            endpoint: self.endpoint.base_url.clone(),
+            reason: if e.is_timeout() {
+                format!("timed out after {} ms", self.endpoint.timeout_ms)
+            } else {
+                e.to_string()
+            },
+        }
+    }
+}
+
+/// `choices[0].message.content` of a chat completion.
+pub fn completion_text(body: &Value) -> Option<String> {
+    body.pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+}
+
+/// A minimal OpenAI chat completion body.
+pub fn completion_body(model: &str, text: &str) -> Value {
+    json!({
+        "id": format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()),
+        "object": "chat.completion",
+        "created": std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        "model": model,
+        "choices": [{
+            "index": 0,
+            "message": { "role": "assistant", "content": text },
+            "finish_reason": "stop"
+        }]
+    })
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}

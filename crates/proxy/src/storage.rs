@@ -1,0 +1,380 @@
+//! Threads and audit trails in SQLite (default, one file created on start) or PostgreSQL (by
+//! URL, for several replicas behind a load balancer). Both through sqlx's Any driver with
+//! portable SQL, so there is one code path to test.
+
+use serde::Serialize;
+use serde_json::Value;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+
+/// A storage failure.
+#[derive(Debug, thiserror::Error)]
+pub enum StorageError {
+    /// The database could not be opened or a statement failed.
+    #[error("storage: {context}: {source}")]
+    Database {
+        /// What was being done.
+        context: String,
+        /// The driver's error.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// A migration failed.
+    #[error("storage: migrating the schema failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// Stored JSON could not be read back.
+    #[error("storage: thread {thread} holds unreadable JSON: {source}")]
+    Corrupt {
+        /// The thread id.
+        thread: String,
+        /// The parse error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The URL is not one proofgate can use.
+    #[error("storage: unsupported URL {0:?}: use sqlite://FILE or postgres://USER:PASS@HOST/DB")]
+    UnsupportedUrl(String),
+}
+
+fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StorageError {
+    let context = context.into();
+    move |source| StorageError::Database { context, source }
+}
+
+/// A thread as stored: the serialized state machine plus columns to query by.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StoredThread {
+    /// Thread id.
+    pub id: String,
+    /// Status for listing (`processing`, `awaiting_input`, `done`, ...).
+    pub status: String,
+    /// The user's question.
+    pub question: String,
+    /// Identifies the chat conversation the thread belongs to, to resume it on the next message.
+    pub conversation_key: Option<String>,
+    /// The serialized `proofgate_core::thread::Thread`.
+    pub state: Value,
+    /// Creation time, ms since the epoch.
+    pub created_at: i64,
+    /// Last update, ms since the epoch.
+    pub updated_at: i64,
+}
+
+/// The store.
+#[derive(Clone)]
+pub struct Store {
+    pool: AnyPool,
+}
+
+impl Store {
+    /// Opens (and for SQLite creates) the database and brings the schema up to date.
+    pub async fn connect(url: &str) -> Result<Store, StorageError> {
+        sqlx::any::install_default_drivers();
+        let url = if let Some(rest) = url.strip_prefix("sqlite://") {
+            if rest.contains("mode=") {
+                url.to_string()
+            } else if rest.contains('?') {
+                format!("{url}&mode=rwc")
+            } else {
+                format!("{url}?mode=rwc")
+            }
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            url.to_string()
+        } else {
+            return Err(StorageError::UnsupportedUrl(url.to_string()));
+        };
+        let sqlite = url.starts_with("sqlite:");
+        let pool = AnyPoolOptions::new()
+            // One writer for SQLite avoids "database is locked" under concurrent requests.
+            .max_connections(if sqlite { 1 } else { 10 })
+            .connect(&url)
+            .await
+            .map_err(db(format!("opening {}", redact(&url))))?;
+        sqlx::migrate!("./migrations").run(&pool).await?;
+        Ok(Store { pool })
+    }
+
+    /// Saves the thread and appends its new audit records, atomically.
+    pub async fn save(
+        &self,
+        thread: &StoredThread,
+        new_records: &[(u64, Value)],
+    ) -> Result<(), StorageError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(db("starting a transaction"))?;
+        sqlx::query(
+            "INSERT INTO threads (id, status, question, conversation_key, state, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
+             conversation_key = excluded.conversation_key, state = excluded.state, \
+             updated_at = excluded.updated_at",
+        )
+        .bind(&thread.id)
+        .bind(&thread.status)
+        .bind(&thread.question)
+        .bind(thread.conversation_key.clone())
+        .bind(thread.state.to_string())
+        .bind(thread.created_at)
+        .bind(thread.updated_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(db(format!("saving thread {}", thread.id)))?;
+        for (seq, record) in new_records {
+            let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
+            sqlx::query("INSERT INTO audit_records (thread_id, seq, record) VALUES ($1, $2, $3)")
+                .bind(&thread.id)
+                .bind(seq)
+                .bind(record.to_string())
+                .execute(&mut *tx)
+                .await
+                .map_err(db(format!(
+                    "appending audit record {seq} of thread {}",
+                    thread.id
+                )))?;
+        }
+        tx.commit().await.map_err(db("committing"))?;
+        Ok(())
+    }
+
+    fn row_to_thread(row: &AnyRow) -> Result<StoredThread, StorageError> {
+        let id: String = row.try_get("id").map_err(db("reading a thread row"))?;
+        let state: String = row.try_get("state").map_err(db("reading a thread row"))?;
+        let state = serde_json::from_str(&state).map_err(|source| StorageError::Corrupt {
+            thread: id.clone(),
+            source,
+        })?;
+        Ok(StoredThread {
+            status: row.try_get("status").map_err(db("reading a thread row"))?,
+            question: row
+                .try_get("question")
+                .map_err(db("reading a thread row"))?,
+            conversation_key: row
+                .try_get("conversation_key")
+                .map_err(db("reading a thread row"))?,
+            created_at: row
+                .try_get("created_at")
+                .map_err(db("reading a thread row"))?,
+            updated_at: row
+                .try_get("updated_at")
+                .map_err(db("reading a thread row"))?,
+            id,
+            state,
+        })
+    }
+
+    /// One thread by id.
+    pub async fn thread(&self, id: &str) -> Result<Option<StoredThread>, StorageError> {
+        let row = sqlx::query("SELECT * FROM threads WHERE id = $1")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(format!("loading thread {id}")))?;
+        row.as_ref().map(Self::row_to_thread).transpose()
+    }
+
+    /// The newest thread of a conversation with the given status.
+    pub async fn thread_by_conversation(
+        &self,
+        key: &str,
+        status: &str,
+    ) -> Result<Option<StoredThread>, StorageError> {
+        let row = sqlx::query(
+            "SELECT * FROM threads WHERE conversation_key = $1 AND status = $2 \
+             ORDER BY updated_at DESC LIMIT 1",
+        )
+        .bind(key)
+        .bind(status)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(db("looking up a conversation"))?;
+        row.as_ref().map(Self::row_to_thread).transpose()
+    }
+
+    /// The most recently updated threads.
+    pub async fn threads(&self, limit: i64) -> Result<Vec<StoredThread>, StorageError> {
+        let rows = sqlx::query("SELECT * FROM threads ORDER BY updated_at DESC LIMIT $1")
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("listing threads"))?;
+        rows.iter().map(Self::row_to_thread).collect()
+    }
+
+    /// The audit trail of a thread, in order.
+    pub async fn audit_trail(&self, id: &str) -> Result<Vec<Value>, StorageError> {
+        let rows =
+            sqlx::query("SELECT record FROM audit_records WHERE thread_id = $1 ORDER BY seq")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(db(format!("loading the audit trail of {id}")))?;
+        rows.iter()
+            .map(|r| {
+                let text: String = r.try_get("record").map_err(db("reading an audit record"))?;
+                serde_json::from_str(&text).map_err(|source| StorageError::Corrupt {
+                    thread: id.to_string(),
+                    source,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes threads (and their trails) last updated before `cutoff_ms`. Returns how many.
+    pub async fn expire(&self, cutoff_ms: i64) -> Result<u64, StorageError> {
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(db("starting a transaction"))?;
+        sqlx::query(
+            "DELETE FROM audit_records WHERE thread_id IN (SELECT id FROM threads WHERE updated_at < $1)",
+        )
+        .bind(cutoff_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("expiring audit trails"))?;
+        let done = sqlx::query("DELETE FROM threads WHERE updated_at < $1")
+            .bind(cutoff_ms)
+            .execute(&mut *tx)
+            .await
+            .map_err(db("expiring threads"))?;
+        tx.commit().await.map_err(db("committing"))?;
+        Ok(done.rows_affected())
+    }
+
+    /// Whether the database answers.
+    pub async fn ping(&self) -> Result<(), StorageError> {
+        sqlx::query("SELECT 1")
+            .execute(&self.pool)
+            .await
+            .map_err(db("health check"))?;
+        Ok(())
+    }
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn temp_db(name: &str) -> String {
+        let dir = std::env::temp_dir().join(format!("pg-store-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        format!("sqlite://{}", dir.join("t.sqlite").display())
+    }
+
+    fn thread(id: &str, status: &str, at: i64) -> StoredThread {
+        StoredThread {
+            id: id.into(),
+            status: status.into(),
+            question: "Q?".into(),
+            conversation_key: Some("conv".into()),
+            state: json!({"state": status}),
+            created_at: at,
+            updated_at: at,
+        }
+    }
+
+    #[tokio::test]
+    async fn saves_loads_and_survives_reopening() {
+        let url = temp_db("reopen");
+        {
+            let store = Store::connect(&url).await.unwrap();
+            store
+                .save(
+                    &thread("t1", "awaiting_input", 10),
+                    &[(0, json!({"seq": 0}))],
+                )
+                .await
+                .unwrap();
+            store
+                .save(
+                    &thread("t1", "awaiting_input", 11),
+                    &[(1, json!({"seq": 1}))],
+                )
+                .await
+                .unwrap();
+        }
+        let store = Store::connect(&url).await.unwrap();
+        let t = store.thread("t1").await.unwrap().unwrap();
+        assert_eq!(t.updated_at, 11);
+        assert_eq!(t.created_at, 10);
+        assert_eq!(
+            store.audit_trail("t1").await.unwrap(),
+            vec![json!({"seq": 0}), json!({"seq": 1})]
+        );
+        let found = store
+            .thread_by_conversation("conv", "awaiting_input")
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(found.id, "t1");
+        assert!(store.thread("nope").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn an_audit_record_is_never_overwritten() {
+        let store = Store::connect(&temp_db("overwrite")).await.unwrap();
+        store
+            .save(&thread("t1", "done", 1), &[(0, json!({"a": 1}))])
+            .await
+            .unwrap();
+        let err = store
+            .save(&thread("t1", "done", 2), &[(0, json!({"a": 2}))])
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("audit record 0"), "{err}");
+        // The failed save changed nothing.
+        assert_eq!(store.thread("t1").await.unwrap().unwrap().updated_at, 1);
+        assert_eq!(
+            store.audit_trail("t1").await.unwrap(),
+            vec![json!({"a": 1})]
+        );
+    }
+
+    #[tokio::test]
+    async fn expiry_removes_old_threads_and_trails() {
+        let store = Store::connect(&temp_db("expire")).await.unwrap();
+        store
+            .save(&thread("old", "done", 1), &[(0, json!({}))])
+            .await
+            .unwrap();
+        store.save(&thread("new", "done", 100), &[]).await.unwrap();
+        assert_eq!(store.expire(50).await.unwrap(), 1);
+        assert!(store.thread("old").await.unwrap().is_none());
+        assert!(store.audit_trail("old").await.unwrap().is_empty());
+        assert_eq!(store.threads(10).await.unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn unsupported_url_says_what_works() {
+        let err = Store::connect("mysql://x").await.err().unwrap().to_string();
+        assert!(err.contains("sqlite://FILE"), "{err}");
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://me:secret@db/x"),
+            "postgres://me:***@db/x"
+        );
+    }
+}
