@@ -20,6 +20,9 @@ pub mod prompts;
 pub mod thread;
 pub mod verdict;
 
+pub use audit::{replay, replay_json, verify_chain, AuditRecord, ReplayReport};
 pub use decision::{parse_decision, Decision, DecisionKind, MAX_QUESTIONS};
 pub use findings::{ApplyGuardrailResponse, Finding, FindingKind};
+pub use prompts::PolicyContext;
+pub use thread::{Effect, Input, Outcome, OutcomeStatus, Thread, ThreadConfig, ThreadError};
 pub use verdict::{aggregate_verdict, prioritize, AggregateVerdict, Verdict};

@@ -1,0 +1,36 @@
+//! The hash-chained audit trail of a thread, and its replay.
+//!
+//! A thread appends one [`AuditRecord`] `{seq, prev, at, kind, body, hash}` per input and per
+//! effect: the first is THREAD_STARTED (format version, thread id, question, configuration),
+//! then each input (LLM_REPLIED, VALIDATED with the validator's evidence, USER_ANSWERED, ...)
+//! followed by the effect it produced (CALL_LLM, VALIDATE, ASK_USER), and for a finished
+//! thread a final record named after the event (VALID_RESPONSE, MAX_ITERATIONS_REACHED,
+//! IMPOSSIBLE_RESPONSE, NOT_COVERED, ERROR). `hash` is SHA-256 over the canonical encoding in
+//! [`canonical`]; `prev` is the previous record's hash.
+//!
+//! [`replay`] rebuilds the thread from the first record and feeds it the recorded inputs, so a
+//! trail proves not only that nothing was altered but that every prompt, every decision and
+//! the outcome are exactly what this code does with those inputs.
+//!
+//! # Versioning
+//!
+//! [`FORMAT_VERSION`] covers both the record encoding and the loop's behaviour (transitions
+//! and prompt templates), since replay recomputes prompts. A change to either must bump it and
+//! keep the old behaviour reachable for replay, so that every stored trail keeps replaying;
+//! `crates/core/tests/fixtures/trail-v1-*.json` pins today's trails.
+
+pub mod canonical;
+
+mod bodies;
+mod record;
+mod replay;
+
+pub use bodies::{FinalRecord, ThreadStarted};
+pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
+pub use replay::{
+    replay, replay_json, verify_chain, verify_chain_json, ChainReport, ReplayFailure,
+    ReplayProblem, ReplayReport,
+};
+
+/// The audit format this version writes and replays.
+pub const FORMAT_VERSION: u32 = 1;

@@ -1,0 +1,493 @@
+//! Checking a trail: [`verify_chain`] checks hashes and links only; [`replay`] also rebuilds
+//! the thread from the first record, feeds every recorded input through the same machine and
+//! compares every record it produces with the recorded one.
+
+use super::bodies::ThreadStarted;
+use super::canonical::canonical_json;
+use super::record::{AuditRecord, RecordKind, GENESIS_PREV};
+use super::FORMAT_VERSION;
+use crate::thread::{Input, OutcomeStatus, Thread};
+use serde::de::{DeserializeSeed, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::fmt;
+
+/// What was wrong with a record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReplayProblem {
+    /// The trail has no records.
+    Empty,
+    /// Not valid JSON, or not a record (missing or extra fields, unknown kind, bad body).
+    Malformed,
+    /// The stored hash does not match the record's contents: the record was altered.
+    HashMismatch,
+    /// `seq` is not the record's position.
+    SeqMismatch,
+    /// `prev` is not the previous record's hash: records were removed, inserted or reordered.
+    BrokenLink,
+    /// The first record's format version is not one this version can replay.
+    UnsupportedVersion,
+    /// The machine rejected the recorded input (wrong state, or an unusable start record).
+    RejectedInput,
+    /// The machine produced a different record than the one recorded.
+    Differs,
+    /// The trail ends before a record the machine produced for the last input.
+    Missing,
+}
+
+/// The first record that failed, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayFailure {
+    /// Position of the record in the trail (equal to its `seq` in an intact trail).
+    pub index: usize,
+    /// The record's kind, when it could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<RecordKind>,
+    /// What was wrong.
+    pub problem: ReplayProblem,
+    /// The details, for a person.
+    pub detail: String,
+}
+
+impl fmt::Display for ReplayFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            Some(k) => write!(f, "record {} ({k}): {}", self.index, self.detail),
+            None => write!(f, "record {}: {}", self.index, self.detail),
+        }
+    }
+}
+
+/// The result of [`verify_chain`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainReport {
+    /// Whether every hash and link checked out.
+    pub ok: bool,
+    /// How many records the trail has.
+    pub records: usize,
+    /// How many leading records are intact.
+    pub verified_records: usize,
+    /// The hash of the last intact record: anchor it elsewhere to detect truncation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_hash: Option<String>,
+    /// The first broken record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<ReplayFailure>,
+}
+
+/// The result of [`replay`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplayReport {
+    /// Whether every record was intact and reproduced exactly.
+    pub ok: bool,
+    /// The format version of the first record, when readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format_version: Option<u32>,
+    /// The thread id, when the first record is readable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
+    /// How many records the trail has.
+    pub records: usize,
+    /// How many leading records were reproduced exactly.
+    pub verified_records: usize,
+    /// The hash of the last reproduced record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_hash: Option<String>,
+    /// The replayed thread's final status, if it finished within the verified records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<OutcomeStatus>,
+    /// The first record that was altered or differs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<ReplayFailure>,
+}
+
+/// A trail as read from JSON: each element a record, or why it is not one.
+type Entries = Vec<Result<AuditRecord, String>>;
+
+fn fail(
+    index: usize,
+    kind: Option<RecordKind>,
+    problem: ReplayProblem,
+    detail: String,
+) -> ReplayFailure {
+    ReplayFailure {
+        index,
+        kind,
+        problem,
+        detail,
+    }
+}
+
+/// Reads a JSON array of records, keeping every element that parses; a syntax error stops at
+/// the element it occurred in, so that it is blamed on the right record.
+fn parse_entries(json: &[u8]) -> Entries {
+    struct Collect<'a>(&'a mut Vec<Value>);
+    impl<'de> Visitor<'de> for Collect<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON array of audit records")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while let Some(v) = seq.next_element::<Value>()? {
+                self.0.push(v);
+            }
+            Ok(())
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for Collect<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+
+    let mut values = Vec::new();
+    let mut de = serde_json::Deserializer::from_slice(json);
+    let result = Collect(&mut values)
+        .deserialize(&mut de)
+        .and_then(|()| de.end());
+    let mut entries: Entries = values
+        .into_iter()
+        .map(|v| AuditRecord::deserialize(v).map_err(|e| format!("not an audit record: {e}")))
+        .collect();
+    if let Err(e) = result {
+        entries.push(Err(format!("the trail's JSON is malformed here: {e}")));
+    }
+    entries
+}
+
+/// Checks a record's own hash, its position and its link to the previous record.
+fn check_integrity(index: usize, rec: &AuditRecord, prev_hash: &str) -> Result<(), ReplayFailure> {
+    let kind = Some(rec.kind);
+    let expected = rec.expected_hash();
+    if rec.hash != expected {
+        return Err(fail(
+            index,
+            kind,
+            ReplayProblem::HashMismatch,
+            format!(
+                "the record was altered: its contents hash to {expected}, but it says {}",
+                rec.hash
+            ),
+        ));
+    }
+    if rec.seq != index as u64 {
+        return Err(fail(
+            index,
+            kind,
+            ReplayProblem::SeqMismatch,
+            format!("seq is {}, but the record is at position {index}", rec.seq),
+        ));
+    }
+    if rec.prev != prev_hash {
+        return Err(fail(
+            index,
+            kind,
+            ReplayProblem::BrokenLink,
+            format!(
+                "prev is {}, but the previous record's hash is {prev_hash}: records were \
+                 removed, inserted or reordered",
+                rec.prev
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn entry(entries: &Entries, index: usize) -> Result<&AuditRecord, ReplayFailure> {
+    entries[index]
+        .as_ref()
+        .map_err(|e| fail(index, None, ReplayProblem::Malformed, e.clone()))
+}
+
+fn chain(entries: &Entries) -> ChainReport {
+    let mut report = ChainReport {
+        ok: false,
+        records: entries.len(),
+        verified_records: 0,
+        head_hash: None,
+        failure: None,
+    };
+    if entries.is_empty() {
+        report.failure = Some(fail(
+            0,
+            None,
+            ReplayProblem::Empty,
+            "the trail has no records".into(),
+        ));
+        return report;
+    }
+    let mut prev = GENESIS_PREV.to_string();
+    for i in 0..entries.len() {
+        let checked =
+            entry(entries, i).and_then(|rec| check_integrity(i, rec, &prev).map(|()| rec));
+        match checked {
+            Ok(rec) => {
+                prev = rec.hash.clone();
+                report.verified_records = i + 1;
+                report.head_hash = Some(prev.clone());
+            }
+            Err(f) => {
+                report.failure = Some(f);
+                return report;
+            }
+        }
+    }
+    report.ok = true;
+    report
+}
+
+/// Checks hashes, positions and links only (no replay).
+pub fn verify_chain(trail: &[AuditRecord]) -> ChainReport {
+    chain(&trail.iter().cloned().map(Ok).collect())
+}
+
+/// [`verify_chain`] over a JSON array of records (bytes, so that a trail that is not even
+/// UTF-8 any more is blamed on the right record).
+pub fn verify_chain_json(json: impl AsRef<[u8]>) -> ChainReport {
+    chain(&parse_entries(json.as_ref()))
+}
+
+/// Replays a trail: rebuilds the thread from the first record, feeds every recorded input,
+/// and checks every record (hash, link, and equality with what the machine produces).
+pub fn replay(trail: &[AuditRecord]) -> ReplayReport {
+    replay_entries(&trail.iter().cloned().map(Ok).collect())
+}
+
+/// [`replay`] over a JSON array of records.
+pub fn replay_json(json: impl AsRef<[u8]>) -> ReplayReport {
+    replay_entries(&parse_entries(json.as_ref()))
+}
+
+fn replay_entries(entries: &Entries) -> ReplayReport {
+    let mut report = ReplayReport {
+        ok: false,
+        format_version: None,
+        thread_id: None,
+        records: entries.len(),
+        verified_records: 0,
+        head_hash: None,
+        status: None,
+        failure: None,
+    };
+    if let Err(f) = replay_into(entries, &mut report) {
+        report.failure = Some(f);
+    } else {
+        report.ok = true;
+    }
+    report
+}
+
+fn start_thread(rec: &AuditRecord, report: &mut ReplayReport) -> Result<Thread, ReplayFailure> {
+    let kind = Some(rec.kind);
+    if rec.kind != RecordKind::ThreadStarted {
+        return Err(fail(
+            0,
+            kind,
+            ReplayProblem::Malformed,
+            format!("the first record must be THREAD_STARTED, not {}", rec.kind),
+        ));
+    }
+    // Read the version before the rest, so that a future format is reported as such rather
+    // than as a malformed body.
+    let version = rec.body.get("formatVersion").and_then(Value::as_u64);
+    let Some(version) = version.and_then(|v| u32::try_from(v).ok()) else {
+        return Err(fail(
+            0,
+            kind,
+            ReplayProblem::Malformed,
+            "THREAD_STARTED has no numeric formatVersion".into(),
+        ));
+    };
+    report.format_version = Some(version);
+    if version != FORMAT_VERSION {
+        return Err(fail(
+            0,
+            kind,
+            ReplayProblem::UnsupportedVersion,
+            format!("format version {version} cannot be replayed by this version (it replays {FORMAT_VERSION})"),
+        ));
+    }
+    let started = ThreadStarted::deserialize(&rec.body).map_err(|e| {
+        fail(
+            0,
+            kind,
+            ReplayProblem::Malformed,
+            format!("THREAD_STARTED body is invalid: {e}"),
+        )
+    })?;
+    report.thread_id = Some(started.thread_id.clone());
+    Thread::from_started(started, rec.at).map_err(|e| {
+        fail(
+            0,
+            kind,
+            ReplayProblem::RejectedInput,
+            format!("the recorded start cannot be replayed: {e}"),
+        )
+    })
+}
+
+fn replay_into(entries: &Entries, report: &mut ReplayReport) -> Result<(), ReplayFailure> {
+    if entries.is_empty() {
+        return Err(fail(
+            0,
+            None,
+            ReplayProblem::Empty,
+            "the trail has no records".into(),
+        ));
+    }
+    let first = entry(entries, 0)?;
+    check_integrity(0, first, GENESIS_PREV)?;
+    let mut thread = start_thread(first, report)?;
+
+    for i in 0..entries.len() {
+        let rec = entry(entries, i)?;
+        if i > 0 {
+            // Records before i were reproduced exactly, so their hashes are the machine's.
+            check_integrity(i, rec, &thread.audit_trail()[i - 1].hash)?;
+        }
+        if i >= thread.audit_trail().len() {
+            feed(&mut thread, i, rec)?;
+        }
+        let produced = thread.audit_trail().get(i).ok_or_else(|| {
+            fail(
+                i,
+                Some(rec.kind),
+                ReplayProblem::Differs,
+                "the machine produced no record here".into(),
+            )
+        })?;
+        if let Some(detail) = difference(rec, produced) {
+            return Err(fail(i, Some(rec.kind), ReplayProblem::Differs, detail));
+        }
+        report.verified_records = i + 1;
+        report.head_hash = Some(rec.hash.clone());
+        report.status = thread.outcome().map(|o| o.status);
+    }
+    if let Some(missing) = thread.audit_trail().get(entries.len()) {
+        return Err(fail(
+            entries.len(),
+            Some(missing.kind),
+            ReplayProblem::Missing,
+            format!(
+                "the trail ends, but the machine also produced a {} record for the last input",
+                missing.kind
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Feeds the recorded input at `index` to the machine.
+fn feed(thread: &mut Thread, index: usize, rec: &AuditRecord) -> Result<(), ReplayFailure> {
+    let kind = Some(rec.kind);
+    if !rec.kind.is_input() {
+        return Err(fail(
+            index,
+            kind,
+            ReplayProblem::Differs,
+            format!(
+                "the machine is waiting for an input here (state {}), but the record is a {}",
+                thread.phase(),
+                rec.kind
+            ),
+        ));
+    }
+    let input = Input::deserialize(&rec.body).map_err(|e| {
+        fail(
+            index,
+            kind,
+            ReplayProblem::Malformed,
+            format!("the body is not a valid input: {e}"),
+        )
+    })?;
+    thread.handle(input).map(|_| ()).map_err(|e| {
+        fail(
+            index,
+            kind,
+            ReplayProblem::RejectedInput,
+            format!("the machine rejects this input: {e}"),
+        )
+    })
+}
+
+/// Why a recorded record is not the one the machine produced, if it is not.
+fn difference(recorded: &AuditRecord, produced: &AuditRecord) -> Option<String> {
+    if recorded.kind != produced.kind {
+        return Some(format!(
+            "recorded a {} record, but the machine produced a {} record",
+            recorded.kind, produced.kind
+        ));
+    }
+    if recorded.at != produced.at {
+        return Some(format!(
+            "recorded at {}, but the machine produced it at {}",
+            recorded.at, produced.at
+        ));
+    }
+    if let Some(d) = value_difference(&recorded.body, &produced.body, "body") {
+        return Some(d);
+    }
+    // Same contents and same predecessor: equal hashes follow; checked anyway for soundness.
+    (recorded.hash != produced.hash || recorded.prev != produced.prev).then(|| {
+        format!(
+            "recorded hash {}, but the machine produced {}",
+            recorded.hash, produced.hash
+        )
+    })
+}
+
+fn shorten(v: &Value) -> String {
+    let text = canonical_json(v);
+    if text.chars().count() > 120 {
+        let head: String = text.chars().take(117).collect();
+        format!("{head}...")
+    } else {
+        text
+    }
+}
+
+/// The first path where two JSON values differ (in their canonical encoding).
+fn value_difference(recorded: &Value, produced: &Value, path: &str) -> Option<String> {
+    if canonical_json(recorded) == canonical_json(produced) {
+        return None;
+    }
+    match (recorded, produced) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                match (a.get(k), b.get(k)) {
+                    (Some(x), Some(y)) => {
+                        if let Some(d) = value_difference(x, y, &format!("{path}.{k}")) {
+                            return Some(d);
+                        }
+                    }
+                    (Some(_), None) => {
+                        return Some(format!("{path}.{k} is recorded, but the machine has none"))
+                    }
+                    (None, Some(_)) => {
+                        return Some(format!("{path}.{k} is missing from the record"))
+                    }
+                    (None, None) => {}
+                }
+            }
+            None
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| value_difference(x, y, &format!("{path}[{i}]"))),
+        _ => Some(format!(
+            "{path}: recorded {}, but the machine produced {}",
+            shorten(recorded),
+            shorten(produced)
+        )),
+    }
+}

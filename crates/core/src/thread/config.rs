@@ -1,0 +1,56 @@
+//! How a thread behaves: iteration limit, follow-up questions, their timeout, policy context.
+
+use crate::prompts::PolicyContext;
+use serde::{Deserialize, Serialize};
+
+/// The default limit on validations per thread.
+pub const DEFAULT_MAX_ITERATIONS: u32 = 5;
+
+/// The default time the user has to answer follow-up questions: 15 minutes.
+pub const DEFAULT_QUESTION_TIMEOUT_MS: u64 = 15 * 60 * 1000;
+
+/// Whether the rewriting LLM may ask the user follow-up questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FollowUpQuestions {
+    /// Offered for TRANSLATION_AMBIGUOUS and SATISFIABLE findings.
+    #[default]
+    Allowed,
+    /// Never offered: the LLM can only rewrite (e.g. a batch job with no user to ask).
+    Disabled,
+}
+
+/// Configuration of one thread. Recorded in the first audit record, so replay rebuilds the
+/// thread with exactly this configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct ThreadConfig {
+    /// At most this many validations; at least 1.
+    pub max_iterations: u32,
+    /// Whether follow-up questions may be asked.
+    pub follow_up_questions: FollowUpQuestions,
+    /// How long the user has to answer follow-up questions, in milliseconds; a
+    /// [`Input::Tick`](super::Input::Tick) at or after the deadline counts as a skip. `None`:
+    /// wait for ever.
+    pub question_timeout_ms: Option<u64>,
+    /// The rules and variables shown to the LLM.
+    pub policy: PolicyContext,
+}
+
+impl Default for ThreadConfig {
+    fn default() -> Self {
+        ThreadConfig {
+            max_iterations: DEFAULT_MAX_ITERATIONS,
+            follow_up_questions: FollowUpQuestions::Allowed,
+            question_timeout_ms: Some(DEFAULT_QUESTION_TIMEOUT_MS),
+            policy: PolicyContext::default(),
+        }
+    }
+}
+
+impl ThreadConfig {
+    /// Whether follow-up questions may be offered to the LLM.
+    pub fn allows_questions(&self) -> bool {
+        self.follow_up_questions == FollowUpQuestions::Allowed
+    }
+}

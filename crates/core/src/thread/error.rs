@@ -1,0 +1,37 @@
+//! What can go wrong when driving a thread. Every error leaves the thread unchanged.
+
+use super::state::Phase;
+use super::OutcomeStatus;
+
+/// An input the thread cannot take, or a thread that cannot be created.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ThreadError {
+    /// The configuration is unusable.
+    #[error("invalid thread configuration: {0}")]
+    InvalidConfig(String),
+    /// The question is empty.
+    #[error("the question is empty: a thread needs a question to answer")]
+    EmptyQuestion,
+    /// The input does not fit the state the thread is in.
+    #[error("the thread is in state {phase} and cannot take {input}; it expects {expected}")]
+    UnexpectedInput {
+        /// Where the thread is.
+        phase: Phase,
+        /// The input given.
+        input: &'static str,
+        /// What it would take instead.
+        expected: &'static str,
+    },
+    /// The thread has already finished; nothing more can happen to it.
+    #[error("the thread has already finished with {status}; it takes no more input")]
+    Finished {
+        /// How it finished.
+        status: OutcomeStatus,
+    },
+    /// UserAnswered with no non-blank answer.
+    #[error("UserAnswered carries no answer; send UserSkipped to skip the questions")]
+    NoAnswers,
+    /// The thread's own data contradicts itself (e.g. edited JSON).
+    #[error("the thread's data is inconsistent: {0}")]
+    Inconsistent(&'static str),
+}

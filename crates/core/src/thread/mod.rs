@@ -1,0 +1,739 @@
+//! The rewriting loop as a sans-IO state machine.
+//!
+//! ```
+//! use proofgate_core::thread::{Effect, Input, Thread, ThreadConfig};
+//! use proofgate_core::findings::Finding;
+//!
+//! let mut t = Thread::new(ThreadConfig::default(), "t-1", "Can I bring my dog?", 0).unwrap();
+//! let mut effect = t.start();
+//! let mut now = 0;
+//! loop {
+//!     now += 1;
+//!     effect = match effect {
+//!         Effect::CallLlm { .. } => t.handle(Input::LlmReplied {
+//!             text: "Yes, dogs are allowed.".into(), model: None, now,
+//!         }).unwrap(),
+//!         Effect::Validate { .. } => t.handle(Input::Validated {
+//!             findings: vec![Finding::Valid(Default::default())], evidence: None, now,
+//!         }).unwrap(),
+//!         Effect::AskUser { .. } => t.handle(Input::UserSkipped { now }).unwrap(),
+//!         Effect::Finish(outcome) => { assert!(outcome.verified); break }
+//!     };
+//! }
+//! ```
+//!
+//! Every successful [`Thread::handle`] appends the input and the effect it produced to the
+//! thread's audit trail ([`crate::audit`]); a failed one changes nothing.
+
+mod config;
+mod error;
+mod history;
+mod io;
+mod outcome;
+mod state;
+#[cfg(test)]
+mod tests;
+
+pub use config::{
+    FollowUpQuestions, ThreadConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_QUESTION_TIMEOUT_MS,
+};
+pub use error::ThreadError;
+pub use history::{
+    AnswerRole, ClarificationExchange, ClarificationResponse, LlmReply, Step, Validation,
+};
+pub use io::{Effect, Input, LlmPurpose};
+pub use outcome::{Outcome, OutcomeStatus};
+pub use state::{Phase, ThreadState};
+
+use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
+use crate::decision::{parse_decision, DecisionKind};
+use crate::findings::{Finding, FindingKind};
+use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
+use crate::verdict::{aggregate_verdict, top_finding, Verdict};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Warning of a NOT_COVERED outcome whose findings are all NO_TRANSLATIONS.
+pub const OUTSIDE_POLICY_WARNING: &str =
+    "the answer is outside the policy: nothing in it could be checked";
+/// Warning of a NOT_COVERED outcome whose validation returned no findings.
+pub const NO_FINDINGS_WARNING: &str =
+    "the validator returned no findings: nothing in the answer was checked";
+
+/// One question being answered: configuration, state, history and audit trail.
+///
+/// Serializes to JSON (camelCase) and resumes from it: persist it while waiting for the LLM,
+/// the validator or the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Thread {
+    id: String,
+    question: String,
+    config: ThreadConfig,
+    created_at: u64,
+    state: ThreadState,
+    steps: Vec<Step>,
+    clarifications: Vec<ClarificationExchange>,
+    audit_trail: Vec<AuditRecord>,
+}
+
+fn is_blank(s: &str) -> bool {
+    s.trim().is_empty()
+}
+
+/// The answer in a reply that should be a plain answer; tolerates a model that wraps it in
+/// the decision format anyway.
+fn plain_answer(text: &str) -> String {
+    let d = parse_decision(text);
+    match d.decision {
+        DecisionKind::Rewrite => d.answer,
+        _ => text.trim().to_string(),
+    }
+}
+
+/// Whether the validation of an IMPOSSIBLE explanation confirms it: the validator finds the
+/// premises impossible again, or proves the explanation's claims, and nothing else.
+fn explanation_confirmed(findings: &[Finding]) -> bool {
+    let kinds = || findings.iter().map(Finding::kind);
+    kinds().any(|k| matches!(k, FindingKind::Impossible | FindingKind::Valid))
+        && kinds().all(|k| {
+            matches!(
+                k,
+                FindingKind::Impossible | FindingKind::Valid | FindingKind::NoTranslations
+            )
+        })
+}
+
+fn verdict_of(kind: FindingKind) -> Verdict {
+    match kind {
+        FindingKind::Valid => Verdict::Valid,
+        FindingKind::Invalid => Verdict::Invalid,
+        FindingKind::Satisfiable => Verdict::Satisfiable,
+        FindingKind::Impossible => Verdict::Impossible,
+        FindingKind::TranslationAmbiguous => Verdict::TranslationAmbiguous,
+        FindingKind::TooComplex => Verdict::TooComplex,
+        FindingKind::NoTranslations => Verdict::NoTranslations,
+        FindingKind::Unknown => Verdict::Unknown,
+    }
+}
+
+/// How close an unverified answer is to VALID, for picking the best one at the iteration
+/// limit: lower is better.
+fn closeness(verdict: Verdict) -> u8 {
+    match verdict {
+        Verdict::Valid => 0,
+        Verdict::Satisfiable => 1,
+        Verdict::TranslationAmbiguous => 2,
+        Verdict::TooComplex => 3,
+        Verdict::NoTranslations => 4,
+        Verdict::NoFindings => 5,
+        Verdict::Unknown => 6,
+        Verdict::Invalid => 7,
+        Verdict::Impossible => 8,
+    }
+}
+
+/// Serializes one of the thread's own types into an audit record body.
+fn to_body<T: Serialize>(value: &T) -> Value {
+    // Only our own types go through here: structs, enums, strings, numbers and JSON values,
+    // all with string keys, which serde_json always serializes.
+    serde_json::to_value(value).expect("thread types always serialize to JSON")
+}
+
+impl Thread {
+    /// Creates a thread for `question` and records its start; its first effect
+    /// ([`Thread::start`]) asks the LLM for an answer. `now` is in ms since the epoch.
+    pub fn new(
+        config: ThreadConfig,
+        thread_id: impl Into<String>,
+        question: impl Into<String>,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
+        Thread::from_started(
+            ThreadStarted::new(thread_id.into(), question.into(), config),
+            now,
+        )
+    }
+
+    /// Creates the thread a THREAD_STARTED record describes (used by replay, so that the
+    /// recorded start is reproduced exactly).
+    pub(crate) fn from_started(started: ThreadStarted, now: u64) -> Result<Thread, ThreadError> {
+        if started.config.max_iterations == 0 {
+            return Err(ThreadError::InvalidConfig(
+                "maxIterations must be at least 1 (it counts validations)".into(),
+            ));
+        }
+        if is_blank(&started.question) {
+            return Err(ThreadError::EmptyQuestion);
+        }
+        let prompt = prompts::initial_answer(&started.question, &started.config.policy);
+        let mut thread = Thread {
+            id: started.thread_id.clone(),
+            question: started.question.clone(),
+            config: started.config.clone(),
+            created_at: now,
+            state: ThreadState::GenerateInitial {
+                prompt: prompt.clone(),
+            },
+            steps: vec![Step {
+                purpose: LlmPurpose::InitialAnswer,
+                addressing: None,
+                prompt: prompt.clone(),
+                requested_at: now,
+                reply: None,
+                decision: None,
+                note: None,
+                answer: None,
+                role: None,
+                validation: None,
+            }],
+            clarifications: Vec::new(),
+            audit_trail: Vec::new(),
+        };
+        thread.append(RecordKind::ThreadStarted, now, to_body(&started));
+        thread.emit(
+            Effect::CallLlm {
+                purpose: LlmPurpose::InitialAnswer,
+                prompt,
+            },
+            now,
+        );
+        Ok(thread)
+    }
+
+    /// The first effect: call the LLM for the initial answer. Calling it again (e.g. after
+    /// resuming from JSON) returns whatever the thread is waiting for; it records nothing.
+    pub fn start(&self) -> Effect {
+        self.pending_effect()
+    }
+
+    /// What the thread is waiting for, as the effect that asked for it.
+    pub fn pending_effect(&self) -> Effect {
+        match &self.state {
+            ThreadState::GenerateInitial { prompt } => Effect::CallLlm {
+                purpose: LlmPurpose::InitialAnswer,
+                prompt: prompt.clone(),
+            },
+            ThreadState::Validate { answer, .. } => Effect::Validate {
+                question: self.question.clone(),
+                answer: answer.clone(),
+            },
+            ThreadState::RewritingLoop {
+                purpose, prompt, ..
+            } => Effect::CallLlm {
+                purpose: *purpose,
+                prompt: prompt.clone(),
+            },
+            ThreadState::AwaitingInput {
+                questions,
+                deadline,
+            } => Effect::AskUser {
+                questions: questions.clone(),
+                deadline: *deadline,
+            },
+            ThreadState::Completed { outcome } | ThreadState::Error { outcome } => {
+                Effect::Finish(outcome.clone())
+            }
+        }
+    }
+
+    /// Feeds one input; returns what to do next. An input that does not fit the current
+    /// state is rejected with an error and leaves the thread exactly as it was.
+    pub fn handle(&mut self, input: Input) -> Result<Effect, ThreadError> {
+        self.check_accepts(&input)?;
+        // Work on a copy and commit only on success, so that an internal inconsistency found
+        // half-way (e.g. hand-edited JSON) cannot leave a half-applied transition behind.
+        let mut next = self.clone();
+        let effect = next.apply(input)?;
+        *self = next;
+        Ok(effect)
+    }
+
+    /// The thread id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// The user's question.
+    pub fn question(&self) -> &str {
+        &self.question
+    }
+    /// The configuration.
+    pub fn config(&self) -> &ThreadConfig {
+        &self.config
+    }
+    /// When the thread was created (ms since the epoch).
+    pub fn created_at(&self) -> u64 {
+        self.created_at
+    }
+    /// The current state.
+    pub fn state(&self) -> &ThreadState {
+        &self.state
+    }
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        self.state.phase()
+    }
+    /// Every LLM call so far with what followed, oldest first.
+    pub fn steps(&self) -> &[Step] {
+        &self.steps
+    }
+    /// Every round of follow-up questions, oldest first.
+    pub fn clarifications(&self) -> &[ClarificationExchange] {
+        &self.clarifications
+    }
+    /// The audit trail: one record per input and per effect, hash-chained.
+    pub fn audit_trail(&self) -> &[AuditRecord] {
+        &self.audit_trail
+    }
+    /// The outcome, once finished.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.state.outcome()
+    }
+    /// How many validations have run.
+    pub fn iterations(&self) -> u32 {
+        let n = self.steps.iter().filter(|s| s.validation.is_some()).count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
+    fn check_accepts(&self, input: &Input) -> Result<(), ThreadError> {
+        let expected = match &self.state {
+            ThreadState::Completed { outcome } | ThreadState::Error { outcome } => {
+                return Err(ThreadError::Finished {
+                    status: outcome.status,
+                })
+            }
+            ThreadState::GenerateInitial { .. } | ThreadState::RewritingLoop { .. } => {
+                if matches!(input, Input::LlmReplied { .. } | Input::Failed { .. }) {
+                    return Ok(());
+                }
+                "LlmReplied (or Failed)"
+            }
+            ThreadState::Validate { .. } => {
+                if matches!(input, Input::Validated { .. } | Input::Failed { .. }) {
+                    return Ok(());
+                }
+                "Validated (or Failed)"
+            }
+            ThreadState::AwaitingInput { .. } => match input {
+                Input::UserAnswered { answers, .. } if answers.iter().all(|a| is_blank(a)) => {
+                    return Err(ThreadError::NoAnswers)
+                }
+                Input::UserAnswered { .. }
+                | Input::UserSkipped { .. }
+                | Input::Tick { .. }
+                | Input::Failed { .. } => return Ok(()),
+                _ => "UserAnswered, UserSkipped or Tick (or Failed)",
+            },
+        };
+        Err(ThreadError::UnexpectedInput {
+            phase: self.phase(),
+            input: input.name(),
+            expected,
+        })
+    }
+
+    fn apply(&mut self, input: Input) -> Result<Effect, ThreadError> {
+        let now = input.now();
+        self.append(RecordKind::of_input(&input), now, to_body(&input));
+        match input {
+            Input::Failed { reason, now } => Ok(self.fail(reason, now)),
+            Input::LlmReplied { text, model, now } => self.on_llm_reply(text, model, now),
+            Input::Validated {
+                findings,
+                evidence,
+                now,
+            } => self.on_validated(findings, evidence, now),
+            Input::UserAnswered { answers, now } => {
+                self.on_clarification(ClarificationResponse::Answered { answers, at: now }, now)
+            }
+            Input::UserSkipped { now } => {
+                self.on_clarification(ClarificationResponse::Skipped { at: now }, now)
+            }
+            Input::Tick { now } => self.on_tick(now),
+        }
+    }
+
+    fn current_step(&mut self) -> Result<&mut Step, ThreadError> {
+        self.steps
+            .last_mut()
+            .ok_or(ThreadError::Inconsistent("the thread has no LLM step"))
+    }
+
+    /// The last validated text with its role and findings.
+    fn last_validated(&self) -> Option<(&Step, &str, AnswerRole, &Validation)> {
+        self.steps
+            .iter()
+            .rev()
+            .find_map(|s| Some((s, s.answer.as_deref()?, s.role?, s.validation.as_ref()?)))
+    }
+
+    // GENERATE_INITIAL / REWRITING_LOOP -> CHECK_QUESTIONS -> VALIDATE | AWAITING_INPUT
+    fn on_llm_reply(
+        &mut self,
+        text: String,
+        model: Option<String>,
+        now: u64,
+    ) -> Result<Effect, ThreadError> {
+        let (purpose, offered) = match &self.state {
+            ThreadState::GenerateInitial { .. } => (LlmPurpose::InitialAnswer, Vec::new()),
+            ThreadState::RewritingLoop {
+                purpose, offered, ..
+            } => (*purpose, offered.clone()),
+            _ => return Err(ThreadError::Inconsistent("LLM reply outside an LLM state")),
+        };
+        let step = self.current_step()?;
+        step.reply = Some(LlmReply {
+            text: text.clone(),
+            model,
+            at: now,
+        });
+        if !purpose.expects_decision() {
+            return Ok(self.begin_validation(plain_answer(&text), AnswerRole::Answer, now));
+        }
+
+        let decision = parse_decision(&text);
+        step.decision = Some(decision.clone());
+        let offers = |k: DecisionKind| offered.contains(&k);
+        match decision.decision {
+            DecisionKind::AskQuestions
+                if offers(DecisionKind::AskQuestions) && !decision.questions.is_empty() =>
+            {
+                return Ok(self.ask(decision.questions, now));
+            }
+            DecisionKind::Impossible
+                if offers(DecisionKind::Impossible) && !is_blank(&decision.answer) =>
+            {
+                return Ok(self.begin_validation(
+                    decision.answer,
+                    AnswerRole::ImpossibleExplanation,
+                    now,
+                ));
+            }
+            DecisionKind::Rewrite if !is_blank(&decision.answer) => {
+                return Ok(self.begin_validation(decision.answer, AnswerRole::Answer, now));
+            }
+            _ => {}
+        }
+
+        // A decision the machine cannot act on. An IMPOSSIBLE that was not offered still
+        // carries text for the user: validate it as an answer. Otherwise there is no new text:
+        // validate the previous one again, which keeps the loop moving toward its limit.
+        let (answer, role, note) = if decision.decision == DecisionKind::Impossible
+            && !is_blank(&decision.answer)
+        {
+            (
+                decision.answer,
+                AnswerRole::Answer,
+                "IMPOSSIBLE was not offered for this finding: the explanation is validated as an answer",
+            )
+        } else {
+            let (_, previous, role, _) = self.last_validated().ok_or(ThreadError::Inconsistent(
+                "a rewrite step without an earlier validated answer",
+            ))?;
+            let note = match decision.decision {
+                DecisionKind::AskQuestions => {
+                    "questions were not offered or none were given: the previous answer is validated again"
+                }
+                _ => "the reply held no answer: the previous answer is validated again",
+            };
+            (previous.to_string(), role, note)
+        };
+        self.current_step()?.note = Some(note.to_string());
+        Ok(self.begin_validation(answer, role, now))
+    }
+
+    fn begin_validation(&mut self, answer: String, role: AnswerRole, now: u64) -> Effect {
+        if let Some(step) = self.steps.last_mut() {
+            step.answer = Some(answer.clone());
+            step.role = Some(role);
+        }
+        self.state = ThreadState::Validate {
+            answer: answer.clone(),
+            role,
+        };
+        self.emit(
+            Effect::Validate {
+                question: self.question.clone(),
+                answer,
+            },
+            now,
+        )
+    }
+
+    fn ask(&mut self, questions: Vec<String>, now: u64) -> Effect {
+        let deadline = self
+            .config
+            .question_timeout_ms
+            .map(|t| now.saturating_add(t));
+        self.clarifications.push(ClarificationExchange {
+            questions: questions.clone(),
+            asked_at: now,
+            response: None,
+        });
+        self.state = ThreadState::AwaitingInput {
+            questions: questions.clone(),
+            deadline,
+        };
+        self.emit(
+            Effect::AskUser {
+                questions,
+                deadline,
+            },
+            now,
+        )
+    }
+
+    // VALIDATE -> HANDLE_RESULT -> COMPLETED | REWRITING_LOOP
+    fn on_validated(
+        &mut self,
+        findings: Vec<Finding>,
+        evidence: Option<Value>,
+        now: u64,
+    ) -> Result<Effect, ThreadError> {
+        let (answer, role) = match &self.state {
+            ThreadState::Validate { answer, role } => (answer.clone(), *role),
+            _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
+        };
+        let iteration = self.iterations().saturating_add(1);
+        let verdict = aggregate_verdict(&findings);
+        self.current_step()?.validation = Some(Validation {
+            iteration,
+            findings: findings.clone(),
+            verdict: verdict.clone(),
+            evidence,
+            at: now,
+        });
+        let returned = self.steps.len() - 1;
+
+        if role == AnswerRole::ImpossibleExplanation && explanation_confirmed(&findings) {
+            return Ok(self.finish_with(returned, OutcomeStatus::Impossible, None, now));
+        }
+        if verdict.is_valid() {
+            let status = match verdict.warning {
+                Some(_) => OutcomeStatus::ValidWithWarning,
+                None => OutcomeStatus::Valid,
+            };
+            return Ok(self.finish_with(returned, status, verdict.warning, now));
+        }
+        match verdict.verdict {
+            Verdict::NoTranslations => {
+                return Ok(self.finish_with(
+                    returned,
+                    OutcomeStatus::NotCovered,
+                    Some(OUTSIDE_POLICY_WARNING.into()),
+                    now,
+                ))
+            }
+            Verdict::NoFindings => {
+                return Ok(self.finish_with(
+                    returned,
+                    OutcomeStatus::NotCovered,
+                    Some(NO_FINDINGS_WARNING.into()),
+                    now,
+                ))
+            }
+            _ => {}
+        }
+        if iteration >= self.config.max_iterations {
+            let best = self.best_step();
+            let warning = format!(
+                "not verified: no VALID answer within {} iterations; this is the best answer \
+                 found, its verdict is {}",
+                self.config.max_iterations,
+                self.steps[best]
+                    .validation
+                    .as_ref()
+                    .map_or("unknown", |v| v.verdict.verdict.as_str())
+            );
+            return Ok(self.finish_with(best, OutcomeStatus::MaxIterations, Some(warning), now));
+        }
+
+        let top = top_finding(&findings)
+            .map(Finding::kind)
+            .ok_or(ThreadError::Inconsistent(
+                "no top finding for a non-empty list",
+            ))?;
+        let offered = prompts::offered_decisions(top, self.config.allows_questions());
+        let prompt = prompts::rewrite(&RewriteRequest {
+            question: &self.question,
+            answer: &answer,
+            findings: &findings,
+            policy: &self.config.policy,
+            clarifications: &self.clarifications,
+            offered: &offered,
+        });
+        Ok(self.call_llm(
+            LlmPurpose::Rewrite,
+            Some(verdict_of(top)),
+            prompt,
+            offered,
+            now,
+        ))
+    }
+
+    fn call_llm(
+        &mut self,
+        purpose: LlmPurpose,
+        addressing: Option<Verdict>,
+        prompt: String,
+        offered: Vec<DecisionKind>,
+        now: u64,
+    ) -> Effect {
+        self.steps.push(Step {
+            purpose,
+            addressing,
+            prompt: prompt.clone(),
+            requested_at: now,
+            reply: None,
+            decision: None,
+            note: None,
+            answer: None,
+            role: None,
+            validation: None,
+        });
+        self.state = ThreadState::RewritingLoop {
+            purpose,
+            prompt: prompt.clone(),
+            offered,
+        };
+        self.emit(Effect::CallLlm { purpose, prompt }, now)
+    }
+
+    /// The validated step closest to VALID; the later one on ties.
+    fn best_step(&self) -> usize {
+        let mut best: Option<(u8, usize)> = None;
+        for (i, s) in self.steps.iter().enumerate() {
+            if let (Some(v), Some(_)) = (&s.validation, &s.answer) {
+                let c = closeness(v.verdict.verdict);
+                if best.is_none_or(|(bc, _)| c <= bc) {
+                    best = Some((c, i));
+                }
+            }
+        }
+        best.map_or(self.steps.len().saturating_sub(1), |(_, i)| i)
+    }
+
+    // AWAITING_INPUT -> REWRITING_LOOP (regenerate)
+    fn on_clarification(
+        &mut self,
+        response: ClarificationResponse,
+        now: u64,
+    ) -> Result<Effect, ThreadError> {
+        let reason = match response {
+            ClarificationResponse::Answered { .. } => RegenerationReason::Clarified,
+            _ => RegenerationReason::Skipped,
+        };
+        let exchange = self
+            .clarifications
+            .last_mut()
+            .filter(|e| e.response.is_none())
+            .ok_or(ThreadError::Inconsistent("no pending follow-up questions"))?;
+        exchange.response = Some(response);
+        let (_, previous, _, validation) = self.last_validated().ok_or(
+            ThreadError::Inconsistent("follow-up questions without an earlier validation"),
+        )?;
+        let prompt = prompts::regenerate(&RegenerateRequest {
+            question: &self.question,
+            previous_answer: previous,
+            findings: &validation.findings,
+            policy: &self.config.policy,
+            clarifications: &self.clarifications,
+            reason,
+        });
+        let purpose = match reason {
+            RegenerationReason::Clarified => LlmPurpose::RegenerateWithClarifications,
+            RegenerationReason::Skipped => LlmPurpose::RegenerateAfterSkip,
+        };
+        Ok(self.call_llm(purpose, None, prompt, Vec::new(), now))
+    }
+
+    fn on_tick(&mut self, now: u64) -> Result<Effect, ThreadError> {
+        match &self.state {
+            ThreadState::AwaitingInput {
+                deadline: Some(d), ..
+            } if now >= *d => {
+                self.on_clarification(ClarificationResponse::TimedOut { at: now }, now)
+            }
+            ThreadState::AwaitingInput { .. } => {
+                // Not yet: the questions stay pending; re-issuing the effect is harmless.
+                let effect = self.pending_effect();
+                Ok(self.emit(effect, now))
+            }
+            _ => Err(ThreadError::Inconsistent("tick outside AWAITING_INPUT")),
+        }
+    }
+
+    /// Finishes returning the text of `steps[step]` with its findings.
+    fn finish_with(
+        &mut self,
+        step: usize,
+        status: OutcomeStatus,
+        warning: Option<String>,
+        now: u64,
+    ) -> Effect {
+        let s = self.steps.get(step);
+        let validation = s.and_then(|s| s.validation.as_ref());
+        let outcome = Outcome {
+            status,
+            answer: s.and_then(|s| s.answer.clone()),
+            warning,
+            findings: validation.map(|v| v.findings.clone()).unwrap_or_default(),
+            iterations: self.iterations(),
+            // Soundness: verified only for the exact text whose own validation was VALID.
+            verified: validation.is_some_and(|v| v.verdict.is_valid()),
+            model: s
+                .and_then(|s| s.reply.as_ref())
+                .and_then(|r| r.model.clone()),
+            reason: None,
+        };
+        let evidence = validation.and_then(|v| v.evidence.clone());
+        self.finish(outcome, evidence, now)
+    }
+
+    fn fail(&mut self, reason: String, now: u64) -> Effect {
+        let outcome = Outcome {
+            status: OutcomeStatus::Error,
+            answer: None,
+            warning: None,
+            findings: Vec::new(),
+            iterations: self.iterations(),
+            verified: false,
+            model: None,
+            reason: Some(reason),
+        };
+        self.finish(outcome, None, now)
+    }
+
+    fn finish(&mut self, outcome: Outcome, evidence: Option<Value>, now: u64) -> Effect {
+        let record = FinalRecord {
+            timestamp: now,
+            thread_id: self.id.clone(),
+            question: self.question.clone(),
+            outcome: outcome.clone(),
+            evidence,
+            clarifications: self.clarifications.clone(),
+        };
+        self.append(RecordKind::final_for(outcome.status), now, to_body(&record));
+        self.state = match outcome.status {
+            OutcomeStatus::Error => ThreadState::Error {
+                outcome: outcome.clone(),
+            },
+            _ => ThreadState::Completed {
+                outcome: outcome.clone(),
+            },
+        };
+        Effect::Finish(outcome)
+    }
+
+    /// Records a non-final effect and returns it.
+    fn emit(&mut self, effect: Effect, now: u64) -> Effect {
+        if let Some(kind) = RecordKind::of_effect(&effect) {
+            self.append(kind, now, to_body(&effect));
+        }
+        effect
+    }
+
+    fn append(&mut self, kind: RecordKind, at: u64, body: Value) {
+        audit::append(&mut self.audit_trail, kind, at, body);
+    }
+}

@@ -1,0 +1,670 @@
+//! One test per behaviour of the rewriting loop (issue 4, point 2), plus input validation.
+
+use super::*;
+use crate::audit::{replay, RecordKind};
+use crate::findings::{
+    ContradictionFinding, EmptyFinding, Rule, SatisfiableFinding, Scenario, Statement, Translation,
+    TranslationAmbiguousFinding, TranslationOption, ValidFinding,
+};
+use crate::prompts::{PolicyContext, PolicyRuleText};
+use crate::verdict::NOT_COVERED_WARNING;
+use serde_json::json;
+
+const Q: &str = "I am 70. How much is my ticket?";
+
+fn translation(claim: &str) -> Option<Translation> {
+    Some(Translation {
+        premises: Some(vec![Statement::new("(= age 70)", "The visitor is 70.")]),
+        claims: Some(vec![Statement::new("(= fee 10)", claim)]),
+        ..Default::default()
+    })
+}
+
+fn valid() -> Finding {
+    Finding::Valid(ValidFinding {
+        translation: translation("The fee is 5 dollars."),
+        supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+        ..Default::default()
+    })
+}
+
+fn invalid() -> Finding {
+    Finding::Invalid(ContradictionFinding {
+        translation: translation("The fee is 10 dollars."),
+        contradicting_rules: Some(vec![Rule::new("R1", "v1")]),
+        ..Default::default()
+    })
+}
+
+fn impossible() -> Finding {
+    Finding::Impossible(ContradictionFinding {
+        contradicting_rules: Some(vec![Rule::new("R2", "v1")]),
+        ..Default::default()
+    })
+}
+
+fn satisfiable() -> Finding {
+    let scenario = |season: &str| Scenario {
+        statements: Some(vec![Statement::new(format!("(= season {season})"), "")]),
+        ..Default::default()
+    };
+    Finding::Satisfiable(SatisfiableFinding {
+        translation: translation("The fee is 5 dollars."),
+        claims_true_scenario: Some(scenario("LOW")),
+        claims_false_scenario: Some(scenario("HIGH")),
+        ..Default::default()
+    })
+}
+
+fn ambiguous() -> Finding {
+    Finding::TranslationAmbiguous(TranslationAmbiguousFinding {
+        options: Some(vec![
+            TranslationOption {
+                translations: translation("The fee is 5 dollars.").map(|t| vec![t]),
+                ..Default::default()
+            },
+            TranslationOption {
+                translations: translation("The fee is 5 euros.").map(|t| vec![t]),
+                ..Default::default()
+            },
+        ]),
+        ..Default::default()
+    })
+}
+
+fn no_translations() -> Finding {
+    Finding::NoTranslations(EmptyFinding::default())
+}
+
+fn too_complex() -> Finding {
+    Finding::TooComplex(EmptyFinding::default())
+}
+
+fn unknown() -> Finding {
+    Finding::Unknown {
+        member: "provedLater".into(),
+        body: json!({"x": 1}),
+    }
+}
+
+fn config() -> ThreadConfig {
+    ThreadConfig {
+        policy: PolicyContext {
+            rules: vec![PolicyRuleText {
+                id: "R1".into(),
+                expression: "(=> (>= age 65) (= fee 5))".into(),
+                english: Some("Visitors aged 65 or more pay 5 dollars.".into()),
+            }],
+            variables: vec![],
+        },
+        ..ThreadConfig::default()
+    }
+}
+
+/// Drives a thread with a clock that advances one millisecond per input.
+struct Driver {
+    t: Thread,
+    now: u64,
+}
+
+impl Driver {
+    fn new(config: ThreadConfig) -> (Driver, Effect) {
+        let t = Thread::new(config, "t-1", Q, 1000).expect("valid thread");
+        let first = t.start();
+        (Driver { t, now: 1000 }, first)
+    }
+    fn tick(&mut self) -> u64 {
+        self.now += 1;
+        self.now
+    }
+    fn llm(&mut self, text: &str) -> Effect {
+        let now = self.tick();
+        self.t
+            .handle(Input::LlmReplied {
+                text: text.into(),
+                model: Some("model-a".into()),
+                now,
+            })
+            .expect("LLM reply accepted")
+    }
+    fn validated(&mut self, findings: Vec<Finding>) -> Effect {
+        let now = self.tick();
+        self.t
+            .handle(Input::Validated {
+                findings,
+                evidence: Some(json!({"policyHash": "abc", "answer": "unsat"})),
+                now,
+            })
+            .expect("findings accepted")
+    }
+    fn finish(&self) -> &Outcome {
+        self.t.outcome().expect("finished")
+    }
+    fn assert_replays(&self) {
+        let report = replay(self.t.audit_trail());
+        assert!(report.ok, "{report:?}");
+        assert_eq!(report.status, self.t.outcome().map(|o| o.status));
+    }
+    fn last_kind(&self) -> RecordKind {
+        self.t.audit_trail().last().expect("records").kind
+    }
+}
+
+fn expect_validate(e: &Effect, answer: &str) {
+    match e {
+        Effect::Validate {
+            question,
+            answer: a,
+        } => {
+            assert_eq!(question, Q);
+            assert_eq!(a, answer);
+        }
+        other => panic!("expected Validate, got {other:?}"),
+    }
+}
+
+fn expect_llm(e: &Effect, purpose: LlmPurpose) -> &str {
+    match e {
+        Effect::CallLlm { purpose: p, prompt } => {
+            assert_eq!(*p, purpose);
+            prompt
+        }
+        other => panic!("expected CallLlm {purpose:?}, got {other:?}"),
+    }
+}
+
+fn rewrite(answer: &str) -> String {
+    format!("DECISION: REWRITE\nANSWER:\n{answer}")
+}
+
+#[test]
+fn invalid_then_valid() {
+    let (mut d, first) = Driver::new(config());
+    let prompt = expect_llm(&first, LlmPurpose::InitialAnswer);
+    assert!(prompt.contains(Q));
+    assert!(prompt.contains("Visitors aged 65 or more pay 5 dollars."));
+    expect_validate(&d.llm("You pay 10 dollars."), "You pay 10 dollars.");
+    let e = d.validated(vec![valid(), invalid()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("Most important problem: INVALID"));
+    assert!(prompt.contains("- R1: Visitors aged 65 or more pay 5 dollars."));
+    assert!(prompt.contains("YOUR ANSWER:\nYou pay 10 dollars."));
+    assert!(prompt.contains("OTHER FINDINGS:\n- VALID: The fee is 5 dollars."));
+    expect_validate(&d.llm(&rewrite("You pay 5 dollars.")), "You pay 5 dollars.");
+    let e = d.validated(vec![valid()]);
+    let Effect::Finish(outcome) = e else {
+        panic!("expected Finish")
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Valid);
+    assert_eq!(outcome.answer.as_deref(), Some("You pay 5 dollars."));
+    assert!(outcome.verified);
+    assert_eq!(outcome.iterations, 2);
+    assert_eq!(outcome.model.as_deref(), Some("model-a"));
+    assert_eq!(d.t.phase(), Phase::Completed);
+    assert_eq!(d.last_kind(), RecordKind::ValidResponse);
+    assert_eq!(d.t.steps().len(), 2);
+    d.assert_replays();
+}
+
+#[test]
+fn satisfiable_then_questions_answers_valid() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    let e = d.validated(vec![satisfiable()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("- season: LOW when the claims hold, HIGH when they fail"));
+    assert!(prompt.contains("DECISION: ASK_QUESTIONS"));
+    let e = d.llm("DECISION: ASK_QUESTIONS\nQUESTION: When do you travel?\nQUESTION: Member?");
+    let Effect::AskUser {
+        questions,
+        deadline,
+    } = e
+    else {
+        panic!("expected AskUser, got {e:?}")
+    };
+    assert_eq!(questions, vec!["When do you travel?", "Member?"]);
+    assert_eq!(deadline, Some(d.now + DEFAULT_QUESTION_TIMEOUT_MS));
+    assert_eq!(d.t.phase(), Phase::AwaitingInput);
+
+    let now = d.tick();
+    let e =
+        d.t.handle(Input::UserAnswered {
+            answers: vec!["In low season".into(), "No".into()],
+            now,
+        })
+        .unwrap();
+    let prompt = expect_llm(&e, LlmPurpose::RegenerateWithClarifications);
+    assert!(prompt.contains("Q: When do you travel?\nA: In low season"));
+    assert!(prompt.contains("PREVIOUS ANSWER:\nYou pay 5 dollars."));
+    expect_validate(
+        &d.llm("In low season you pay 5 dollars."),
+        "In low season you pay 5 dollars.",
+    );
+    d.validated(vec![valid()]);
+    assert_eq!(d.finish().status, OutcomeStatus::Valid);
+    assert!(matches!(
+        d.t.clarifications()[0].response,
+        Some(ClarificationResponse::Answered { .. })
+    ));
+    let body = &d.t.audit_trail().last().unwrap().body;
+    assert_eq!(body["clarifications"][0]["response"]["status"], "ANSWERED");
+    assert_eq!(body["threadId"], "t-1");
+    assert_eq!(body["question"], Q);
+    assert_eq!(body["evidence"]["policyHash"], "abc");
+    d.assert_replays();
+}
+
+#[test]
+fn questions_skipped() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("It depends.");
+    d.validated(vec![ambiguous()]);
+    let e = d.llm("DECISION: ASK_QUESTIONS\nQUESTION: Dollars or euros?");
+    assert!(matches!(e, Effect::AskUser { .. }));
+    let now = d.tick();
+    let e = d.t.handle(Input::UserSkipped { now }).unwrap();
+    let prompt = expect_llm(&e, LlmPurpose::RegenerateAfterSkip);
+    assert!(prompt.contains("did not answer your follow-up questions"));
+    assert!(prompt.contains("A: (the user skipped this question)"));
+    d.llm("You pay 5 dollars.");
+    d.validated(vec![valid()]);
+    assert_eq!(d.finish().status, OutcomeStatus::Valid);
+    assert!(matches!(
+        d.t.clarifications()[0].response,
+        Some(ClarificationResponse::Skipped { .. })
+    ));
+    d.assert_replays();
+}
+
+#[test]
+fn question_timeout_counts_as_skip() {
+    let cfg = ThreadConfig {
+        question_timeout_ms: Some(60_000),
+        ..config()
+    };
+    let (mut d, _) = Driver::new(cfg);
+    d.llm("It depends.");
+    d.validated(vec![satisfiable()]);
+    let asked = d.llm("DECISION: ASK_QUESTIONS\nQUESTION: When?");
+    let asked_at = d.now;
+    // Before the deadline a tick changes nothing: the questions are still pending.
+    let e =
+        d.t.handle(Input::Tick {
+            now: asked_at + 59_999,
+        })
+        .unwrap();
+    assert_eq!(e, asked);
+    assert_eq!(d.t.phase(), Phase::AwaitingInput);
+    let e =
+        d.t.handle(Input::Tick {
+            now: asked_at + 60_000,
+        })
+        .unwrap();
+    expect_llm(&e, LlmPurpose::RegenerateAfterSkip);
+    assert_eq!(
+        d.t.clarifications()[0].response,
+        Some(ClarificationResponse::TimedOut {
+            at: asked_at + 60_000
+        })
+    );
+    d.now = asked_at + 60_000;
+    d.llm("In low season: 5 dollars.");
+    d.validated(vec![valid()]);
+    d.assert_replays();
+}
+
+#[test]
+fn impossible_explanation_is_validated_before_it_is_returned() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    let e = d.validated(vec![impossible()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("DECISION: IMPOSSIBLE"));
+    let explanation = "You cannot be both a child and 70 years old.";
+    let e = d.llm(&format!("DECISION: IMPOSSIBLE\nANSWER: {explanation}"));
+    expect_validate(&e, explanation);
+    assert!(d.t.outcome().is_none(), "not returned before validation");
+    d.validated(vec![impossible()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::Impossible);
+    assert_eq!(o.answer.as_deref(), Some(explanation));
+    assert!(!o.verified);
+    assert_eq!(d.last_kind(), RecordKind::ImpossibleResponse);
+    d.assert_replays();
+}
+
+#[test]
+fn impossible_explanation_that_fails_validation_is_rewritten() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    d.validated(vec![impossible()]);
+    d.llm("DECISION: IMPOSSIBLE\nANSWER: Seniors never pay.");
+    let e = d.validated(vec![impossible(), invalid()]);
+    expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(d.t.outcome().is_none());
+    d.assert_replays();
+}
+
+#[test]
+fn always_invalid_until_max_iterations() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("A1");
+    for i in 2..=DEFAULT_MAX_ITERATIONS {
+        let e = d.validated(vec![invalid()]);
+        expect_llm(&e, LlmPurpose::Rewrite);
+        d.llm(&rewrite(&format!("A{i}")));
+    }
+    let e = d.validated(vec![invalid()]);
+    let Effect::Finish(o) = e else {
+        panic!("expected Finish")
+    };
+    assert_eq!(o.status, OutcomeStatus::MaxIterations);
+    assert_eq!(o.iterations, DEFAULT_MAX_ITERATIONS);
+    assert!(!o.verified);
+    assert_eq!(o.answer.as_deref(), Some("A5"), "latest on ties");
+    assert_eq!(o.findings, vec![invalid()]);
+    assert!(o.warning.as_deref().unwrap().starts_with("not verified"));
+    assert_eq!(d.last_kind(), RecordKind::MaxIterationsReached);
+    d.assert_replays();
+}
+
+#[test]
+fn max_iterations_returns_the_answer_closest_to_valid() {
+    let cfg = ThreadConfig {
+        max_iterations: 3,
+        follow_up_questions: FollowUpQuestions::Disabled,
+        ..config()
+    };
+    let (mut d, _) = Driver::new(cfg);
+    d.llm("A1");
+    d.validated(vec![invalid()]);
+    d.llm(&rewrite("A2"));
+    let e = d.validated(vec![satisfiable()]);
+    assert!(!expect_llm(&e, LlmPurpose::Rewrite).contains("ASK_QUESTIONS"));
+    d.llm(&rewrite("A3"));
+    d.validated(vec![invalid()]);
+    let o = d.finish();
+    assert_eq!(o.answer.as_deref(), Some("A2"));
+    assert_eq!(o.findings, vec![satisfiable()]);
+    assert_eq!(o.iterations, 3);
+    d.assert_replays();
+}
+
+#[test]
+fn valid_plus_no_translations_warns() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars. The museum is lovely.");
+    d.validated(vec![valid(), no_translations()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::ValidWithWarning);
+    assert_eq!(o.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    assert!(o.verified);
+    assert_eq!(d.last_kind(), RecordKind::ValidResponse);
+    d.assert_replays();
+}
+
+#[test]
+fn no_translations_alone_is_not_covered() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("The museum is lovely.");
+    d.validated(vec![no_translations()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::NotCovered);
+    assert_eq!(o.warning.as_deref(), Some(OUTSIDE_POLICY_WARNING));
+    assert!(!o.verified);
+    assert_eq!(d.last_kind(), RecordKind::NotCovered);
+    d.assert_replays();
+}
+
+#[test]
+fn no_findings_is_not_covered_and_not_verified() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("Anything.");
+    d.validated(vec![]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::NotCovered);
+    assert_eq!(o.warning.as_deref(), Some(NO_FINDINGS_WARNING));
+    assert!(!o.verified);
+}
+
+#[test]
+fn unknown_finding_kinds_are_never_valid() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("A1");
+    let e = d.validated(vec![valid(), unknown()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("Most important problem: UNKNOWN"));
+    assert!(prompt.contains("`provedLater`"));
+    for i in 2..DEFAULT_MAX_ITERATIONS {
+        d.llm(&rewrite(&format!("A{i}")));
+        d.validated(vec![unknown()]);
+    }
+    d.llm(&rewrite("A5"));
+    d.validated(vec![valid(), unknown(), valid()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::MaxIterations);
+    assert!(!o.verified);
+    d.assert_replays();
+}
+
+#[test]
+fn too_complex_asks_for_simpler_and_shorter() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("A very long answer.");
+    let e = d.validated(vec![too_complex()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("simpler and shorter"));
+    assert!(!prompt.contains("ASK_QUESTIONS"));
+}
+
+#[test]
+fn translation_ambiguous_shows_interpretations() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5.");
+    let e = d.validated(vec![ambiguous(), valid()]);
+    let prompt = expect_llm(&e, LlmPurpose::Rewrite);
+    assert!(prompt.contains("Interpretation 1:"));
+    assert!(prompt.contains("The fee is 5 euros."));
+    assert!(prompt.contains("DECISION: ASK_QUESTIONS"));
+    d.llm(&rewrite("You pay 5 dollars."));
+    d.validated(vec![valid()]);
+    assert_eq!(d.finish().status, OutcomeStatus::Valid);
+}
+
+#[test]
+fn questions_when_disabled_revalidate_the_previous_answer() {
+    let cfg = ThreadConfig {
+        follow_up_questions: FollowUpQuestions::Disabled,
+        ..config()
+    };
+    let (mut d, _) = Driver::new(cfg);
+    d.llm("A1");
+    d.validated(vec![satisfiable()]);
+    let e = d.llm("DECISION: ASK_QUESTIONS\nQUESTION: When?");
+    expect_validate(&e, "A1");
+    assert!(d.t.steps().last().unwrap().note.is_some());
+    assert!(d.t.clarifications().is_empty());
+    d.assert_replays();
+}
+
+#[test]
+fn impossible_decision_for_an_invalid_finding_is_validated_as_an_answer() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("A1");
+    d.validated(vec![invalid()]);
+    let e = d.llm("DECISION: IMPOSSIBLE\nANSWER: Cannot be.");
+    expect_validate(&e, "Cannot be.");
+    d.validated(vec![impossible()]);
+    assert!(
+        d.t.outcome().is_none(),
+        "IMPOSSIBLE was not offered: not an explanation"
+    );
+}
+
+#[test]
+fn reply_without_decision_is_a_rewrite_with_the_whole_reply() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("A1");
+    d.validated(vec![invalid()]);
+    expect_validate(&d.llm("You pay 5 dollars."), "You pay 5 dollars.");
+}
+
+#[test]
+fn failure_finishes_with_error() {
+    let (mut d, _) = Driver::new(config());
+    let e =
+        d.t.handle(Input::Failed {
+            reason: "upstream LLM returned 503 three times".into(),
+            now: 2000,
+        })
+        .unwrap();
+    let Effect::Finish(o) = e else {
+        panic!("expected Finish")
+    };
+    assert_eq!(o.status, OutcomeStatus::Error);
+    assert_eq!(o.answer, None);
+    assert_eq!(d.t.phase(), Phase::Error);
+    assert_eq!(d.last_kind(), RecordKind::Error);
+    d.assert_replays();
+}
+
+#[test]
+fn max_iterations_of_one_stops_after_the_first_validation() {
+    let cfg = ThreadConfig {
+        max_iterations: 1,
+        ..config()
+    };
+    let (mut d, _) = Driver::new(cfg);
+    d.llm("A1");
+    d.validated(vec![satisfiable()]);
+    assert_eq!(d.finish().status, OutcomeStatus::MaxIterations);
+    assert_eq!(d.finish().iterations, 1);
+}
+
+#[test]
+fn wrong_input_is_rejected_and_changes_nothing() {
+    let (mut d, _) = Driver::new(config());
+    let before = serde_json::to_string(&d.t).unwrap();
+    let err =
+        d.t.handle(Input::UserAnswered {
+            answers: vec!["x".into()],
+            now: 5,
+        })
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the thread is in state GENERATE_INITIAL and cannot take UserAnswered; it expects \
+         LlmReplied (or Failed)"
+    );
+    let err =
+        d.t.handle(Input::Validated {
+            findings: vec![valid()],
+            evidence: None,
+            now: 5,
+        })
+        .unwrap_err();
+    assert!(matches!(err, ThreadError::UnexpectedInput { .. }));
+    assert!(d.t.handle(Input::Tick { now: 5 }).is_err());
+    assert_eq!(serde_json::to_string(&d.t).unwrap(), before);
+
+    d.llm("A1");
+    d.validated(vec![satisfiable()]);
+    d.llm("DECISION: ASK_QUESTIONS\nQUESTION: When?");
+    let before = serde_json::to_string(&d.t).unwrap();
+    assert_eq!(
+        d.t.handle(Input::UserAnswered {
+            answers: vec!["  ".into()],
+            now: 9
+        }),
+        Err(ThreadError::NoAnswers)
+    );
+    assert!(d
+        .t
+        .handle(Input::LlmReplied {
+            text: "x".into(),
+            model: None,
+            now: 9
+        })
+        .is_err());
+    assert_eq!(serde_json::to_string(&d.t).unwrap(), before);
+
+    d.t.handle(Input::UserSkipped { now: 9 }).unwrap();
+    d.llm("A2");
+    d.validated(vec![valid()]);
+    let finished = serde_json::to_string(&d.t).unwrap();
+    assert_eq!(
+        d.t.handle(Input::Tick { now: 99 }),
+        Err(ThreadError::Finished {
+            status: OutcomeStatus::Valid
+        })
+    );
+    assert_eq!(serde_json::to_string(&d.t).unwrap(), finished);
+    d.assert_replays();
+}
+
+#[test]
+fn invalid_creation_is_rejected() {
+    let cfg = ThreadConfig {
+        max_iterations: 0,
+        ..ThreadConfig::default()
+    };
+    assert!(matches!(
+        Thread::new(cfg, "t", "q", 0),
+        Err(ThreadError::InvalidConfig(_))
+    ));
+    assert_eq!(
+        Thread::new(ThreadConfig::default(), "t", "  ", 0).unwrap_err(),
+        ThreadError::EmptyQuestion
+    );
+}
+
+#[test]
+fn resumes_from_json_exactly() {
+    let (mut a, _) = Driver::new(config());
+    a.llm("A1");
+    a.validated(vec![satisfiable()]);
+    a.llm("DECISION: ASK_QUESTIONS\nQUESTION: When?");
+
+    let json = serde_json::to_string(&a.t).unwrap();
+    let mut b = Driver {
+        t: serde_json::from_str(&json).unwrap(),
+        now: a.now,
+    };
+    assert_eq!(b.t, a.t);
+    assert_eq!(b.t.start(), a.t.pending_effect());
+    for d in [&mut a, &mut b] {
+        let now = d.tick();
+        d.t.handle(Input::UserAnswered {
+            answers: vec!["Low season".into()],
+            now,
+        })
+        .unwrap();
+        d.llm("A2");
+        d.validated(vec![valid()]);
+    }
+    assert_eq!(a.t, b.t);
+    b.assert_replays();
+}
+
+#[test]
+fn inputs_and_effects_round_trip_through_json() {
+    let input: Input = serde_json::from_value(json!({
+        "type": "Validated",
+        "findings": [{"valid": {}}],
+        "evidence": {"smt": "(check-sat)"},
+        "now": 7
+    }))
+    .unwrap();
+    assert_eq!(input.now(), 7);
+    let effect = Effect::AskUser {
+        questions: vec!["a?".into()],
+        deadline: Some(9),
+    };
+    assert_eq!(
+        serde_json::to_value(&effect).unwrap(),
+        json!({"type": "AskUser", "questions": ["a?"], "deadline": 9})
+    );
+    let err = serde_json::from_value::<Input>(json!({"type": "LlmReplied", "txt": "x", "now": 1}))
+        .unwrap_err();
+    assert!(err.to_string().contains("txt"), "{err}");
+}
