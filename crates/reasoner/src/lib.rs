@@ -2,7 +2,33 @@
 //! with Z3 and returns findings in the ApplyGuardrail shape (see `proofgate_core::findings`).
 //!
 //! Native only: it links libz3.
+//!
+//! ```no_run
+//! use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+//! use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let def = PolicyDefinition::from_json(&std::fs::read_to_string("policy.json")?)?;
+//! let model = PolicyModel::from_definition(def, None)?;
+//! let reasoner = Reasoner::new(&model, CheckOptions::default())?;
+//! let translations = parse_translations(&std::fs::read_to_string("t.json")?)?;
+//! let findings = reasoner.validate(&translations)?;
+//! # Ok(()) }
+//! ```
 
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
+mod check;
+mod encode;
+mod input;
+mod lint;
+mod options;
+mod validate;
+
+pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
+pub use encode::EncodeError;
+pub use input::{parse_translations, InputError, PairInput, TranslatorOutput};
+pub use lint::{lint, LintIssue, LintKind, LintReport, Severity, TooComplex};
+pub use options::CheckOptions;
 pub use proofgate_core::findings;
+pub use validate::ValidateError;

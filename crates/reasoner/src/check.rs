@@ -1,0 +1,448 @@
+//! One premise/claim pair against the policy: the first applicable finding of the table in
+//! DESIGN.md, with its feedback (rules from minimised unsat cores, scenarios from models).
+
+use crate::encode::{model_value, EncodeError, Vocabulary};
+use crate::options::CheckOptions;
+use proofgate_core::findings::{
+    ContradictionFinding, EmptyFinding, Finding, LogicWarning, LogicWarningType, Rule,
+    SatisfiableFinding, Scenario, Statement, Translation, ValidFinding,
+};
+use proofgate_core::policy::{Expr, PolicyModel, Term};
+use std::collections::{BTreeSet, HashMap};
+use z3::ast::Bool;
+use z3::{Model, Params, SatResult, Solver};
+
+/// A premise or claim after parsing and type checking, with the statement it came from.
+#[derive(Debug, Clone)]
+pub struct CheckedStatementInput {
+    /// The statement as it will appear in findings (`naturalLanguage` filled in from the
+    /// structured English when the translator gave none).
+    pub statement: Statement,
+    /// The typed expression.
+    pub expr: Expr,
+}
+
+/// Text that the translators could not put into the policy's vocabulary.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Untranslated {
+    /// Premise text.
+    pub premises: Vec<String>,
+    /// Claim text.
+    pub claims: Vec<String>,
+}
+
+/// The result of one solver call, with unknown kept apart so it can never count as a proof.
+enum Outcome {
+    Sat(Model),
+    Unsat(Vec<usize>),
+    Unknown,
+}
+
+/// A policy loaded into Z3, ready to check premise/claim pairs. Holds Z3 objects of the
+/// current thread's context, so it stays on the thread that built it.
+pub struct Reasoner<'m> {
+    pub(crate) model: &'m PolicyModel,
+    pub(crate) options: CheckOptions,
+    pub(crate) vocab: Vocabulary,
+    /// One assumption literal per rule, `literal => rule` asserted in `solver`.
+    literals: Vec<Bool>,
+    literal_index: HashMap<String, usize>,
+    pub(crate) rule_formulas: Vec<Bool>,
+    solver: Solver,
+}
+
+/// A failure to load the policy into the solver (a bug, not a user error).
+#[derive(Debug, thiserror::Error)]
+#[error("rule `{rule}`: {source}")]
+pub struct LoadError {
+    rule: String,
+    source: EncodeError,
+}
+
+impl<'m> Reasoner<'m> {
+    /// Encodes every rule of `model` for Z3.
+    pub fn new(model: &'m PolicyModel, options: CheckOptions) -> Result<Reasoner<'m>, LoadError> {
+        let vocab = Vocabulary::new(model.schema());
+        let solver = new_solver(options.timeout_ms);
+        let mut literals = Vec::new();
+        let mut literal_index = HashMap::new();
+        let mut rule_formulas = Vec::new();
+        for (i, rule) in model.rules().iter().enumerate() {
+            let f = vocab.formula(&rule.expr).map_err(|source| LoadError {
+                rule: rule.id.clone(),
+                source,
+            })?;
+            // Fresh constants cannot collide with policy variables, whatever they are named.
+            let lit = Bool::fresh_const("rule");
+            solver.assert(lit.implies(&f));
+            literal_index.insert(lit.to_string(), i);
+            literals.push(lit);
+            rule_formulas.push(f);
+        }
+        Ok(Reasoner {
+            model,
+            options,
+            vocab,
+            literals,
+            literal_index,
+            rule_formulas,
+            solver,
+        })
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> &CheckOptions {
+        &self.options
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &PolicyModel {
+        self.model
+    }
+
+    pub(crate) fn rule_ref(&self, index: usize) -> Rule {
+        Rule::new(
+            self.model.rules()[index].id.clone(),
+            self.model.version_arn(),
+        )
+    }
+
+    /// Checks `with` (rule indices) together with the fixed assumption literals.
+    fn solve(&self, rules: &[usize], fixed: &[Bool]) -> Outcome {
+        let mut assumptions: Vec<Bool> = rules.iter().map(|&i| self.literals[i].clone()).collect();
+        assumptions.extend_from_slice(fixed);
+        match self.solver.check_assumptions(&assumptions) {
+            SatResult::Sat => match self.solver.get_model() {
+                Some(m) => Outcome::Sat(m),
+                None => Outcome::Unknown,
+            },
+            SatResult::Unsat => {
+                let core = self
+                    .solver
+                    .get_unsat_core()
+                    .iter()
+                    .filter_map(|l| self.literal_index.get(&l.to_string()).copied())
+                    .collect();
+                Outcome::Unsat(core)
+            }
+            SatResult::Unknown => Outcome::Unknown,
+        }
+    }
+
+    /// Deletion-based minimisation: drops each rule of the core in turn and keeps the drop
+    /// when the rest is still proved unsat, so the result is locally minimal. A rule whose
+    /// removal times out is kept (the set stays a proof).
+    fn minimise(&self, core: Vec<usize>, fixed: &[Bool]) -> Vec<usize> {
+        let mut kept: Vec<usize> = core;
+        kept.sort_unstable();
+        kept.dedup();
+        let mut i = 0;
+        while i < kept.len() {
+            let mut candidate = kept.clone();
+            candidate.remove(i);
+            match self.solve(&candidate, fixed) {
+                Outcome::Unsat(smaller) => {
+                    let smaller: BTreeSet<usize> = smaller.into_iter().collect();
+                    kept = candidate
+                        .into_iter()
+                        .filter(|r| smaller.contains(r))
+                        .collect();
+                    // The element now at `i` has not been tried yet.
+                }
+                _ => i += 1,
+            }
+        }
+        kept
+    }
+
+    fn all_rules(&self) -> Vec<usize> {
+        (0..self.literals.len()).collect()
+    }
+
+    /// The finding for one pair. `confidence` goes into the translation as is.
+    pub fn check_pair(
+        &self,
+        premises: &[CheckedStatementInput],
+        claims: &[CheckedStatementInput],
+        confidence: f64,
+        untranslated: &Untranslated,
+    ) -> Finding {
+        let translation = translation_of(premises, claims, confidence, untranslated);
+        let size: usize = premises
+            .iter()
+            .chain(claims)
+            .map(|s| expr_size(&s.expr))
+            .sum();
+        if size > self.options.max_formula_nodes {
+            return Finding::TooComplex(EmptyFinding::default());
+        }
+        let (p, c) = match (self.conjunction(premises), self.conjunction(claims)) {
+            (Ok(p), Ok(c)) => (p, c),
+            _ => return Finding::TooComplex(EmptyFinding::default()),
+        };
+        let logic_warning = self.logic_warning(premises, claims, &p, &c);
+
+        self.solver.push();
+        let finding = self.decide(&p, &c, premises, claims, translation, logic_warning);
+        self.solver.pop(1);
+        finding
+    }
+
+    fn decide(
+        &self,
+        p: &Bool,
+        c: &Bool,
+        premises: &[CheckedStatementInput],
+        claims: &[CheckedStatementInput],
+        translation: Translation,
+        logic_warning: Option<LogicWarning>,
+    ) -> Finding {
+        let (p_lit, c_lit, n_lit) = (
+            Bool::fresh_const("premises"),
+            Bool::fresh_const("claims"),
+            Bool::fresh_const("not_claims"),
+        );
+        self.solver.assert(p_lit.implies(p));
+        self.solver.assert(c_lit.implies(c));
+        self.solver.assert(n_lit.implies(c.not()));
+        let all = self.all_rules();
+        let too_complex = || Finding::TooComplex(EmptyFinding::default());
+        let contradiction = |core: Vec<usize>, fixed: &[Bool]| ContradictionFinding {
+            translation: Some(translation.clone()),
+            contradicting_rules: Some(
+                self.minimise(core, fixed)
+                    .into_iter()
+                    .map(|i| self.rule_ref(i))
+                    .collect(),
+            ),
+            logic_warning: logic_warning.clone(),
+            extra: Default::default(),
+        };
+
+        // IMPOSSIBLE: M |= not P. With no premises this asks whether the rules alone
+        // are contradictory, which makes every pair impossible.
+        match self.solve(&all, std::slice::from_ref(&p_lit)) {
+            Outcome::Unknown => return too_complex(),
+            Outcome::Unsat(core) => {
+                return Finding::Impossible(contradiction(core, std::slice::from_ref(&p_lit)))
+            }
+            Outcome::Sat(_) => {}
+        }
+        // INVALID: M and P |= not C.
+        let pc = [p_lit.clone(), c_lit];
+        let true_model = match self.solve(&all, &pc) {
+            Outcome::Unknown => return too_complex(),
+            Outcome::Unsat(core) => return Finding::Invalid(contradiction(core, &pc)),
+            Outcome::Sat(m) => m,
+        };
+        // VALID: M and P |= C, proved by unsat of M and P and not C.
+        let pn = [p_lit, n_lit];
+        match self.solve(&all, &pn) {
+            Outcome::Unknown => too_complex(),
+            Outcome::Unsat(core) => {
+                let support = self.minimise(core, &pn);
+                let mut vars = statement_vars(premises, claims);
+                for &i in &support {
+                    vars.extend(
+                        self.model.rules()[i]
+                            .expr
+                            .variables()
+                            .into_iter()
+                            .map(String::from),
+                    );
+                }
+                Finding::Valid(ValidFinding {
+                    translation: Some(translation),
+                    claims_true_scenario: Some(self.scenario(&true_model, &vars)),
+                    supporting_rules: Some(support.into_iter().map(|i| self.rule_ref(i)).collect()),
+                    logic_warning,
+                    extra: Default::default(),
+                })
+            }
+            Outcome::Sat(false_model) => {
+                let mut vars = statement_vars(premises, claims);
+                vars.extend(self.differing_variables(&true_model, &false_model));
+                Finding::Satisfiable(SatisfiableFinding {
+                    translation: Some(translation),
+                    claims_true_scenario: Some(self.scenario(&true_model, &vars)),
+                    claims_false_scenario: Some(self.scenario(&false_model, &vars)),
+                    logic_warning,
+                    extra: Default::default(),
+                })
+            }
+        }
+    }
+
+    pub(crate) fn conjunction(&self, stmts: &[CheckedStatementInput]) -> Result<Bool, EncodeError> {
+        let fs: Vec<Bool> = stmts
+            .iter()
+            .map(|s| self.vocab.formula(&s.expr))
+            .collect::<Result<_, _>>()?;
+        Ok(Bool::and(&fs))
+    }
+
+    /// Premises or claims that hold or fail with no rule at all.
+    fn logic_warning(
+        &self,
+        premises: &[CheckedStatementInput],
+        claims: &[CheckedStatementInput],
+        p: &Bool,
+        c: &Bool,
+    ) -> Option<LogicWarning> {
+        let solver = new_solver(self.options.timeout_ms);
+        let verdict = |f: &Bool| -> Option<LogicWarningType> {
+            if solver_says_unsat(&solver, f) {
+                Some(LogicWarningType::AlwaysFalse)
+            } else if solver_says_unsat(&solver, &f.not()) {
+                Some(LogicWarningType::AlwaysTrue)
+            } else {
+                None
+            }
+        };
+        let on_premises = if premises.is_empty() {
+            None
+        } else {
+            verdict(p)
+        };
+        let on_claims = if claims.is_empty() { None } else { verdict(c) };
+        // Always-false is the more serious warning; report it alone when both differ.
+        let kind = match (&on_premises, &on_claims) {
+            (Some(LogicWarningType::AlwaysFalse), _) | (_, Some(LogicWarningType::AlwaysFalse)) => {
+                LogicWarningType::AlwaysFalse
+            }
+            (Some(k), _) | (_, Some(k)) => k.clone(),
+            (None, None) => return None,
+        };
+        let pick = |on: &Option<LogicWarningType>, stmts: &[CheckedStatementInput]| {
+            (on.as_ref() == Some(&kind))
+                .then(|| stmts.iter().map(|s| s.statement.clone()).collect())
+        };
+        Some(LogicWarning {
+            premises: pick(&on_premises, premises),
+            claims: pick(&on_claims, claims),
+            warning_type: Some(kind),
+            extra: Default::default(),
+        })
+    }
+
+    /// Variables whose values differ between two models, in schema order.
+    pub(crate) fn differing_variables(&self, a: &Model, b: &Model) -> Vec<String> {
+        self.vocab
+            .variables()
+            .iter()
+            .filter(|(name, sort)| {
+                let Some(var) = self.vocab.var(name) else {
+                    return false;
+                };
+                model_value(a, var, sort) != model_value(b, var, sort)
+            })
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    /// The assignment of `vars` (any order, duplicates allowed) in `model`, in schema order.
+    pub(crate) fn scenario(&self, model: &Model, vars: &[String]) -> Scenario {
+        let wanted: BTreeSet<&str> = vars.iter().map(String::as_str).collect();
+        let statements = self
+            .vocab
+            .variables()
+            .iter()
+            .filter(|(name, _)| wanted.contains(name.as_str()))
+            .filter_map(|(name, sort)| {
+                let value = model_value(model, self.vocab.var(name)?, sort)?;
+                let description = self
+                    .model
+                    .schema()
+                    .variable(name)
+                    .map(|v| v.description.trim_end_matches('.').to_string())
+                    .unwrap_or_else(|| name.clone());
+                Some(Statement::new(
+                    format!("(= {} {})", Term::symbol(name.clone()), value.logic),
+                    format!("{description} is {}", value.english),
+                ))
+            })
+            .collect();
+        Scenario {
+            statements: Some(statements),
+            extra: Default::default(),
+        }
+    }
+}
+
+pub(crate) fn new_solver(timeout_ms: u32) -> Solver {
+    let solver = Solver::new();
+    let mut params = Params::new();
+    params.set_u32("timeout", timeout_ms);
+    solver.set_params(&params);
+    solver
+}
+
+/// Whether `f` is proved unsatisfiable (unknown counts as "not proved").
+pub(crate) fn solver_says_unsat(solver: &Solver, f: &Bool) -> bool {
+    solver.push();
+    solver.assert(f);
+    let r = solver.check();
+    solver.pop(1);
+    r == SatResult::Unsat
+}
+
+fn statement_vars(
+    premises: &[CheckedStatementInput],
+    claims: &[CheckedStatementInput],
+) -> Vec<String> {
+    premises
+        .iter()
+        .chain(claims)
+        .flat_map(|s| s.expr.variables().into_iter().map(String::from))
+        .collect()
+}
+
+pub(crate) fn expr_size(e: &Expr) -> usize {
+    let mut n = 0;
+    e.visit(&mut |_| n += 1);
+    n
+}
+
+pub(crate) fn translation_of(
+    premises: &[CheckedStatementInput],
+    claims: &[CheckedStatementInput],
+    confidence: f64,
+    untranslated: &Untranslated,
+) -> Translation {
+    let refs = |texts: &[String]| {
+        (!texts.is_empty()).then(|| {
+            texts
+                .iter()
+                .map(|t| proofgate_core::findings::InputTextReference {
+                    text: Some(t.clone()),
+                    extra: Default::default(),
+                })
+                .collect()
+        })
+    };
+    Translation {
+        premises: Some(premises.iter().map(|s| s.statement.clone()).collect()),
+        claims: Some(claims.iter().map(|s| s.statement.clone()).collect()),
+        untranslated_premises: refs(&untranslated.premises),
+        untranslated_claims: refs(&untranslated.claims),
+        confidence: serde_json::Number::from_f64(confidence),
+        extra: Default::default(),
+    }
+}
+
+impl Reasoner<'_> {
+    /// A locally minimal set of rule ids that contradict each other, if the rules are
+    /// inconsistent on their own.
+    pub fn contradictory_rules(&self) -> Result<Option<Vec<String>>, crate::lint::TooComplex> {
+        match self.solve(&self.all_rules(), &[]) {
+            Outcome::Sat(_) => Ok(None),
+            Outcome::Unknown => Err(crate::lint::TooComplex),
+            Outcome::Unsat(core) => Ok(Some(
+                self.minimise(core, &[])
+                    .into_iter()
+                    .map(|i| self.model.rules()[i].id.clone())
+                    .collect(),
+            )),
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Typed policy expressions to Z3 terms, built through the API (never through SMT-LIB text),
+//! and Z3 model values back to SMT-LIB and English.
+
+use proofgate_core::policy::english::decimal;
+use proofgate_core::policy::term::{Term, TermKind};
+use proofgate_core::policy::typecheck::{ArithOp, CmpOp, Expr, Schema, Sort};
+use std::collections::HashMap;
+use z3::ast::{Ast, Bool, Dynamic, Int, Real};
+use z3::{FuncDecl, Model, Symbol};
+
+/// Z3 declarations for a schema: one constant per variable, one sort per enum type.
+pub(crate) struct Vocabulary {
+    vars: HashMap<String, Dynamic>,
+    values: HashMap<String, Dynamic>,
+    /// Variables in schema order, with their sorts.
+    order: Vec<(String, Sort)>,
+    // Keep the constructors alive with the sorts they belong to.
+    _constructors: Vec<FuncDecl>,
+}
+
+/// An expression Z3 could not be given (the type checker should have prevented it).
+#[derive(Debug, thiserror::Error)]
+#[error("internal error: cannot encode {0} for the solver")]
+pub struct EncodeError(pub String);
+
+impl Vocabulary {
+    pub(crate) fn new(schema: &Schema) -> Vocabulary {
+        let mut sorts = HashMap::new();
+        let mut values = HashMap::new();
+        let mut constructors = Vec::new();
+        for ty in schema.types() {
+            let names: Vec<Symbol> = ty.values.iter().map(|v| Symbol::from(v.as_str())).collect();
+            let (sort, consts, _testers) =
+                z3::Sort::enumeration(Symbol::from(ty.name.as_str()), &names);
+            for (value, decl) in ty.values.iter().zip(&consts) {
+                values.insert(value.clone(), decl.apply(&[]));
+            }
+            constructors.extend(consts);
+            sorts.insert(ty.name.clone(), sort);
+        }
+        let mut vars = HashMap::new();
+        let mut order = Vec::new();
+        for v in schema.variables() {
+            let sort = match &v.sort {
+                Sort::Bool => z3::Sort::bool(),
+                Sort::Int => z3::Sort::int(),
+                Sort::Real => z3::Sort::real(),
+                Sort::Enum(name) => match sorts.get(name) {
+                    Some(s) => s.clone(),
+                    None => continue,
+                },
+            };
+            vars.insert(v.name.clone(), Dynamic::new_const(v.name.as_str(), &sort));
+            order.push((v.name.clone(), v.sort.clone()));
+        }
+        Vocabulary {
+            vars,
+            values,
+            order,
+            _constructors: constructors,
+        }
+    }
+
+    pub(crate) fn variables(&self) -> &[(String, Sort)] {
+        &self.order
+    }
+
+    pub(crate) fn var(&self, name: &str) -> Option<&Dynamic> {
+        self.vars.get(name)
+    }
+
+    /// Encodes a Boolean expression.
+    pub(crate) fn formula(&self, e: &Expr) -> Result<Bool, EncodeError> {
+        self.encode(e)?
+            .as_bool()
+            .ok_or_else(|| EncodeError(format!("{e:?} as a formula")))
+    }
+
+    fn int(&self, e: &Expr) -> Result<Int, EncodeError> {
+        self.encode(e)?
+            .as_int()
+            .ok_or_else(|| EncodeError(format!("{e:?} as Int")))
+    }
+
+    fn real(&self, e: &Expr) -> Result<Real, EncodeError> {
+        self.encode(e)?
+            .as_real()
+            .ok_or_else(|| EncodeError(format!("{e:?} as Real")))
+    }
+
+    fn formulas(&self, es: &[Expr]) -> Result<Vec<Bool>, EncodeError> {
+        es.iter().map(|e| self.formula(e)).collect()
+    }
+
+    fn encode(&self, e: &Expr) -> Result<Dynamic, EncodeError> {
+        Ok(match e {
+            Expr::Bool(b) => Bool::from_bool(*b).into(),
+            Expr::Int(n) => Int::from_u128(*n).into(),
+            Expr::Real { digits, scale } => {
+                let den = format!("1{}", "0".repeat(*scale as usize));
+                Real::from_rational_str(&digits.to_string(), &den)
+                    .ok_or_else(|| EncodeError(format!("the number {digits}/{den}")))?
+                    .into()
+            }
+            Expr::Var { name, .. } => self
+                .vars
+                .get(name)
+                .cloned()
+                .ok_or_else(|| EncodeError(format!("variable {name}")))?,
+            Expr::EnumValue { value, .. } => self
+                .values
+                .get(value)
+                .cloned()
+                .ok_or_else(|| EncodeError(format!("value {value}")))?,
+            Expr::Not(a) => self.formula(a)?.not().into(),
+            Expr::And(xs) => Bool::and(&self.formulas(xs)?).into(),
+            Expr::Or(xs) => Bool::or(&self.formulas(xs)?).into(),
+            Expr::Implies(xs) => {
+                // Right-associative: (=> a b c) is a => (b => c).
+                let fs = self.formulas(xs)?;
+                let mut it = fs.into_iter().rev();
+                let last = it
+                    .next()
+                    .ok_or_else(|| EncodeError("an empty implication".into()))?;
+                it.fold(last, |acc, a| a.implies(&acc)).into()
+            }
+            Expr::Eq(xs) => {
+                let ds: Vec<Dynamic> = xs
+                    .iter()
+                    .map(|x| self.encode(x))
+                    .collect::<Result<_, _>>()?;
+                let pairs: Vec<Bool> = ds.windows(2).map(|w| w[0].eq(&w[1])).collect();
+                Bool::and(&pairs).into()
+            }
+            Expr::Distinct(xs) => {
+                let ds: Vec<Dynamic> = xs
+                    .iter()
+                    .map(|x| self.encode(x))
+                    .collect::<Result<_, _>>()?;
+                Dynamic::distinct(&ds).into()
+            }
+            Expr::Ite(c, a, b) => {
+                let (a, b) = (self.encode(a)?, self.encode(b)?);
+                self.formula(c)?.ite(&a, &b)
+            }
+            Expr::ToReal(a) => self.int(a)?.to_real().into(),
+            Expr::Arith { op, sort, args } => {
+                if *sort == Sort::Int {
+                    let xs: Vec<Int> =
+                        args.iter().map(|a| self.int(a)).collect::<Result<_, _>>()?;
+                    match op {
+                        ArithOp::Add => Int::add(&xs).into(),
+                        ArithOp::Sub => Int::sub(&xs).into(),
+                        ArithOp::Mul => Int::mul(&xs).into(),
+                        ArithOp::Neg => first(&xs)?.unary_minus().into(),
+                        // The type checker makes every `/` Real.
+                        ArithOp::Div => return Err(EncodeError("integer `/`".into())),
+                    }
+                } else {
+                    let xs: Vec<Real> = args
+                        .iter()
+                        .map(|a| self.real(a))
+                        .collect::<Result<_, _>>()?;
+                    match op {
+                        ArithOp::Add => Real::add(&xs).into(),
+                        ArithOp::Sub => Real::sub(&xs).into(),
+                        ArithOp::Mul => Real::mul(&xs).into(),
+                        ArithOp::Neg => first(&xs)?.unary_minus().into(),
+                        ArithOp::Div => {
+                            let mut it = xs.into_iter();
+                            let head = it.next().ok_or_else(|| EncodeError("empty `/`".into()))?;
+                            it.fold(head, |acc, x| acc.div(&x)).into()
+                        }
+                    }
+                }
+            }
+            Expr::Cmp { op, args } => {
+                let real = args.iter().any(|a| a.sort() == Sort::Real);
+                let mut pairs = Vec::new();
+                for w in args.windows(2) {
+                    pairs.push(if real {
+                        let (a, b) = (self.real(&w[0])?, self.real(&w[1])?);
+                        match op {
+                            CmpOp::Lt => a.lt(&b),
+                            CmpOp::Le => a.le(&b),
+                            CmpOp::Gt => a.gt(&b),
+                            CmpOp::Ge => a.ge(&b),
+                        }
+                    } else {
+                        let (a, b) = (self.int(&w[0])?, self.int(&w[1])?);
+                        match op {
+                            CmpOp::Lt => a.lt(&b),
+                            CmpOp::Le => a.le(&b),
+                            CmpOp::Gt => a.gt(&b),
+                            CmpOp::Ge => a.ge(&b),
+                        }
+                    });
+                }
+                Bool::and(&pairs).into()
+            }
+        })
+    }
+}
+
+fn first<T: Clone>(xs: &[T]) -> Result<T, EncodeError> {
+    xs.first()
+        .cloned()
+        .ok_or_else(|| EncodeError("an operator without arguments".into()))
+}
+
+/// A variable's value in a model: SMT-LIB text and the English for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Value {
+    pub logic: String,
+    pub english: String,
+}
+
+/// The value of `var` in `model` (completed: unconstrained variables get a default value).
+pub(crate) fn model_value(model: &Model, var: &Dynamic, sort: &Sort) -> Option<Value> {
+    let v = model.eval(var, true)?;
+    Some(match sort {
+        Sort::Bool => {
+            let b = v.as_bool()?.as_bool()?;
+            Value {
+                logic: b.to_string(),
+                english: b.to_string(),
+            }
+        }
+        Sort::Int => {
+            let text = v.to_string();
+            match v.as_int().and_then(|i| i.as_i64()) {
+                Some(n) => Value {
+                    logic: smt_signed(n.unsigned_abs().to_string(), n < 0),
+                    english: n.to_string(),
+                },
+                None => Value {
+                    english: text.clone(),
+                    logic: text,
+                },
+            }
+        }
+        Sort::Real => match v.as_real().and_then(|r| r.as_rational()) {
+            Some((num, den)) => rational_value(num, den),
+            None => {
+                let text = v.to_string();
+                Value {
+                    english: text.clone(),
+                    logic: text,
+                }
+            }
+        },
+        Sort::Enum(_) => {
+            let text = v.to_string();
+            Value {
+                english: text.clone(),
+                logic: Term::symbol(text).to_string(),
+            }
+        }
+    })
+}
+
+fn smt_signed(magnitude: String, negative: bool) -> String {
+    if negative {
+        format!("(- {magnitude})")
+    } else {
+        magnitude
+    }
+}
+
+/// A rational as an exact decimal when it has one (denominator 2^a 5^b), else `(/ n d)`.
+fn rational_value(num: i64, den: i64) -> Value {
+    let negative = (num < 0) != (den < 0);
+    let (n, d) = (num.unsigned_abs() as u128, den.unsigned_abs() as u128);
+    let (mut rest, mut twos, mut fives) = (d, 0u32, 0u32);
+    while rest > 0 && rest % 2 == 0 {
+        rest /= 2;
+        twos += 1;
+    }
+    while rest > 0 && rest % 5 == 0 {
+        rest /= 5;
+        fives += 1;
+    }
+    let scale = twos.max(fives);
+    // n/d = n * 2^(k-a) * 5^(k-b) / 10^k when d = 2^a 5^b.
+    let digits = (rest == 1)
+        .then(|| {
+            2u128
+                .checked_pow(scale - twos)?
+                .checked_mul(5u128.checked_pow(scale - fives)?)?
+                .checked_mul(n)
+        })
+        .flatten();
+    let sign = if negative { "-" } else { "" };
+    match digits {
+        Some(digits) => {
+            let text = if scale == 0 {
+                format!("{digits}.0")
+            } else {
+                Term::new(TermKind::Decimal { digits, scale }).to_string()
+            };
+            Value {
+                logic: smt_signed(text, negative),
+                english: format!("{sign}{}", decimal(digits, scale)),
+            }
+        }
+        None => Value {
+            logic: smt_signed(format!("(/ {n}.0 {d}.0)"), negative),
+            english: format!("{sign}{n}/{d}"),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rationals_print_as_exact_decimals() {
+        assert_eq!(rational_value(305, 8).logic, "38.125");
+        assert_eq!(rational_value(305, 8).english, "38.125");
+        assert_eq!(rational_value(177, 5).logic, "35.4");
+        assert_eq!(rational_value(3, 1).logic, "3.0");
+        assert_eq!(rational_value(3, 1).english, "3");
+        assert_eq!(rational_value(-1, 4).logic, "(- 0.25)");
+        assert_eq!(rational_value(1, 3).logic, "(/ 1.0 3.0)");
+        assert_eq!(rational_value(1, 3).english, "1/3");
+        assert_eq!(rational_value(7, 20).logic, "0.35");
+    }
+}

@@ -1,0 +1,244 @@
+//! Policy linting (paper §3.1): unused variables and types, type errors, contradictory rule
+//! sets, rules that are always true, and independent (disjoint) rule groups.
+
+use crate::check::{new_solver, solver_says_unsat, Reasoner};
+use crate::options::CheckOptions;
+use proofgate_core::policy::{PolicyDefinition, PolicyModel, Sort};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// How serious a lint issue is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The policy cannot be used as is.
+    Error,
+    /// Probably a mistake.
+    Warning,
+    /// Worth knowing.
+    Info,
+}
+
+/// What a lint issue is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum LintKind {
+    /// The types or variables are inconsistent.
+    SchemaError,
+    /// A rule does not parse or type-check, or has a bad id.
+    RuleError,
+    /// The rules contradict each other: every question would be IMPOSSIBLE.
+    ContradictoryRules,
+    /// A rule holds whatever the variables are (it constrains nothing).
+    AlwaysTrueRule,
+    /// A variable no rule mentions.
+    UnusedVariable,
+    /// A type no variable or rule uses.
+    UnusedType,
+    /// The rules split into groups that share no variable.
+    DisjointRuleGroups,
+    /// The solver could not decide a check within the time limit.
+    SolverGaveUp,
+}
+
+/// One finding of the linter.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LintIssue {
+    /// How serious.
+    pub severity: Severity,
+    /// What kind.
+    pub kind: LintKind,
+    /// A sentence for people.
+    pub message: String,
+    /// The rule ids involved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<String>,
+    /// The variables or types involved.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+}
+
+/// Everything the linter found.
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct LintReport {
+    /// The issues, errors first.
+    pub issues: Vec<LintIssue>,
+}
+
+impl LintReport {
+    /// Whether any issue is an error or a warning.
+    pub fn has_problems(&self) -> bool {
+        self.issues.iter().any(|i| i.severity <= Severity::Warning)
+    }
+}
+
+fn issue(severity: Severity, kind: LintKind, message: String) -> LintIssue {
+    LintIssue {
+        severity,
+        kind,
+        message,
+        rules: Vec::new(),
+        names: Vec::new(),
+    }
+}
+
+/// Lints a policy definition.
+pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport {
+    let mut report = LintReport::default();
+    let (model, errors) = match PolicyModel::from_definition_partial(definition, None) {
+        Ok(built) => built,
+        Err(errors) => {
+            for e in errors.0 {
+                report
+                    .issues
+                    .push(issue(Severity::Error, LintKind::SchemaError, e.to_string()));
+            }
+            return report;
+        }
+    };
+    for e in errors {
+        report
+            .issues
+            .push(issue(Severity::Error, LintKind::RuleError, e.to_string()));
+    }
+    let reasoner = match Reasoner::new(&model, options.clone()) {
+        Ok(r) => r,
+        Err(e) => {
+            report
+                .issues
+                .push(issue(Severity::Error, LintKind::RuleError, e.to_string()));
+            return report;
+        }
+    };
+    match reasoner.contradictory_rules() {
+        Ok(None) => {}
+        Ok(Some(rules)) => report.issues.push(LintIssue {
+            message: format!(
+                "the rules {} contradict each other: no situation satisfies them all, so every question would be IMPOSSIBLE",
+                quote_list(&rules)
+            ),
+            rules,
+            ..issue(Severity::Error, LintKind::ContradictoryRules, String::new())
+        }),
+        Err(TooComplex) => report.issues.push(issue(
+            Severity::Warning,
+            LintKind::SolverGaveUp,
+            "could not decide within the time limit whether the rules are consistent".into(),
+        )),
+    }
+    let solver = new_solver(options.timeout_ms);
+    for (rule, f) in model.rules().iter().zip(&reasoner.rule_formulas) {
+        if solver_says_unsat(&solver, &f.not()) {
+            report.issues.push(LintIssue {
+                rules: vec![rule.id.clone()],
+                ..issue(
+                    Severity::Warning,
+                    LintKind::AlwaysTrueRule,
+                    format!("rule `{}` is always true: it holds whatever the variables are, so it constrains nothing", rule.id),
+                )
+            });
+        }
+    }
+    unused(&model, &mut report);
+    disjoint_groups(&model, &mut report);
+    report.issues.sort_by_key(|i| i.severity);
+    report
+}
+
+fn unused(model: &PolicyModel, report: &mut LintReport) {
+    let mut used_vars = BTreeSet::new();
+    let mut used_types = BTreeSet::new();
+    for r in model.rules() {
+        used_vars.extend(r.expr.variables().into_iter().map(String::from));
+        used_types.extend(r.expr.enum_types().into_iter().map(String::from));
+    }
+    for v in model.schema().variables() {
+        if let Sort::Enum(t) = &v.sort {
+            used_types.insert(t.clone());
+        }
+        if !used_vars.contains(&v.name) {
+            report.issues.push(LintIssue {
+                names: vec![v.name.clone()],
+                ..issue(
+                    Severity::Warning,
+                    LintKind::UnusedVariable,
+                    format!("variable `{}` is not used by any rule", v.name),
+                )
+            });
+        }
+    }
+    for t in model.schema().types() {
+        if !used_types.contains(&t.name) {
+            report.issues.push(LintIssue {
+                names: vec![t.name.clone()],
+                ..issue(
+                    Severity::Warning,
+                    LintKind::UnusedType,
+                    format!("type `{}` is not used by any variable or rule", t.name),
+                )
+            });
+        }
+    }
+}
+
+/// Rules connected through shared variables, by union-find.
+fn disjoint_groups(model: &PolicyModel, report: &mut LintReport) {
+    let rules = model.rules();
+    let mut parent: Vec<usize> = (0..rules.len()).collect();
+    fn find(parent: &mut [usize], mut i: usize) -> usize {
+        while parent[i] != i {
+            parent[i] = parent[parent[i]];
+            i = parent[i];
+        }
+        i
+    }
+    let mut owner: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, r) in rules.iter().enumerate() {
+        for v in r.expr.variables() {
+            match owner.get(v) {
+                Some(&j) => {
+                    let (a, b) = (find(&mut parent, i), find(&mut parent, j));
+                    parent[a] = b;
+                }
+                None => {
+                    owner.insert(v, i);
+                }
+            }
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<String>> = BTreeMap::new();
+    for (i, r) in rules.iter().enumerate() {
+        let root = find(&mut parent, i);
+        groups.entry(root).or_default().push(r.id.clone());
+    }
+    if groups.len() > 1 {
+        let list: Vec<String> = groups
+            .values()
+            .map(|g| format!("[{}]", g.join(", ")))
+            .collect();
+        report.issues.push(LintIssue {
+            rules: rules.iter().map(|r| r.id.clone()).collect(),
+            ..issue(
+                Severity::Info,
+                LintKind::DisjointRuleGroups,
+                format!(
+                    "the rules form {} independent groups that share no variable: {}",
+                    groups.len(),
+                    list.join(" ")
+                ),
+            )
+        });
+    }
+}
+
+fn quote_list(ids: &[String]) -> String {
+    ids.iter()
+        .map(|i| format!("`{i}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The solver could not decide within the time limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the solver could not decide within the time limit")]
+pub struct TooComplex;
