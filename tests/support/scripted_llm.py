@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""A scripted OpenAI-compatible chat-completions server that replays RECORDED replies.
+
+No LLM is reachable from the machines this project is tested on, so tests and the demo put this
+server where the LLM would be. It never generates anything: every reply comes from the script.
+
+    scripted_llm.py SCRIPT.json [--port N] [--label TEXT]
+
+SCRIPT.json: {"rules": [{"match": "substring", "reply": "text", "times": 1, "status": 200}, ...],
+              "default": "text"}
+A request's messages are joined into one text; the first rule whose `match` (all substrings if
+a list, case-insensitive) occurs there and that has uses left (`times`, unlimited when absent)
+answers. `status` other than 200 answers with that HTTP error instead (to test failures).
+`reply` may be a list: successive matches take successive entries.
+Prints "listening on PORT" on stdout once ready. GET /_requests returns what it received.
+"""
+import argparse
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+RECEIVED = []
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        script = json.load(f)
+    for rule in script.get("rules", []):
+        rule.setdefault("used", 0)
+    return script
+
+
+def pick(script, text):
+    low = text.lower()
+    for rule in script.get("rules", []):
+        needles = rule["match"] if isinstance(rule["match"], list) else [rule["match"]]
+        if not all(n.lower() in low for n in needles):
+            continue
+        if "times" in rule and rule["used"] >= rule["times"]:
+            continue
+        reply = rule.get("reply", "")
+        if isinstance(reply, list):
+            reply = reply[min(rule["used"], len(reply) - 1)]
+        rule["used"] += 1
+        return rule.get("status", 200), reply, rule["match"]
+    if "default" in script:
+        return 200, script["default"], "(default)"
+    return 500, "scripted_llm: no recorded reply matches this request", None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, fmt, *args):  # quiet; we print our own lines
+        pass
+
+    def send(self, status, body, content_type="application/json"):
+        data = body.encode() if isinstance(body, str) else body
+        self.send_response(status)
+        self.send_header("content-type", content_type)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/_requests"):
+            with LOCK:
+                self.send(200, json.dumps(RECEIVED))
+        elif self.path.rstrip("/").endswith("/models"):
+            self.send(200, json.dumps({"object": "list", "data": [{"id": "recorded", "object": "model"}]}))
+        else:
+            self.send(404, json.dumps({"error": {"message": "not found"}}))
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length", "0"))
+        raw = self.rfile.read(length)
+        try:
+            req = json.loads(raw or b"{}")
+        except ValueError:
+            self.send(400, json.dumps({"error": {"message": "body is not JSON"}}))
+            return
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            self.send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
+            return
+        messages = req.get("messages", [])
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        with LOCK:
+            RECEIVED.append({"path": self.path, "body": req,
+                             "authorization": self.headers.get("authorization")})
+            status, reply, rule = pick(self.server.script, text)
+        model = req.get("model") or "recorded"
+        print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule)} (HTTP {status})",
+              file=sys.stderr, flush=True)
+        if status != 200:
+            self.send(status, json.dumps({"error": {"message": reply, "type": "scripted_error"}}))
+            return
+        if req.get("stream"):
+            chunks = [reply[i:i + 16] for i in range(0, len(reply), 16)] or [""]
+            out = []
+            for i, c in enumerate(chunks):
+                delta = {"content": c}
+                if i == 0:
+                    delta["role"] = "assistant"
+                out.append("data: " + json.dumps({
+                    "id": "chatcmpl-recorded", "object": "chat.completion.chunk",
+                    "created": int(time.time()), "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}) + "\n\n")
+            out.append("data: " + json.dumps({
+                "id": "chatcmpl-recorded", "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": model,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}) + "\n\n")
+            out.append("data: [DONE]\n\n")
+            self.send(200, "".join(out), "text/event-stream")
+            return
+        self.send(200, json.dumps({
+            "id": "chatcmpl-recorded", "object": "chat.completion", "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": len(text.split()), "completion_tokens": len(reply.split()),
+                      "total_tokens": len(text.split()) + len(reply.split())}}))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("script")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--label", default="scripted LLM")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.script = load(args.script)
+    server.label = args.label
+    print(f"listening on {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
