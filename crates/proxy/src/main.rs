@@ -1,5 +1,7 @@
 //! The `proofgate` command line.
 
+mod policy_cmd;
+
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use proofgate_core::{
@@ -19,6 +21,30 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Check translations of a question/answer against a policy with the local reasoner and
+    /// print {"findings": [...]} in the ApplyGuardrail shape.
+    Check {
+        /// The policy: Bedrock AutomatedReasoningPolicyDefinition JSON.
+        #[arg(long)]
+        policy: PathBuf,
+        /// The translations: {"translations": [...]}, one entry per translator.
+        #[arg(long)]
+        translations: PathBuf,
+        /// Share of translators that must agree on a pair (0 < X <= 1).
+        #[arg(long, default_value_t = 1.0)]
+        threshold: f64,
+        /// Solver time limit per call, in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u32,
+        /// policyVersionArn to cite in rules (default: sha256 of the canonical policy JSON).
+        #[arg(long)]
+        policy_arn: Option<String>,
+    },
+    /// Inspect and vet policies.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// Read an ApplyGuardrail response (or a JSON list of findings) and print the findings in
     /// rewriting order with the aggregate verdict.
     Findings {
@@ -29,6 +55,30 @@ enum Command {
     Decision {
         /// Text file, or `-` for standard input.
         file: PathBuf,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Print the schema and every rule in SMT-LIB and structured English.
+    Show {
+        /// The policy JSON file.
+        file: PathBuf,
+        /// Print the policy definition JSON as loaded (unknown members kept) instead.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Report unused variables and types, type errors, contradictory rules, rules that are
+    /// always true and independent rule groups. Exit 1 when there are errors or warnings.
+    Lint {
+        /// The policy JSON file.
+        file: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Solver time limit per call, in milliseconds.
+        #[arg(long, default_value_t = 5000)]
+        timeout_ms: u32,
     },
 }
 
@@ -58,8 +108,47 @@ fn load_findings(path: &Path, text: &str) -> Result<Vec<Finding>> {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Check {
+            policy,
+            translations,
+            threshold,
+            timeout_ms,
+            policy_arn,
+        } => {
+            let out = policy_cmd::check(policy_cmd::CheckArgs {
+                policy: &policy,
+                translations: &translations,
+                threshold,
+                timeout_ms,
+                policy_arn,
+            })?;
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Command::Policy { command } => match command {
+            PolicyCommand::Show { file, json } => {
+                if json {
+                    let def =
+                        proofgate_core::policy::PolicyDefinition::from_json(&read_input(&file)?)
+                            .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+                    println!("{}", def.to_json_pretty());
+                } else {
+                    print!("{}", policy_cmd::show(&file)?);
+                }
+            }
+            PolicyCommand::Lint {
+                file,
+                json,
+                timeout_ms,
+            } => {
+                let (text, problems) = policy_cmd::lint_policy(&file, json, timeout_ms)?;
+                println!("{}", text.trim_end());
+                if problems {
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        },
         Command::Findings { file } => {
             let findings = load_findings(&file, &read_input(&file)?)?;
             let verdict = aggregate_verdict(&findings);
@@ -74,12 +163,12 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}", serde_json::to_string_pretty(&decision)?);
         }
     }
-    Ok(())
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
     match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("proofgate: {e:#}");
             ExitCode::from(2)
