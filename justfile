@@ -16,9 +16,9 @@ test: lint test-rust test-node
 build:
     cargo build --release -p proofgate-proxy
 
-# Rust unit, property and integration tests.
+# Rust unit, property and integration tests (storage tests also against a throwaway PostgreSQL).
 test-rust:
-    cargo test --workspace --all-targets
+    scripts/with-postgres.sh cargo test --workspace --all-targets
 
 # Formatting and clippy, warnings as errors.
 lint:

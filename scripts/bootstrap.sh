@@ -16,6 +16,7 @@ export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
 
 # Debian packages: the newer rustc with std sources for the wasm32 build, lld for linking it.
 need_apt=()
+dpkg -s postgresql >/dev/null 2>&1 || need_apt+=(postgresql)
 [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] || need_apt+=(rustc-web cargo-web)
 dpkg -s rust-web-src >/dev/null 2>&1 || need_apt+=(rust-web-src)
 dpkg -s lld-22 >/dev/null 2>&1 || need_apt+=(lld-22)
@@ -30,9 +31,11 @@ pip_install=()
 command -v just >/dev/null 2>&1 || pip_install+=("rust-just==${JUST_VERSION}")
 python3 -c "import z3, sys; sys.exit(0 if z3.get_version_string()=='${Z3_VERSION%.*}' else 1)" 2>/dev/null \
   || pip_install+=("z3-solver==${Z3_VERSION}")
+# Real clients for the end-to-end tests: the official OpenAI client and boto3.
+python3 -c "import openai, boto3" 2>/dev/null || pip_install+=(openai boto3)
 if [ ${#pip_install[@]} -gt 0 ]; then
   log "pip install ${pip_install[*]}"
-  python3 -m pip install -q --disable-pip-version-check "${pip_install[@]}"
+  python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "${pip_install[@]}"
 fi
 hash -r
 

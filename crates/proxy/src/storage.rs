@@ -87,6 +87,8 @@ impl Store {
         let pool = AnyPoolOptions::new()
             // One writer for SQLite avoids "database is locked" under concurrent requests.
             .max_connections(if sqlite { 1 } else { 10 })
+            // Fail fast with a clear error rather than hanging a request or a start.
+            .acquire_timeout(std::time::Duration::from_secs(5))
             .connect(&url)
             .await
             .map_err(db(format!("opening {}", redact(&url))))?;
@@ -274,11 +276,28 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn temp_db(name: &str) -> String {
+    /// Each test runs on SQLite, and on PostgreSQL when `PROOFGATE_TEST_POSTGRES_URL` is set
+    /// (`just test` always sets it, through scripts/with-postgres.sh).
+    async fn stores(name: &str) -> Vec<(Store, String)> {
         let dir = std::env::temp_dir().join(format!("pg-store-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        format!("sqlite://{}", dir.join("t.sqlite").display())
+        let sqlite = format!("sqlite://{}", dir.join("t.sqlite").display());
+        let mut out = vec![(Store::connect(&sqlite).await.unwrap(), sqlite)];
+        match std::env::var("PROOFGATE_TEST_POSTGRES_URL") {
+            Ok(pg) => out.push((Store::connect(&pg).await.unwrap(), pg)),
+            Err(_) => eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here"),
+        }
+        out
+    }
+
+    /// Ids unique per test run, since the PostgreSQL database is shared by the tests.
+    fn id(name: &str) -> String {
+        format!(
+            "{name}-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4().simple()
+        )
     }
 
     fn thread(id: &str, status: &str, at: i64) -> StoredThread {
@@ -286,7 +305,7 @@ mod tests {
             id: id.into(),
             status: status.into(),
             question: "Q?".into(),
-            conversation_key: Some("conv".into()),
+            conversation_key: Some(format!("conv-{id}")),
             state: json!({"state": status}),
             created_at: at,
             updated_at: at,
@@ -295,79 +314,94 @@ mod tests {
 
     #[tokio::test]
     async fn saves_loads_and_survives_reopening() {
-        let url = temp_db("reopen");
-        {
-            let store = Store::connect(&url).await.unwrap();
+        for (store, url) in stores("reopen").await {
+            let t1 = id("t1");
             store
                 .save(
-                    &thread("t1", "awaiting_input", 10),
+                    &thread(&t1, "awaiting_input", 10),
                     &[(0, json!({"seq": 0}))],
                 )
                 .await
                 .unwrap();
             store
                 .save(
-                    &thread("t1", "awaiting_input", 11),
+                    &thread(&t1, "awaiting_input", 11),
                     &[(1, json!({"seq": 1}))],
                 )
                 .await
                 .unwrap();
+            drop(store);
+            let store = Store::connect(&url).await.unwrap();
+            let t = store.thread(&t1).await.unwrap().unwrap();
+            assert_eq!((t.created_at, t.updated_at), (10, 11), "{url}");
+            assert_eq!(
+                store.audit_trail(&t1).await.unwrap(),
+                vec![json!({"seq": 0}), json!({"seq": 1})]
+            );
+            let found = store
+                .thread_by_conversation(&format!("conv-{t1}"), "awaiting_input")
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(found.id, t1);
+            assert!(store.thread("nope").await.unwrap().is_none());
         }
-        let store = Store::connect(&url).await.unwrap();
-        let t = store.thread("t1").await.unwrap().unwrap();
-        assert_eq!(t.updated_at, 11);
-        assert_eq!(t.created_at, 10);
-        assert_eq!(
-            store.audit_trail("t1").await.unwrap(),
-            vec![json!({"seq": 0}), json!({"seq": 1})]
-        );
-        let found = store
-            .thread_by_conversation("conv", "awaiting_input")
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(found.id, "t1");
-        assert!(store.thread("nope").await.unwrap().is_none());
     }
 
     #[tokio::test]
     async fn an_audit_record_is_never_overwritten() {
-        let store = Store::connect(&temp_db("overwrite")).await.unwrap();
-        store
-            .save(&thread("t1", "done", 1), &[(0, json!({"a": 1}))])
-            .await
-            .unwrap();
-        let err = store
-            .save(&thread("t1", "done", 2), &[(0, json!({"a": 2}))])
-            .await
-            .unwrap_err();
-        assert!(err.to_string().contains("audit record 0"), "{err}");
-        // The failed save changed nothing.
-        assert_eq!(store.thread("t1").await.unwrap().unwrap().updated_at, 1);
-        assert_eq!(
-            store.audit_trail("t1").await.unwrap(),
-            vec![json!({"a": 1})]
-        );
+        for (store, url) in stores("overwrite").await {
+            let t1 = id("t1");
+            store
+                .save(&thread(&t1, "done", 1), &[(0, json!({"a": 1}))])
+                .await
+                .unwrap();
+            let err = store
+                .save(&thread(&t1, "done", 2), &[(0, json!({"a": 2}))])
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains("audit record 0"), "{url}: {err}");
+            // The failed save changed nothing.
+            assert_eq!(store.thread(&t1).await.unwrap().unwrap().updated_at, 1);
+            assert_eq!(store.audit_trail(&t1).await.unwrap(), vec![json!({"a": 1})]);
+        }
     }
 
     #[tokio::test]
     async fn expiry_removes_old_threads_and_trails() {
-        let store = Store::connect(&temp_db("expire")).await.unwrap();
-        store
-            .save(&thread("old", "done", 1), &[(0, json!({}))])
-            .await
-            .unwrap();
-        store.save(&thread("new", "done", 100), &[]).await.unwrap();
-        assert_eq!(store.expire(50).await.unwrap(), 1);
-        assert!(store.thread("old").await.unwrap().is_none());
-        assert!(store.audit_trail("old").await.unwrap().is_empty());
-        assert_eq!(store.threads(10).await.unwrap().len(), 1);
+        for (store, url) in stores("expire").await {
+            let (old, new) = (id("old"), id("new"));
+            // Far in the past so other tests' rows on a shared database are not touched.
+            store
+                .save(&thread(&old, "done", -1_000_000), &[(0, json!({}))])
+                .await
+                .unwrap();
+            store.save(&thread(&new, "done", 100), &[]).await.unwrap();
+            assert_eq!(store.expire(-500_000).await.unwrap(), 1, "{url}");
+            assert!(store.thread(&old).await.unwrap().is_none());
+            assert!(store.audit_trail(&old).await.unwrap().is_empty());
+            assert!(store.thread(&new).await.unwrap().is_some());
+            assert!(!store.threads(10).await.unwrap().is_empty());
+        }
     }
 
     #[tokio::test]
     async fn unsupported_url_says_what_works() {
         let err = Store::connect("mysql://x").await.err().unwrap().to_string();
         assert!(err.contains("sqlite://FILE"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn unreachable_postgres_is_a_clear_error() {
+        let err = Store::connect("postgres://u:pw@127.0.0.1:1/db")
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("opening postgres://u:***@127.0.0.1:1/db"),
+            "{err}"
+        );
     }
 
     #[test]
