@@ -1,0 +1,335 @@
+//! Audit trail and replay: tampering with each field of a record, forged, removed, reordered
+//! and truncated records, future format versions; and the fixtures shared with the npm
+//! package's Node tests (`crates/wasm/tests/fixtures/replay-cases.json`), which also pin the
+//! version-1 format: a trail written today must keep replaying with the same report.
+//!
+//! Regenerate the fixtures after an intended change with
+//! `PROOFGATE_UPDATE_FIXTURES=1 cargo test -p proofgate-core --test audit_replay`.
+
+use proofgate_core::audit::{
+    replay, replay_json, verify_chain, AuditRecord, RecordKind, ReplayProblem, ReplayReport,
+};
+use proofgate_core::findings::{
+    ContradictionFinding, Finding, Rule, SatisfiableFinding, Statement, Translation, ValidFinding,
+};
+use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
+use proofgate_core::thread::{Input, Thread, ThreadConfig};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+fn translation(claim: &str) -> Option<Translation> {
+    Some(Translation {
+        premises: Some(vec![Statement::new("(= age 70)", "The visitor is 70.")]),
+        claims: Some(vec![Statement::new("(= fee 5)", claim)]),
+        // A float, to pin the canonical encoding of numbers.
+        confidence: Some(serde_json::Number::from_f64(1.0).expect("finite")),
+        ..Default::default()
+    })
+}
+
+fn config() -> ThreadConfig {
+    ThreadConfig {
+        policy: PolicyContext {
+            rules: vec![PolicyRuleText {
+                id: "R1".into(),
+                expression: "(=> (>= age 65) (= fee 5))".into(),
+                english: Some("Visitors aged 65 or more pay 5 dollars.".into()),
+            }],
+            variables: vec![PolicyVariableText {
+                name: "season".into(),
+                description: "The travel season".into(),
+            }],
+        },
+        ..ThreadConfig::default()
+    }
+}
+
+/// A full loop: INVALID, rewrite, SATISFIABLE, questions, answers, VALID.
+fn full_loop() -> Thread {
+    let t0 = 1_700_000_000_000;
+    let mut t = Thread::new(config(), "fixture-1", "I am 70. How much is my ticket?", t0)
+        .expect("valid thread");
+    let evidence =
+        |n: u64| json!({"policyVersionHash": "sha256:abc", "smt": "(check-sat)", "n": n});
+    let inputs = vec![
+        Input::LlmReplied {
+            text: "You pay 10 dollars.".into(),
+            model: Some("model-a".into()),
+            now: t0 + 1,
+        },
+        Input::Validated {
+            findings: vec![Finding::Invalid(ContradictionFinding {
+                translation: translation("The fee is 10 dollars."),
+                contradicting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })],
+            evidence: Some(evidence(1)),
+            now: t0 + 2,
+        },
+        Input::LlmReplied {
+            text: "DECISION: REWRITE\nANSWER:\nYou pay 5 dollars.".into(),
+            model: Some("model-a".into()),
+            now: t0 + 3,
+        },
+        Input::Validated {
+            findings: vec![Finding::Satisfiable(SatisfiableFinding {
+                translation: translation("The fee is 5 dollars."),
+                ..Default::default()
+            })],
+            evidence: Some(evidence(2)),
+            now: t0 + 4,
+        },
+        Input::LlmReplied {
+            text: "DECISION: ASK_QUESTIONS\nQUESTION: When do you travel?".into(),
+            model: Some("model-a".into()),
+            now: t0 + 5,
+        },
+        Input::UserAnswered {
+            answers: vec!["In low season".into()],
+            now: t0 + 6,
+        },
+        Input::LlmReplied {
+            text: "In low season you pay 5 dollars.".into(),
+            model: Some("model-b".into()),
+            now: t0 + 7,
+        },
+        Input::Validated {
+            findings: vec![Finding::Valid(ValidFinding {
+                translation: translation("The fee is 5 dollars."),
+                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })],
+            evidence: Some(evidence(3)),
+            now: t0 + 8,
+        },
+    ];
+    for input in inputs {
+        t.handle(input).expect("scripted input accepted");
+    }
+    assert!(t.outcome().is_some_and(|o| o.verified));
+    t
+}
+
+fn trail() -> Vec<AuditRecord> {
+    full_loop().audit_trail().to_vec()
+}
+
+fn failure(report: &ReplayReport) -> (usize, ReplayProblem) {
+    let f = report.failure.as_ref().expect("replay should fail");
+    (f.index, f.problem)
+}
+
+#[test]
+fn intact_trail_replays_and_names_its_outcome() {
+    let trail = trail();
+    let report = replay(&trail);
+    assert!(report.ok, "{:?}", report.failure);
+    assert_eq!(report.records, trail.len());
+    assert_eq!(report.verified_records, trail.len());
+    assert_eq!(report.format_version, Some(1));
+    assert_eq!(report.thread_id.as_deref(), Some("fixture-1"));
+    assert_eq!(
+        report.head_hash.as_deref(),
+        trail.last().map(|r| r.hash.as_str())
+    );
+    assert_eq!(trail[0].kind, RecordKind::ThreadStarted);
+    assert_eq!(trail.last().unwrap().kind, RecordKind::ValidResponse);
+    assert!(verify_chain(&trail).ok);
+}
+
+#[test]
+fn reformatted_json_still_replays() {
+    // The hash covers values, not bytes: pretty-printing a stored trail is not tampering.
+    let pretty = serde_json::to_string_pretty(&trail()).unwrap();
+    assert!(replay_json(pretty).ok);
+}
+
+#[test]
+fn altering_any_field_is_caught_at_that_record() {
+    let trail = trail();
+    type Alter = Box<dyn Fn(&mut AuditRecord)>;
+    let cases: Vec<(&str, Alter)> = vec![
+        ("hash", Box::new(|r| r.hash.replace_range(0..1, "f"))),
+        ("prev", Box::new(|r| r.prev.replace_range(0..1, "f"))),
+        ("seq", Box::new(|r| r.seq += 1)),
+        ("at", Box::new(|r| r.at += 1)),
+        ("kind", Box::new(|r| r.kind = RecordKind::Tick)),
+        (
+            "body",
+            Box::new(|r| r.body = json!({"type": "Tick", "now": 0})),
+        ),
+    ];
+    for i in 0..trail.len() {
+        for (field, alter) in &cases {
+            let mut t = trail.clone();
+            alter(&mut t[i]);
+            if t[i] == trail[i] {
+                continue; // e.g. the hash already started with 'f'
+            }
+            let report = replay(&t);
+            assert_eq!(failure(&report).0, i, "{field} of record {i}: {report:?}");
+            assert_eq!(
+                failure(&report).1,
+                ReplayProblem::HashMismatch,
+                "{field} of {i}"
+            );
+            assert_eq!(verify_chain(&t).failure.unwrap().index, i);
+        }
+    }
+}
+
+#[test]
+fn a_forged_record_with_a_fresh_hash_differs_from_the_machine() {
+    let mut trail = trail();
+    // Record 3 is the first VALIDATE effect; forge its answer and re-hash it. The chain
+    // alone now breaks at record 4, but replay blames the forged record itself.
+    let i = 3;
+    assert_eq!(trail[i].kind, RecordKind::Validate);
+    trail[i].body["answer"] = json!("Seniors ride free.");
+    trail[i].hash = trail[i].expected_hash();
+    assert_eq!(verify_chain(&trail).failure.unwrap().index, i + 1);
+    let report = replay(&trail);
+    assert_eq!(failure(&report), (i, ReplayProblem::Differs));
+    assert!(report.failure.unwrap().detail.contains("body.answer"));
+}
+
+#[test]
+fn a_forged_input_chain_is_replayed_and_its_effects_checked() {
+    // Re-hash the whole chain after changing an input: every hash checks out, so only replay
+    // can tell, and it does, at the first effect that no longer follows.
+    let mut trail = trail();
+    let last = trail.len() - 1;
+    trail[last].body["outcome"]["verified"] = json!(false);
+    for i in last..trail.len() {
+        if i > 0 {
+            trail[i].prev = trail[i - 1].hash.clone();
+        }
+        trail[i].hash = trail[i].expected_hash();
+    }
+    assert!(verify_chain(&trail).ok);
+    let report = replay(&trail);
+    assert_eq!(failure(&report), (last, ReplayProblem::Differs));
+}
+
+#[test]
+fn removed_inserted_and_reordered_records_break_the_chain() {
+    let trail = trail();
+    let mut removed = trail.clone();
+    removed.remove(4);
+    assert_eq!(failure(&replay(&removed)).0, 4);
+
+    let mut swapped = trail.clone();
+    swapped.swap(5, 6);
+    assert_eq!(failure(&replay(&swapped)).0, 5);
+
+    let mut duplicated = trail.clone();
+    duplicated.insert(3, trail[3].clone());
+    assert_eq!(failure(&replay(&duplicated)).0, 4);
+}
+
+#[test]
+fn a_trail_cut_inside_an_input_and_its_effect_is_missing_a_record() {
+    let trail = trail();
+    // Record 1 is the initial CALL_LLM, 2 the LLM reply, 3 the VALIDATE it produced.
+    let cut = &trail[..3];
+    let report = replay(cut);
+    assert_eq!(failure(&report), (3, ReplayProblem::Missing));
+    // Cut at an input boundary: a thread waiting for the validator, which is fine.
+    let report = replay(&trail[..4]);
+    assert!(report.ok);
+    assert_eq!(report.status, None);
+}
+
+#[test]
+fn future_format_versions_are_reported_as_such() {
+    let mut trail = trail();
+    trail[0].body["formatVersion"] = json!(2);
+    trail[0].hash = trail[0].expected_hash();
+    let report = replay(&trail);
+    assert_eq!(failure(&report), (0, ReplayProblem::UnsupportedVersion));
+    assert_eq!(report.format_version, Some(2));
+}
+
+#[test]
+fn malformed_json_is_blamed_on_its_record() {
+    assert_eq!(failure(&replay_json("[]")).1, ReplayProblem::Empty);
+    assert_eq!(failure(&replay_json("{}")), (0, ReplayProblem::Malformed));
+    let text = serde_json::to_string(&trail()).unwrap();
+    let second = text.match_indices("{\"seq\":").nth(2).unwrap().0;
+    let broken = format!("{}{{\"seq\":]", &text[..second]);
+    assert_eq!(failure(&replay_json(broken)), (2, ReplayProblem::Malformed));
+}
+
+// ---- Fixtures shared with the Node tests -------------------------------------------------
+
+fn fixtures_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../wasm/tests/fixtures/replay-cases.json")
+}
+
+/// The cases: name, trail (as JSON) and the report Rust produces for it.
+fn fixture_cases() -> Value {
+    let trail = trail();
+    let as_json = |t: &[AuditRecord]| serde_json::to_value(t).expect("serializes");
+    let mut cases = vec![("intact", as_json(&trail))];
+
+    let mut altered = as_json(&trail);
+    altered[2]["body"]["text"] = json!("DECISION: REWRITE\nANSWER:\nYou pay 1 dollar.");
+    cases.push(("altered-llm-reply", altered));
+
+    let mut hash = as_json(&trail);
+    hash[7]["hash"] = json!("0".repeat(64));
+    cases.push(("altered-hash", hash));
+
+    let mut removed = trail.clone();
+    removed.remove(5);
+    cases.push(("removed-record", as_json(&removed)));
+
+    let mut forged = trail.clone();
+    forged[3].body["answer"] = json!("Seniors ride free.");
+    forged[3].hash = forged[3].expected_hash();
+    cases.push(("forged-validate", as_json(&forged)));
+
+    cases.push(("truncated", as_json(&trail[..3])));
+
+    Value::Array(
+        cases
+            .into_iter()
+            .map(|(name, trail)| {
+                let text = serde_json::to_string(&trail).expect("serializes");
+                let report = replay_json(&text);
+                json!({"name": name, "trail": trail, "report": report})
+            })
+            .collect(),
+    )
+}
+
+#[test]
+fn fixtures_for_node_are_current() {
+    let generated = serde_json::to_string_pretty(&fixture_cases()).unwrap() + "\n";
+    let path = fixtures_path();
+    if std::env::var_os("PROOFGATE_UPDATE_FIXTURES").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &generated).unwrap();
+    }
+    let stored = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        stored == generated,
+        "{} is out of date: the loop's behaviour or the audit format changed. If intended (and \
+         FORMAT_VERSION was bumped where needed), rerun with PROOFGATE_UPDATE_FIXTURES=1",
+        path.display()
+    );
+}
+
+#[test]
+fn stored_version_1_trails_keep_replaying() {
+    // Independent of today's generator: the committed trails must produce the committed
+    // reports with whatever version of the code runs this test.
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures_path()).expect("fixtures exist"))
+            .expect("fixtures are JSON");
+    for case in stored.as_array().expect("array of cases") {
+        let text = serde_json::to_string(&case["trail"]).unwrap();
+        let report = serde_json::to_value(replay_json(&text)).unwrap();
+        assert_eq!(report, case["report"], "case {}", case["name"]);
+    }
+}
