@@ -5,4 +5,6 @@
 pub mod bedrock;
 pub mod config;
 pub mod llm;
+pub mod metrics;
+pub mod openai;
 pub mod storage;

@@ -1,0 +1,267 @@
+//! The OpenAI chat-completions wire format as the proxy sees it: reading the client's request,
+//! and writing verified answers back (JSON or server-sent events).
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// What the proxy needs from a client's chat-completions request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    /// The request body as sent, forwarded upstream.
+    pub body: Value,
+    /// The last user message: the question being answered.
+    pub question: String,
+    /// Whether the client asked for server-sent events.
+    pub stream: bool,
+    /// The model the client asked for.
+    pub model: String,
+    /// Identifies the conversation before its last user message (to resume a thread that asked
+    /// follow-up questions).
+    pub conversation_before_last: String,
+}
+
+/// A request the proxy cannot serve, with what was wrong.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum RequestError {
+    /// The body is not a JSON object with `messages`.
+    #[error("the request body must be a JSON object with a `messages` array")]
+    NoMessages,
+    /// No user message to answer.
+    #[error("the request has no user message with text content to answer")]
+    NoUserMessage,
+}
+
+/// The text of a message's `content`: a string, or the text parts of a content array.
+pub fn message_text(message: &Value) -> Option<String> {
+    match message.get("content")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect();
+            (!texts.is_empty()).then(|| texts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+/// A stable key for a list of messages (role + text), independent of other request fields.
+pub fn conversation_key(messages: &[Value]) -> String {
+    let mut h = Sha256::new();
+    for m in messages {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        let text = message_text(m).unwrap_or_default();
+        // Length-prefixed so that no two different conversations hash the same input.
+        h.update((role.len() as u64).to_be_bytes());
+        h.update(role.as_bytes());
+        h.update((text.len() as u64).to_be_bytes());
+        h.update(text.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
+/// The key a conversation will have once `reply` is appended as the assistant's message.
+pub fn conversation_key_after(messages: &[Value], reply: &str) -> String {
+    let mut all = messages.to_vec();
+    all.push(json!({"role": "assistant", "content": reply}));
+    conversation_key(&all)
+}
+
+impl ChatRequest {
+    /// Reads a client's request body.
+    pub fn parse(body: Value) -> Result<ChatRequest, RequestError> {
+        let messages = body
+            .get("messages")
+            .and_then(Value::as_array)
+            .ok_or(RequestError::NoMessages)?;
+        let (last_user_at, question) = messages
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, m)| {
+                (m.get("role").and_then(Value::as_str) == Some("user"))
+                    .then(|| message_text(m).map(|t| (i, t)))
+                    .flatten()
+            })
+            .ok_or(RequestError::NoUserMessage)?;
+        if question.trim().is_empty() {
+            return Err(RequestError::NoUserMessage);
+        }
+        Ok(ChatRequest {
+            stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
+            model: body
+                .get("model")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string(),
+            conversation_before_last: conversation_key(&messages[..last_user_at]),
+            question,
+            body,
+        })
+    }
+
+    /// The messages of the request.
+    pub fn messages(&self) -> &[Value] {
+        self.body
+            .get("messages")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+}
+
+/// Replaces the assistant message of an upstream completion with `text` and adds the
+/// `proofgate` object; keeps the upstream's other fields (id, usage, ...).
+pub fn verified_completion(mut upstream: Value, text: &str, proofgate: Value) -> Value {
+    if upstream.pointer("/choices/0/message").is_none() {
+        upstream = crate::llm::completion_body(
+            upstream.get("model").and_then(Value::as_str).unwrap_or(""),
+            "",
+        );
+    }
+    if let Some(choice) = upstream.pointer_mut("/choices/0") {
+        choice["message"] = json!({"role": "assistant", "content": text});
+        choice["finish_reason"] = json!("stop");
+    }
+    if let Some(choices) = upstream.get_mut("choices").and_then(Value::as_array_mut) {
+        choices.truncate(1);
+    }
+    upstream["proofgate"] = proofgate;
+    upstream
+}
+
+/// A verified completion as OpenAI server-sent events: a role chunk, content chunks, a final
+/// chunk with `finish_reason` and the `proofgate` object, then `[DONE]`.
+pub fn completion_events(completion: &Value) -> Vec<String> {
+    let id = completion.get("id").cloned().unwrap_or(json!("chatcmpl"));
+    let created = completion.get("created").cloned().unwrap_or(json!(0));
+    let model = completion.get("model").cloned().unwrap_or(json!(""));
+    let text = completion
+        .pointer("/choices/0/message/content")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        })
+    };
+    let mut events = vec![chunk(
+        json!({"role": "assistant", "content": ""}),
+        Value::Null,
+    )];
+    // Chunks on char boundaries; the answer is already verified, so chunking is only framing.
+    let chars: Vec<char> = text.chars().collect();
+    for piece in chars.chunks(64) {
+        events.push(chunk(
+            json!({"content": piece.iter().collect::<String>()}),
+            Value::Null,
+        ));
+    }
+    let mut last = chunk(json!({}), json!("stop"));
+    if let Some(p) = completion.get("proofgate") {
+        last["proofgate"] = p.clone();
+    }
+    events.push(last);
+    let mut out: Vec<String> = events.iter().map(Value::to_string).collect();
+    out.push("[DONE]".into());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(messages: Value) -> Value {
+        json!({"model": "m", "messages": messages})
+    }
+
+    #[test]
+    fn question_is_the_last_user_message() {
+        let r = ChatRequest::parse(req(json!([
+            {"role": "system", "content": "be nice"},
+            {"role": "user", "content": "first"},
+            {"role": "assistant", "content": "reply"},
+            {"role": "user", "content": [{"type": "text", "text": "second"}]}
+        ])))
+        .unwrap();
+        assert_eq!(r.question, "second");
+        assert!(!r.stream);
+        assert_eq!(r.model, "m");
+    }
+
+    #[test]
+    fn bad_requests_say_what_is_missing() {
+        assert_eq!(
+            ChatRequest::parse(json!({"model": "m"})).unwrap_err(),
+            RequestError::NoMessages
+        );
+        assert_eq!(
+            ChatRequest::parse(req(json!([{"role": "system", "content": "x"}]))).unwrap_err(),
+            RequestError::NoUserMessage
+        );
+        assert_eq!(
+            ChatRequest::parse(req(json!([{"role": "user", "content": "  "}]))).unwrap_err(),
+            RequestError::NoUserMessage
+        );
+    }
+
+    #[test]
+    fn resuming_key_matches_the_key_stored_after_questions() {
+        let first = vec![json!({"role": "user", "content": "How much?"})];
+        let stored = conversation_key_after(&first, "Are you a senior?");
+        let next = ChatRequest::parse(req(json!([
+            {"role": "user", "content": "How much?"},
+            {"role": "assistant", "content": "Are you a senior?"},
+            {"role": "user", "content": "Yes, 70."}
+        ])))
+        .unwrap();
+        assert_eq!(next.conversation_before_last, stored);
+        assert_ne!(conversation_key(&first), stored);
+    }
+
+    #[test]
+    fn keys_do_not_collide_on_concatenation() {
+        let a = conversation_key(&[json!({"role": "user", "content": "ab"})]);
+        let b = conversation_key(&[json!({"role": "use", "content": "rab"})]);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn completion_replaces_the_answer_and_keeps_upstream_fields() {
+        let upstream = json!({
+            "id": "x", "model": "m", "usage": {"total_tokens": 3},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "unverified"}},
+                        {"index": 1, "message": {"role": "assistant", "content": "other"}}]
+        });
+        let out = verified_completion(upstream, "verified", json!({"verdict": "VALID"}));
+        assert_eq!(out["choices"][0]["message"]["content"], "verified");
+        assert_eq!(out["choices"].as_array().unwrap().len(), 1);
+        assert_eq!(out["usage"]["total_tokens"], 3);
+        assert_eq!(out["proofgate"]["verdict"], "VALID");
+    }
+
+    #[test]
+    fn events_reassemble_to_the_answer_and_end_with_done() {
+        let text = "é".repeat(150) + " end";
+        let c = verified_completion(json!({"id": "x", "model": "m"}), &text, json!({"v": 1}));
+        let events = completion_events(&c);
+        assert_eq!(events.last().unwrap(), "[DONE]");
+        let mut joined = String::new();
+        for e in &events[..events.len() - 1] {
+            let v: Value = serde_json::from_str(e).unwrap();
+            if let Some(s) = v
+                .pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+            {
+                joined.push_str(s);
+            }
+        }
+        assert_eq!(joined, text);
+        let last: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
+        assert_eq!(last["choices"][0]["finish_reason"], "stop");
+        assert_eq!(last["proofgate"]["v"], 1);
+    }
+}
