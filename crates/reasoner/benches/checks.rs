@@ -1,1 +1,203 @@
-fn main() {}
+//! Time per check (`Reasoner::validate` on one translation) on the example policies and on
+//! generated policies at Bedrock's limits (1,500 rules, 600 variables, 150 types) and at 10x.
+//! Prints medians; run with `cargo bench -p proofgate-reasoner` or `just bench-reasoner`.
+
+use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner, TranslatorOutput};
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+const PARK: &str = include_str!("../../../examples/policies/park-admission.json");
+const PARK_T: &str =
+    include_str!("../../../examples/policies/park-senior-low-season.translations.json");
+const AIRLINE: &str = include_str!("../../../examples/policies/airline-refund.json");
+const AIRLINE_T: &str =
+    include_str!("../../../examples/policies/airline-denied-boarding.translations.json");
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn model(json: &str) -> PolicyModel {
+    PolicyModel::from_definition(
+        PolicyDefinition::from_json(json).expect("policy JSON"),
+        None,
+    )
+    .expect("valid policy")
+}
+
+/// Times `validate` over `queries` (round robin) `runs` times; returns the median and the
+/// finding kinds seen.
+fn bench(
+    name: &str,
+    policy: &PolicyModel,
+    queries: &[Vec<TranslatorOutput>],
+    runs: usize,
+) -> Duration {
+    let start = Instant::now();
+    let reasoner = Reasoner::new(policy, CheckOptions::default()).expect("encodes");
+    let load = start.elapsed();
+    let mut times = Vec::new();
+    let mut kinds = std::collections::BTreeMap::<&str, usize>::new();
+    for i in 0..runs {
+        let q = &queries[i % queries.len()];
+        let t = Instant::now();
+        let findings = reasoner.validate(q).expect("well-formed query");
+        times.push(t.elapsed());
+        for f in &findings {
+            *kinds.entry(f.kind().as_str()).or_default() += 1;
+        }
+    }
+    let (min, max) = (
+        *times.iter().min().unwrap_or(&Duration::ZERO),
+        *times.iter().max().unwrap_or(&Duration::ZERO),
+    );
+    let m = median(times);
+    println!(
+        "{name:<44} rules={:<6} vars={:<5} load={:>9.1?} check median={:>9.2?} min={:>9.2?} max={:>9.2?} runs={runs} findings={kinds:?}",
+        policy.rules().len(),
+        policy.schema().variables().count(),
+        load,
+        m,
+        min,
+        max,
+    );
+    m
+}
+
+/// A deterministic pseudo-random sequence (no dependency, no seed from the clock).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+}
+
+/// A consistent policy of the given size: implications between Booleans, enum tests and
+/// lower bounds along an acyclic order of the reals (all-false/zero satisfies every rule).
+fn generated(rules: usize, vars: usize, types: usize) -> String {
+    let mut rng = Lcg(42);
+    let values = 4;
+    let mut json = String::from("{\"version\":\"1.0\",\"types\":[");
+    for t in 0..types {
+        let vals: Vec<String> = (0..values)
+            .map(|v| format!("{{\"value\":\"T{t}V{v}\"}}"))
+            .collect();
+        let _ = write!(
+            json,
+            "{}{{\"name\":\"Type{t}\",\"values\":[{}]}}",
+            if t > 0 { "," } else { "" },
+            vals.join(",")
+        );
+    }
+    json.push_str("],\"variables\":[");
+    // A third each of Bool, Real and enum variables.
+    let third = vars / 3;
+    let mut decls = Vec::new();
+    for i in 0..third {
+        decls.push(format!(
+            "{{\"name\":\"b{i}\",\"type\":\"BOOL\",\"description\":\"flag {i}\"}}"
+        ));
+        decls.push(format!(
+            "{{\"name\":\"r{i}\",\"type\":\"REAL\",\"description\":\"amount {i}\"}}"
+        ));
+        decls.push(format!(
+            "{{\"name\":\"e{i}\",\"type\":\"Type{}\",\"description\":\"category {i}\"}}",
+            i % types
+        ));
+    }
+    json.push_str(&decls.join(","));
+    json.push_str("],\"rules\":[");
+    for r in 0..rules {
+        let (a, b, c) = (rng.next(third), rng.next(third), rng.next(third));
+        let v = rng.next(values);
+        let k = rng.next(50);
+        let expr = match r % 4 {
+            0 => format!("(=> (and b{a} (= e{b} T{}V{v})) b{c})", b % types),
+            1 => {
+                let (lo, hi) = (a.min(c), a.max(c).max(a.min(c) + 1).min(third - 1));
+                format!("(=> b{b} (>= r{hi} (+ r{lo} {k}.5)))")
+            }
+            2 => format!("(=> (> r{a} {k}.0) (= e{b} T{}V{v}))", b % types),
+            _ => format!("(=> b{a} (or b{b} b{c}))"),
+        };
+        let _ = write!(
+            json,
+            "{}{{\"id\":\"R{r}\",\"expression\":\"{expr}\"}}",
+            if r > 0 { "," } else { "" }
+        );
+    }
+    json.push_str("]}");
+    json
+}
+
+fn generated_queries(vars: usize, types: usize) -> Vec<Vec<TranslatorOutput>> {
+    let third = vars / 3;
+    let mut rng = Lcg(7);
+    (0..8)
+        .map(|_| {
+            let (a, b, c, d) = (
+                rng.next(third),
+                rng.next(third),
+                rng.next(third),
+                rng.next(third),
+            );
+            let claim = if rng.next(2) == 0 {
+                format!("(>= r{c} 1.0)")
+            } else {
+                format!("b{d}")
+            };
+            let t = serde_json::json!({"translations": [[{
+                "premises": [format!("(and b{a} (= e{b} T{}V0))", b % types)],
+                "claims": [claim],
+            }]]});
+            parse_translations(&t.to_string()).expect("generated translations")
+        })
+        .collect()
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small then.
+    let full = std::env::args().any(|a| a == "--bench");
+    let runs = if full { 21 } else { 3 };
+    println!("proofgate-reasoner benchmark (median wall time per validate call, one translation)");
+
+    let park = model(PARK);
+    bench(
+        "park admission: senior/low season (SAT)",
+        &park,
+        &[parse_translations(PARK_T).unwrap()],
+        runs,
+    );
+    let airline = model(AIRLINE);
+    bench(
+        "airline: denied boarding (IMPOSSIBLE)",
+        &airline,
+        &[parse_translations(AIRLINE_T).unwrap()],
+        runs,
+    );
+
+    let scales: &[(usize, usize, usize, &str)] = if full {
+        &[
+            (1_500, 600, 150, "generated at Bedrock limits (1x)"),
+            (15_000, 6_000, 1_500, "generated at 10x Bedrock limits"),
+        ]
+    } else {
+        &[(150, 60, 15, "generated (small, test mode)")]
+    };
+    for &(rules, vars, types, name) in scales {
+        let policy = model(&generated(rules, vars, types));
+        let queries = generated_queries(vars, types);
+        bench(
+            name,
+            &policy,
+            &queries,
+            if full && rules > 10_000 { 9 } else { runs },
+        );
+    }
+}
