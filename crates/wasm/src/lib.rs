@@ -8,6 +8,8 @@ use proofgate_core::{aggregate_verdict, parse_decision, prioritize, Finding};
 use serde::{de::DeserializeOwned, Serialize};
 use wasm_bindgen::prelude::*;
 
+mod thread;
+
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
 /** A statement in SMT-LIB and natural language. */

@@ -1,0 +1,293 @@
+//! The rewriting loop and audit replay for JavaScript: the `Thread` class, `replayAudit` and
+//! `verifyChain`.
+//!
+//! Values cross the boundary as JSON text (`JSON.stringify` / `JSON.parse`), not through
+//! serde-wasm-bindgen: audit hashes are computed over JSON values, and going through JSON
+//! keeps integers integers and every record exactly as a stored trail file has it.
+
+use proofgate_core::audit::{replay_json, verify_chain_json};
+use proofgate_core::thread::{Input, Thread, ThreadConfig};
+use serde::{de::DeserializeOwned, Serialize};
+use serde_json::Value;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_THREAD_TYPES: &'static str = r#"
+export interface PolicyContext {
+  rules?: { id: string; expression?: string; english?: string }[];
+  variables?: { name: string; description?: string }[];
+}
+/** Thread configuration; every member is optional. */
+export interface ThreadConfig {
+  /** At most this many validations (default 5). */
+  maxIterations?: number;
+  /** Whether the LLM may ask the user follow-up questions (default "ALLOWED"). */
+  followUpQuestions?: "ALLOWED" | "DISABLED";
+  /** Milliseconds the user has to answer; null waits for ever (default 900000). */
+  questionTimeoutMs?: number | null;
+  policy?: PolicyContext;
+}
+export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFICATIONS" | "REGENERATE_AFTER_SKIP";
+/** An input; `now` (ms since the epoch) defaults to Date.now(). */
+export type Input =
+  | { type: "LlmReplied"; text: string; model?: string; now?: number }
+  | { type: "Validated"; findings: Finding[]; evidence?: unknown; now?: number }
+  | { type: "UserAnswered"; answers: string[]; now?: number }
+  | { type: "UserSkipped"; now?: number }
+  | { type: "Tick"; now?: number }
+  | { type: "Failed"; reason: string; now?: number };
+export type OutcomeStatus = "VALID" | "VALID_WITH_WARNING" | "NOT_COVERED" | "IMPOSSIBLE" | "MAX_ITERATIONS" | "ERROR";
+export interface Outcome {
+  status: OutcomeStatus;
+  /** Exactly the text whose findings are below; absent only for ERROR. */
+  answer?: string;
+  warning?: string;
+  findings: Finding[];
+  iterations: number;
+  /** True only when this answer's own validation was VALID. */
+  verified: boolean;
+  model?: string;
+  reason?: string;
+}
+export type Effect =
+  | { type: "CallLlm"; purpose: LlmPurpose; prompt: string }
+  | { type: "Validate"; question: string; answer: string }
+  | { type: "AskUser"; questions: string[]; deadline?: number }
+  | ({ type: "Finish" } & Outcome);
+export type Phase = "GENERATE_INITIAL" | "VALIDATE" | "CHECK_QUESTIONS" | "HANDLE_RESULT"
+  | "REWRITING_LOOP" | "AWAITING_INPUT" | "COMPLETED" | "ERROR";
+export interface ClarificationExchange {
+  questions: string[];
+  askedAt: number;
+  response?: { status: "ANSWERED"; answers: string[]; at: number }
+    | { status: "SKIPPED"; at: number } | { status: "TIMED_OUT"; at: number };
+}
+/** One LLM call and what followed: the debug panel's row. */
+export interface Step {
+  purpose: LlmPurpose;
+  addressing?: Verdict;
+  prompt: string;
+  requestedAt: number;
+  reply?: { text: string; model?: string; at: number };
+  decision?: Decision;
+  note?: string;
+  answer?: string;
+  role?: "ANSWER" | "IMPOSSIBLE_EXPLANATION";
+  validation?: { iteration: number; findings: Finding[]; verdict: AggregateVerdict; evidence?: unknown; at: number };
+}
+export type RecordKind = "THREAD_STARTED" | "LLM_REPLIED" | "VALIDATED" | "USER_ANSWERED" | "USER_SKIPPED"
+  | "TICK" | "FAILED" | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
+  | "IMPOSSIBLE_RESPONSE" | "NOT_COVERED" | "ERROR";
+/** One audit record; `hash` is SHA-256 over the canonical JSON of the other fields. */
+export interface AuditRecord { seq: number; prev: string; at: number; kind: RecordKind; body: any; hash: string }
+export type ReplayProblem = "EMPTY" | "MALFORMED" | "HASH_MISMATCH" | "SEQ_MISMATCH" | "BROKEN_LINK"
+  | "UNSUPPORTED_VERSION" | "REJECTED_INPUT" | "DIFFERS" | "MISSING";
+export interface ReplayFailure { index: number; kind?: RecordKind; problem: ReplayProblem; detail: string }
+export interface ReplayReport {
+  ok: boolean; formatVersion?: number; threadId?: string; records: number; verifiedRecords: number;
+  headHash?: string; status?: OutcomeStatus; failure?: ReplayFailure;
+}
+export interface ChainReport { ok: boolean; records: number; verifiedRecords: number; headHash?: string; failure?: ReplayFailure }
+/** A thread's JSON form, for Thread.fromJSON. */
+export interface ThreadJSON {
+  id: string; question: string; config: ThreadConfig; createdAt: number;
+  state: { phase: Phase; [member: string]: unknown };
+  steps: Step[]; clarifications: ClarificationExchange[]; auditTrail: AuditRecord[];
+}
+"#;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = JSON, js_name = stringify, catch)]
+    fn json_stringify(value: &JsValue) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(js_namespace = JSON, js_name = parse, catch)]
+    fn json_parse(text: &str) -> Result<JsValue, JsValue>;
+    #[wasm_bindgen(js_namespace = Date, js_name = now)]
+    fn date_now() -> f64;
+    #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID, catch)]
+    fn random_uuid() -> Result<String, JsValue>;
+}
+
+/// A JS value as JSON text: strings are taken as JSON already, anything else is stringified.
+fn json_text(value: &JsValue, what: &str) -> Result<String, JsError> {
+    if let Some(text) = value.as_string() {
+        return Ok(text);
+    }
+    json_stringify(value)
+        .ok()
+        .and_then(|s| s.as_string())
+        .ok_or_else(|| JsError::new(&format!("proofgate: {what} cannot be converted to JSON")))
+}
+
+fn from_json<T: DeserializeOwned>(text: &str, what: &str) -> Result<T, JsError> {
+    serde_json::from_str(text)
+        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
+}
+
+fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
+    let text = serde_json::to_string(value)
+        .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))?;
+    json_parse(&text).map_err(|_| JsError::new("proofgate: could not convert the result"))
+}
+
+/// A JS time (ms since the epoch) as u64.
+fn millis(value: f64, what: &str) -> Result<u64, JsError> {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0
+    {
+        Ok(value as u64)
+    } else {
+        Err(JsError::new(&format!(
+            "proofgate: {what} must be a whole number of milliseconds since the epoch, got {value}"
+        )))
+    }
+}
+
+/// The rewriting loop of one question. Drive it with `start()` and `handle(input)`; persist
+/// it with `toJSON()` / `Thread.fromJSON()`.
+#[wasm_bindgen(js_name = Thread)]
+pub struct WasmThread {
+    inner: Thread,
+}
+
+#[wasm_bindgen(js_class = Thread)]
+impl WasmThread {
+    /// Creates a thread. `config` may be omitted (defaults), `threadId` defaults to a random
+    /// UUID and `now` to `Date.now()`.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        question: String,
+        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
+        now: Option<f64>,
+    ) -> Result<WasmThread, JsError> {
+        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let config: ThreadConfig = if config.is_undefined() || config.is_null() {
+            ThreadConfig::default()
+        } else {
+            from_json(
+                &json_text(&config, "the configuration")?,
+                "the configuration",
+            )?
+        };
+        let id = match thread_id {
+            Some(id) => id,
+            None => random_uuid().unwrap_or_else(|_| format!("thread-{now}")),
+        };
+        let inner = Thread::new(config, id, question, now)
+            .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+        Ok(WasmThread { inner })
+    }
+
+    /// The first effect (ask the LLM for an answer); later, whatever the thread waits for.
+    #[wasm_bindgen(unchecked_return_type = "Effect")]
+    pub fn start(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner.start())
+    }
+
+    /// Feeds an input and returns the next effect. Throws, leaving the thread unchanged, when
+    /// the input does not fit the thread's state.
+    #[wasm_bindgen(unchecked_return_type = "Effect")]
+    pub fn handle(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "Input")] input: JsValue,
+    ) -> Result<JsValue, JsError> {
+        let mut value: Value = from_json(&json_text(&input, "the input")?, "the input")?;
+        if let Some(obj) = value.as_object_mut() {
+            if !obj.contains_key("now") {
+                obj.insert("now".into(), millis(date_now(), "Date.now()")?.into());
+            }
+        }
+        let input: Input = serde_json::from_value(value)
+            .map_err(|e| JsError::new(&format!("proofgate: the input is malformed: {e}")))?;
+        let effect = self
+            .inner
+            .handle(input)
+            .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+        to_js(&effect)
+    }
+
+    /// The thread as a plain object (also what `JSON.stringify(thread)` writes).
+    #[wasm_bindgen(js_name = toJSON, unchecked_return_type = "ThreadJSON")]
+    pub fn to_json(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner)
+    }
+
+    /// Resumes a thread from `toJSON()`'s object or its JSON text.
+    #[wasm_bindgen(js_name = fromJSON)]
+    pub fn from_json(
+        #[wasm_bindgen(unchecked_param_type = "ThreadJSON | string")] json: JsValue,
+    ) -> Result<WasmThread, JsError> {
+        let inner: Thread = from_json(&json_text(&json, "the thread")?, "the thread")?;
+        Ok(WasmThread { inner })
+    }
+
+    /// The thread id.
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> String {
+        self.inner.id().to_string()
+    }
+
+    /// The user's question.
+    #[wasm_bindgen(getter)]
+    pub fn question(&self) -> String {
+        self.inner.question().to_string()
+    }
+
+    /// The current phase (GENERATE_INITIAL, VALIDATE, REWRITING_LOOP, AWAITING_INPUT,
+    /// COMPLETED, ERROR).
+    #[wasm_bindgen(getter, unchecked_return_type = "Phase")]
+    pub fn phase(&self) -> String {
+        self.inner.phase().as_str().to_string()
+    }
+
+    /// How many validations have run.
+    #[wasm_bindgen(getter)]
+    pub fn iterations(&self) -> u32 {
+        self.inner.iterations()
+    }
+
+    /// The outcome once finished, else undefined.
+    #[wasm_bindgen(unchecked_return_type = "Outcome | undefined")]
+    pub fn outcome(&self) -> Result<JsValue, JsError> {
+        match self.inner.outcome() {
+            Some(o) => to_js(o),
+            None => Ok(JsValue::UNDEFINED),
+        }
+    }
+
+    /// Every LLM call with what followed (prompt, reply, decision, answer, findings).
+    #[wasm_bindgen(unchecked_return_type = "Step[]")]
+    pub fn steps(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner.steps())
+    }
+
+    /// Every round of follow-up questions.
+    #[wasm_bindgen(unchecked_return_type = "ClarificationExchange[]")]
+    pub fn clarifications(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner.clarifications())
+    }
+
+    /// The audit trail: one hash-chained record per input and effect.
+    #[wasm_bindgen(js_name = auditTrail, unchecked_return_type = "AuditRecord[]")]
+    pub fn audit_trail(&self) -> Result<JsValue, JsError> {
+        to_js(&self.inner.audit_trail())
+    }
+}
+
+/// Replays an audit trail (records, or their JSON text) with the same machine: checks every
+/// hash and link, feeds the recorded inputs, compares every recorded effect and the outcome.
+/// Never throws for a bad trail: the report names the first record that differs.
+#[wasm_bindgen(js_name = replayAudit, unchecked_return_type = "ReplayReport")]
+pub fn replay_audit_js(
+    #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
+) -> Result<JsValue, JsError> {
+    to_js(&replay_json(json_text(&trail, "the trail")?))
+}
+
+/// Checks only the hashes, positions and links of an audit trail (records or JSON text).
+#[wasm_bindgen(js_name = verifyChain, unchecked_return_type = "ChainReport")]
+pub fn verify_chain_js(
+    #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
+) -> Result<JsValue, JsError> {
+    to_js(&verify_chain_json(json_text(&trail, "the trail")?))
+}
