@@ -8,3 +8,4 @@ pub mod llm;
 pub mod metrics;
 pub mod openai;
 pub mod storage;
+pub mod translate;

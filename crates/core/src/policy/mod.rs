@@ -10,6 +10,7 @@
 
 pub mod definition;
 pub mod english;
+pub mod smtlib;
 pub mod term;
 pub mod typecheck;
 
