@@ -75,8 +75,16 @@ impl Metrics {
         let iterations = Histogram::new([1.0, 2.0, 3.0, 4.0, 5.0, 7.0, 10.0, 20.0]);
         let (upstream, rewriter, translation) = (seconds(), seconds(), seconds());
         let (solver, guardrail, overhead) = (seconds(), seconds(), seconds());
-        registry.register("requests", "HTTP requests by route and status", requests.clone());
-        registry.register("verdicts", "Final verdicts of answered requests", verdicts.clone());
+        registry.register(
+            "requests",
+            "HTTP requests by route and status",
+            requests.clone(),
+        );
+        registry.register(
+            "verdicts",
+            "Final verdicts of answered requests",
+            verdicts.clone(),
+        );
         registry.register("iterations", "Validations per answer", iterations.clone());
         registry.register(
             "upstream_seconds",
@@ -171,9 +179,8 @@ mod tests {
         m.verdict("VALID", 2);
         m.observe(Stage::Overhead, Duration::from_micros(300));
         let text = m.render();
-        assert!(text.contains(
-            "proofgate_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1"
-        ));
+        assert!(text
+            .contains("proofgate_requests_total{route=\"/v1/chat/completions\",status=\"200\"} 1"));
         assert!(text.contains("proofgate_verdicts_total{verdict=\"VALID\"} 1"));
         assert!(text.contains("proofgate_overhead_seconds_count 1"));
         assert!(text.contains("proofgate_solver_seconds_count 0"));

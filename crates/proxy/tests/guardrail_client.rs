@@ -44,16 +44,28 @@ async fn findings_come_back_in_aws_shape_with_tags() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(0, 503));
     let g = BedrockGuardrail::new(guardrail(&server, 3)).await;
-    let (findings, raw) = g.validate("How much is admission?", "It costs $7.").await.unwrap();
+    let (findings, raw) = g
+        .validate("How much is admission?", "It costs $7.")
+        .await
+        .unwrap();
     let kinds: Vec<_> = findings.iter().map(|f| f.kind()).collect();
     assert_eq!(kinds, vec![FindingKind::Invalid, FindingKind::Unknown]);
     assert!(raw["assessments"].is_array());
     let req = &server.received()[0];
     assert_eq!(req["path"], "/guardrail/gr-123/version/1/apply");
     assert_eq!(req["body"]["source"], "OUTPUT");
-    assert_eq!(req["body"]["content"][0]["text"]["qualifiers"], json!(["query"]));
-    assert_eq!(req["body"]["content"][0]["text"]["text"], "How much is admission?");
-    assert_eq!(req["body"]["content"][1]["text"]["qualifiers"], json!(["guard_content"]));
+    assert_eq!(
+        req["body"]["content"][0]["text"]["qualifiers"],
+        json!(["query"])
+    );
+    assert_eq!(
+        req["body"]["content"][0]["text"]["text"],
+        "How much is admission?"
+    );
+    assert_eq!(
+        req["body"]["content"][1]["text"]["qualifiers"],
+        json!(["guard_content"])
+    );
 }
 
 #[tokio::test]
@@ -71,7 +83,11 @@ async fn retries_are_bounded_and_the_error_says_unavailable() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 503));
     let g = BedrockGuardrail::new(guardrail(&server, 2)).await;
-    let err = g.validate("Q", "It costs $10.").await.unwrap_err().to_string();
+    let err = g
+        .validate("Q", "It costs $10.")
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("unavailable"), "{err}");
     assert_eq!(server.received().len(), 2);
 }
