@@ -89,6 +89,14 @@ impl BedrockGuardrail {
         BedrockGuardrail { client, config }
     }
 
+    /// `{guardrailId, guardrailVersion}` for audit evidence.
+    pub fn describe(&self) -> serde_json::Value {
+        serde_json::json!({
+            "guardrailId": self.config.guardrail_id,
+            "guardrailVersion": self.config.guardrail_version,
+        })
+    }
+
     fn name(&self) -> String {
         format!(
             "{} version {}",

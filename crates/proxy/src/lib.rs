@@ -2,10 +2,13 @@
 //! the HTTP server, LLM and validator clients, storage. Every decision of the rewriting loop
 //! is made by the core.
 
+pub mod app;
 pub mod bedrock;
 pub mod config;
 pub mod llm;
 pub mod metrics;
 pub mod openai;
+pub mod server;
 pub mod storage;
 pub mod translate;
+pub mod validator;

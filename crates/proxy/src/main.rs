@@ -40,6 +40,16 @@ enum Command {
         #[arg(long)]
         policy_arn: Option<String>,
     },
+    /// Run the verifying proxy: OpenAI-compatible /v1/chat/completions, the API, the
+    /// ApplyGuardrail-compatible endpoint.
+    Serve {
+        /// TOML configuration (see examples/proofgate.toml); PROOFGATE_* variables override it.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// host:port to listen on (overrides server.listen).
+        #[arg(long)]
+        listen: Option<String>,
+    },
     /// Inspect and vet policies.
     Policy {
         #[command(subcommand)]
@@ -110,6 +120,9 @@ fn load_findings(path: &Path, text: &str) -> Result<Vec<Finding>> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Serve { config, listen } => {
+            proofgate_proxy::server::run(config.as_deref(), listen)?;
+        }
         Command::Check {
             policy,
             translations,

@@ -205,6 +205,19 @@ impl Store {
         rows.iter().map(Self::row_to_thread).collect()
     }
 
+    /// Threads with a given status (e.g. those awaiting input, to deliver question timeouts).
+    pub async fn threads_with_status(
+        &self,
+        status: &str,
+    ) -> Result<Vec<StoredThread>, StorageError> {
+        let rows = sqlx::query("SELECT * FROM threads WHERE status = $1 ORDER BY updated_at")
+            .bind(status)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db(format!("listing {status} threads")))?;
+        rows.iter().map(Self::row_to_thread).collect()
+    }
+
     /// The audit trail of a thread, in order.
     pub async fn audit_trail(&self, id: &str) -> Result<Vec<Value>, StorageError> {
         let rows =

@@ -19,6 +19,23 @@ pub struct ThreadStarted {
     pub question: String,
     /// The thread's configuration.
     pub config: ThreadConfig,
+    /// The first answer, when the caller supplied it (the chatbot's own upstream reply, or an
+    /// answer pasted in to be checked) instead of asking the thread's LLM for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub given_answer: Option<GivenAnswer>,
+}
+
+/// An answer supplied with the question rather than generated for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GivenAnswer {
+    /// The answer, verbatim.
+    pub text: String,
+    /// The model that wrote it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Where it came from, for people reading the trail (e.g. `upstream`, `user`).
+    pub source: String,
 }
 
 impl ThreadStarted {
@@ -30,6 +47,7 @@ impl ThreadStarted {
             thread_id,
             question,
             config,
+            given_answer: None,
         }
     }
 }

@@ -25,7 +25,7 @@ mod bodies;
 mod record;
 mod replay;
 
-pub use bodies::{FinalRecord, ThreadStarted};
+pub use bodies::{FinalRecord, GivenAnswer, ThreadStarted};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{
     replay, replay_json, verify_chain, verify_chain_json, ChainReport, ReplayFailure,

@@ -12,6 +12,9 @@ pub enum ThreadError {
     /// The question is empty.
     #[error("the question is empty: a thread needs a question to answer")]
     EmptyQuestion,
+    /// A supplied first answer is empty.
+    #[error("the given answer is empty: supply the answer to check, or start without one")]
+    EmptyAnswer,
     /// The input does not fit the state the thread is in.
     #[error("the thread is in state {phase} and cannot take {input}; it expects {expected}")]
     UnexpectedInput {

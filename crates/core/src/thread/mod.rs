@@ -45,6 +45,7 @@ pub use io::{Effect, Input, LlmPurpose};
 pub use outcome::{Outcome, OutcomeStatus};
 pub use state::{Phase, ThreadState};
 
+pub use crate::audit::GivenAnswer;
 use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
@@ -155,6 +156,21 @@ impl Thread {
         )
     }
 
+    /// Creates a thread whose first answer is already known (the chatbot's upstream reply, or
+    /// an answer to check): its first effect validates that answer; no LLM call is recorded
+    /// for it. The answer is part of the THREAD_STARTED record, so replay reproduces it.
+    pub fn with_answer(
+        config: ThreadConfig,
+        thread_id: impl Into<String>,
+        question: impl Into<String>,
+        answer: GivenAnswer,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
+        let mut started = ThreadStarted::new(thread_id.into(), question.into(), config);
+        started.given_answer = Some(answer);
+        Thread::from_started(started, now)
+    }
+
     /// Creates the thread a THREAD_STARTED record describes (used by replay, so that the
     /// recorded start is reproduced exactly).
     pub(crate) fn from_started(started: ThreadStarted, now: u64) -> Result<Thread, ThreadError> {
@@ -166,7 +182,15 @@ impl Thread {
         if is_blank(&started.question) {
             return Err(ThreadError::EmptyQuestion);
         }
-        let prompt = prompts::initial_answer(&started.question, &started.config.policy);
+        if let Some(given) = &started.given_answer {
+            if is_blank(&given.text) {
+                return Err(ThreadError::EmptyAnswer);
+            }
+        }
+        let prompt = match &started.given_answer {
+            Some(_) => String::new(),
+            None => prompts::initial_answer(&started.question, &started.config.policy),
+        };
         let mut thread = Thread {
             id: started.thread_id.clone(),
             question: started.question.clone(),
@@ -191,6 +215,17 @@ impl Thread {
             audit_trail: Vec::new(),
         };
         thread.append(RecordKind::ThreadStarted, now, to_body(&started));
+        if let Some(given) = started.given_answer {
+            if let Some(step) = thread.steps.last_mut() {
+                step.reply = Some(LlmReply {
+                    text: given.text.clone(),
+                    model: given.model,
+                    at: now,
+                });
+            }
+            thread.begin_validation(given.text, AnswerRole::Answer, now);
+            return Ok(thread);
+        }
         thread.emit(
             Effect::CallLlm {
                 purpose: LlmPurpose::InitialAnswer,

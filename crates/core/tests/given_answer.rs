@@ -1,0 +1,74 @@
+//! Threads started with a known answer (the proxy's upstream reply) validate it first, record
+//! it in THREAD_STARTED, and replay.
+
+use proofgate_core::findings::{ContradictionFinding, ValidFinding};
+use proofgate_core::thread::GivenAnswer;
+use proofgate_core::{
+    replay, Effect, Finding, Input, OutcomeStatus, Thread, ThreadConfig, ThreadError,
+};
+
+fn given(text: &str) -> GivenAnswer {
+    GivenAnswer {
+        text: text.into(),
+        model: Some("upstream-model".into()),
+        source: "upstream".into(),
+    }
+}
+
+#[test]
+fn the_given_answer_is_validated_first_and_replays() {
+    let mut t =
+        Thread::with_answer(ThreadConfig::default(), "t1", "How much?", given("$7."), 10).unwrap();
+    assert_eq!(
+        t.start(),
+        Effect::Validate {
+            question: "How much?".into(),
+            answer: "$7.".into()
+        }
+    );
+    let e = t
+        .handle(Input::Validated {
+            findings: vec![Finding::Invalid(ContradictionFinding::default())],
+            evidence: None,
+            now: 11,
+        })
+        .unwrap();
+    assert!(matches!(e, Effect::CallLlm { .. }));
+    t.handle(Input::LlmReplied {
+        text: "DECISION: REWRITE\nANSWER: $10.".into(),
+        model: None,
+        now: 12,
+    })
+    .unwrap();
+    let e = t
+        .handle(Input::Validated {
+            findings: vec![Finding::Valid(ValidFinding::default())],
+            evidence: None,
+            now: 13,
+        })
+        .unwrap();
+    let Effect::Finish(outcome) = e else {
+        panic!("finished")
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Valid);
+    assert_eq!(outcome.answer.as_deref(), Some("$10."));
+    assert_eq!(t.steps()[0].reply.as_ref().unwrap().text, "$7.");
+    let report = replay(t.audit_trail());
+    assert!(report.ok, "{report:?}");
+}
+
+#[test]
+fn an_altered_given_answer_fails_replay_at_the_first_record() {
+    let t = Thread::with_answer(ThreadConfig::default(), "t1", "Q?", given("A."), 1).unwrap();
+    let mut trail = t.audit_trail().to_vec();
+    trail[0].body["givenAnswer"]["text"] = "B.".into();
+    let report = replay(&trail);
+    assert!(!report.ok);
+    assert_eq!(report.failure.unwrap().index, 0);
+}
+
+#[test]
+fn an_empty_given_answer_is_refused() {
+    let err = Thread::with_answer(ThreadConfig::default(), "t1", "Q?", given("  "), 1).unwrap_err();
+    assert_eq!(err, ThreadError::EmptyAnswer);
+}

@@ -1,0 +1,337 @@
+//! The running proxy's shared state, and the driver that runs a core `Thread`: it performs the
+//! effects the thread asks for (LLM calls, validations) and feeds the results back. Every
+//! decision is the thread's; this only moves bytes and measures waits.
+
+use crate::bedrock::BedrockGuardrail;
+use crate::config::{Config, FailureMode, ValidatorKind};
+use crate::llm::{ChatMessage, LlmClient};
+use crate::metrics::{Metrics, Stage};
+use crate::storage::{Store, StoredThread};
+use crate::validator::{LocalValidator, Validator};
+use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_core::prompts::{PolicyRuleText, PolicyVariableText};
+use proofgate_core::thread::{FollowUpQuestions, Phase};
+use proofgate_core::{Effect, Input, PolicyContext, Thread, ThreadConfig};
+use proofgate_reasoner::CheckOptions;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// A file could not be read or parsed.
+    #[error("{path}: {problem}")]
+    File {
+        /// The file.
+        path: String,
+        /// What was wrong.
+        problem: String,
+    },
+    /// Anything else, with a message that says what.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Milliseconds since the epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The policy as the rewriting LLM sees it: rules with their English, variables with meaning.
+pub fn policy_context(model: &PolicyModel) -> PolicyContext {
+    PolicyContext {
+        rules: model
+            .rules()
+            .iter()
+            .map(|r| PolicyRuleText {
+                id: r.id.clone(),
+                expression: r.term.to_string(),
+                english: Some(
+                    r.alternate_expression
+                        .clone()
+                        .unwrap_or_else(|| model.english(&r.expr)),
+                ),
+            })
+            .collect(),
+        variables: model
+            .schema()
+            .variables()
+            .map(|v| PolicyVariableText {
+                name: v.name.clone(),
+                description: v.description.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// Loads and checks a policy file.
+pub fn load_policy(path: &std::path::Path) -> Result<PolicyModel, StartError> {
+    let file_err = |problem: String| StartError::File {
+        path: path.display().to_string(),
+        problem,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
+    let def = PolicyDefinition::from_json(&text).map_err(|e| file_err(e.to_string()))?;
+    PolicyModel::from_definition(def, None).map_err(|e| file_err(e.to_string()))
+}
+
+/// Everything a request handler needs.
+pub struct App {
+    /// The configuration.
+    pub config: Config,
+    /// Threads and audit trails.
+    pub store: Store,
+    /// Prometheus metrics.
+    pub metrics: Metrics,
+    /// The chatbot's LLM.
+    pub upstream: LlmClient,
+    /// The rewriting LLM.
+    pub rewriter: LlmClient,
+    /// The validator.
+    pub validator: Validator,
+    /// The policy, when one is configured (always for the local validator).
+    pub policy: Option<Arc<PolicyModel>>,
+    /// The local validator, for the ApplyGuardrail-compatible endpoint.
+    pub thread_config: ThreadConfig,
+}
+
+impl App {
+    /// Connects storage, loads the policy into Z3 and builds the clients.
+    pub async fn start(config: Config) -> Result<App, StartError> {
+        let other = |e: &dyn std::fmt::Display| StartError::Other(e.to_string());
+        let store = Store::connect(&config.storage.url)
+            .await
+            .map_err(|e| other(&e))?;
+        let policy = match &config.validator.policy {
+            Some(p) => Some(Arc::new(load_policy(p)?)),
+            None => None,
+        };
+        let upstream = LlmClient::new(config.upstream.clone())
+            .await
+            .map_err(|e| other(&e))?;
+        let rewriter = LlmClient::new(config.rewriter().clone())
+            .await
+            .map_err(|e| other(&e))?;
+        let validator = match config.validator.kind {
+            ValidatorKind::Local => {
+                let model = policy.clone().ok_or_else(|| {
+                    StartError::Other("the local validator needs validator.policy".into())
+                })?;
+                let mut translators = Vec::new();
+                for t in config.translators() {
+                    translators.push(LlmClient::new(t).await.map_err(|e| other(&e))?);
+                }
+                let options = CheckOptions {
+                    timeout_ms: u32::try_from(config.validator.solver_timeout_ms)
+                        .unwrap_or(u32::MAX),
+                    confidence_threshold: config.validator.threshold,
+                    ..CheckOptions::default()
+                };
+                Validator::Local(
+                    LocalValidator::new(
+                        model,
+                        translators,
+                        config.validator.repair_attempts,
+                        options,
+                    )
+                    .map_err(|e| other(&e))?,
+                )
+            }
+            ValidatorKind::Bedrock => {
+                let g = config.validator.bedrock.clone().ok_or_else(|| {
+                    StartError::Other("validator.bedrock is required for kind = bedrock".into())
+                })?;
+                Validator::Bedrock(BedrockGuardrail::new(g).await)
+            }
+        };
+        let thread_config = ThreadConfig {
+            max_iterations: config.rewrite_loop.max_iterations,
+            follow_up_questions: if config.rewrite_loop.allow_questions {
+                FollowUpQuestions::Allowed
+            } else {
+                FollowUpQuestions::Disabled
+            },
+            question_timeout_ms: Some(config.rewrite_loop.question_timeout_secs * 1000),
+            policy: policy.as_deref().map(policy_context).unwrap_or_default(),
+        };
+        Ok(App {
+            config,
+            store,
+            metrics: Metrics::new(),
+            upstream,
+            rewriter,
+            validator,
+            policy,
+            thread_config,
+        })
+    }
+
+    /// Whether fail-open is configured.
+    pub fn fail_open(&self) -> bool {
+        self.config.failure_mode == FailureMode::Open
+    }
+}
+
+/// What went wrong while driving, when the thread ended in ERROR because a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailedCall {
+    /// The rewriting LLM.
+    Rewriter,
+    /// The validator (translators, Z3 or Bedrock).
+    Validator,
+}
+
+/// Time spent waiting on others while driving, to compute proofgate's own overhead.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Waits {
+    /// Upstream LLM.
+    pub upstream: Duration,
+    /// Rewriting LLM.
+    pub rewriter: Duration,
+    /// Validator (translation + solver + guardrail).
+    pub validator: Duration,
+    /// The call whose failure ended the thread, if any.
+    pub failed: Option<FailedCall>,
+}
+
+impl Waits {
+    /// Everything that was not proofgate's own work.
+    pub fn total(&self) -> Duration {
+        self.upstream + self.rewriter + self.validator
+    }
+}
+
+/// A thread the core refused to advance: a bug or a corrupted stored thread.
+#[derive(Debug, thiserror::Error)]
+#[error("thread {thread}: {source}")]
+pub struct DriveError {
+    /// The thread id.
+    pub thread: String,
+    /// The core's error.
+    #[source]
+    pub source: proofgate_core::ThreadError,
+}
+
+/// Runs the thread from `effect` until it asks the user something or finishes.
+pub async fn drive(
+    app: &App,
+    thread: &mut Thread,
+    mut effect: Effect,
+    waits: &mut Waits,
+) -> Result<Effect, DriveError> {
+    loop {
+        let input = match &effect {
+            Effect::AskUser { .. } | Effect::Finish(_) => return Ok(effect),
+            Effect::CallLlm { prompt, .. } => {
+                let started = Instant::now();
+                let reply = app.rewriter.complete(&[ChatMessage::user(prompt)]).await;
+                let took = started.elapsed();
+                waits.rewriter += took;
+                app.metrics.observe(Stage::Rewriter, took);
+                match reply {
+                    Ok(r) => Input::LlmReplied {
+                        text: r.text,
+                        model: Some(r.model),
+                        now: now_ms(),
+                    },
+                    Err(e) => {
+                        waits.failed = Some(FailedCall::Rewriter);
+                        Input::Failed {
+                            reason: format!("rewriting LLM: {e}"),
+                            now: now_ms(),
+                        }
+                    }
+                }
+            }
+            Effect::Validate { question, answer } => {
+                let started = Instant::now();
+                let result = app.validator.validate(question, answer).await;
+                let took = started.elapsed();
+                waits.validator += took;
+                match result {
+                    Ok(v) => {
+                        app.metrics.observe(Stage::Translation, v.translation_time);
+                        app.metrics.observe(Stage::Solver, v.solver_time);
+                        if !v.guardrail_time.is_zero() {
+                            app.metrics.observe(Stage::Guardrail, v.guardrail_time);
+                        }
+                        Input::Validated {
+                            findings: v.findings,
+                            evidence: Some(v.evidence),
+                            now: now_ms(),
+                        }
+                    }
+                    Err(e) => {
+                        waits.failed = Some(FailedCall::Validator);
+                        Input::Failed {
+                            reason: format!("validator: {e}"),
+                            now: now_ms(),
+                        }
+                    }
+                }
+            }
+        };
+        effect = thread.handle(input).map_err(|source| DriveError {
+            thread: thread.id().to_string(),
+            source,
+        })?;
+    }
+}
+
+/// The status column for a thread.
+pub fn status_of(thread: &Thread) -> &'static str {
+    match thread.phase() {
+        Phase::AwaitingInput => "awaiting_input",
+        Phase::Completed => "done",
+        Phase::Error => "error",
+        _ => "processing",
+    }
+}
+
+/// The thread as stored: its JSON without the audit trail, which lives in its own table.
+pub fn to_stored(thread: &Thread, conversation_key: Option<String>) -> StoredThread {
+    let mut state = serde_json::to_value(thread).unwrap_or(Value::Null);
+    if let Some(obj) = state.as_object_mut() {
+        obj.remove("auditTrail");
+    }
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    StoredThread {
+        id: thread.id().to_string(),
+        status: status_of(thread).to_string(),
+        question: thread.question().to_string(),
+        conversation_key,
+        state,
+        created_at: i64::try_from(thread.created_at()).unwrap_or(i64::MAX),
+        updated_at: now,
+    }
+}
+
+/// A thread read back from storage, with its audit trail.
+pub fn from_stored(stored: &StoredThread, trail: Vec<Value>) -> Result<Thread, String> {
+    let mut state = stored.state.clone();
+    if let Some(obj) = state.as_object_mut() {
+        obj.insert("auditTrail".into(), Value::Array(trail));
+    }
+    serde_json::from_value(state)
+        .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))
+}
+
+/// Saves the thread and the audit records not saved yet (`saved` of them were).
+pub async fn persist(
+    app: &App,
+    thread: &Thread,
+    saved: usize,
+    conversation_key: Option<String>,
+) -> Result<(), crate::storage::StorageError> {
+    let new: Vec<(u64, Value)> = thread.audit_trail()[saved.min(thread.audit_trail().len())..]
+        .iter()
+        .map(|r| (r.seq, serde_json::to_value(r).unwrap_or(Value::Null)))
+        .collect();
+    app.store
+        .save(&to_stored(thread, conversation_key), &new)
+        .await
+}

@@ -1,0 +1,211 @@
+//! The JSON API: threads, their iterations and audit trails, policies, health.
+
+use super::error::ApiError;
+use super::summary::thread_view;
+use crate::app::{drive, from_stored, now_ms, persist, status_of, App, Waits};
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::Json;
+use proofgate_core::thread::GivenAnswer;
+use proofgate_core::{Input, Thread};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+/// `POST /api/threads` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewThread {
+    /// The question.
+    pub question: String,
+    /// An answer to check instead of generating one.
+    #[serde(default)]
+    pub answer: Option<String>,
+}
+
+/// `POST /api/threads/{id}/answers` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answers {
+    /// One answer per question, or one free-text answer.
+    #[serde(default)]
+    pub answers: Vec<String>,
+    /// Skip the questions instead.
+    #[serde(default)]
+    pub skip: bool,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
+}
+
+async fn load(app: &App, id: &str) -> Result<Thread, ApiError> {
+    let stored = app
+        .store
+        .thread(id)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
+    let trail = app.store.audit_trail(id).await?;
+    from_stored(&stored, trail).map_err(ApiError::internal)
+}
+
+/// `POST /api/threads`.
+pub async fn create_thread(
+    State(app): State<Arc<App>>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let req: NewThread = parse(
+        &body,
+        "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
+    )?;
+    let id = uuid::Uuid::new_v4().to_string();
+    let cfg = app.thread_config.clone();
+    let thread = match req.answer {
+        Some(answer) => Thread::with_answer(
+            cfg,
+            id,
+            req.question,
+            GivenAnswer {
+                text: answer,
+                model: None,
+                source: "user".into(),
+            },
+            now_ms(),
+        ),
+        None => Thread::new(cfg, id, req.question, now_ms()),
+    };
+    let mut thread = thread.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let effect = thread.start();
+    let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
+    persist(&app, &thread, 0, None).await?;
+    if let proofgate_core::Effect::Finish(o) = &effect {
+        app.metrics.verdict(o.status.as_str(), thread.iterations());
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(thread_view(&thread, status_of(&thread))),
+    ))
+}
+
+/// `GET /api/threads`.
+pub async fn list_threads(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    let threads = app.store.threads(200).await?;
+    Ok(Json(json!({
+        "threads": threads.iter().map(|t| json!({
+            "id": t.id,
+            "status": t.status,
+            "question": t.question,
+            "createdAt": t.created_at,
+            "updatedAt": t.updated_at,
+            "verdict": t.state.pointer("/state/outcome/status"),
+        })).collect::<Vec<_>>()
+    })))
+}
+
+/// `GET /api/threads/{id}`.
+pub async fn get_thread(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let thread = load(&app, &id).await?;
+    Ok(Json(thread_view(&thread, status_of(&thread))))
+}
+
+/// `POST /api/threads/{id}/answers`.
+pub async fn answer_thread(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let req: Answers = parse(
+        &body,
+        "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
+    )?;
+    let mut thread = load(&app, &id).await?;
+    let saved = thread.audit_trail().len();
+    let input = match (req.skip, req.answers.is_empty()) {
+        (true, true) => Input::UserSkipped { now: now_ms() },
+        (false, false) => Input::UserAnswered {
+            answers: req.answers,
+            now: now_ms(),
+        },
+        (true, false) => {
+            return Err(ApiError::bad_request(
+                "give either answers or skip: true, not both",
+            ))
+        }
+        (false, true) => {
+            return Err(ApiError::bad_request(
+                "no answers given: send {\"answers\": [...]} or {\"skip\": true}",
+            ))
+        }
+    };
+    let effect = thread
+        .handle(input)
+        .map_err(|e| ApiError::conflict(e.to_string()))?;
+    let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
+    persist(&app, &thread, saved, None).await?;
+    if let proofgate_core::Effect::Finish(o) = &effect {
+        app.metrics.verdict(o.status.as_str(), thread.iterations());
+    }
+    Ok(Json(thread_view(&thread, status_of(&thread))))
+}
+
+/// `GET /api/threads/{id}/audit`: the trail, as `replayAudit` and `proofgate` verify it.
+pub async fn audit_trail(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if app.store.thread(&id).await?.is_none() {
+        return Err(ApiError::not_found(format!(
+            "no thread {id} (it may have expired)"
+        )));
+    }
+    Ok(Json(Value::Array(app.store.audit_trail(&id).await?)))
+}
+
+/// `GET /api/policies`: the configured policy with its rules in SMT-LIB and English.
+pub async fn policies(State(app): State<Arc<App>>) -> Json<Value> {
+    let list: Vec<Value> = app
+        .policy
+        .iter()
+        .map(|m| {
+            json!({
+                "versionArn": m.version_arn(),
+                "contentHash": m.definition().content_hash(),
+                "file": app.config.validator.policy.as_ref().map(|p| p.display().to_string()),
+                "definition": m.definition(),
+                "rules": m.rules().iter().map(|r| json!({
+                    "id": r.id,
+                    "expression": r.term.to_string(),
+                    "english": m.english(&r.expr),
+                    "alternateExpression": r.alternate_expression,
+                })).collect::<Vec<_>>(),
+                "smtlib": format!("{}{}", m.smtlib_declarations(), m.smtlib_rules()),
+            })
+        })
+        .collect();
+    Json(json!({"policies": list}))
+}
+
+/// `GET /healthz`.
+pub async fn healthz(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
+    app.store.ping().await?;
+    Ok(Json(json!({
+        "status": "ok",
+        "validator": format!("{:?}", app.config.validator.kind).to_lowercase(),
+        "policy": app.policy.as_ref().map(|m| m.version_arn().to_string()),
+    })))
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.render(),
+    )
+}

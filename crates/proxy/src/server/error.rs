@@ -1,0 +1,77 @@
+//! API errors: `{"error": {"code", "message"}}` with the right HTTP status.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+/// An error a handler returns.
+#[derive(Debug)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// Machine-readable code, e.g. `validator_unavailable`.
+    pub code: &'static str,
+    /// What was wrong and what to do.
+    pub message: String,
+}
+
+impl ApiError {
+    /// An error with the given status and code.
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// 400: the request is malformed.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request", message)
+    }
+
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 409: the resource is not in a state that allows this.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 500: proofgate's own failure (storage, a corrupted thread).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal_error", message)
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> serde_json::Value {
+        json!({"error": {"code": self.code, "message": self.message}})
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+impl From<crate::storage::StorageError> for ApiError {
+    fn from(e: crate::storage::StorageError) -> Self {
+        tracing::error!("{e}");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "storage_unavailable",
+            e.to_string(),
+        )
+    }
+}
+
+impl From<crate::app::DriveError> for ApiError {
+    fn from(e: crate::app::DriveError) -> Self {
+        tracing::error!("{e}");
+        ApiError::internal(e.to_string())
+    }
+}

@@ -1,0 +1,127 @@
+//! `POST /guardrail/{id}/version/{version}/apply`: Amazon Bedrock's ApplyGuardrail, served by
+//! the local reasoner with AWS's request and response shapes, so code written for the AWS SDK
+//! can point its endpoint URL here and run offline. Errors use AWS's JSON error shape
+//! (`x-amzn-errortype` + `{"message"}`) so SDKs report them properly.
+
+use crate::app::App;
+use crate::validator::Validator;
+use axum::extract::{Path, State};
+use axum::http::{HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::json;
+use std::sync::Arc;
+
+#[derive(Debug, Deserialize)]
+struct TextBlock {
+    text: String,
+    #[serde(default)]
+    qualifiers: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ContentBlock {
+    text: Option<TextBlock>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ApplyRequest {
+    source: String,
+    content: Vec<ContentBlock>,
+}
+
+fn aws_error(status: StatusCode, kind: &str, message: impl Into<String>) -> Response {
+    let mut r = (status, Json(json!({"message": message.into()}))).into_response();
+    if let Ok(v) = HeaderValue::from_str(kind) {
+        r.headers_mut().insert("x-amzn-errortype", v);
+    }
+    r
+}
+
+/// The handler.
+pub async fn apply_guardrail(
+    State(app): State<Arc<App>>,
+    Path((_id, _version)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Response {
+    let req: ApplyRequest = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => {
+            return aws_error(
+                StatusCode::BAD_REQUEST,
+                "ValidationException",
+                format!("the request does not match ApplyGuardrail's input: {e}"),
+            )
+        }
+    };
+    if req.source != "INPUT" && req.source != "OUTPUT" {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            format!("source must be INPUT or OUTPUT, got {:?}", req.source),
+        );
+    }
+    let Validator::Local(local) = &app.validator else {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "this proofgate validates with Amazon Bedrock; the local ApplyGuardrail endpoint needs validator.kind = \"local\"",
+        );
+    };
+    // Text qualified `query` is the question; `guard_content` (or unqualified text, as in
+    // AWS) is what is checked.
+    let mut question = Vec::new();
+    let mut answer = Vec::new();
+    for block in req.content.iter().filter_map(|c| c.text.as_ref()) {
+        if block.qualifiers.iter().any(|q| q == "query") {
+            question.push(block.text.as_str());
+        } else if block.qualifiers.is_empty()
+            || block.qualifiers.iter().any(|q| q == "guard_content")
+        {
+            answer.push(block.text.as_str());
+        }
+    }
+    if answer.is_empty() {
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            "no content to guard: give at least one text block qualified guard_content",
+        );
+    }
+    let (question, answer) = (question.join("\n"), answer.join("\n"));
+    let started = std::time::Instant::now();
+    match local.validate(&question, &answer).await {
+        Ok(v) => {
+            let chars = question.chars().count() + answer.chars().count();
+            Json(json!({
+                "usage": {
+                    "topicPolicyUnits": 0, "contentPolicyUnits": 0, "wordPolicyUnits": 0,
+                    "sensitiveInformationPolicyUnits": 0,
+                    "sensitiveInformationPolicyFreeUnits": 0,
+                    "contextualGroundingPolicyUnits": 0,
+                    "automatedReasoningPolicyUnits": 1, "automatedReasoningPolicies": 1
+                },
+                "action": "NONE",
+                "actionReason": "No action.",
+                "outputs": [],
+                "assessments": [{
+                    "automatedReasoningPolicy": {"findings": v.findings},
+                    "invocationMetrics": {
+                        "guardrailProcessingLatency": started.elapsed().as_millis() as u64,
+                        "usage": {"automatedReasoningPolicyUnits": 1, "automatedReasoningPolicies": 1},
+                        "guardrailCoverage": {"textCharacters": {"guarded": chars, "total": chars}}
+                    }
+                }],
+                "guardrailCoverage": {"textCharacters": {"guarded": chars, "total": chars}}
+            }))
+            .into_response()
+        }
+        Err(e) => aws_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailableException",
+            e.to_string(),
+        ),
+    }
+}

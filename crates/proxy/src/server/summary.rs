@@ -1,0 +1,103 @@
+//! JSON views of threads for the API and the `proofgate` object of chat responses.
+
+use proofgate_core::findings::{Finding, Statement};
+use proofgate_core::{aggregate_verdict, Effect, Thread};
+use serde_json::{json, Value};
+
+fn texts(statements: &[Statement]) -> Vec<&str> {
+    statements.iter().map(Statement::display_text).collect()
+}
+
+/// One line per finding: kind, premises, claims, rules.
+pub fn findings_summary(findings: &[Finding]) -> Vec<Value> {
+    findings
+        .iter()
+        .map(|f| {
+            let t = f.translation();
+            let rules: Vec<&str> = match f {
+                Finding::Valid(v) => v.supporting_rules.iter().flatten().collect::<Vec<_>>(),
+                Finding::Invalid(c) | Finding::Impossible(c) => {
+                    c.contradicting_rules.iter().flatten().collect()
+                }
+                _ => Vec::new(),
+            }
+            .into_iter()
+            .filter_map(|r| r.identifier.as_deref())
+            .collect();
+            json!({
+                "kind": f.kind().as_str(),
+                "premises": t.map(|t| texts(t.premises())).unwrap_or_default(),
+                "claims": t.map(|t| texts(t.claims())).unwrap_or_default(),
+                "rules": rules,
+                "confidence": t.and_then(|t| t.confidence()),
+            })
+        })
+        .collect()
+}
+
+/// The `proofgate` object added to chat completions.
+pub fn proofgate_object(thread: &Thread, effect: &Effect, verdict: &str) -> Value {
+    let (findings, questions, warning, verified) = match effect {
+        Effect::Finish(o) => (
+            o.findings.clone(),
+            Vec::new(),
+            o.warning.clone(),
+            o.verified,
+        ),
+        Effect::AskUser { questions, .. } => {
+            (last_findings(thread), questions.clone(), None, false)
+        }
+        _ => (Vec::new(), Vec::new(), None, false),
+    };
+    json!({
+        "verdict": verdict,
+        "verified": verified,
+        "iterations": thread.iterations(),
+        "threadId": thread.id(),
+        "warning": warning,
+        "questions": questions,
+        "findings": findings_summary(&findings),
+        "audit": format!("/api/threads/{}/audit", thread.id()),
+    })
+}
+
+fn last_findings(thread: &Thread) -> Vec<Finding> {
+    thread
+        .steps()
+        .iter()
+        .rev()
+        .find_map(|s| s.validation.as_ref())
+        .map(|v| v.findings.clone())
+        .unwrap_or_default()
+}
+
+/// The full view of a thread: every iteration with prompt, answer, decision and findings.
+pub fn thread_view(thread: &Thread, status: &str) -> Value {
+    let pending = match thread.pending_effect() {
+        Effect::AskUser {
+            questions,
+            deadline,
+        } => json!({"questions": questions, "deadline": deadline}),
+        _ => Value::Null,
+    };
+    json!({
+        "id": thread.id(),
+        "status": status,
+        "phase": thread.phase().as_str(),
+        "question": thread.question(),
+        "createdAt": thread.created_at(),
+        "iterations": thread.iterations(),
+        "config": thread.config(),
+        "steps": thread.steps(),
+        "clarifications": thread.clarifications(),
+        "pending": pending,
+        "outcome": thread.outcome(),
+        "verdict": thread.outcome().map(|o| o.status.as_str()),
+        "lastVerdict": thread
+            .steps()
+            .iter()
+            .rev()
+            .find_map(|s| s.validation.as_ref())
+            .map(|v| aggregate_verdict(&v.findings)),
+    })
+}

@@ -1,0 +1,215 @@
+//! Validators: the local reasoner (LLM translators + Z3) or Amazon Bedrock ApplyGuardrail.
+//! Both return findings in the ApplyGuardrail shape and the evidence the audit trail keeps.
+
+use crate::bedrock::{BedrockGuardrail, GuardrailError};
+use crate::llm::LlmClient;
+use crate::translate::{translate, TranslateError};
+use proofgate_core::policy::PolicyModel;
+use proofgate_core::Finding;
+use proofgate_reasoner::{CheckOptions, Reasoner, TranslatorOutput};
+use serde_json::{json, Value};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// Why a validation could not be done (the answer is then not verified).
+#[derive(Debug, thiserror::Error)]
+pub enum ValidatorError {
+    /// The translators could not be reached.
+    #[error(transparent)]
+    Translation(#[from] TranslateError),
+    /// The Bedrock guardrail failed.
+    #[error(transparent)]
+    Guardrail(#[from] GuardrailError),
+    /// The reasoner rejected the translations or stopped.
+    #[error("local reasoner: {0}")]
+    Reasoner(String),
+}
+
+/// A validation's result.
+#[derive(Debug, Clone)]
+pub struct Validation {
+    /// The findings, ApplyGuardrail-shaped.
+    pub findings: Vec<Finding>,
+    /// What the audit trail keeps to re-check the findings without the server.
+    pub evidence: Value,
+    /// Time waiting for translators.
+    pub translation_time: Duration,
+    /// Time in Z3.
+    pub solver_time: Duration,
+    /// Time waiting for Bedrock.
+    pub guardrail_time: Duration,
+}
+
+struct Job {
+    translations: Vec<TranslatorOutput>,
+    reply: oneshot::Sender<Result<(Vec<Finding>, Duration), String>>,
+}
+
+/// Worker threads that each own a [`Reasoner`] (Z3 objects are bound to the thread that made
+/// them), so the policy is encoded once per worker, not once per request.
+pub struct ReasonerPool {
+    jobs: mpsc::Sender<Job>,
+}
+
+impl ReasonerPool {
+    /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
+    pub fn new(
+        model: Arc<PolicyModel>,
+        options: CheckOptions,
+        workers: usize,
+    ) -> Result<ReasonerPool, ValidatorError> {
+        // Load once here so that a policy Z3 rejects fails the start, not the first request.
+        Reasoner::new(&model, options.clone())
+            .map_err(|e| ValidatorError::Reasoner(e.to_string()))?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..workers.max(1) {
+            let (model, options, rx) = (model.clone(), options.clone(), rx.clone());
+            std::thread::Builder::new()
+                .name(format!("reasoner-{i}"))
+                .spawn(move || {
+                    let reasoner = match Reasoner::new(&model, options) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            tracing::error!("reasoner worker {i} could not load the policy: {e}");
+                            return;
+                        }
+                    };
+                    loop {
+                        let job = match rx.lock() {
+                            Ok(guard) => guard.recv(),
+                            Err(_) => return,
+                        };
+                        let Ok(job) = job else { return };
+                        let started = Instant::now();
+                        let result = reasoner
+                            .validate(&job.translations)
+                            .map(|f| (f, started.elapsed()))
+                            .map_err(|e| e.to_string());
+                        let _ = job.reply.send(result);
+                    }
+                })
+                .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
+        }
+        Ok(ReasonerPool { jobs: tx })
+    }
+
+    /// Checks k translations; returns the findings and the solver time.
+    pub async fn validate(
+        &self,
+        translations: Vec<TranslatorOutput>,
+    ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
+        let (reply, rx) = oneshot::channel();
+        self.jobs
+            .send(Job {
+                translations,
+                reply,
+            })
+            .map_err(|_| ValidatorError::Reasoner("the reasoner workers stopped".into()))?;
+        rx.await
+            .map_err(|_| ValidatorError::Reasoner("a reasoner worker stopped".into()))?
+            .map_err(ValidatorError::Reasoner)
+    }
+}
+
+/// The local validator: LLM translators, then Z3 on the policy model.
+pub struct LocalValidator {
+    model: Arc<PolicyModel>,
+    translators: Vec<LlmClient>,
+    repair_attempts: usize,
+    pool: ReasonerPool,
+}
+
+impl LocalValidator {
+    /// A validator for `model` with the given translators.
+    pub fn new(
+        model: Arc<PolicyModel>,
+        translators: Vec<LlmClient>,
+        repair_attempts: usize,
+        options: CheckOptions,
+    ) -> Result<LocalValidator, ValidatorError> {
+        let workers = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        let pool = ReasonerPool::new(model.clone(), options, workers)?;
+        Ok(LocalValidator {
+            model,
+            translators,
+            repair_attempts,
+            pool,
+        })
+    }
+
+    /// The policy.
+    pub fn model(&self) -> &Arc<PolicyModel> {
+        &self.model
+    }
+
+    /// Translates and checks one question/answer.
+    pub async fn validate(
+        &self,
+        question: &str,
+        answer: &str,
+    ) -> Result<Validation, ValidatorError> {
+        let started = Instant::now();
+        let translations = translate(
+            &self.translators,
+            &self.model,
+            question,
+            answer,
+            self.repair_attempts,
+        )
+        .await?;
+        let translation_time = started.elapsed();
+        let (findings, solver_time) = self.pool.validate(translations.outputs.clone()).await?;
+        let evidence = json!({
+            "validator": "local",
+            "policyVersionArn": self.model.version_arn(),
+            "policyContentHash": self.model.definition().content_hash(),
+            "translators": self.translators.len(),
+            "translationFailures": translations.failures,
+            "checks": self.model.finding_checks(&findings),
+        });
+        Ok(Validation {
+            findings,
+            evidence,
+            translation_time,
+            solver_time,
+            guardrail_time: Duration::ZERO,
+        })
+    }
+}
+
+/// The configured validator.
+pub enum Validator {
+    /// Policy + Z3.
+    Local(LocalValidator),
+    /// Amazon Bedrock ApplyGuardrail.
+    Bedrock(BedrockGuardrail),
+}
+
+impl Validator {
+    /// Validates one question/answer.
+    pub async fn validate(
+        &self,
+        question: &str,
+        answer: &str,
+    ) -> Result<Validation, ValidatorError> {
+        match self {
+            Validator::Local(v) => v.validate(question, answer).await,
+            Validator::Bedrock(g) => {
+                let started = Instant::now();
+                let (findings, raw) = g.validate(question, answer).await?;
+                Ok(Validation {
+                    findings,
+                    evidence: json!({"validator": "bedrock", "guardrail": g.describe(), "response": raw}),
+                    translation_time: Duration::ZERO,
+                    solver_time: Duration::ZERO,
+                    guardrail_time: started.elapsed(),
+                })
+            }
+        }
+    }
+}
