@@ -5,17 +5,23 @@
 //! - [`term`]: the untyped SMT-LIB syntax tree, parser and printer.
 //! - [`typecheck`]: the schema (types, variables) and the typed [`Expr`] tree.
 //! - [`english`]: structured English rendering from templates.
+//! - [`test_suite`]: policy test cases (question/answer or given translations, expected finding).
+//! - [`diff`]: what changed between two versions of a definition.
 //!
 //! [`PolicyModel`] ties them together: a definition whose rules all parse and type-check.
 
 pub mod definition;
+pub mod diff;
 pub mod english;
 pub mod smtlib;
 pub mod term;
+pub mod test_suite;
 pub mod typecheck;
 
 pub use definition::{PolicyDefinition, RuleDefinition, TypeDefinition, VariableDefinition};
+pub use diff::{diff_definitions, DefinitionDiff};
 pub use term::{parse_term, ParseError, Term};
+pub use test_suite::{PolicyTestCase, PolicyTestSuite, TestStatement};
 pub use typecheck::{Expr, Schema, SchemaError, Sort, TypeError, Variable};
 
 use std::collections::BTreeSet;
