@@ -434,19 +434,19 @@ impl RuleCases<'_> {
             natural_language: Some(self.english(l)),
         };
         let given = if c.premises.is_empty() {
-            "with no premises".to_string()
+            "No premises".to_string()
         } else {
             let ps: Vec<String> = c.premises.iter().map(|p| self.english(p)).collect();
-            format!("given {}", ps.join(" and "))
+            format!("Given: {}", ps.join("; "))
         };
         let effect = if decisive {
             format!(
-                "without rule `{}` it would be {}",
+                "Without rule `{}` it would be {}.",
                 self.rule.id,
                 without.as_str()
             )
         } else {
-            format!("rule `{}` holds but is not needed", self.rule.id)
+            format!("Rule `{}` holds here but is not needed.", self.rule.id)
         };
         let mut case = PolicyTestCase::logic(
             format!("{}/{kind}", self.rule.id),
@@ -455,7 +455,7 @@ impl RuleCases<'_> {
             c.verdict,
         );
         case.description = Some(format!(
-            "{given}, the claim that {} is {}; {effect}",
+            "{given}. Claim: {}. {}. {effect}",
             self.english(&c.claim),
             c.verdict.as_str()
         ));

@@ -166,14 +166,21 @@ impl PolicyTestSuite {
                 serde_json::from_value(other).map_err(|e| TestSuiteError::Json(e.to_string()))?
             }
         };
+        suite.check()?;
+        Ok(suite)
+    }
+
+    /// Checks that every case has exactly one input form and a unique id (for suites
+    /// deserialized some other way than [`PolicyTestSuite::from_json`]).
+    pub fn check(&self) -> Result<(), TestSuiteError> {
         let mut seen = BTreeSet::new();
-        for case in &suite.tests {
+        for case in &self.tests {
             if !seen.insert(case.id.as_str()) {
                 return Err(TestSuiteError::DuplicateId(case.id.clone()));
             }
             case.input()?;
         }
-        Ok(suite)
+        Ok(())
     }
 
     /// The suite as pretty JSON.
