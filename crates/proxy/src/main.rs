@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use proofgate_core::{
     aggregate_verdict, parse_decision, prioritize, ApplyGuardrailResponse, Finding,
 };
+use proofgate_proxy::authoring::cli as authoring;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -90,6 +91,17 @@ enum PolicyCommand {
         #[arg(long, default_value_t = 5000)]
         timeout_ms: u32,
     },
+    /// Turn a policy document into a policy with an LLM, span by span (progress on stderr).
+    Formalize(authoring::FormalizeArgs),
+    /// Run test cases (question/answer or given translations, with the expected finding);
+    /// print a pass/fail table. Exit 1 when a test fails.
+    Test(authoring::TestArgs),
+    /// Generate test cases with Z3: for each rule, scenarios where it is decisive and where it
+    /// is not, with their provably correct findings.
+    GenTests(authoring::GenTestsArgs),
+    /// Show which rules, variables and types changed, and the generated tests whose finding
+    /// changed. Exit 1 when the versions differ.
+    Diff(authoring::DiffArgs),
 }
 
 fn read_input(path: &Path) -> Result<String> {
@@ -161,6 +173,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     return Ok(ExitCode::from(1));
                 }
             }
+            PolicyCommand::Formalize(args) => return authoring::formalize_cmd(args),
+            PolicyCommand::Test(args) => return authoring::test_cmd(args),
+            PolicyCommand::GenTests(args) => return authoring::gen_tests_cmd(args),
+            PolicyCommand::Diff(args) => return authoring::diff_cmd(args),
         },
         Command::Findings { file } => {
             let findings = load_findings(&file, &read_input(&file)?)?;
