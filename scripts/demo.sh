@@ -1,27 +1,45 @@
 #!/usr/bin/env bash
-# The main job until the proxy exists: runs the `proofgate` CLI on the shipped examples and says
-# what each step did.
+# The main job: proofgate in front of a chatbot, end to end, on a fresh machine.
+#  1. the local reasoner reproduces the paper's two examples from the shipped policies;
+#  2. `proofgate serve` runs with the park-admission policy, Z3, SQLite, and a scripted
+#     OpenAI-compatible server that replays RECORDED replies (no LLM is reachable here);
+#  3. a demo conversation goes through the proxy and every step is printed.
+# To use a real model instead, set PROOFGATE_UPSTREAM__BASE_URL / __MODEL / __API_KEY (and the
+# same for REWRITER) and run `proofgate serve --config examples/demo/proofgate.toml`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pg=target/release/proofgate
-step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+work=target/demo
+mkdir -p "$work"
+rm -f "$work"/proofgate.sqlite*
+bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-step "1. Findings of a recorded Amazon Bedrock ApplyGuardrail response, in rewriting order"
-echo "   (examples/guardrail/apply-guardrail-response.json: one finding of each kind)"
-"$pg" findings examples/guardrail/apply-guardrail-response.json | python3 -c '
-import json, sys
-out = json.load(sys.stdin)
-for f in out["findings"]:
-    (kind, body), = f.items()
-    t = body.get("translation") or {}
-    claims = "; ".join(c.get("naturalLanguage") or c.get("logic", "") for c in t.get("claims", []))
-    print(f"   {kind:22} {claims}")
-v = out["verdict"]
-warning = " (" + v["warning"] + ")" if v.get("warning") else ""
-print("   aggregate verdict: " + v["verdict"] + warning)
-print("   -> not VALID: the rewriting loop would handle the TRANSLATION_AMBIGUOUS finding first")
-'
+bold "1. The paper's examples, checked by the local reasoner (Z3 $(python3 -c 'import z3; print(z3.get_version_string())'))"
+echo "   park admission: senior, low season, budget \$35.40, 'you cannot visit' ->"
+"$pg" check --policy examples/policies/park-admission.json \
+  --translations examples/policies/park-senior-low-season.translations.json |
+  python3 -c 'import json,sys; f=json.load(sys.stdin)["findings"][0]; (k,b),=f.items(); print("     ", k.upper(), "- claim true when", [s["logic"] for s in b["claimsTrueScenario"]["statements"] if "credit" in s["logic"].lower()][:2], "; false when", [s["logic"] for s in b["claimsFalseScenario"]["statements"] if "credit" in s["logic"].lower()][:2])'
+echo "   airline: denied boarding but did not check in ->"
+"$pg" check --policy examples/policies/airline-refund.json \
+  --translations examples/policies/airline-denied-boarding.translations.json |
+  python3 -c 'import json,sys; f=json.load(sys.stdin)["findings"][0]; (k,b),=f.items(); print("     ", k.upper(), "- contradicting rules:", [r["identifier"] for r in b.get("contradictingRules",[])])'
 
-step "2. A rewriting LLM's sloppy markdown reply, parsed into a decision"
-sed 's/^/   | /' examples/replies/ask-questions.md
-"$pg" decision examples/replies/ask-questions.md | sed 's/^/   /'
+bold "2. Starting the scripted LLM (RECORDED replies) and proofgate serve"
+python3 tests/support/scripted_llm.py examples/demo/recorded-llm.json \
+  --label "scripted LLM, RECORDED reply" > "$work/llm.port" 2> "$work/llm.log" &
+llm_pid=$!
+trap 'kill $llm_pid ${pg_pid:-} 2>/dev/null || true' EXIT
+for _ in $(seq 50); do [ -s "$work/llm.port" ] && break; sleep 0.1; done
+llm_port=$(sed -n 's/listening on //p' "$work/llm.port")
+export PROOFGATE_UPSTREAM__BASE_URL="http://127.0.0.1:$llm_port/v1"
+export PROOFGATE_REWRITER__BASE_URL="http://127.0.0.1:$llm_port/v1"
+"$pg" serve --config examples/demo/proofgate.toml > "$work/proofgate.out" 2> "$work/proofgate.log" &
+pg_pid=$!
+for _ in $(seq 100); do grep -q listening "$work/proofgate.out" 2>/dev/null && break; sleep 0.1; done
+url=$(sed -n 's/proofgate listening on //p' "$work/proofgate.out")
+[ -n "$url" ] || { echo "proofgate did not start:"; cat "$work/proofgate.log"; exit 1; }
+echo "   scripted LLM on 127.0.0.1:$llm_port (every reply it gives is recorded, labelled in $work/llm.log)"
+echo "   proofgate on $url: local reasoner, policy examples/policies/park-admission.json, 3 translators, SQLite $work/proofgate.sqlite"
+
+bold "3. A demo conversation through the proxy (POST $url/v1/chat/completions)"
+python3 scripts/demo_conversation.py "$url"
