@@ -410,37 +410,67 @@ fn words(text: &str) -> Vec<String> {
         .collect()
 }
 
-fn cosine(a: &[String], b: &[String]) -> f64 {
+/// Word weights: words many variables share ("fee", "admission") say little about which
+/// variable is meant, so they weigh less (inverse document frequency over all variables).
+#[derive(Debug, Clone, Default)]
+pub struct WordWeights {
+    documents: BTreeMap<String, usize>,
+    total: usize,
+}
+
+impl WordWeights {
+    /// Weights from every variable that takes part in a merge.
+    pub fn new<'a>(variables: impl IntoIterator<Item = &'a VariableDefinition>) -> WordWeights {
+        let mut w = WordWeights::default();
+        for v in variables {
+            w.total += 1;
+            let mut seen: BTreeSet<String> = words(&v.name).into_iter().collect();
+            seen.extend(words(v.description.as_deref().unwrap_or("")));
+            for word in seen {
+                *w.documents.entry(word).or_default() += 1;
+            }
+        }
+        w
+    }
+
+    fn weight(&self, word: &str) -> f64 {
+        let df = self.documents.get(word).copied().unwrap_or(0);
+        ((1 + self.total) as f64 / (1 + df) as f64).ln() + 1.0
+    }
+}
+
+fn cosine(a: &[String], b: &[String], weights: &WordWeights) -> f64 {
     if a.is_empty() || b.is_empty() {
         return 0.0;
     }
-    fn count(xs: &[String]) -> BTreeMap<&str, f64> {
-        let mut m: BTreeMap<&str, f64> = BTreeMap::new();
+    let vector = |xs: &[String]| {
+        let mut m: BTreeMap<String, f64> = BTreeMap::new();
         for x in xs {
-            *m.entry(x.as_str()).or_default() += 1.0;
+            *m.entry(x.clone()).or_default() += weights.weight(x);
         }
         m
-    }
-    let (ca, cb) = (count(a), count(b));
-    let dot: f64 = ca
+    };
+    let (va, vb) = (vector(a), vector(b));
+    let dot: f64 = va
         .iter()
-        .map(|(k, v)| v * cb.get(k).copied().unwrap_or(0.0))
+        .map(|(k, v)| v * vb.get(k).copied().unwrap_or(0.0))
         .sum();
-    let norm = |m: &BTreeMap<&str, f64>| m.values().map(|v| v * v).sum::<f64>().sqrt();
-    dot / (norm(&ca) * norm(&cb))
+    let norm = |m: &BTreeMap<String, f64>| m.values().map(|v| v * v).sum::<f64>().sqrt();
+    dot / (norm(&va) * norm(&vb))
 }
 
-/// How alike two variables' meanings look, from 0 to 1: names and descriptions.
-pub fn similarity(a: &VariableDefinition, b: &VariableDefinition) -> f64 {
-    let names = cosine(&words(&a.name), &words(&b.name));
+/// How alike two variables' meanings look, from 0 to 1: weighted words of the names and
+/// descriptions.
+pub fn similarity(a: &VariableDefinition, b: &VariableDefinition, weights: &WordWeights) -> f64 {
+    let names = cosine(&words(&a.name), &words(&b.name), weights);
     match (&a.description, &b.description) {
-        (Some(da), Some(db)) => 0.4 * names + 0.6 * cosine(&words(da), &words(db)),
+        (Some(da), Some(db)) => 0.4 * names + 0.6 * cosine(&words(da), &words(db), weights),
         _ => names,
     }
 }
 
 /// Variables of different names at least this similar (and of one type) are unified.
-const UNIFY_THRESHOLD: f64 = 0.75;
+const UNIFY_THRESHOLD: f64 = 0.8;
 /// Variables of one name and type are unified unless their descriptions are less alike.
 const SAME_NAME_THRESHOLD: f64 = 0.3;
 
@@ -474,6 +504,7 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
     };
     let mut report = MergeReport::default();
     let mut rule_terms: Vec<Term> = Vec::new();
+    let weights = WordWeights::new(units.iter().flat_map(|u| &u.definition.variables));
     for unit in units {
         let span = unit.span.index;
         // Symbol renames for this unit: variables, types' values; type names separately.
@@ -516,6 +547,8 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
             }
             out.types.push(t);
         }
+        // A unit's own variables were checked to be distinct: compare with earlier units only.
+        let earlier = out.variables.len();
         for v in &unit.definition.variables {
             let mut v = v.clone();
             if let Some(n) = type_names.get(&v.type_name) {
@@ -523,7 +556,9 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
             }
             if let Some(existing) = out.variables.iter().find(|o| o.name == v.name) {
                 let alike = match (&existing.description, &v.description) {
-                    (Some(a), Some(b)) => cosine(&words(a), &words(b)) >= SAME_NAME_THRESHOLD,
+                    (Some(a), Some(b)) => {
+                        cosine(&words(a), &words(b), &weights) >= SAME_NAME_THRESHOLD
+                    }
                     _ => true,
                 };
                 if same_type(&existing.type_name, &v.type_name) && alike {
@@ -537,11 +572,10 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
                 out.variables.push(v);
                 continue;
             }
-            let best = out
-                .variables
+            let best = out.variables[..earlier]
                 .iter()
                 .filter(|o| same_type(&o.type_name, &v.type_name))
-                .map(|o| (similarity(o, &v), o))
+                .map(|o| (similarity(o, &v, &weights), o))
                 .max_by(|a, b| a.0.total_cmp(&b.0));
             match best {
                 Some((score, o)) if score >= UNIFY_THRESHOLD => {
