@@ -1,0 +1,106 @@
+//! Starts the built `proofgate serve` as a real process for end-to-end tests.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// A running `proofgate serve`, killed on drop.
+pub struct Proxy {
+    child: Child,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    config: PathBuf,
+    dir: PathBuf,
+}
+
+/// A fresh temp directory for one test.
+pub fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "pg-e2e-{name}-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+impl Proxy {
+    /// Writes `config_toml` (with `{dir}` replaced by the test's directory) and starts the proxy.
+    pub fn start(name: &str, config_toml: &str) -> Proxy {
+        let dir = temp_dir(name);
+        let config = dir.join("proofgate.toml");
+        std::fs::write(&config, config_toml.replace("{dir}", &dir.display().to_string()))
+            .unwrap();
+        Self::spawn(config, dir)
+    }
+
+    fn spawn(config: PathBuf, dir: PathBuf) -> Proxy {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .current_dir(super::scripted::repo_root())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("proofgate starts");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("proofgate listening on ")
+            .unwrap_or_else(|| panic!("proofgate did not start: {line:?}"))
+            .to_string();
+        Proxy {
+            child,
+            url,
+            config,
+            dir,
+        }
+    }
+
+    /// Stops the process (as a crash would) and starts it again on the same configuration and
+    /// database.
+    pub fn restart(mut self) -> Proxy {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let (config, dir) = (self.config.clone(), self.dir.clone());
+        std::mem::forget(self);
+        Self::spawn(config, dir)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A configuration with the park policy and every LLM at `llm` (base URL with /v1); `top`
+/// holds top-level keys, `tables` more tables.
+pub fn config(llm: &str, top: &str, tables: &str) -> String {
+    format!(
+        r#"
+{top}
+[upstream]
+base_url = "{llm}"
+model = "recorded-chatbot"
+
+[rewriter]
+base_url = "{llm}"
+model = "recorded-rewriter"
+
+[validator]
+kind = "local"
+policy = "examples/policies/park-admission.json"
+translator_count = 3
+
+[storage]
+url = "sqlite://{{dir}}/proofgate.sqlite"
+{tables}
+"#
+    )
+}

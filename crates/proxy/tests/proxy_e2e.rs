@@ -1,0 +1,479 @@
+//! End-to-end: the built `proofgate serve` in front of a scripted OpenAI-compatible upstream
+//! (recorded replies) and a scripted ApplyGuardrail server, over real HTTP on loopback.
+
+mod proxy;
+mod scripted;
+
+use proofgate_core::{replay, AuditRecord};
+use proxy::{config, Proxy};
+use scripted::{repo_root, Server};
+use serde_json::{json, Value};
+
+const Q1: &str = "I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?";
+const Q2: &str = "I am 70. How much will I pay in total for admission?";
+const WRONG: &str = "you pay $30 after the discount";
+const REWRITTEN: &str = "In the low season the fee is $37.50; your 40% senior discount brings it to $22.50, plus a $10 discount processing fee, so $32.50 before tax.";
+
+fn demo_llm() -> Server {
+    let script: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap();
+    Server::python("scripted_llm.py", &script)
+}
+
+fn v1(server: &Server) -> String {
+    format!("{}/v1", server.url())
+}
+
+struct Reply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    fn content(&self) -> &str {
+        self.body["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or("")
+    }
+}
+
+async fn chat(proxy: &Proxy, messages: Value, extra_headers: &[(&str, &str)]) -> Reply {
+    let mut req = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "gpt-test", "messages": messages}));
+    for (k, v) in extra_headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let body = resp.json().await.unwrap_or(Value::Null);
+    Reply {
+        status,
+        headers,
+        body,
+    }
+}
+
+async fn get(proxy: &Proxy, path: &str) -> Value {
+    reqwest::get(format!("{}{path}", proxy.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn assert_trail_replays(proxy: &Proxy, thread: &str) -> Vec<AuditRecord> {
+    let trail: Vec<AuditRecord> =
+        serde_json::from_value(get(proxy, &format!("/api/threads/{thread}/audit")).await).unwrap();
+    let report = replay(&trail);
+    assert!(report.ok, "trail of {thread} does not replay: {report:?}");
+    trail
+}
+
+#[tokio::test]
+async fn invalid_answer_is_rewritten_to_valid() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("invalid", &config(&v1(&llm), "", ""));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID");
+    assert_eq!(r.content(), REWRITTEN);
+    assert!(!r.content().contains(WRONG));
+    assert!(r.header("x-proofgate-overhead-ms").parse::<f64>().unwrap() >= 0.0);
+    let pg = &r.body["proofgate"];
+    assert_eq!(pg["iterations"], 2);
+    assert_eq!(pg["verified"], true);
+    assert_eq!(pg["findings"][0]["kind"], "VALID");
+    let thread = r.header("x-proofgate-thread").to_string();
+    assert_eq!(pg["threadId"], thread.as_str());
+
+    // The API shows every iteration: the upstream answer found INVALID, then the rewrite.
+    let t = get(&proxy, &format!("/api/threads/{thread}")).await;
+    assert_eq!(t["status"], "done");
+    let steps = t["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    assert_eq!(
+        steps[0]["validation"]["verdict"]["verdict"], "INVALID",
+        "{t}"
+    );
+    assert!(steps[1]["prompt"].as_str().unwrap().contains("DECISION"));
+    assert_eq!(steps[1]["decision"]["decision"], "REWRITE");
+    let list = get(&proxy, "/api/threads").await;
+    assert_eq!(list["threads"][0]["id"], thread.as_str());
+
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert_eq!(trail.last().unwrap().kind.as_str(), "VALID_RESPONSE");
+    // The validation records keep what is needed to re-check the findings without the server.
+    let validated = trail
+        .iter()
+        .rfind(|r| r.kind.as_str() == "VALIDATED")
+        .unwrap();
+    let check = &validated.body["evidence"]["checks"][0]["checks"][1];
+    assert_eq!(check["expected"], "unsat");
+    assert!(check["script"].as_str().unwrap().contains("(declare-const customerAge Int)"));
+}
+
+#[tokio::test]
+async fn satisfiable_answer_asks_questions_then_verifies() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("questions", &config(&v1(&llm), "", ""));
+    let first = json!([{"role": "user", "content": Q2}]);
+    let r = chat(&proxy, first, &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    assert!(r.content().contains("Is your visit in the low season?"));
+    assert_eq!(r.body["proofgate"]["questions"].as_array().unwrap().len(), 2);
+    let thread = r.header("x-proofgate-thread").to_string();
+
+    // The user's next message in the same conversation answers the questions.
+    let conv = json!([
+        {"role": "user", "content": Q2},
+        {"role": "assistant", "content": r.content()},
+        {"role": "user", "content": "Low season, and no credits."}
+    ]);
+    let r2 = chat(&proxy, conv, &[]).await;
+    assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
+    assert_eq!(r2.header("x-proofgate-thread"), thread);
+    assert!(r2.content().starts_with("In the low season, without credits, you pay $35.75"));
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    let last = trail.last().unwrap();
+    assert_eq!(
+        last.body["clarifications"][0]["response"]["status"], "ANSWERED",
+        "{}",
+        last.body
+    );
+}
+
+#[tokio::test]
+async fn questions_can_be_answered_by_thread_header_and_unknown_threads_are_refused() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("header", &config(&v1(&llm), "", ""));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    let thread = r.header("x-proofgate-thread").to_string();
+    let r2 = chat(
+        &proxy,
+        json!([{"role": "user", "content": "Low season, and no credits."}]),
+        &[("x-proofgate-thread", &thread)],
+    )
+    .await;
+    assert_eq!(r2.header("x-proofgate-verdict"), "VALID");
+    // Answering again: the thread is done.
+    let r3 = chat(
+        &proxy,
+        json!([{"role": "user", "content": "again"}]),
+        &[("x-proofgate-thread", &thread)],
+    )
+    .await;
+    assert_eq!(r3.status, 409);
+    assert_eq!(r3.body["error"]["code"], "conflict");
+    let r4 = chat(
+        &proxy,
+        json!([{"role": "user", "content": "x"}]),
+        &[("x-proofgate-thread", "no-such-thread")],
+    )
+    .await;
+    assert_eq!(r4.status, 404);
+    assert!(r4.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no-such-thread"));
+}
+
+#[tokio::test]
+async fn restart_while_awaiting_answers_then_complete() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("restart", &config(&v1(&llm), "", ""));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let question_text = r.content().to_string();
+
+    let proxy = proxy.restart();
+    let conv = json!([
+        {"role": "user", "content": Q2},
+        {"role": "assistant", "content": question_text},
+        {"role": "user", "content": "Low season, and no credits."}
+    ]);
+    let r2 = chat(&proxy, conv, &[]).await;
+    assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
+    assert_eq!(r2.header("x-proofgate-thread"), thread);
+    assert_trail_replays(&proxy, &thread).await;
+}
+
+#[tokio::test]
+async fn max_iterations_returns_the_best_answer_marked_not_verified() {
+    // The rewriter keeps producing answers the policy contradicts.
+    let wrong = |n: u32| {
+        json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "70"}, {"logic": "isLowSeason", "naturalLanguage": "low"}, {"logic": "(not usesCredits)", "naturalLanguage": "no credits"}],
+                          "claims": [{"logic": format!("(= feeAfterDiscount {n}.0)"), "naturalLanguage": format!("${n}")}]}]})
+        .to_string()
+    };
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "costs $31"], "reply": wrong(31)},
+            {"match": ["You translate", "costs $30"], "reply": wrong(30)},
+            {"match": "DECISION", "reply": "DECISION: REWRITE\nANSWER: It costs $31 after the discount."},
+            {"match": "admission fee", "reply": "It costs $30 after the discount."}
+        ]}),
+    );
+    let proxy = Proxy::start("maxiter", &config(&v1(&llm), "", "[loop]\nmax_iterations = 3\n"));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-proofgate-verdict"), "MAX_ITERATIONS");
+    assert_eq!(r.body["proofgate"]["verified"], false);
+    assert_eq!(r.body["proofgate"]["iterations"], 3);
+    assert!(r.content().contains("[proofgate:"), "{}", r.content());
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert_eq!(trail.last().unwrap().kind.as_str(), "MAX_ITERATIONS_REACHED");
+}
+
+#[tokio::test]
+async fn streaming_sends_only_the_verified_answer_then_done() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("stream", &config(&v1(&llm), "", ""));
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    assert_eq!(resp.headers()["x-proofgate-verdict"], "VALID");
+    let text = resp.text().await.unwrap();
+    assert!(!text.contains("$30"), "unverified text leaked: {text}");
+    let mut content = String::new();
+    let mut done = false;
+    for line in text.lines().filter_map(|l| l.strip_prefix("data: ")) {
+        if line == "[DONE]" {
+            done = true;
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).unwrap();
+        if let Some(s) = v["choices"][0]["delta"]["content"].as_str() {
+            content.push_str(s);
+        }
+    }
+    assert!(done);
+    assert_eq!(content, REWRITTEN);
+}
+
+fn dead_translators() -> &'static str {
+    // Nothing listens on port 9 (discard) here: every translator call fails to connect.
+    "[[validator.translators]]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"t\"\ntimeout_ms = 2000\n"
+}
+
+#[tokio::test]
+async fn validator_down_fails_closed_by_default() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("closed", &config(&v1(&llm), "", dead_translators()));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "validator_unavailable");
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("fail-closed"));
+    assert!(!r.body.to_string().contains(WRONG));
+    // Streaming: an SSE error event, never a silent pass.
+    let text = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("validator_unavailable"), "{text}");
+    assert!(!text.contains(WRONG));
+    assert!(text.trim_end().ends_with("data: [DONE]"));
+}
+
+#[tokio::test]
+async fn validator_down_fail_open_marks_the_answer_unverified() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "open",
+        &config(&v1(&llm), "failure_mode = \"open\"", dead_translators()),
+    );
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-proofgate-verdict"), "UNVERIFIED");
+    assert_eq!(r.body["proofgate"]["verified"], false);
+    assert!(r.content().contains(WRONG));
+    assert!(r.content().contains("UNVERIFIED"));
+}
+
+#[tokio::test]
+async fn upstream_errors_are_passed_on_clearly() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "admission", "status": 401, "reply": "Incorrect API key provided"}]}),
+    );
+    let proxy = Proxy::start("upstream", &config(&v1(&llm), "", ""));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[("authorization", "Bearer client-key")]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.body["error"]["code"], "upstream_error");
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("Incorrect API key provided"));
+    // The client's own key was passed through to the upstream.
+    assert_eq!(llm.received()[0]["authorization"], "Bearer client-key");
+
+    let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
+    let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 502);
+    assert_eq!(r.body["error"]["code"], "upstream_unavailable");
+
+    let r = chat(&down, json!([{"role": "system", "content": "only a system message"}]), &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no user message"));
+}
+
+#[tokio::test]
+async fn bedrock_guardrail_validator_drives_the_same_loop() {
+    let llm = demo_llm();
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"fail_first": 1, "fail_status": 429, "rules": [
+            {"match": "$30", "findings": [{"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "contradictingRules": [{"identifier": "FEE_AFTER_DISCOUNT"}]}}]},
+            {"match": "$22.50", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE_AFTER_DISCOUNT"}]}}]}
+        ]}),
+    );
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 3\n",
+        guardrail.url()
+    );
+    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    let proxy = Proxy::start("bedrock", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert_eq!(r.content(), REWRITTEN);
+    // One throttled attempt, then one call per validation.
+    assert_eq!(guardrail.received().len(), 3);
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    let validated = trail.iter().find(|r| r.kind.as_str() == "VALIDATED").unwrap();
+    assert_eq!(validated.body["evidence"]["validator"], "bedrock");
+}
+
+#[tokio::test]
+async fn api_threads_answers_audit_health_and_metrics() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("api", &config(&v1(&llm), "", ""));
+    let client = reqwest::Client::new();
+    // A pasted answer to check, as the reference chatbot allows.
+    let t: Value = client
+        .post(format!("{}/api/threads", proxy.url))
+        .json(&json!({"question": Q2, "answer": "As a senior you pay $35.75 including tax."}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(t["status"], "awaiting_input", "{t}");
+    assert_eq!(t["pending"]["questions"].as_array().unwrap().len(), 2);
+    let id = t["id"].as_str().unwrap().to_string();
+
+    let bad = client
+        .post(format!("{}/api/threads/{id}/answers", proxy.url))
+        .json(&json!({"answers": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.unwrap();
+    assert!(body["error"]["message"].as_str().unwrap().contains("skip"));
+
+    let done: Value = client
+        .post(format!("{}/api/threads/{id}/answers", proxy.url))
+        .json(&json!({"answers": ["Low season, and no credits.", "No credits."]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "done", "{done}");
+    assert_eq!(done["verdict"], "VALID");
+    assert_trail_replays(&proxy, &id).await;
+
+    let missing = client
+        .get(format!("{}/api/threads/nope/audit", proxy.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    let policies = get(&proxy, "/api/policies").await;
+    let rules = policies["policies"][0]["rules"].as_array().unwrap();
+    assert!(rules.iter().any(|r| r["id"] == "SENIOR_DISCOUNT"));
+    assert!(rules[0]["english"].as_str().is_some());
+
+    assert_eq!(get(&proxy, "/healthz").await["status"], "ok");
+    let metrics = reqwest::get(format!("{}/metrics", proxy.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(metrics.contains("proofgate_verdicts_total{verdict=\"VALID\"} 1"), "{metrics}");
+    assert!(metrics.contains("proofgate_solver_seconds_count"));
+    assert!(metrics.contains("route=\"/api/threads/{id}/answers\""));
+}
+
+#[tokio::test]
+async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("guardrail", &config(&v1(&llm), "", ""));
+    let client = reqwest::Client::new();
+    let body = json!({"source": "OUTPUT", "content": [
+        {"text": {"text": Q1, "qualifiers": ["query"]}},
+        {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.", "qualifiers": ["guard_content"]}}
+    ]});
+    let r: Value = client
+        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let f = &r["assessments"][0]["automatedReasoningPolicy"]["findings"][0];
+    assert!(f.get("invalid").is_some(), "{r}");
+    assert_eq!(r["action"], "NONE");
+
+    let bad = client
+        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
+        .json(&json!({"source": "SIDEWAYS", "content": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    assert_eq!(bad.headers()["x-amzn-errortype"], "ValidationException");
+}
