@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Real clients against a running proofgate: the official OpenAI Python client (streaming and
+not) on /v1/chat/completions, and boto3's bedrock-runtime apply_guardrail on the local
+ApplyGuardrail-compatible endpoint.
+
+    official_clients.py PROXY_URL        (exit 0 when every check passes)
+"""
+import sys
+
+import boto3
+import openai
+
+URL = sys.argv[1]
+Q1 = ("I am 70 and visit in the low season without credits. "
+      "What is my admission fee after the senior discount?")
+REWRITTEN = ("In the low season the fee is $37.50; your 40% senior discount brings it to $22.50, "
+             "plus a $10 discount processing fee, so $32.50 before tax.")
+
+client = openai.OpenAI(base_url=URL + "/v1", api_key="sk-test-key", max_retries=0)
+
+# Non-streaming: a verified answer, with proofgate's verdict in the headers and body.
+raw = client.chat.completions.with_raw_response.create(
+    model="gpt-test", messages=[{"role": "user", "content": Q1}])
+completion = raw.parse()
+assert raw.headers["x-proofgate-verdict"] == "VALID", raw.headers
+assert completion.choices[0].message.content == REWRITTEN, completion
+assert completion.model_extra["proofgate"]["verified"] is True
+print("openai client, non-streaming: VALID answer received")
+
+# Streaming: only the verified answer arrives, then the stream ends.
+stream = client.chat.completions.create(
+    model="gpt-test", stream=True, messages=[{"role": "user", "content": Q1}])
+text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
+assert text == REWRITTEN, text
+print("openai client, streaming: VALID answer received")
+
+# boto3 pointed at the local ApplyGuardrail endpoint.
+bedrock = boto3.client("bedrock-runtime", endpoint_url=URL, region_name="us-east-1",
+                       aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+resp = bedrock.apply_guardrail(
+    guardrailIdentifier="local", guardrailVersion="1", source="OUTPUT",
+    content=[{"text": {"text": Q1, "qualifiers": ["query"]}},
+             {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.",
+                       "qualifiers": ["guard_content"]}}])
+findings = resp["assessments"][0]["automatedReasoningPolicy"]["findings"]
+assert "invalid" in findings[0], findings
+rules = [r["identifier"] for r in findings[0]["invalid"].get("contradictingRules", [])]
+assert rules, findings
+print(f"boto3 apply_guardrail: INVALID, contradicting rules {rules}")
+
+try:
+    bedrock.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1", source="OUTPUT",
+                            content=[{"text": {"text": "Q?", "qualifiers": ["query"]}}])
+    raise AssertionError("a request without guard_content must fail")
+except bedrock.exceptions.ValidationException as e:
+    assert "guard_content" in str(e), e
+print("boto3 apply_guardrail: malformed request refused with ValidationException")
