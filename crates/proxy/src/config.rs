@@ -40,14 +40,22 @@ pub struct ServerConfig {
     /// `host:port`.
     #[serde(default = "default_listen")]
     pub listen: String,
+    /// The built web UI served at `/` (relative to the working directory).
+    #[serde(default = "default_web_dir")]
+    pub web_dir: PathBuf,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             listen: default_listen(),
+            web_dir: default_web_dir(),
         }
     }
+}
+
+fn default_web_dir() -> PathBuf {
+    "web/dist".into()
 }
 
 fn default_listen() -> String {

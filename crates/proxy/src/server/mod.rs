@@ -13,8 +13,11 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use proofgate_core::{Effect, Input};
+use axum::http::{HeaderName, HeaderValue};
 use std::sync::Arc;
 use std::time::Duration;
+use tower_http::services::ServeDir;
+use tower_http::set_header::SetResponseHeaderLayer;
 
 async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     let route = req
@@ -46,6 +49,17 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))
+        .fallback_service(ServeDir::new(&app.config.server.web_dir))
+        // z3-solver (the in-page proof checker) needs SharedArrayBuffer, which browsers only
+        // give cross-origin-isolated pages.
+        .layer(SetResponseHeaderLayer::overriding(
+            HeaderName::from_static("cross-origin-opener-policy"),
+            HeaderValue::from_static("same-origin"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            HeaderName::from_static("cross-origin-embedder-policy"),
+            HeaderValue::from_static("require-corp"),
+        ))
         .with_state(app)
 }
 
