@@ -301,8 +301,17 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Loads `file` (if given) and applies `PROOFGATE_*` environment overrides.
+    /// Loads `file` (if given) and applies `PROOFGATE_*` environment overrides, then checks
+    /// the settings the server needs.
     pub fn load(file: Option<&Path>) -> Result<Config, ConfigError> {
+        let config = Self::load_unchecked(file)?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Like [`Config::load`], without the server's cross-field checks (for commands that do
+    /// not serve, e.g. formalizing a policy that does not exist yet).
+    pub fn load_unchecked(file: Option<&Path>) -> Result<Config, ConfigError> {
         let mut fig = Figment::from(Serialized::defaults(Config::default()));
         if let Some(file) = file {
             if !file.exists() {
@@ -313,12 +322,10 @@ impl Config {
             }
             fig = fig.merge(Toml::file(file));
         }
-        let config: Config = fig
+        Ok(fig
             .merge(Env::prefixed("PROOFGATE_").split("__"))
             .extract()
-            .map_err(Box::new)?;
-        config.check()?;
-        Ok(config)
+            .map_err(Box::new)?)
     }
 
     /// Cross-field checks a type cannot express.

@@ -81,9 +81,9 @@ pub fn repair_prompt(errors: &[String]) -> String {
     p
 }
 
-/// The JSON object in a reply: the whole reply, or the part inside a ``` fence, or from the
-/// first `{` to the last `}`.
-fn json_part(reply: &str) -> &str {
+/// The JSON object in an LLM reply: the whole reply, or the part inside a ``` fence, or from
+/// the first `{` to the last `}`.
+pub fn json_part(reply: &str) -> &str {
     let t = reply.trim();
     if let Some(start) = t.find("```") {
         let after = &t[start + 3..];

@@ -142,6 +142,11 @@ impl LocalValidator {
         })
     }
 
+    /// The translators.
+    pub fn translators(&self) -> &[LlmClient] {
+        &self.translators
+    }
+
     /// The policy.
     pub fn model(&self) -> &Arc<PolicyModel> {
         &self.model

@@ -23,6 +23,12 @@ fn openai_python_client_and_boto3_get_verified_answers_and_findings() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
-    assert!(stdout.contains("openai client, streaming: VALID"), "{stdout}");
-    assert!(stdout.contains("boto3 apply_guardrail: INVALID"), "{stdout}");
+    assert!(
+        stdout.contains("openai client, streaming: VALID"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("boto3 apply_guardrail: INVALID"),
+        "{stdout}"
+    );
 }

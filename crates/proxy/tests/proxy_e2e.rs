@@ -121,7 +121,10 @@ async fn invalid_answer_is_rewritten_to_valid() {
         .unwrap();
     let check = &validated.body["evidence"]["checks"][0]["checks"][1];
     assert_eq!(check["expected"], "unsat");
-    assert!(check["script"].as_str().unwrap().contains("(declare-const customerAge Int)"));
+    assert!(check["script"]
+        .as_str()
+        .unwrap()
+        .contains("(declare-const customerAge Int)"));
 }
 
 #[tokio::test]
@@ -133,7 +136,10 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
     assert!(r.content().contains("Is your visit in the low season?"));
-    assert_eq!(r.body["proofgate"]["questions"].as_array().unwrap().len(), 2);
+    assert_eq!(
+        r.body["proofgate"]["questions"].as_array().unwrap().len(),
+        2
+    );
     let thread = r.header("x-proofgate-thread").to_string();
 
     // The user's next message in the same conversation answers the questions.
@@ -145,7 +151,9 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     let r2 = chat(&proxy, conv, &[]).await;
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
-    assert!(r2.content().starts_with("In the low season, without credits, you pay $35.75"));
+    assert!(r2
+        .content()
+        .starts_with("In the low season, without credits, you pay $35.75"));
     let trail = assert_trail_replays(&proxy, &thread).await;
     let last = trail.last().unwrap();
     assert_eq!(
@@ -228,7 +236,10 @@ async fn max_iterations_returns_the_best_answer_marked_not_verified() {
             {"match": "admission fee", "reply": "It costs $30 after the discount."}
         ]}),
     );
-    let proxy = Proxy::start("maxiter", &config(&v1(&llm), "", "[loop]\nmax_iterations = 3\n"));
+    let proxy = Proxy::start(
+        "maxiter",
+        &config(&v1(&llm), "", "[loop]\nmax_iterations = 3\n"),
+    );
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-proofgate-verdict"), "MAX_ITERATIONS");
@@ -237,7 +248,10 @@ async fn max_iterations_returns_the_best_answer_marked_not_verified() {
     assert!(r.content().contains("[proofgate:"), "{}", r.content());
     let thread = r.header("x-proofgate-thread").to_string();
     let trail = assert_trail_replays(&proxy, &thread).await;
-    assert_eq!(trail.last().unwrap().kind.as_str(), "MAX_ITERATIONS_REACHED");
+    assert_eq!(
+        trail.last().unwrap().kind.as_str(),
+        "MAX_ITERATIONS_REACHED"
+    );
 }
 
 #[tokio::test]
@@ -328,7 +342,12 @@ async fn upstream_errors_are_passed_on_clearly() {
         &json!({"rules": [{"match": "admission", "status": 401, "reply": "Incorrect API key provided"}]}),
     );
     let proxy = Proxy::start("upstream", &config(&v1(&llm), "", ""));
-    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[("authorization", "Bearer client-key")]).await;
+    let r = chat(
+        &proxy,
+        json!([{"role": "user", "content": Q1}]),
+        &[("authorization", "Bearer client-key")],
+    )
+    .await;
     assert_eq!(r.status, 401);
     assert_eq!(r.body["error"]["code"], "upstream_error");
     assert!(r.body["error"]["message"]
@@ -343,7 +362,12 @@ async fn upstream_errors_are_passed_on_clearly() {
     assert_eq!(r.status, 502);
     assert_eq!(r.body["error"]["code"], "upstream_unavailable");
 
-    let r = chat(&down, json!([{"role": "system", "content": "only a system message"}]), &[]).await;
+    let r = chat(
+        &down,
+        json!([{"role": "system", "content": "only a system message"}]),
+        &[],
+    )
+    .await;
     assert_eq!(r.status, 400);
     assert!(r.body["error"]["message"]
         .as_str()
@@ -376,7 +400,10 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     assert_eq!(guardrail.received().len(), 3);
     let thread = r.header("x-proofgate-thread").to_string();
     let trail = assert_trail_replays(&proxy, &thread).await;
-    let validated = trail.iter().find(|r| r.kind.as_str() == "VALIDATED").unwrap();
+    let validated = trail
+        .iter()
+        .find(|r| r.kind.as_str() == "VALIDATED")
+        .unwrap();
     assert_eq!(validated.body["evidence"]["validator"], "bedrock");
 }
 
@@ -441,7 +468,10 @@ async fn api_threads_answers_audit_health_and_metrics() {
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("proofgate_verdicts_total{verdict=\"VALID\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("proofgate_verdicts_total{verdict=\"VALID\"} 1"),
+        "{metrics}"
+    );
     assert!(metrics.contains("proofgate_solver_seconds_count"));
     assert!(metrics.contains("route=\"/api/threads/{id}/answers\""));
 }
@@ -476,4 +506,61 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
         .unwrap();
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.headers()["x-amzn-errortype"], "ValidationException");
+}
+
+#[tokio::test]
+async fn policy_authoring_api_lints_generates_tests_and_diffs() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("authoring", &config(&v1(&llm), "", ""));
+    let client = reqwest::Client::new();
+    let park: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let post = |path: &'static str, body: Value| {
+        let client = client.clone();
+        let url = format!("{}{path}", proxy.url);
+        async move {
+            let r = client.post(url).json(&body).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, lint) = post("/api/policies/lint", json!({"policy": park})).await;
+    assert_eq!(status, 200, "{lint}");
+    assert!(lint["issues"].is_array(), "{lint}");
+
+    let (status, generated) = post("/api/policies/gen-tests", json!({"policy": park})).await;
+    assert_eq!(status, 200, "{generated}");
+    let tests = generated["tests"].clone();
+    assert!(
+        !tests["tests"].as_array().unwrap().is_empty(),
+        "{generated}"
+    );
+
+    let (status, report) = post(
+        "/api/policies/test",
+        json!({"policy": park, "tests": tests}),
+    )
+    .await;
+    assert_eq!(status, 200, "{report}");
+    let total = tests["tests"].as_array().unwrap().len() as u64;
+    assert_eq!(report["passed"].as_u64(), Some(total), "{report}");
+    assert_eq!(report["failed"], 0);
+    assert_eq!(report["errors"], 0);
+
+    let mut broken = park.clone();
+    for rule in broken["rules"].as_array_mut().unwrap() {
+        if rule["id"] == "DISCOUNT_RATE" {
+            rule["expression"] =
+                json!("(= discountRate (ite discountApplies (ite usesCredits 0.25 0.30) 0.0))");
+        }
+    }
+    let (status, diff) = post("/api/policies/diff", json!({"old": park, "new": broken})).await;
+    assert_eq!(status, 200, "{diff}");
+    assert!(diff.to_string().contains("DISCOUNT_RATE"), "{diff}");
+
+    let (status, err) = post("/api/policies/lint", json!({"policy": {"rules": 3}})).await;
+    assert_eq!(status, 400, "{err}");
+    assert_eq!(err["error"]["code"], "invalid_request");
 }

@@ -6,8 +6,6 @@ use super::test_runner::{run_suite, Translators};
 use crate::config::{Config, LlmEndpoint};
 use crate::llm::LlmClient;
 use anyhow::{anyhow, bail, Context, Result};
-use figment::providers::{Env, Format, Serialized, Toml};
-use figment::Figment;
 use proofgate_core::findings::Finding;
 use proofgate_core::policy::diff::{ChangeKind, ItemChange};
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, PolicyTestSuite};
@@ -48,14 +46,8 @@ impl LlmArgs {
         let Some(path) = &self.config else {
             return Ok(None);
         };
-        if !path.exists() {
-            bail!("config file {} does not exist", path.display());
-        }
-        let config: Config = Figment::from(Serialized::defaults(Config::default()))
-            .merge(Toml::file(path))
-            .merge(Env::prefixed("PROOFGATE_").split("__"))
-            .extract()
-            .map_err(|e| anyhow!("{}: configuration error: {e}", path.display()))?;
+        let config =
+            Config::load_unchecked(Some(path)).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         Ok(Some(config))
     }
 

@@ -9,6 +9,7 @@
 
 use super::AuthoringError;
 use crate::llm::{ChatMessage, LlmClient};
+use crate::translate::json_part;
 use proofgate_core::policy::definition::{PolicyDefinition, TypeDefinition};
 use proofgate_core::policy::term::TermKind;
 use proofgate_core::policy::{parse_term, PolicyModel, Term, VariableDefinition};
@@ -173,22 +174,6 @@ pub fn repair_prompt(errors: &[String]) -> String {
     }
     p.push_str("Reply again with the corrected JSON only, in the same shape.");
     p
-}
-
-/// The JSON object in a reply: inside a ``` fence, or from the first `{` to the last `}`.
-fn json_part(reply: &str) -> &str {
-    let t = reply.trim();
-    if let Some(start) = t.find("```") {
-        let after = &t[start + 3..];
-        let after = after.strip_prefix("json").unwrap_or(after);
-        if let Some(end) = after.find("```") {
-            return after[..end].trim();
-        }
-    }
-    match (t.find('{'), t.rfind('}')) {
-        (Some(a), Some(b)) if a < b => &t[a..=b],
-        _ => t,
-    }
 }
 
 /// Reads a unit from an LLM reply and checks it against the declarations so far: every

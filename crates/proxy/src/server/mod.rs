@@ -4,16 +4,17 @@ pub mod api;
 pub mod chat;
 pub mod error;
 pub mod guardrail;
+pub mod policies;
 pub mod summary;
 
 use crate::app::{drive, from_stored, now_ms, persist, App, Waits};
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::{HeaderName, HeaderValue};
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::Router;
 use proofgate_core::{Effect, Input};
-use axum::http::{HeaderName, HeaderValue};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_http::services::ServeDir;
@@ -46,6 +47,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/threads/{id}/answers", post(api::answer_thread))
         .route("/api/threads/{id}/audit", get(api::audit_trail))
         .route("/api/policies", get(api::policies))
+        .route("/api/policies/lint", post(policies::lint))
+        .route("/api/policies/test", post(policies::test))
+        .route("/api/policies/gen-tests", post(policies::gen_tests))
+        .route("/api/policies/diff", post(policies::diff))
+        .route("/api/policies/formalize", post(policies::formalize))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))

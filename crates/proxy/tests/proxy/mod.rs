@@ -30,8 +30,11 @@ impl Proxy {
     pub fn start(name: &str, config_toml: &str) -> Proxy {
         let dir = temp_dir(name);
         let config = dir.join("proofgate.toml");
-        std::fs::write(&config, config_toml.replace("{dir}", &dir.display().to_string()))
-            .unwrap();
+        std::fs::write(
+            &config,
+            config_toml.replace("{dir}", &dir.display().to_string()),
+        )
+        .unwrap();
         Self::spawn(config, dir)
     }
 
