@@ -10,7 +10,7 @@ demo: build
     scripts/demo.sh
 
 # Every test: Rust (unit, property, integration), lints, the wasm build and the npm package's tests.
-test: lint test-rust test-node
+test: lint test-rust test-node test-web
 
 # Native build of the workspace (the `proofgate` binary).
 build:
@@ -39,3 +39,14 @@ bench-reasoner:
 
 # All benchmarks.
 bench: bench-reasoner
+
+# Build the page (chat, debug panel, proof view, audit verifier, policy viewer) into web/dist,
+# which `proofgate serve` serves at / (server.web_dir).
+web: wasm
+    cd web && node build.mjs
+
+# End-to-end tests of the page in headless Chromium against `proofgate serve` and a scripted
+# LLM; screenshots of every step in test-output/web/.
+test-web: web
+    cargo build -p proofgate-proxy
+    node --test --test-concurrency=1 tests/web/

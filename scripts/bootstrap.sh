@@ -53,4 +53,21 @@ if ! wasm-bindgen --version 2>/dev/null | grep -q " ${WASM_BINDGEN_VERSION}\$"; 
   cargo install -q wasm-bindgen-cli --version "${WASM_BINDGEN_VERSION}"
 fi
 
+# --- web UI (web/, tests/web/): Chromium for the browser tests; npm packages from the lockfiles,
+# installed again only when a lockfile is newer than what npm ci last installed.
+if ! command -v chromium >/dev/null 2>&1; then
+  log "apt-get install chromium chromium-driver"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium chromium-driver >/dev/null
+fi
+_pg_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+for _pg_dir in "$_pg_root/web" "$_pg_root/tests/web"; do
+  if [ ! -f "$_pg_dir/node_modules/.package-lock.json" ] \
+    || [ "$_pg_dir/package-lock.json" -nt "$_pg_dir/node_modules/.package-lock.json" ]; then
+    log "npm ci in ${_pg_dir#"$_pg_root"/}"
+    (cd "$_pg_dir" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+done
+# --- end web UI ---
+
 log "ready: $(just --version), z3 $(python3 -c 'import z3; print(z3.get_version_string())'), $(wasm-bindgen --version), $(/usr/bin/rustc --version)"

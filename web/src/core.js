@@ -1,0 +1,11 @@
+// The proofgate core (npm package `proofgate`, wasm), initialised once with its embedded bytes.
+import initWasm, { replayAudit, verifyChain, aggregateVerdict } from 'proofgate';
+import wasmBytes from 'proofgate-wasm';
+
+let ready = null;
+export function wasm() {
+  if (!ready) ready = initWasm({ module_or_path: wasmBytes });
+  return ready;
+}
+
+export { replayAudit, verifyChain, aggregateVerdict };

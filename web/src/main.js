@@ -1,0 +1,50 @@
+// The page: a hash router over four views (chat with debug panel and proof view, audit
+// verifier, policy viewer). The `proofgate` wasm package is initialised once, up front.
+import { wasm } from './core.js';
+import { renderChat } from './chat.js';
+import { renderVerifier } from './verify.js';
+import { renderPolicy } from './policy.js';
+import { h, clear } from './util.js';
+
+/** '#/chat/ID/proof?x=1' -> {view: 'chat', parts: ['ID', 'proof'], query} */
+function parseRoute() {
+  const raw = location.hash.replace(/^#\/?/, '');
+  const [path, qs] = raw.split('?');
+  const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
+  const view = parts.shift() || (location.protocol === 'file:' ? 'verify' : 'chat');
+  return { view, parts, query: new URLSearchParams(qs || '') };
+}
+
+let lastView = null;
+
+async function route() {
+  const main = document.getElementById('main');
+  const r = parseRoute();
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    if (a.dataset.nav === r.view) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  const sameView = lastView === r.view;
+  lastView = r.view;
+  try {
+    if (r.view === 'verify') await renderVerifier(main, r, { sameView });
+    else if (r.view === 'policy') await renderPolicy(main, r, { sameView });
+    else await renderChat(main, r, { sameView });
+  } catch (e) {
+    console.error(e);
+    clear(main).appendChild(h('p', { class: 'error', role: 'alert' }, `Something went wrong: ${e.message}`));
+  }
+}
+
+window.addEventListener('hashchange', route);
+window.addEventListener('DOMContentLoaded', async () => {
+  try {
+    await wasm();
+  } catch (e) {
+    clear(document.getElementById('main')).appendChild(
+      h('p', { class: 'error', role: 'alert' }, `The proofgate WebAssembly core could not start: ${e.message}`));
+    return;
+  }
+  document.body.dataset.ready = 'true';
+  route();
+});
