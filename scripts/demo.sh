@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 pg=target/release/proofgate
 work=target/demo
 mkdir -p "$work"
-rm -f "$work"/proofgate.sqlite*
+rm -f "$work"/proofgate.sqlite* "$work"/trail-*.json
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 bold "1. The paper's examples, checked by the local reasoner (Z3 $(python3 -c 'import z3; print(z3.get_version_string())'))"
@@ -43,3 +43,15 @@ echo "   proofgate on $url: local reasoner, policy examples/policies/park-admiss
 
 bold "3. A demo conversation through the proxy (POST $url/v1/chat/completions)"
 python3 scripts/demo_conversation.py "$url"
+
+bold "5. Verifying the trails without trusting the server (proofgate audit)"
+echo "   hash chain + replay of every loop decision (proofgate-core), then every recorded finding's"
+echo "   SMT-LIB re-checked by an independent z3 process"
+for trail in "$work"/trail-*.json; do
+  "$pg" audit "$trail" > "$trail.verified" || true
+  python3 scripts/demo_summary.py "$trail.verified" "$(basename "$trail")"
+done
+echo
+echo "   Trails can also be replayed in Node or a browser with the npm package (just wasm):"
+echo "   node -e \"const p=require('./crates/wasm/pkg'); console.log(p.replayAudit(require('fs').readFileSync('FILE','utf8')))\""
+echo "   The demo server stopped; the SQLite file $work/proofgate.sqlite keeps its threads and trails."

@@ -78,12 +78,12 @@ conv += [{"role": "assistant", "content": reply}, {"role": "user", "content": "L
 t2b, _, pg2b = turn(conv, "question 2, continued: the user answers the follow-up questions")
 assert t2b == t2 and pg2b["verdict"] == "VALID", pg2b
 
-print("\n== 4. The audit trails")
+print("\n\033[1m== 4. The audit trails\033[0m")
 for t in (t1, t2):
     trail = get(f"/api/threads/{t}/audit")
     kinds = [r["kind"] for r in trail]
+    path = f"target/demo/trail-{t}.json"
+    with open(path, "w") as f:
+        json.dump(trail, f)
     print(f"  {URL}/api/threads/{t}/audit  ({len(trail)} records: {' > '.join(kinds)})")
-print("  Each record is hash-chained (SHA-256); replay them with the npm package:")
-print(f"    node -e \"const p=require('./crates/wasm/pkg'); fetch('{URL}/api/threads/{t2}/audit')"
-      ".then(r=>r.text()).then(t=>console.log(p.replayAudit(t)))\"")
-print("  (the demo server stops when this script ends; the SQLite file target/demo/proofgate.sqlite keeps the trails)")
+    print(f"    saved to {path}")

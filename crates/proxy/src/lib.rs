@@ -3,6 +3,7 @@
 //! is made by the core.
 
 pub mod app;
+pub mod audit_check;
 pub mod authoring;
 pub mod bedrock;
 pub mod config;

@@ -51,6 +51,18 @@ enum Command {
         #[arg(long)]
         listen: Option<String>,
     },
+    /// Check an audit trail without trusting the server: hash chain, replay of every loop
+    /// decision, and every finding's logic re-checked by an independent z3 process.
+    Audit {
+        /// The trail (JSON array of records, as GET /api/threads/{id}/audit returns), or `-`.
+        file: PathBuf,
+        /// The z3 binary used to re-check the recorded SMT-LIB scripts.
+        #[arg(long, default_value = "z3")]
+        z3: String,
+        /// Time limit per script, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u64,
+    },
     /// Inspect and vet policies.
     Policy {
         #[command(subcommand)]
@@ -132,6 +144,18 @@ fn load_findings(path: &Path, text: &str) -> Result<Vec<Finding>> {
 
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
+        Command::Audit {
+            file,
+            z3,
+            timeout_ms,
+        } => {
+            let text = read_input(&file)?;
+            let v = proofgate_proxy::audit_check::verify(text.as_bytes(), &z3, timeout_ms);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            if !v.ok {
+                return Ok(ExitCode::from(1));
+            }
+        }
         Command::Serve { config, listen } => {
             proofgate_proxy::server::run(config.as_deref(), listen)?;
         }

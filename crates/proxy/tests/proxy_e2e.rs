@@ -81,6 +81,43 @@ async fn assert_trail_replays(proxy: &Proxy, thread: &str) -> Vec<AuditRecord> {
     trail
 }
 
+/// `proofgate audit` on the trail: replay plus every recorded script through the z3 binary;
+/// then the same trail with one premise altered must fail.
+fn audit_verify_with_independent_z3(trail: &[AuditRecord]) {
+    let dir = proxy::temp_dir("audit");
+    let path = dir.join("trail.json");
+    std::fs::write(&path, serde_json::to_vec(trail).unwrap()).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .arg("audit")
+        .arg(&path)
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(out.status.success(), "{report}");
+    let checks = report["checks"].as_array().unwrap();
+    assert!(checks.len() >= 4, "{report}");
+    assert!(checks
+        .iter()
+        .all(|c| c["ok"] == true && c["answer"] == c["expected"]));
+
+    let tampered = serde_json::to_string(trail)
+        .unwrap()
+        .replace("(= customerAge 70)", "(= customerAge 60)");
+    std::fs::write(&path, tampered).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .arg("audit")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["replay"]["ok"], false);
+    assert!(
+        report["replay"]["failure"]["index"].as_u64().is_some(),
+        "{report}"
+    );
+}
+
 #[tokio::test]
 async fn invalid_answer_is_rewritten_to_valid() {
     let llm = demo_llm();
@@ -155,6 +192,7 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
         .content()
         .starts_with("In the low season, without credits, you pay $35.75"));
     let trail = assert_trail_replays(&proxy, &thread).await;
+    audit_verify_with_independent_z3(&trail);
     let last = trail.last().unwrap();
     assert_eq!(
         last.body["clarifications"][0]["response"]["status"], "ANSWERED",

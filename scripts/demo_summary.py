@@ -1,0 +1,13 @@
+#!/usr/bin/env python3
+"""Prints one line summarising a `proofgate audit` report (for the demo)."""
+import json
+import sys
+
+v = json.load(open(sys.argv[1]))
+r = v["replay"]
+good = sum(c["ok"] for c in v["checks"])
+state = "ok" if r["ok"] else "FAILED at record %s" % r.get("failure", {}).get("index")
+print(f"   {sys.argv[2]}: replay {state} ({r['verifiedRecords']}/{r['records']} records, "
+      f"final status {r.get('status')}); z3 agrees on {good}/{len(v['checks'])} checks"
+      + ("" if v["ok"] else "  <-- NOT VERIFIED"))
+sys.exit(0 if v["ok"] else 1)
