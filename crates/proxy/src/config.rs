@@ -322,10 +322,14 @@ impl Config {
             }
             fig = fig.merge(Toml::file(file));
         }
-        Ok(fig
-            .merge(Env::prefixed("PROOFGATE_").split("__"))
-            .extract()
-            .map_err(Box::new)?)
+        // Only PROOFGATE_<SECTION>__<KEY> and the top-level PROOFGATE_FAILURE_MODE configure
+        // the server; other PROOFGATE_* variables (test settings, CLI keys) are not its own.
+        let env = Env::prefixed("PROOFGATE_")
+            .filter(|k| {
+                k.as_str().contains("__") || k.as_str().eq_ignore_ascii_case("failure_mode")
+            })
+            .split("__");
+        Ok(fig.merge(env).extract().map_err(Box::new)?)
     }
 
     /// Cross-field checks a type cannot express.
@@ -397,6 +401,18 @@ mod tests {
         std::fs::write(&path, "[loop]\nmax_iteration = 3\n").unwrap();
         let err = Config::load(Some(&path)).unwrap_err().to_string();
         assert!(err.contains("max_iteration"), "{err}");
+    }
+
+    #[test]
+    fn environment_overrides_apply_and_unrelated_variables_are_ignored() {
+        // One test sets both, so parallel tests never see half of it.
+        std::env::set_var("PROOFGATE_UPSTREAM__MODEL", "from-env");
+        std::env::set_var("PROOFGATE_SOMETHING_ELSE", "ignored");
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml");
+        let config = Config::load(Some(&path));
+        std::env::remove_var("PROOFGATE_UPSTREAM__MODEL");
+        std::env::remove_var("PROOFGATE_SOMETHING_ELSE");
+        assert_eq!(config.unwrap().upstream.model.as_deref(), Some("from-env"));
     }
 
     #[test]

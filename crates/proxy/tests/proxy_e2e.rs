@@ -602,3 +602,30 @@ async fn policy_authoring_api_lints_generates_tests_and_diffs() {
     assert_eq!(status, 400, "{err}");
     assert_eq!(err["error"]["code"], "invalid_request");
 }
+
+/// Two replicas behind a load balancer share threads through PostgreSQL: a question asked on
+/// one is answered on the other. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set, which
+/// `just test` always does (scripts/with-postgres.sh).
+#[tokio::test]
+async fn two_replicas_share_threads_through_postgres() {
+    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+        eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
+        return;
+    };
+    let llm = demo_llm();
+    let cfg = config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    let a = Proxy::start("replica-a", &cfg);
+    let b = Proxy::start("replica-b", &cfg);
+    let r = chat(&a, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let conv = json!([
+        {"role": "user", "content": Q2},
+        {"role": "assistant", "content": r.content()},
+        {"role": "user", "content": "Low season, and no credits."}
+    ]);
+    let r2 = chat(&b, conv, &[]).await;
+    assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
+    assert_eq!(r2.header("x-proofgate-thread"), thread);
+    assert_trail_replays(&a, &thread).await;
+}
