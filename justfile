@@ -37,8 +37,12 @@ test-node: wasm
 bench-reasoner:
     cargo bench -p proofgate-reasoner
 
+# What the proxy adds: overhead per request and memory (prints figures).
+bench-proxy:
+    cargo bench -p proofgate-proxy --bench overhead
+
 # All benchmarks.
-bench: bench-reasoner
+bench: bench-reasoner bench-proxy
 
 # Build the page (chat, debug panel, proof view, audit verifier, policy viewer) into web/dist,
 # which `proofgate serve` serves at / (server.web_dir).

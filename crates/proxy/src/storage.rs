@@ -89,6 +89,18 @@ impl Store {
             .max_connections(if sqlite { 1 } else { 10 })
             // Fail fast with a clear error rather than hanging a request or a start.
             .acquire_timeout(std::time::Duration::from_secs(5))
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if sqlite {
+                        // WAL with synchronous=NORMAL: a commit no longer waits for an fsync
+                        // of the main file, and a crash still loses no committed transaction
+                        // but at most the last ones (the file stays consistent).
+                        sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
+                        sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
+                    }
+                    Ok(())
+                })
+            })
             .connect(&url)
             .await
             .map_err(db(format!("opening {}", redact(&url))))?;

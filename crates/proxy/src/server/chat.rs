@@ -122,7 +122,7 @@ async fn resumable(
     app: &App,
     req: &ChatRequest,
     headers: &HeaderMap,
-) -> Result<Option<Thread>, ApiError> {
+) -> Result<Option<(Thread, usize)>, ApiError> {
     let stored = match headers.get(THREAD_HEADER).and_then(|v| v.to_str().ok()) {
         Some(id) => {
             let t = app.store.thread(id).await?.ok_or_else(|| {
@@ -146,7 +146,10 @@ async fn resumable(
         None => Ok(None),
         Some(s) => {
             let trail = app.store.audit_trail(&s.id).await?;
-            from_stored(&s, trail).map(Some).map_err(ApiError::internal)
+            let saved = trail.len();
+            from_stored(&s, trail)
+                .map(|t| Some((t, saved)))
+                .map_err(ApiError::internal)
         }
     }
 }
@@ -168,31 +171,31 @@ async fn answer(
     let stream = req.stream;
     let fail = |e: ApiError| (e, stream);
 
-    let (mut thread, upstream, effect) = match resumable(app, &req, headers).await.map_err(fail)? {
-        Some(mut t) => {
-            let text = req.question.trim();
-            let input = if text.eq_ignore_ascii_case("skip") {
-                Input::UserSkipped { now: now_ms() }
-            } else {
-                Input::UserAnswered {
-                    answers: vec![text.to_string()],
-                    now: now_ms(),
-                }
-            };
-            let effect = t
-                .handle(input)
-                .map_err(|e| fail(ApiError::conflict(e.to_string())))?;
-            (t, None, effect)
-        }
-        None => {
-            let (t, upstream) = start_thread(app, &req, headers, waits)
-                .await
-                .map_err(fail)?;
-            let effect = t.start();
-            (t, Some(upstream), effect)
-        }
-    };
-    let saved = persisted_len(app, &thread).await;
+    let (mut thread, upstream, effect, saved) =
+        match resumable(app, &req, headers).await.map_err(fail)? {
+            Some((mut t, saved)) => {
+                let text = req.question.trim();
+                let input = if text.eq_ignore_ascii_case("skip") {
+                    Input::UserSkipped { now: now_ms() }
+                } else {
+                    Input::UserAnswered {
+                        answers: vec![text.to_string()],
+                        now: now_ms(),
+                    }
+                };
+                let effect = t
+                    .handle(input)
+                    .map_err(|e| fail(ApiError::conflict(e.to_string())))?;
+                (t, None, effect, saved)
+            }
+            None => {
+                let (t, upstream) = start_thread(app, &req, headers, waits)
+                    .await
+                    .map_err(fail)?;
+                let effect = t.start();
+                (t, Some(upstream), effect, 0)
+            }
+        };
     let effect = drive(app, &mut thread, effect, waits)
         .await
         .map_err(|e| fail(e.into()))?;
@@ -280,17 +283,6 @@ async fn answer(
         },
         stream,
     ))
-}
-
-/// How many of the thread's audit records are already stored.
-async fn persisted_len(app: &App, thread: &Thread) -> usize {
-    // A new thread has nothing stored; a resumed one has exactly its loaded trail stored,
-    // minus the record(s) `handle` just appended — so count what the store holds.
-    app.store
-        .audit_trail(thread.id())
-        .await
-        .map(|t| t.len())
-        .unwrap_or(0)
 }
 
 fn sse(events: Vec<String>) -> Response {
