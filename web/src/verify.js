@@ -9,7 +9,7 @@ import { runScript, z3Unavailable } from './z3.js';
 const PROBLEMS = {
   EMPTY: 'the trail is empty',
   MALFORMED: 'the record is malformed',
-  HASH_MISMATCH: 'the record\'s hash does not match its content (it was altered)',
+  HASH_MISMATCH: 'hash mismatch',
   SEQ_MISMATCH: 'the record is out of sequence',
   BROKEN_LINK: 'the record does not link to the previous record\'s hash',
   UNSUPPORTED_VERSION: 'unsupported trail format version',
@@ -78,7 +78,7 @@ async function verify(text, source, out) {
     const tr = h('tr', { id: `rec-${i}`, tabindex: '-1', dataset: { index: String(i), kind: r?.kind || '' } },
       h('td', {}, String(r?.seq ?? i)),
       h('td', {}, h('code', {}, r?.kind || '?'), h('div', { class: 'muted small' }, fmtTime(r?.at))),
-      h('td', {}, h('code', { class: 'hash', title: r?.hash || '' }, (r?.hash || '').slice(0, 12))),
+      h('td', {}, h('code', { class: 'hash', title: r?.hash || '' }, (r?.hash || '').slice(0, 8))),
       chainCell, logicCell, h('td', {}, why, det));
     return { tr, chainCell, logicCell, why, state: i < structIdx ? 'pass' : i === structIdx ? 'fail' : 'skip' };
   });
@@ -86,10 +86,10 @@ async function verify(text, source, out) {
   out.append(
     summary,
     failureBox,
-    h('table', { class: 'records' },
+    h('div', { class: 'table-wrap' }, h('table', { class: 'records' },
       h('caption', {}, `${records.length} records${source ? ` from ${source}` : ''}`),
       h('thead', {}, h('tr', {}, ['#', 'Kind', 'Hash', 'Chain and replay', 'Logic (Z3)', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
-      h('tbody', {}, rows.map((r) => r.tr))));
+      h('tbody', {}, rows.map((r) => r.tr)))));
 
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');

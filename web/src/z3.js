@@ -1,69 +1,74 @@
-// Z3 in the page (npm z3-solver): re-runs recorded SMT-LIB scripts and reports the solver's
-// own answer. z3-solver needs SharedArrayBuffer, so the page must be cross-origin isolated
-// (proofgate serve sends COOP/COEP); elsewhere Z3 is reported unavailable.
-import { init } from 'z3-solver/build/browser.js';
-
-let z3Promise = null;
+// Z3 in the page (npm z3-solver), in a dedicated worker (z3-worker.js): re-runs recorded
+// SMT-LIB scripts and reports the solver's own answer. z3-solver needs SharedArrayBuffer, so
+// the page must be cross-origin isolated (proofgate serve sends COOP/COEP); elsewhere Z3 is
+// reported unavailable.
 
 export function z3Unavailable() {
+  if (location.protocol === 'file:') return 'Z3 is unavailable for pages opened from disk (it needs a server that sends COOP/COEP).';
   if (typeof SharedArrayBuffer === 'undefined' || !globalThis.crossOriginIsolated) {
     return 'Z3 is unavailable here: the page is not cross-origin isolated (it needs the Cross-Origin-Opener-Policy and Cross-Origin-Embedder-Policy headers that proofgate serve sends), so SharedArrayBuffer is missing.';
   }
-  if (location.protocol === 'file:') return 'Z3 is unavailable for pages opened from disk.';
   return null;
 }
 
-function loadScript(src) {
-  return new Promise((resolve, reject) => {
-    const s = document.createElement('script');
-    s.src = src;
-    s.onload = resolve;
-    s.onerror = () => reject(new Error(`could not load ${src}`));
-    document.head.appendChild(s);
-  });
+// The first script also loads Z3 (a 35 MB wasm), hence the generous limit.
+const TIMEOUT_MS = 120_000;
+let worker = null;
+let nextId = 1;
+const pending = new Map();
+
+function failAll(err) {
+  for (const p of pending.values()) p.reject(err);
+  pending.clear();
 }
 
-/** Loads Z3 once (z3-built.js as a classic script, then its 35 MB wasm). */
-export function loadZ3() {
-  const why = z3Unavailable();
-  if (why) return Promise.reject(new Error(why));
-  if (!z3Promise) {
-    z3Promise = (async () => {
-      if (!globalThis.initZ3) await loadScript('z3-built.js');
-      const api = await init();
-      const version = api.Z3.get_full_version ? api.Z3.get_full_version() : 'z3-solver';
-      return { Z3: api.Z3, em: api.em, version };
-    })();
-    z3Promise.catch(() => { z3Promise = null; });
+function getWorker() {
+  if (!worker) {
+    worker = new Worker('z3-worker.js');
+    worker.onmessage = (ev) => {
+      const p = pending.get(ev.data.id);
+      if (!p) return;
+      pending.delete(ev.data.id);
+      if (ev.data.error !== undefined) p.reject(new Error(ev.data.error));
+      else p.resolve(ev.data.out);
+    };
+    worker.onerror = (ev) => {
+      ev.preventDefault?.();
+      const w = worker;
+      worker = null;
+      w?.terminate();
+      failAll(new Error(`Z3 failed to start: ${ev.message || 'worker error'}`));
+    };
   }
-  return z3Promise;
+  return worker;
 }
 
-let queue = Promise.resolve();
-
-/** Runs one complete SMT-LIB script in a fresh context; resolves to 'sat' | 'unsat' | 'unknown' | other output. */
-export function runScript(script) {
-  // One script at a time: z3-solver serializes async calls anyway, and results stay in order.
-  const run = queue.then(async () => {
-    const { Z3, em } = await loadZ3();
-    const cfg = Z3.mk_config();
-    const ctx = Z3.mk_context_rc(cfg);
-    Z3.del_config(cfg);
-    // z3-solver's own eval_smtlib2_string passes the script on the C stack, which is reused
-    // before its solver thread has read it (long scripts come back garbled). The script goes
-    // on the heap instead, freed once the solver is done. (Memory is fixed-size: no growth.)
-    const bytes = new TextEncoder().encode(script);
-    const ptr = em._malloc(bytes.length + 1);
-    em.HEAPU8.set(bytes, ptr);
-    em.HEAPU8[ptr + bytes.length] = 0;
-    try {
-      const out = await em.async_call(() => em.ccall('async_Z3_eval_smtlib2_string', 'void', ['number', 'number'], [ctx, ptr]));
-      return String(out).trim();
-    } finally {
-      em._free(ptr);
-      Z3.del_context(ctx);
-    }
+function once(script) {
+  return new Promise((resolve, reject) => {
+    const id = nextId++;
+    const w = getWorker();
+    const timer = setTimeout(() => {
+      // A stuck solver: drop the worker (and everything queued on it); the next call starts afresh.
+      if (worker === w) worker = null;
+      w.terminate();
+      failAll(Object.assign(new Error(`Z3 gave no answer within ${TIMEOUT_MS / 1000} s`), { timeout: true }));
+    }, TIMEOUT_MS);
+    pending.set(id, {
+      resolve: (v) => { clearTimeout(timer); resolve(v); },
+      reject: (e) => { clearTimeout(timer); reject(e); },
+    });
+    w.postMessage({ id, script });
   });
-  queue = run.catch(() => {});
-  return run;
+}
+
+/** Runs one complete SMT-LIB script in a fresh Z3 context: 'sat' | 'unsat' | 'unknown' | the output. */
+export async function runScript(script) {
+  const why = z3Unavailable();
+  if (why) throw new Error(why);
+  try {
+    return await once(script);
+  } catch (e) {
+    if (!e.timeout) throw e;
+    return once(script); // once more, in a fresh worker
+  }
 }

@@ -1,0 +1,119 @@
+// Starts what the browser tests need: the scripted LLM (recorded replies), `proofgate serve`
+// with the demo configuration and its own SQLite file, a plain static server over web/dist
+// (no COOP/COEP, like any static host), and headless Debian Chromium.
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:http';
+import { mkdtempSync, readFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const dist = path.join(root, 'web', 'dist');
+export const shots = path.join(root, 'test-output', 'web');
+
+function waitForLine(child, pattern, what, timeoutMs = 60000) {
+  return new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(`${what} did not start within ${timeoutMs} ms:\n${seen}`)), timeoutMs);
+    const onData = (d) => {
+      seen += d.toString();
+      const m = pattern.exec(seen);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m);
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', (d) => { seen += d.toString(); });
+    child.on('exit', (code) => { clearTimeout(timer); reject(new Error(`${what} exited (${code}):\n${seen}`)); });
+  });
+}
+
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.wasm': 'application/wasm', '.json': 'application/json', '.map': 'application/json' };
+
+/** A static file server over `dir` without any cross-origin isolation headers. */
+function staticServer(dir) {
+  const server = createServer((req, res) => {
+    const rel = decodeURIComponent(new URL(req.url, 'http://x').pathname).replace(/^\/+/, '') || 'index.html';
+    const file = path.resolve(dir, rel);
+    if (!file.startsWith(dir) || !existsSync(file)) {
+      res.writeHead(404).end('not found');
+      return;
+    }
+    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] || 'application/octet-stream' });
+    res.end(readFileSync(file));
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
+}
+
+export async function start() {
+  if (!existsSync(path.join(dist, 'index.html'))) throw new Error('web/dist is missing: run `just web` first');
+  const bin = process.env.PROOFGATE_BIN || path.join(root, 'target', 'debug', 'proofgate');
+  if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`cargo build -p proofgate-proxy\``);
+  rmSync(shots, { recursive: true, force: true });
+  mkdirSync(shots, { recursive: true });
+  const work = mkdtempSync(path.join(tmpdir(), 'proofgate-web-'));
+  const children = [];
+
+  const llm = spawn('python3', [path.join(root, 'tests/support/scripted_llm.py'), path.join(root, 'examples/demo/recorded-llm.json')],
+    { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(llm);
+  const [, llmPort] = await waitForLine(llm, /listening on (\d+)/, 'scripted LLM');
+
+  const env = {
+    ...process.env,
+    PROOFGATE_UPSTREAM__BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
+    PROOFGATE_REWRITER__BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
+    PROOFGATE_STORAGE__URL: `sqlite://${work}/proofgate.sqlite`,
+    RUST_LOG: process.env.RUST_LOG || 'warn',
+  };
+  const pg = spawn(bin, ['serve', '--config', 'examples/demo/proofgate.toml', '--listen', '127.0.0.1:0'], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(pg);
+  const [, url] = await waitForLine(pg, /proofgate listening on (http:\/\/\S+)/, 'proofgate serve');
+
+  const statik = await staticServer(dist);
+  const staticUrl = `http://127.0.0.1:${statik.address().port}`;
+
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+
+  return {
+    url: url.replace(/\/$/, ''),
+    staticUrl,
+    work,
+    browser,
+    async stop() {
+      await browser.close().catch(() => {});
+      statik.close();
+      for (const c of children) c.kill('SIGTERM');
+      rmSync(work, { recursive: true, force: true });
+    },
+  };
+}
+
+/** A page that records failed requests, page errors and any request leaving the given origins. */
+export async function newPage(env, viewport, origins) {
+  const context = await env.browser.newContext({ viewport, acceptDownloads: false });
+  const page = await context.newPage();
+  page.problems = [];
+  page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+  page.on('request', (r) => {
+    const u = r.url();
+    if (!origins.some((o) => u.startsWith(o)) && !/^(data|blob|file):/.test(u)) page.problems.push(`external request: ${u}`);
+  });
+  page.on('response', (r) => { if (r.status() >= 500) page.problems.push(`HTTP ${r.status()} ${r.url()}`); });
+  return page;
+}
+
+let n = 0;
+export async function shot(page, name, opts = {}) {
+  n += 1;
+  const file = path.join(shots, `${String(n).padStart(2, '0')}-${name}.png`);
+  await page.screenshot({ path: file, ...opts });
+  return file;
+}
