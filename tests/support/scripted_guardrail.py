@@ -21,6 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 LOCK = threading.Lock()
 RECEIVED = []
 ROUTE = re.compile(r"^/guardrail/([^/]+)/version/([^/]+)/apply$")
+CONVERSE = re.compile(r"^/model/([^/]+)/converse$")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -45,6 +46,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+        c = CONVERSE.match(self.path)
+        if c:
+            self.converse(c.group(1), body)
+            return
         m = ROUTE.match(self.path)
         if not m:
             self.send(404, {"message": f"no route {self.path}"})
@@ -79,6 +84,23 @@ class Handler(BaseHTTPRequestHandler):
             "assessments": [{"automatedReasoningPolicy": {"findings": findings},
                              "invocationMetrics": {"guardrailProcessingLatency": 5}}],
         })
+
+
+    def converse(self, model_id, body):
+        """Bedrock Converse: answers from `converse_rules` [{match, reply}] (RECORDED replies)."""
+        with LOCK:
+            RECEIVED.append({"path": self.path, "body": body})
+        text = "\n".join(block.get("text", "") for m in body.get("messages", [])
+                         for block in m.get("content", []))
+        reply = next((r["reply"] for r in self.server.script.get("converse_rules", [])
+                      if r["match"].lower() in text.lower()), None)
+        if reply is None:
+            self.send(400, {"message": "no recorded reply matches"}, [("x-amzn-errortype", "ValidationException")])
+            return
+        self.send(200, {"output": {"message": {"role": "assistant", "content": [{"text": reply}]}},
+                        "stopReason": "end_turn",
+                        "usage": {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15},
+                        "metrics": {"latencyMs": 3}})
 
 
 def main():

@@ -100,3 +100,49 @@ async fn client_errors_are_not_retried() {
     assert!(g.validate("Q", "A").await.is_err());
     assert_eq!(server.received().len(), 1);
 }
+
+#[tokio::test]
+async fn bedrock_converse_is_an_llm_option() {
+    use proofgate_proxy::config::{LlmEndpoint, LlmKind};
+    use proofgate_proxy::llm::{ChatMessage, LlmClient};
+    aws_env();
+    let server = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": [{"match": "admission", "reply": "DECISION: REWRITE\nANSWER: $10."}]}),
+    );
+    let client = LlmClient::new(LlmEndpoint {
+        kind: LlmKind::Bedrock,
+        base_url: server.url(),
+        model: Some("anthropic.claude-test".into()),
+        region: Some("us-east-1".into()),
+        temperature: Some(0.0),
+        ..LlmEndpoint::default()
+    })
+    .await
+    .unwrap();
+    let reply = client
+        .complete(&[
+            ChatMessage {
+                role: "system".into(),
+                content: "Be exact.".into(),
+            },
+            ChatMessage::user("How much is admission?"),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(reply.text, "DECISION: REWRITE\nANSWER: $10.");
+    assert_eq!(reply.model, "anthropic.claude-test");
+    let req = &server.received()[0];
+    assert_eq!(req["path"], "/model/anthropic.claude-test/converse");
+    assert_eq!(req["body"]["system"][0]["text"], "Be exact.");
+    assert_eq!(req["body"]["messages"][0]["role"], "user");
+
+    let err = client
+        .complete(&[ChatMessage::user("nothing recorded for this")])
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("bedrock:anthropic.claude-test"),
+        "{err}"
+    );
+}
