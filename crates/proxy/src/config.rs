@@ -43,6 +43,9 @@ pub struct ServerConfig {
     /// The built web UI served at `/` (relative to the working directory).
     #[serde(default = "default_web_dir")]
     pub web_dir: PathBuf,
+    /// How often overdue follow-up questions are timed out and stale threads deleted.
+    #[serde(default = "default_maintenance_interval_ms")]
+    pub maintenance_interval_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -50,8 +53,13 @@ impl Default for ServerConfig {
         ServerConfig {
             listen: default_listen(),
             web_dir: default_web_dir(),
+            maintenance_interval_ms: default_maintenance_interval_ms(),
         }
     }
+}
+
+fn default_maintenance_interval_ms() -> u64 {
+    30_000
 }
 
 fn default_web_dir() -> PathBuf {

@@ -629,3 +629,48 @@ async fn two_replicas_share_threads_through_postgres() {
     assert_eq!(r2.header("x-proofgate-thread"), thread);
     assert_trail_replays(&a, &thread).await;
 }
+
+#[tokio::test]
+async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
+    let tr = |premises: &[&str], claim: &str| {
+        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
+    };
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "If you visit in the low season"],
+             "reply": tr(&["(= customerAge 70)", "isLowSeason", "(not usesCredits)"], "(= totalExpense 35.75)")},
+            {"match": ["You translate", "As a senior you pay $35.75"],
+             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
+            {"match": "did not answer your follow-up questions",
+             "reply": "If you visit in the low season without credits, you pay $35.75 including tax."},
+            {"match": "DECISION",
+             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?"},
+            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
+        ]}),
+    );
+    let cfg = config(
+        &v1(&llm),
+        "",
+        "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 200\n",
+    );
+    let proxy = Proxy::start("timeout", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let mut t = Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        t = get(&proxy, &format!("/api/threads/{thread}")).await;
+        if t["status"] == "done" {
+            break;
+        }
+    }
+    assert_eq!(t["status"], "done", "{t}");
+    assert_eq!(t["verdict"], "VALID", "{t}");
+    assert_eq!(
+        t["clarifications"][0]["response"]["status"], "TIMED_OUT",
+        "{t}"
+    );
+    assert_trail_replays(&proxy, &thread).await;
+}

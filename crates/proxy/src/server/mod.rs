@@ -118,7 +118,8 @@ fn effect_name(e: &Effect) -> &'static str {
 
 /// Serves until the process is stopped.
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
-    tokio::spawn(maintain(app.clone(), Duration::from_secs(30)));
+    let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
+    tokio::spawn(maintain(app.clone(), every));
     axum::serve(listener, router(app)).await
 }
 

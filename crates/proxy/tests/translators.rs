@@ -1,0 +1,103 @@
+//! LLM translators over HTTP: errors sent back for repair, bounded; failures never count as
+//! agreement.
+
+mod scripted;
+
+use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_proxy::config::LlmEndpoint;
+use proofgate_proxy::llm::LlmClient;
+use proofgate_proxy::translate::translate;
+use scripted::{repo_root, Server};
+use serde_json::json;
+
+fn park() -> PolicyModel {
+    let text =
+        std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json")).unwrap();
+    PolicyModel::from_definition(PolicyDefinition::from_json(&text).unwrap(), None).unwrap()
+}
+
+async fn clients(url: &str, k: usize) -> Vec<LlmClient> {
+    let mut out = Vec::new();
+    for _ in 0..k {
+        out.push(
+            LlmClient::new(LlmEndpoint {
+                base_url: url.to_string(),
+                model: Some("t".into()),
+                timeout_ms: 5_000,
+                ..LlmEndpoint::default()
+            })
+            .await
+            .unwrap(),
+        );
+    }
+    out
+}
+
+fn script() -> serde_json::Value {
+    json!({"rules": [
+        {"match": "Your reply could not be used",
+         "reply": json!({"pairs": [{"premises": ["(= customerAge 70)"], "claims": ["(= ageClass SENIOR)"]}]}).to_string()},
+        {"match": "You translate",
+         "reply": json!({"pairs": [{"premises": ["(= agee 70)"], "claims": ["(= ageClass SENIOR)"]}]}).to_string()}
+    ]})
+}
+
+#[tokio::test]
+async fn errors_are_sent_back_and_the_repair_is_used() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let model = park();
+    let out = translate(
+        &clients(&format!("{}/v1", llm.url()), 2).await,
+        &model,
+        "I am 70.",
+        "You are a senior.",
+        2,
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.failures, vec![None, None]);
+    assert_eq!(
+        out.outputs[0].pairs[0].premises[0].logic.as_deref(),
+        Some("(= customerAge 70)")
+    );
+    // The repair request carried the error that names the unknown variable.
+    let received = llm.received();
+    let repair = received
+        .iter()
+        .find(|r| r["body"]["messages"].as_array().unwrap().len() == 3)
+        .expect("a repair request");
+    let text = repair["body"]["messages"][2]["content"].as_str().unwrap();
+    assert!(text.contains("agee"), "{text}");
+}
+
+#[tokio::test]
+async fn without_repairs_a_bad_reply_is_a_failure_not_a_translation() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let model = park();
+    let out = translate(
+        &clients(&format!("{}/v1", llm.url()), 1).await,
+        &model,
+        "I am 70.",
+        "You are a senior.",
+        0,
+    )
+    .await
+    .unwrap();
+    assert!(out.outputs[0].pairs.is_empty());
+    assert!(out.failures[0].as_deref().unwrap().contains("agee"));
+}
+
+#[tokio::test]
+async fn all_translators_down_is_an_error() {
+    let model = park();
+    let err = translate(
+        &clients("http://127.0.0.1:9/v1", 2).await,
+        &model,
+        "Q",
+        "A",
+        1,
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("no translator answered"), "{err}");
+}
