@@ -6,7 +6,7 @@
 //! keeps integers integers and every record exactly as a stored trail file has it.
 
 use proofgate_core::audit::{replay_json, verify_chain_json};
-use proofgate_core::thread::{Input, Thread, ThreadConfig};
+use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 use wasm_bindgen::prelude::*;
@@ -174,6 +174,36 @@ impl WasmThread {
             None => random_uuid().unwrap_or_else(|_| format!("thread-{now}")),
         };
         let inner = Thread::new(config, id, question, now)
+            .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+        Ok(WasmThread { inner })
+    }
+
+    /// Creates a thread whose first answer is already known (e.g. your chatbot's own reply):
+    /// its first effect validates that answer. `answer` is `{text, model?, source}`.
+    #[wasm_bindgen(js_name = withAnswer)]
+    pub fn with_answer(
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        question: String,
+        #[wasm_bindgen(unchecked_param_type = "{ text: string; model?: string; source: string }")]
+        answer: JsValue,
+        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
+        now: Option<f64>,
+    ) -> Result<WasmThread, JsError> {
+        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let config: ThreadConfig = if config.is_undefined() || config.is_null() {
+            ThreadConfig::default()
+        } else {
+            from_json(
+                &json_text(&config, "the configuration")?,
+                "the configuration",
+            )?
+        };
+        let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
+        let id = match thread_id {
+            Some(id) => id,
+            None => random_uuid().unwrap_or_else(|_| format!("thread-{now}")),
+        };
+        let inner = Thread::with_answer(config, id, question, answer, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
         Ok(WasmThread { inner })
     }

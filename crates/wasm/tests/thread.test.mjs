@@ -104,3 +104,13 @@ test('an IMPOSSIBLE explanation is validated before it is returned', () => {
   assert.equal(t.auditTrail().at(-1).kind, 'IMPOSSIBLE_RESPONSE');
   assert.deepEqual(t.auditTrail().at(-1).body.evidence, { smt: '(check-sat)' });
 });
+
+test('Thread.withAnswer validates the given answer first and its trail replays', () => {
+  const t = Thread.withAnswer(null, 'How much?', { text: '$7.', source: 'upstream' }, 't-given', 1000);
+  assert.deepEqual(t.start(), { type: 'Validate', question: 'How much?', answer: '$7.' });
+  const done = t.handle({ type: 'Validated', findings: [{ valid: {} }], now: 1001 });
+  assert.equal(done.type, 'Finish');
+  assert.equal(done.status, 'VALID');
+  assert.equal(replayAudit(t.auditTrail()).ok, true);
+  assert.throws(() => Thread.withAnswer(null, 'Q?', { text: ' ', source: 'user' }), /given answer is empty/);
+});
