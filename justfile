@@ -18,7 +18,7 @@ build:
 
 # Rust unit, property and integration tests (storage tests also against a throwaway PostgreSQL).
 test-rust:
-    scripts/with-postgres.sh cargo test --workspace --all-targets
+    scripts/with-postgres.sh cargo test --workspace --all-targets --no-fail-fast
 
 # Formatting and clippy, warnings as errors.
 lint:
