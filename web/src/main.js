@@ -4,7 +4,7 @@ import { wasm } from './core.js';
 import { renderChat } from './chat.js';
 import { renderVerifier } from './verify.js';
 import { renderPolicy } from './policy.js';
-import { h, clear } from './util.js';
+import { h, clear, announce } from './util.js';
 
 /** '#/chat/ID/proof?x=1' -> {view: 'chat', parts: ['ID', 'proof'], query} */
 function parseRoute() {
@@ -18,6 +18,7 @@ function parseRoute() {
 let lastView = null;
 
 async function route() {
+  announce('');
   const main = document.getElementById('main');
   const r = parseRoute();
   for (const a of document.querySelectorAll('[data-nav]')) {
