@@ -2,7 +2,11 @@
 # Installs everything the build and tests need on a bare machine of this kind.
 # Idempotent: each step checks first, so a second run takes a few seconds.
 # Source it (`. scripts/bootstrap.sh`) to also get the environment (Z3 paths, PATH).
+# PROOFGATE_SETUP=demo installs only what the main job needs (Rust is on the base image; Z3 and
+# just come from PyPI), so `./run demo` is quick on a bare machine; the default (`all`) adds
+# the wasm toolchain, PostgreSQL, the Python clients and the browser-test tools.
 set -euo pipefail
+setup_mode=${PROOFGATE_SETUP:-all}
 
 WASM_BINDGEN_VERSION=0.2.130
 Z3_VERSION=5.4.0.0
@@ -16,10 +20,12 @@ export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
 
 # Debian packages: the newer rustc with std sources for the wasm32 build, lld for linking it.
 need_apt=()
-dpkg -s postgresql >/dev/null 2>&1 || need_apt+=(postgresql)
-[ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] || need_apt+=(rustc-web cargo-web)
-dpkg -s rust-web-src >/dev/null 2>&1 || need_apt+=(rust-web-src)
-dpkg -s lld-22 >/dev/null 2>&1 || need_apt+=(lld-22)
+if [ "$setup_mode" = all ]; then
+  dpkg -s postgresql >/dev/null 2>&1 || need_apt+=(postgresql)
+  [ -x /usr/bin/rustc ] && [ -x /usr/bin/cargo ] || need_apt+=(rustc-web cargo-web)
+  dpkg -s rust-web-src >/dev/null 2>&1 || need_apt+=(rust-web-src)
+  dpkg -s lld-22 >/dev/null 2>&1 || need_apt+=(lld-22)
+fi
 if [ ${#need_apt[@]} -gt 0 ]; then
   log "apt-get install ${need_apt[*]}"
   as_root apt-get update -qq
@@ -32,7 +38,9 @@ command -v just >/dev/null 2>&1 || pip_install+=("rust-just==${JUST_VERSION}")
 python3 -c "import z3, sys; sys.exit(0 if z3.get_version_string()=='${Z3_VERSION%.*}' else 1)" 2>/dev/null \
   || pip_install+=("z3-solver==${Z3_VERSION}")
 # Real clients for the end-to-end tests: the official OpenAI client and boto3.
-python3 -c "import openai, boto3" 2>/dev/null || pip_install+=(openai boto3)
+if [ "$setup_mode" = all ]; then
+  python3 -c "import openai, boto3" 2>/dev/null || pip_install+=(openai boto3)
+fi
 if [ ${#pip_install[@]} -gt 0 ]; then
   log "pip install ${pip_install[*]}"
   python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "${pip_install[@]}"
@@ -44,6 +52,11 @@ export Z3_LIBRARY_PATH_OVERRIDE="$Z3_DIR/lib"
 export Z3_SYS_Z3_HEADER="$Z3_DIR/include/z3.h"
 export LD_LIBRARY_PATH="$Z3_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export PATH="$Z3_DIR/bin:$PATH"
+
+if [ "$setup_mode" != all ]; then
+  log "ready for the demo: $(just --version), z3 $(python3 -c 'import z3; print(z3.get_version_string())')"
+  return 0 2>/dev/null || exit 0
+fi
 
 # The wasm-bindgen CLI must match the pinned crate version exactly.
 if ! wasm-bindgen --version 2>/dev/null | grep -q " ${WASM_BINDGEN_VERSION}\$"; then
