@@ -216,70 +216,98 @@ pub struct DriveError {
     pub source: proofgate_core::ThreadError,
 }
 
-/// Runs the thread from `effect` until it asks the user something or finishes.
+/// Performs one effect (an LLM call or a validation) and returns the input it produced;
+/// `None` when the effect is for the caller (questions for the user, or the end).
+async fn perform(app: &App, effect: &Effect, waits: &mut Waits) -> Option<Input> {
+    Some(match effect {
+        Effect::AskUser { .. } | Effect::Finish(_) => return None,
+        Effect::CallLlm { prompt, .. } => {
+            let started = Instant::now();
+            let reply = app.rewriter.complete(&[ChatMessage::user(prompt)]).await;
+            let took = started.elapsed();
+            waits.rewriter += took;
+            app.metrics.observe(Stage::Rewriter, took);
+            match reply {
+                Ok(r) => Input::LlmReplied {
+                    text: r.text,
+                    model: Some(r.model),
+                    now: now_ms(),
+                },
+                Err(e) => {
+                    waits.failed = Some(FailedCall::Rewriter);
+                    Input::Failed {
+                        reason: format!("rewriting LLM: {e}"),
+                        now: now_ms(),
+                    }
+                }
+            }
+        }
+        Effect::Validate { question, answer } => {
+            let started = Instant::now();
+            let result = app.validator.validate(question, answer).await;
+            let took = started.elapsed();
+            waits.validator += took;
+            match result {
+                Ok(v) => {
+                    app.metrics.observe(Stage::Translation, v.translation_time);
+                    app.metrics.observe(Stage::Solver, v.solver_time);
+                    if !v.guardrail_time.is_zero() {
+                        app.metrics.observe(Stage::Guardrail, v.guardrail_time);
+                    }
+                    Input::Validated {
+                        findings: v.findings,
+                        evidence: Some(v.evidence),
+                        now: now_ms(),
+                    }
+                }
+                Err(e) => {
+                    waits.failed = Some(FailedCall::Validator);
+                    Input::Failed {
+                        reason: format!("validator: {e}"),
+                        now: now_ms(),
+                    }
+                }
+            }
+        }
+    })
+}
+
+fn advance(thread: &mut Thread, input: Input) -> Result<Effect, DriveError> {
+    thread.handle(input).map_err(|source| DriveError {
+        thread: thread.id().to_string(),
+        source,
+    })
+}
+
+/// Runs the thread from `effect` until it asks the user something or finishes. The caller
+/// persists the thread once at the end (the chat endpoint: one write per request).
 pub async fn drive(
     app: &App,
     thread: &mut Thread,
     mut effect: Effect,
     waits: &mut Waits,
 ) -> Result<Effect, DriveError> {
-    loop {
-        let input = match &effect {
-            Effect::AskUser { .. } | Effect::Finish(_) => return Ok(effect),
-            Effect::CallLlm { prompt, .. } => {
-                let started = Instant::now();
-                let reply = app.rewriter.complete(&[ChatMessage::user(prompt)]).await;
-                let took = started.elapsed();
-                waits.rewriter += took;
-                app.metrics.observe(Stage::Rewriter, took);
-                match reply {
-                    Ok(r) => Input::LlmReplied {
-                        text: r.text,
-                        model: Some(r.model),
-                        now: now_ms(),
-                    },
-                    Err(e) => {
-                        waits.failed = Some(FailedCall::Rewriter);
-                        Input::Failed {
-                            reason: format!("rewriting LLM: {e}"),
-                            now: now_ms(),
-                        }
-                    }
-                }
-            }
-            Effect::Validate { question, answer } => {
-                let started = Instant::now();
-                let result = app.validator.validate(question, answer).await;
-                let took = started.elapsed();
-                waits.validator += took;
-                match result {
-                    Ok(v) => {
-                        app.metrics.observe(Stage::Translation, v.translation_time);
-                        app.metrics.observe(Stage::Solver, v.solver_time);
-                        if !v.guardrail_time.is_zero() {
-                            app.metrics.observe(Stage::Guardrail, v.guardrail_time);
-                        }
-                        Input::Validated {
-                            findings: v.findings,
-                            evidence: Some(v.evidence),
-                            now: now_ms(),
-                        }
-                    }
-                    Err(e) => {
-                        waits.failed = Some(FailedCall::Validator);
-                        Input::Failed {
-                            reason: format!("validator: {e}"),
-                            now: now_ms(),
-                        }
-                    }
-                }
-            }
-        };
-        effect = thread.handle(input).map_err(|source| DriveError {
-            thread: thread.id().to_string(),
-            source,
-        })?;
+    while let Some(input) = perform(app, &effect, waits).await {
+        effect = advance(thread, input)?;
     }
+    Ok(effect)
+}
+
+/// Like [`drive`], saving the thread after every step so that others (the web UI polling
+/// `GET /api/threads/{id}`) see its progress. `saved` is how many audit records are stored.
+pub async fn drive_saving_each_step(
+    app: &App,
+    thread: &mut Thread,
+    mut effect: Effect,
+    saved: &mut usize,
+) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
+    let mut waits = Waits::default();
+    while let Some(input) = perform(app, &effect, &mut waits).await {
+        effect = advance(thread, input)?;
+        persist(app, thread, *saved, None).await?;
+        *saved = thread.audit_trail().len();
+    }
+    Ok(effect)
 }
 
 /// The status column for a thread.

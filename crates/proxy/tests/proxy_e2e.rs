@@ -674,3 +674,50 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
     );
     assert_trail_replays(&proxy, &thread).await;
 }
+
+#[tokio::test]
+async fn background_threads_save_each_step_and_config_has_no_secrets() {
+    let llm = demo_llm();
+    let cfg = config(&v1(&llm), "", "").replace(
+        "model = \"recorded-chatbot\"",
+        "model = \"recorded-chatbot\"\napi_key = \"sk-secret-upstream\"",
+    );
+    let proxy = Proxy::start("background", &cfg);
+    let client = reqwest::Client::new();
+    let resp = client
+        .post(format!("{}/api/threads", proxy.url))
+        .json(&json!({"question": Q1, "wait": false}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let t: Value = resp.json().await.unwrap();
+    assert_eq!(t["status"], "processing");
+    let id = t["id"].as_str().unwrap().to_string();
+    let mut seen_steps = std::collections::BTreeSet::new();
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = get(&proxy, &format!("/api/threads/{id}")).await;
+        seen_steps.insert(view["steps"].as_array().map(Vec::len).unwrap_or(0));
+        if view["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(view["verdict"], "VALID");
+    assert!(!seen_steps.is_empty());
+    assert_trail_replays(&proxy, &id).await;
+
+    let config = get(&proxy, "/api/config").await;
+    assert_eq!(config["validator"]["kind"], "local");
+    assert_eq!(
+        config["validator"]["translators"].as_array().unwrap().len(),
+        3
+    );
+    assert_eq!(config["upstream"]["apiKeyConfigured"], true);
+    assert!(
+        !config.to_string().contains("sk-secret-upstream"),
+        "{config}"
+    );
+}

@@ -2,13 +2,15 @@
 
 use super::error::ApiError;
 use super::summary::thread_view;
-use crate::app::{drive, from_stored, now_ms, persist, status_of, App, Waits};
+use crate::app::{
+    drive, drive_saving_each_step, from_stored, now_ms, persist, status_of, App, Waits,
+};
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::Json;
 use proofgate_core::thread::GivenAnswer;
-use proofgate_core::{Input, Thread};
+use proofgate_core::{Effect, Input, Thread};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
@@ -22,6 +24,14 @@ pub struct NewThread {
     /// An answer to check instead of generating one.
     #[serde(default)]
     pub answer: Option<String>,
+    /// `true` (default): reply once the loop stops. `false`: reply 202 at once and run the
+    /// loop in the background, saving each step (poll `GET /api/threads/{id}`).
+    #[serde(default = "yes")]
+    pub wait: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `POST /api/threads/{id}/answers` body.
@@ -34,6 +44,21 @@ pub struct Answers {
     /// Skip the questions instead.
     #[serde(default)]
     pub skip: bool,
+    /// As for `POST /api/threads`.
+    #[serde(default = "yes")]
+    pub wait: bool,
+}
+
+/// Runs the loop for a thread in the background, saving every step; failures are logged
+/// and the thread stays as last saved.
+fn run_in_background(app: Arc<App>, mut thread: Thread, effect: Effect, mut saved: usize) {
+    tokio::spawn(async move {
+        match drive_saving_each_step(&app, &mut thread, effect, &mut saved).await {
+            Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),
+            Ok(_) => {}
+            Err(e) => tracing::error!("thread {}: {e}", thread.id()),
+        }
+    });
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
@@ -77,6 +102,13 @@ pub async fn create_thread(
     };
     let mut thread = thread.map_err(|e| ApiError::bad_request(e.to_string()))?;
     let effect = thread.start();
+    if !req.wait {
+        persist(&app, &thread, 0, None).await?;
+        let view = thread_view(&thread, status_of(&thread));
+        let saved = thread.audit_trail().len();
+        run_in_background(app, thread, effect, saved);
+        return Ok((StatusCode::ACCEPTED, Json(view)));
+    }
     let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
     persist(&app, &thread, 0, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
@@ -144,6 +176,13 @@ pub async fn answer_thread(
     let effect = thread
         .handle(input)
         .map_err(|e| ApiError::conflict(e.to_string()))?;
+    if !req.wait {
+        persist(&app, &thread, saved, None).await?;
+        let view = thread_view(&thread, status_of(&thread));
+        let saved = thread.audit_trail().len();
+        run_in_background(app, thread, effect, saved);
+        return Ok(Json(view));
+    }
     let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
     persist(&app, &thread, saved, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
@@ -208,4 +247,49 @@ pub async fn metrics(State(app): State<Arc<App>>) -> impl IntoResponse {
         )],
         app.metrics.render(),
     )
+}
+
+fn endpoint_view(e: &crate::config::LlmEndpoint) -> Value {
+    // Never the API key.
+    json!({
+        "kind": format!("{:?}", e.kind).to_lowercase(),
+        "baseUrl": e.base_url,
+        "model": e.model,
+        "temperature": e.temperature,
+        "apiKeyConfigured": e.api_key.is_some(),
+    })
+}
+
+/// `GET /api/config`: the effective settings, without secrets.
+pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
+    let c = &app.config;
+    let storage = if c.storage.url.starts_with("sqlite:") {
+        "sqlite"
+    } else {
+        "postgres"
+    };
+    Json(json!({
+        "validator": {
+            "kind": format!("{:?}", c.validator.kind).to_lowercase(),
+            "policy": c.validator.policy.as_ref().map(|p| p.display().to_string()),
+            "policyVersionArn": app.policy.as_ref().map(|m| m.version_arn().to_string()),
+            "translators": c.translators().iter().map(endpoint_view).collect::<Vec<_>>(),
+            "confidenceThreshold": c.validator.threshold,
+            "solverTimeoutMs": c.validator.solver_timeout_ms,
+            "repairAttempts": c.validator.repair_attempts,
+            "bedrock": c.validator.bedrock.as_ref().map(|b| json!({
+                "guardrailId": b.guardrail_id, "guardrailVersion": b.guardrail_version,
+                "region": b.region, "endpointUrl": b.endpoint_url,
+            })),
+        },
+        "upstream": endpoint_view(&c.upstream),
+        "rewriter": endpoint_view(c.rewriter()),
+        "loop": {
+            "maxIterations": c.rewrite_loop.max_iterations,
+            "allowQuestions": c.rewrite_loop.allow_questions,
+            "questionTimeoutSecs": c.rewrite_loop.question_timeout_secs,
+        },
+        "failureMode": format!("{:?}", c.failure_mode).to_lowercase(),
+        "storage": storage,
+    }))
 }

@@ -52,6 +52,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/policies/gen-tests", post(policies::gen_tests))
         .route("/api/policies/diff", post(policies::diff))
         .route("/api/policies/formalize", post(policies::formalize))
+        .route("/api/config", get(api::config))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))
