@@ -39,9 +39,13 @@ export const serverAvailable = () => location.protocol !== 'file:';
 
 export const listThreads = () => call('GET', '/api/threads');
 export const getThread = (id) => call('GET', `/api/threads/${encodeURIComponent(id)}`);
-export const createThread = (question, answer) => call('POST', '/api/threads', answer ? { question, answer } : { question });
-export const answerThread = (id, answers) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { answers });
-export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { skip: true });
+// wait: false — the server replies at once and runs the loop in the background, saving every
+// step, so the page shows live progress by polling the thread.
+export const createThread = (question, answer) =>
+  call('POST', '/api/threads', answer ? { question, answer, wait: false } : { question, wait: false });
+export const answerThread = (id, answers) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { answers, wait: false });
+export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { skip: true, wait: false });
+export const serverConfig = () => call('GET', '/api/config');
 export const auditUrl = (id) => `/api/threads/${encodeURIComponent(id)}/audit`;
 export const healthz = () => call('GET', '/healthz');
 export const lintPolicy = (policy) => call('POST', '/api/policies/lint', { policy });

@@ -36,6 +36,7 @@ async function refreshList() {
 async function loadServerInfo() {
   if (!state.health) state.health = await api.healthz().catch((e) => ({ error: e.message }));
   if (!state.policies) state.policies = await api.policies().catch((e) => ({ error: e.message }));
+  if (!state.serverConfig) state.serverConfig = await api.serverConfig().catch(() => null);
   state.rules = await api.ruleIndex();
 }
 
@@ -67,14 +68,15 @@ function configPanel(thread) {
     h('summary', {}, 'Configuration (read-only)'),
     h('dl', {},
       row('Policy', pol ? [pol.file ? h('div', {}, pol.file) : null, h('code', { class: 'arn' }, pol.versionArn)] : state.policies?.error),
-      row('Validator', state.health?.validator),
+      row('Validator', state.serverConfig?.validator?.kind ?? state.health?.validator),
       row('LLM model', models.length ? models.join(', ') : null),
-      row('LLM endpoint', null),
+      row('LLM endpoint', state.serverConfig ? `${state.serverConfig.rewriter.baseUrl}${state.serverConfig.rewriter.model ? ` (${state.serverConfig.rewriter.model})` : ''}` : null),
       row('Max iterations', cfg?.maxIterations),
       row('Follow-up questions', cfg?.followUpQuestions),
       row('Question timeout', cfg?.questionTimeoutMs ? `${Math.round(cfg.questionTimeoutMs / 60000)} min` : cfg ? 'none' : null),
-      row('Translators (k)', ev?.translators),
-      row('Confidence threshold', null)),
+      row('Translators (k)', state.serverConfig?.validator?.translators?.length ?? ev?.translators),
+      row('Confidence threshold', state.serverConfig?.validator?.confidenceThreshold),
+      row('When validation fails', state.serverConfig ? (state.serverConfig.failureMode === 'open' ? 'fail open (answers marked UNVERIFIED)' : 'fail closed (no unverified answer)') : null)),
     h('p', { class: 'muted small' }, 'The server has no endpoint to change settings: edit its configuration file (or PROOFGATE_* variables) and restart it.'));
 }
 
@@ -235,11 +237,24 @@ async function draw(main, r, opts) {
   // Keep the scroll position of the panels across live refreshes.
   const oldDebug = main.querySelector('.debug');
   const debugScroll = oldDebug ? oldDebug.scrollTop : 0;
+  // Keep keyboard focus across live refreshes (the DOM is rebuilt): same id, or the heading.
+  const had = document.activeElement;
+  const focusSelector = had && main.contains(had)
+    ? (had.id ? `#${CSS.escape(had.id)}` : had.classList.contains('thread-title') ? '.thread-title' : null)
+    : null;
+  // When a thread the server was working on settles, move focus to its heading.
+  const settled = Boolean(thread) && state.polling === thread.id && thread.status !== 'processing';
+  state.polling = thread?.status === 'processing' ? thread.id : null;
+  if (settled) {
+    opts = { ...opts, focusHeading: true };
+    announce(`Thread ${thread.status.replace('_', ' ')}`);
+  }
   const layout = h('div', { class: 'chat-layout' },
     h('aside', { class: 'side-col' }, threadList(selected), configPanel(thread)),
     center, debug);
   clear(main).appendChild(layout);
   if (opts.keepScroll) debug.scrollTop = debugScroll;
+  if (opts.keepScroll && focusSelector && !opts.focusHeading) main.querySelector(focusSelector)?.focus({ preventScroll: true });
 
   if (opts.focusHeading) {
     const target = showProof ? main.querySelector('#proof-title') : (main.querySelector('.center h2'));
@@ -248,7 +263,7 @@ async function draw(main, r, opts) {
   clearTimeout(state.pollTimer);
   // Live progress: a thread the server is still working on is polled until it settles.
   if (thread && thread.status === 'processing') {
-    state.pollTimer = setTimeout(() => rerender({ keepScroll: true }), 1000);
+    state.pollTimer = setTimeout(() => rerender({ keepScroll: true }), 400);
   } else if (state.pendingAsk) {
     state.pollTimer = setTimeout(async () => { await refreshList(); }, 1500);
   }
