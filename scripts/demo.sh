@@ -8,7 +8,7 @@
 # same for REWRITER) and run `proofgate serve --config examples/demo/proofgate.toml`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-pg=${PROOFGATE_BIN:-target/debug/proofgate}
+pg=${PROOFGATE_BIN:-${CARGO_TARGET_DIR:-target}/debug/proofgate}
 work=target/demo
 mkdir -p "$work"
 rm -f "$work"/proofgate.sqlite* "$work"/trail-*.json

@@ -50,7 +50,7 @@ function staticServer(dir) {
 
 export async function start() {
   if (!existsSync(path.join(dist, 'index.html'))) throw new Error('web/dist is missing: run `just web` first');
-  const bin = process.env.PROOFGATE_BIN || path.join(root, 'target', 'debug', 'proofgate');
+  const bin = process.env.PROOFGATE_BIN || path.join(process.env.CARGO_TARGET_DIR || path.join(root, 'target'), 'debug', 'proofgate');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`cargo build -p proofgate-proxy\``);
   rmSync(shots, { recursive: true, force: true });
   mkdirSync(shots, { recursive: true });
