@@ -224,6 +224,8 @@ async function draw(main, r, opts) {
       loadError = e.message;
     }
   }
+  // The threads list follows a thread the server is working on, and its final status.
+  if (thread && (thread.status === 'processing' || state.polling === thread.id)) await refreshList();
   const center = h('div', { class: 'center' });
   if (state.pendingAsk) center.appendChild(processingView());
   else if (!selected) center.appendChild(askForm());
