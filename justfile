@@ -11,7 +11,8 @@ demo:
     cargo build -p proofgate-proxy
     scripts/demo.sh
 
-# Every test: Rust (unit, property, integration), lints, the wasm build and the npm package's tests.
+# Every test: lints, Rust (unit, property, integration), the wasm build and the npm package's
+# tests, and the web UI in headless Chromium.
 test: lint test-rust test-node test-web
 
 # Native build of the workspace (the `proofgate` binary).
