@@ -55,5 +55,7 @@ web: wasm
 # End-to-end tests of the page in headless Chromium against `proofgate serve` and a scripted
 # LLM; screenshots of every step in test-output/web/.
 test-web: web
-    cargo build -p proofgate-proxy
+    # The binary as `cargo test --workspace` builds it (same features: nothing is rebuilt
+    # after test-rust).
+    cargo test --workspace --all-targets --no-run
     node --test --test-concurrency=1 tests/web/
