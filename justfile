@@ -5,10 +5,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 wasm_target_dir := "target/wasm"
 pkg_dir := "crates/wasm/pkg"
 
-# The main job: what proofgate does, end to end, on the shipped examples. Uses the debug
-# build (the one the tests use too), which compiles in half the time of a release build.
+# The main job: what proofgate does, end to end, on the shipped examples. A debug build
+# without the AWS SDK (the demo runs the local reasoner), which compiles in a fraction of the
+# time of a full release build.
 demo:
-    cargo build -p proofgate-proxy
+    cargo build -p proofgate-proxy --no-default-features
     scripts/demo.sh
 
 # Every test: lints, Rust (unit, property, integration), the wasm build and the npm package's

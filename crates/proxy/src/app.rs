@@ -2,7 +2,6 @@
 //! effects the thread asks for (LLM calls, validations) and feeds the results back. Every
 //! decision is the thread's; this only moves bytes and measures waits.
 
-use crate::bedrock::BedrockGuardrail;
 use crate::config::{Config, FailureMode, ValidatorKind};
 use crate::llm::{ChatMessage, LlmClient};
 use crate::metrics::{Metrics, Stage};
@@ -141,11 +140,18 @@ impl App {
                     .map_err(|e| other(&e))?,
                 )
             }
+            #[cfg(feature = "bedrock")]
             ValidatorKind::Bedrock => {
                 let g = config.validator.bedrock.clone().ok_or_else(|| {
                     StartError::Other("validator.bedrock is required for kind = bedrock".into())
                 })?;
-                Validator::Bedrock(BedrockGuardrail::new(g).await)
+                Validator::Bedrock(crate::bedrock::BedrockGuardrail::new(g).await)
+            }
+            #[cfg(not(feature = "bedrock"))]
+            ValidatorKind::Bedrock => {
+                return Err(StartError::Other(
+                    "validator.kind = \"bedrock\" needs a proofgate built with the `bedrock` cargo feature (on by default)".into(),
+                ))
             }
         };
         let thread_config = ThreadConfig {

@@ -6,7 +6,8 @@
 //! a finding kind newer than this SDK survives as an explicit unknown finding (never VALID)
 //! instead of being flattened away.
 
-use crate::config::BedrockGuardrailConfig;
+use crate::config::{BedrockGuardrailConfig, LlmEndpoint};
+use crate::llm::{ChatMessage, LlmError, LlmReply};
 use aws_sdk_bedrockruntime::config::interceptors::AfterDeserializationInterceptorContextRef;
 use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
 use aws_sdk_bedrockruntime::types::{
@@ -158,5 +159,83 @@ impl BedrockGuardrail {
                 reason: e.to_string(),
             })?;
         Ok((response.findings(), body))
+    }
+}
+
+/// Amazon Bedrock Converse, as an LLM for rewriting and translating.
+#[derive(Clone)]
+pub struct Converse {
+    client: aws_sdk_bedrockruntime::Client,
+}
+
+impl Converse {
+    /// Loads AWS credentials the standard way, with the endpoint's region and, when its base URL
+    /// is not the OpenAI default, that URL as the endpoint override.
+    pub async fn new(endpoint: &LlmEndpoint) -> Converse {
+        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
+        if let Some(region) = &endpoint.region {
+            loader = loader.region(aws_config::Region::new(region.clone()));
+        }
+        if endpoint.base_url != LlmEndpoint::default().base_url {
+            loader = loader.endpoint_url(endpoint.base_url.clone());
+        }
+        Converse {
+            client: aws_sdk_bedrockruntime::Client::new(&loader.load().await),
+        }
+    }
+
+    /// One Converse call for `endpoint` (its model and temperature).
+    pub async fn complete(
+        &self,
+        endpoint: &LlmEndpoint,
+        messages: &[ChatMessage],
+    ) -> Result<LlmReply, LlmError> {
+        use aws_sdk_bedrockruntime::types::{
+            ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock,
+        };
+        let client = &self.client;
+        let model = endpoint.model.clone().ok_or_else(|| {
+            LlmError::Misconfigured("a Bedrock LLM endpoint needs `model` (a model id)".into())
+        })?;
+        let mut req = client.converse().model_id(&model);
+        for m in messages {
+            if m.role == "system" {
+                req = req.system(SystemContentBlock::Text(m.content.clone()));
+                continue;
+            }
+            let role = if m.role == "assistant" {
+                ConversationRole::Assistant
+            } else {
+                ConversationRole::User
+            };
+            let msg = Message::builder()
+                .role(role)
+                .content(ContentBlock::Text(m.content.clone()))
+                .build()
+                .map_err(|e| LlmError::Misconfigured(e.to_string()))?;
+            req = req.messages(msg);
+        }
+        if let Some(t) = endpoint.temperature {
+            req = req.inference_config(InferenceConfiguration::builder().temperature(t).build());
+        }
+        let out = req.send().await.map_err(|e| LlmError::Unavailable {
+            endpoint: format!("bedrock:{model}"),
+            reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
+        })?;
+        let text = out
+            .output()
+            .and_then(|o| o.as_message().ok())
+            .map(|m| {
+                m.content()
+                    .iter()
+                    .filter_map(|c| c.as_text().ok().cloned())
+                    .collect::<Vec<_>>()
+                    .join("")
+            })
+            .ok_or_else(|| LlmError::BadResponse {
+                endpoint: format!("bedrock:{model}"),
+                reason: "Converse returned no message".into(),
+            })?;
+        Ok(LlmReply { text, model })
     }
 }

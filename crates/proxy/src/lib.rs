@@ -5,6 +5,7 @@
 pub mod app;
 pub mod audit_check;
 pub mod authoring;
+#[cfg(feature = "bedrock")]
 pub mod bedrock;
 pub mod config;
 pub mod llm;

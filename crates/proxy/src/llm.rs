@@ -72,7 +72,16 @@ pub struct LlmReply {
 pub struct LlmClient {
     endpoint: LlmEndpoint,
     http: reqwest::Client,
-    bedrock: Option<aws_sdk_bedrockruntime::Client>,
+    #[cfg(feature = "bedrock")]
+    bedrock: Option<crate::bedrock::Converse>,
+}
+
+#[cfg(not(feature = "bedrock"))]
+fn no_bedrock() -> LlmError {
+    LlmError::Misconfigured(
+        "this proofgate was built without Amazon Bedrock support (cargo feature `bedrock`, on by default)"
+            .into(),
+    )
 }
 
 impl LlmClient {
@@ -82,22 +91,19 @@ impl LlmClient {
             .timeout(Duration::from_millis(endpoint.timeout_ms))
             .build()
             .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
+        #[cfg(feature = "bedrock")]
         let bedrock = match endpoint.kind {
             LlmKind::Openai => None,
-            LlmKind::Bedrock => {
-                let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest());
-                if let Some(region) = &endpoint.region {
-                    loader = loader.region(aws_config::Region::new(region.clone()));
-                }
-                if endpoint.base_url != crate::config::LlmEndpoint::default().base_url {
-                    loader = loader.endpoint_url(endpoint.base_url.clone());
-                }
-                Some(aws_sdk_bedrockruntime::Client::new(&loader.load().await))
-            }
+            LlmKind::Bedrock => Some(crate::bedrock::Converse::new(&endpoint).await),
         };
+        #[cfg(not(feature = "bedrock"))]
+        if endpoint.kind == LlmKind::Bedrock {
+            return Err(no_bedrock());
+        }
         Ok(LlmClient {
             endpoint,
             http,
+            #[cfg(feature = "bedrock")]
             bedrock,
         })
     }
@@ -193,56 +199,19 @@ impl LlmClient {
     }
 
     async fn converse(&self, messages: &[ChatMessage]) -> Result<LlmReply, LlmError> {
-        use aws_sdk_bedrockruntime::types::{
-            ContentBlock, ConversationRole, InferenceConfiguration, Message, SystemContentBlock,
-        };
-        let client = self
-            .bedrock
-            .as_ref()
-            .ok_or_else(|| LlmError::Misconfigured("Bedrock client not initialised".into()))?;
-        let model = self.endpoint.model.clone().ok_or_else(|| {
-            LlmError::Misconfigured("a Bedrock LLM endpoint needs `model` (a model id)".into())
-        })?;
-        let mut req = client.converse().model_id(&model);
-        for m in messages {
-            if m.role == "system" {
-                req = req.system(SystemContentBlock::Text(m.content.clone()));
-                continue;
-            }
-            let role = if m.role == "assistant" {
-                ConversationRole::Assistant
-            } else {
-                ConversationRole::User
-            };
-            let msg = Message::builder()
-                .role(role)
-                .content(ContentBlock::Text(m.content.clone()))
-                .build()
-                .map_err(|e| LlmError::Misconfigured(e.to_string()))?;
-            req = req.messages(msg);
+        #[cfg(feature = "bedrock")]
+        {
+            let client = self
+                .bedrock
+                .as_ref()
+                .ok_or_else(|| LlmError::Misconfigured("Bedrock client not initialised".into()))?;
+            client.complete(&self.endpoint, messages).await
         }
-        if let Some(t) = self.endpoint.temperature {
-            req = req.inference_config(InferenceConfiguration::builder().temperature(t).build());
+        #[cfg(not(feature = "bedrock"))]
+        {
+            let _ = messages;
+            Err(no_bedrock())
         }
-        let out = req.send().await.map_err(|e| LlmError::Unavailable {
-            endpoint: format!("bedrock:{model}"),
-            reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
-        })?;
-        let text = out
-            .output()
-            .and_then(|o| o.as_message().ok())
-            .map(|m| {
-                m.content()
-                    .iter()
-                    .filter_map(|c| c.as_text().ok().cloned())
-                    .collect::<Vec<_>>()
-                    .join("")
-            })
-            .ok_or_else(|| LlmError::BadResponse {
-                endpoint: format!("bedrock:{model}"),
-                reason: "Converse returned no message".into(),
-            })?;
-        Ok(LlmReply { text, model })
     }
 
     fn unavailable(&self, e: reqwest::Error) -> LlmError {

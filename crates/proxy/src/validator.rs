@@ -1,6 +1,7 @@
 //! Validators: the local reasoner (LLM translators + Z3) or Amazon Bedrock ApplyGuardrail.
 //! Both return findings in the ApplyGuardrail shape and the evidence the audit trail keeps.
 
+#[cfg(feature = "bedrock")]
 use crate::bedrock::{BedrockGuardrail, GuardrailError};
 use crate::llm::LlmClient;
 use crate::translate::{translate, TranslateError};
@@ -20,6 +21,7 @@ pub enum ValidatorError {
     #[error(transparent)]
     Translation(#[from] TranslateError),
     /// The Bedrock guardrail failed.
+    #[cfg(feature = "bedrock")]
     #[error(transparent)]
     Guardrail(#[from] GuardrailError),
     /// The reasoner rejected the translations or stopped.
@@ -192,6 +194,7 @@ pub enum Validator {
     /// Policy + Z3.
     Local(LocalValidator),
     /// Amazon Bedrock ApplyGuardrail.
+    #[cfg(feature = "bedrock")]
     Bedrock(BedrockGuardrail),
 }
 
@@ -204,6 +207,7 @@ impl Validator {
     ) -> Result<Validation, ValidatorError> {
         match self {
             Validator::Local(v) => v.validate(question, answer).await,
+            #[cfg(feature = "bedrock")]
             Validator::Bedrock(g) => {
                 let started = Instant::now();
                 let (findings, raw) = g.validate(question, answer).await?;

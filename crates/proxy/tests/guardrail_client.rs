@@ -1,3 +1,4 @@
+#![cfg(feature = "bedrock")]
 //! The Bedrock ApplyGuardrail validator against a scripted ApplyGuardrail server over HTTP.
 
 mod scripted;

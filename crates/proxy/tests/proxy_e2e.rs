@@ -413,6 +413,7 @@ async fn upstream_errors_are_passed_on_clearly() {
         .contains("no user message"));
 }
 
+#[cfg(feature = "bedrock")]
 #[tokio::test]
 async fn bedrock_guardrail_validator_drives_the_same_loop() {
     let llm = demo_llm();

@@ -63,7 +63,9 @@ pub async fn apply_guardrail(
             format!("source must be INPUT or OUTPUT, got {:?}", req.source),
         );
     }
-    let Validator::Local(local) = &app.validator else {
+    #[allow(irrefutable_let_patterns)] // only one validator without the `bedrock` feature
+    let Validator::Local(local) = &app.validator
+    else {
         return aws_error(
             StatusCode::BAD_REQUEST,
             "ValidationException",

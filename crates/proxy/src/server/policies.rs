@@ -65,6 +65,7 @@ pub async fn test(
             clients: v.translators().to_vec(),
             repair_attempts: app.config.validator.repair_attempts,
         }),
+        #[cfg(feature = "bedrock")]
         Validator::Bedrock(_) => None,
     };
     reply(api::run_tests(req.policy, req.tests, translators.as_ref(), options(&app)).await)
