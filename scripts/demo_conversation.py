@@ -59,7 +59,7 @@ def turn(messages, label):
     print(f"  thread {thread}")
     iterations(thread)
     print(f"  => verdict {headers.get('x-proofgate-verdict')} after {pg['iterations']} validation(s); "
-          f"proofgate's own overhead {headers.get('x-proofgate-overhead-ms')} ms")
+          f"proofgate's own overhead {headers.get('x-proofgate-overhead-ms')} ms (debug build; just bench measures release)")
     findings(pg["findings"])
     print("  assistant (what the app receives):")
     show(body["choices"][0]["message"]["content"])

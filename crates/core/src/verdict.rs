@@ -59,7 +59,8 @@ impl Verdict {
         }
     }
 
-    fn of_kind(kind: FindingKind) -> Verdict {
+    /// The verdict a finding of `kind` stands for when it is the highest-priority one.
+    pub fn of_kind(kind: FindingKind) -> Verdict {
         match kind {
             FindingKind::Valid => Verdict::Valid,
             FindingKind::Invalid => Verdict::Invalid,

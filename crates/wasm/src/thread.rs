@@ -149,6 +149,17 @@ pub struct WasmThread {
     inner: Thread,
 }
 
+/// The configuration argument: omitted (`undefined`/`null`) means the defaults.
+fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
+    if config.is_undefined() || config.is_null() {
+        return Ok(ThreadConfig::default());
+    }
+    from_json(
+        &json_text(config, "the configuration")?,
+        "the configuration",
+    )
+}
+
 #[wasm_bindgen(js_class = Thread)]
 impl WasmThread {
     /// Creates a thread. `config` may be omitted (defaults), `threadId` defaults to a random
@@ -161,18 +172,9 @@ impl WasmThread {
         now: Option<f64>,
     ) -> Result<WasmThread, JsError> {
         let now = millis(now.unwrap_or_else(date_now), "now")?;
-        let config: ThreadConfig = if config.is_undefined() || config.is_null() {
-            ThreadConfig::default()
-        } else {
-            from_json(
-                &json_text(&config, "the configuration")?,
-                "the configuration",
-            )?
-        };
-        let id = match thread_id {
-            Some(id) => id,
-            None => random_uuid().unwrap_or_else(|_| format!("thread-{now}")),
-        };
+        let config = thread_config(&config)?;
+        let id =
+            thread_id.unwrap_or_else(|| random_uuid().unwrap_or_else(|_| format!("thread-{now}")));
         let inner = Thread::new(config, id, question, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
         Ok(WasmThread { inner })
@@ -190,19 +192,10 @@ impl WasmThread {
         now: Option<f64>,
     ) -> Result<WasmThread, JsError> {
         let now = millis(now.unwrap_or_else(date_now), "now")?;
-        let config: ThreadConfig = if config.is_undefined() || config.is_null() {
-            ThreadConfig::default()
-        } else {
-            from_json(
-                &json_text(&config, "the configuration")?,
-                "the configuration",
-            )?
-        };
+        let config = thread_config(&config)?;
         let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
-        let id = match thread_id {
-            Some(id) => id,
-            None => random_uuid().unwrap_or_else(|_| format!("thread-{now}")),
-        };
+        let id =
+            thread_id.unwrap_or_else(|| random_uuid().unwrap_or_else(|_| format!("thread-{now}")));
         let inner = Thread::with_answer(config, id, question, answer, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
         Ok(WasmThread { inner })

@@ -83,6 +83,29 @@ pub struct Step {
     pub validation: Option<Validation>,
 }
 
+impl Step {
+    /// A step whose LLM call was just requested: nothing has come back yet.
+    pub fn requested(
+        purpose: LlmPurpose,
+        addressing: Option<Verdict>,
+        prompt: String,
+        requested_at: u64,
+    ) -> Step {
+        Step {
+            purpose,
+            addressing,
+            prompt,
+            requested_at,
+            reply: None,
+            decision: None,
+            note: None,
+            answer: None,
+            role: None,
+            validation: None,
+        }
+    }
+}
+
 /// How the user responded to follow-up questions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "status", rename_all = "SCREAMING_SNAKE_CASE")]

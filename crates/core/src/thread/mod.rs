@@ -105,19 +105,6 @@ fn explanation_confirmed(findings: &[Finding]) -> bool {
         })
 }
 
-fn verdict_of(kind: FindingKind) -> Verdict {
-    match kind {
-        FindingKind::Valid => Verdict::Valid,
-        FindingKind::Invalid => Verdict::Invalid,
-        FindingKind::Satisfiable => Verdict::Satisfiable,
-        FindingKind::Impossible => Verdict::Impossible,
-        FindingKind::TranslationAmbiguous => Verdict::TranslationAmbiguous,
-        FindingKind::TooComplex => Verdict::TooComplex,
-        FindingKind::NoTranslations => Verdict::NoTranslations,
-        FindingKind::Unknown => Verdict::Unknown,
-    }
-}
-
 /// How close an unverified answer is to VALID, for picking the best one at the iteration
 /// limit: lower is better.
 fn closeness(verdict: Verdict) -> u8 {
@@ -199,18 +186,12 @@ impl Thread {
             state: ThreadState::GenerateInitial {
                 prompt: prompt.clone(),
             },
-            steps: vec![Step {
-                purpose: LlmPurpose::InitialAnswer,
-                addressing: None,
-                prompt: prompt.clone(),
-                requested_at: now,
-                reply: None,
-                decision: None,
-                note: None,
-                answer: None,
-                role: None,
-                validation: None,
-            }],
+            steps: vec![Step::requested(
+                LlmPurpose::InitialAnswer,
+                None,
+                prompt.clone(),
+                now,
+            )],
             clarifications: Vec::new(),
             audit_trail: Vec::new(),
         };
@@ -599,7 +580,7 @@ impl Thread {
         });
         Ok(self.call_llm(
             LlmPurpose::Rewrite,
-            Some(verdict_of(top)),
+            Some(Verdict::of_kind(top)),
             prompt,
             offered,
             now,
@@ -614,18 +595,8 @@ impl Thread {
         offered: Vec<DecisionKind>,
         now: u64,
     ) -> Effect {
-        self.steps.push(Step {
-            purpose,
-            addressing,
-            prompt: prompt.clone(),
-            requested_at: now,
-            reply: None,
-            decision: None,
-            note: None,
-            answer: None,
-            role: None,
-            validation: None,
-        });
+        self.steps
+            .push(Step::requested(purpose, addressing, prompt.clone(), now));
         self.state = ThreadState::RewritingLoop {
             purpose,
             prompt: prompt.clone(),
