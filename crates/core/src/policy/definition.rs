@@ -2,11 +2,10 @@
 //! exported from AWS loads here and is exported unchanged.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-/// Members of an object this version does not model, kept verbatim for round-tripping.
-pub type Extra = Map<String, Value>;
+pub use crate::findings::Extra;
 
 /// A policy definition: custom types, variables and rules.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

@@ -143,17 +143,10 @@ pub fn decimal(digits: u128, scale: u32) -> String {
     if scale == 0 {
         return digits.to_string();
     }
-    let text = digits.to_string();
-    let scale = scale as usize;
-    let padded = if text.len() <= scale {
-        format!("{}{}", "0".repeat(scale + 1 - text.len()), text)
-    } else {
-        text
-    };
-    let (int, frac) = padded.split_at(padded.len() - scale);
+    let (int, frac) = super::term::decimal_parts(digits, scale);
     let frac = frac.trim_end_matches('0');
     if frac.is_empty() {
-        int.to_string()
+        int
     } else {
         format!("{int}.{frac}")
     }

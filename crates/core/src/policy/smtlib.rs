@@ -166,12 +166,7 @@ impl PolicyModel {
 
 /// A rule id as an SMT-LIB symbol (quoted with `|...|` unless it is a simple symbol).
 fn quote_symbol(id: &str) -> String {
-    let simple = !id.is_empty()
-        && !id.starts_with(|c: char| c.is_ascii_digit())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "~!@$%^&*_-+=<>.?/".contains(c));
-    if simple {
+    if super::term::is_simple_symbol(id) {
         id.to_string()
     } else {
         format!("|{}|", id.replace(['|', '\\'], "_"))

@@ -191,7 +191,7 @@ impl Term {
 }
 
 /// Whether `s` can be printed as an SMT-LIB simple symbol (otherwise it is printed `|quoted|`).
-fn is_simple_symbol(s: &str) -> bool {
+pub(crate) fn is_simple_symbol(s: &str) -> bool {
     let mut chars = s.chars();
     match chars.next() {
         Some(c) if is_symbol_char(c) && !c.is_ascii_digit() => {}
@@ -204,16 +204,21 @@ fn is_symbol_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || "~!@$%^&*_-+=<>.?/".contains(c)
 }
 
-fn fmt_decimal(f: &mut fmt::Formatter<'_>, digits: u128, scale: u32) -> fmt::Result {
+/// The integer and fraction digits of `digits / 10^scale`, with at least one integer digit.
+pub(crate) fn decimal_parts(digits: u128, scale: u32) -> (String, String) {
     let text = digits.to_string();
     let scale = scale as usize;
-    // Left-pad so there is at least one digit before the point.
     let padded = if text.len() <= scale {
         format!("{}{}", "0".repeat(scale + 1 - text.len()), text)
     } else {
         text
     };
     let (int, frac) = padded.split_at(padded.len() - scale);
+    (int.to_string(), frac.to_string())
+}
+
+fn fmt_decimal(f: &mut fmt::Formatter<'_>, digits: u128, scale: u32) -> fmt::Result {
+    let (int, frac) = decimal_parts(digits, scale);
     write!(f, "{int}.{frac}")
 }
 
