@@ -11,7 +11,8 @@ SCRIPT.json: {"rules": [{"match": "substring", "reply": "text", "times": 1, "sta
 A request's messages are joined into one text; the first rule whose `match` (all substrings if
 a list, case-insensitive) occurs there and that has uses left (`times`, unlimited when absent)
 answers. `status` other than 200 answers with that HTTP error instead (to test failures).
-`reply` may be a list: successive matches take successive entries.
+`reply` may be a list: successive matches take successive entries. `delay_ms` holds the reply
+back that long (to test timeouts and restarts mid-call).
 Prints "listening on PORT" on stdout once ready. GET /_requests returns what it received.
 """
 import argparse
@@ -45,10 +46,10 @@ def pick(script, text):
         if isinstance(reply, list):
             reply = reply[min(rule["used"], len(reply) - 1)]
         rule["used"] += 1
-        return rule.get("status", 200), reply, rule["match"]
+        return rule.get("status", 200), reply, rule["match"], rule.get("delay_ms", 0) / 1000
     if "default" in script:
-        return 200, script["default"], "(default)"
-    return 500, "scripted_llm: no recorded reply matches this request", None
+        return 200, script["default"], "(default)", 0
+    return 500, "scripted_llm: no recorded reply matches this request", None, 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -90,7 +91,8 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             RECEIVED.append({"path": self.path, "body": req,
                              "authorization": self.headers.get("authorization")})
-            status, reply, rule = pick(self.server.script, text)
+            status, reply, rule, delay = pick(self.server.script, text)
+        time.sleep(delay)
         model = req.get("model") or "recorded"
         print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule)} (HTTP {status})",
               file=sys.stderr, flush=True)

@@ -46,6 +46,11 @@ pub struct ServerConfig {
     /// How often overdue follow-up questions are timed out and stale threads deleted.
     #[serde(default = "default_maintenance_interval_ms")]
     pub maintenance_interval_ms: u64,
+    /// A background thread not saved for this long is taken to be orphaned (its server
+    /// stopped mid-step) and is resumed from its last saved step. Keep it above the longest
+    /// LLM or validator call.
+    #[serde(default = "default_resume_after_ms")]
+    pub resume_after_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -54,8 +59,13 @@ impl Default for ServerConfig {
             listen: default_listen(),
             web_dir: default_web_dir(),
             maintenance_interval_ms: default_maintenance_interval_ms(),
+            resume_after_ms: default_resume_after_ms(),
         }
     }
+}
+
+fn default_resume_after_ms() -> u64 {
+    10 * 60 * 1000
 }
 
 fn default_maintenance_interval_ms() -> u64 {

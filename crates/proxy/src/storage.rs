@@ -230,6 +230,25 @@ impl Store {
         rows.iter().map(Self::row_to_thread).collect()
     }
 
+    /// Takes over a thread if it was last saved at `seen_updated_at` (no other replica or task
+    /// has touched it since): marks it updated at `now` and returns true.
+    pub async fn claim(
+        &self,
+        id: &str,
+        seen_updated_at: i64,
+        now: i64,
+    ) -> Result<bool, StorageError> {
+        let done =
+            sqlx::query("UPDATE threads SET updated_at = $1 WHERE id = $2 AND updated_at = $3")
+                .bind(now)
+                .bind(id)
+                .bind(seen_updated_at)
+                .execute(&self.pool)
+                .await
+                .map_err(db(format!("claiming thread {id}")))?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// The audit trail of a thread, in order.
     pub async fn audit_trail(&self, id: &str) -> Result<Vec<Value>, StorageError> {
         let rows =

@@ -722,3 +722,47 @@ async fn background_threads_save_each_step_and_config_has_no_secrets() {
         "{config}"
     );
 }
+
+#[tokio::test]
+async fn a_background_thread_interrupted_by_a_restart_is_resumed() {
+    let mut script: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap();
+    // The first answer takes a while, so the restart lands while that call is in flight.
+    for rule in script["rules"].as_array_mut().unwrap() {
+        if rule["match"] == "What is my admission fee after the senior discount" {
+            rule["delay_ms"] = json!(1500);
+        }
+    }
+    let llm = Server::python("scripted_llm.py", &script);
+    let cfg = config(
+        &v1(&llm),
+        "",
+        "[server]\nmaintenance_interval_ms = 200\nresume_after_ms = 1000\n",
+    );
+    let proxy = Proxy::start("resume", &cfg);
+    let t: Value = reqwest::Client::new()
+        .post(format!("{}/api/threads", proxy.url))
+        .json(&json!({"question": Q1, "wait": false}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = t["id"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let proxy = proxy.restart();
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        view = get(&proxy, &format!("/api/threads/{id}")).await;
+        if view["status"] != "processing" {
+            break;
+        }
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(view["verdict"], "VALID", "{view}");
+    assert_trail_replays(&proxy, &id).await;
+}

@@ -85,7 +85,38 @@ pub async fn maintain(app: Arc<App>, every: Duration) {
         if let Err(e) = tick_overdue(&app).await {
             tracing::warn!("question timeouts: {e}");
         }
+        if let Err(e) = resume_orphans(&app).await {
+            tracing::warn!("resuming threads: {e}");
+        }
     }
+}
+
+/// Resumes background threads whose server stopped mid-step: the step that was in flight has
+/// no recorded result, so it is simply performed again from the last saved state.
+async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> {
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    let stale = i64::try_from(app.config.server.resume_after_ms).unwrap_or(i64::MAX);
+    for stored in app.store.threads_with_status("processing").await? {
+        if now.saturating_sub(stored.updated_at) < stale
+            || !app.store.claim(&stored.id, stored.updated_at, now).await?
+        {
+            continue;
+        }
+        let trail = app.store.audit_trail(&stored.id).await?;
+        let mut saved = trail.len();
+        let mut thread = from_stored(&stored, trail)?;
+        let effect = thread.pending_effect();
+        tracing::info!("thread {}: resuming after an interrupted step", stored.id);
+        let app = app.clone();
+        tokio::spawn(async move {
+            if let Err(e) =
+                crate::app::drive_saving_each_step(&app, &mut thread, effect, &mut saved).await
+            {
+                tracing::error!("thread {}: {e}", thread.id());
+            }
+        });
+    }
+    Ok(())
 }
 
 async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
