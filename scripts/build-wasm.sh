@@ -8,16 +8,16 @@ target_dir=${1:-target/wasm}
 pkg_dir=${2:-crates/wasm/pkg}
 cd "$(dirname "$0")/.."
 
-RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --quiet --release \
+RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --quiet --profile wasm \
   --target wasm32-unknown-unknown -Zbuild-std=std,panic_abort \
   --target-dir "$target_dir" -p proofgate-wasm
-wasm="$target_dir/wasm32-unknown-unknown/release/proofgate_wasm.wasm"
+wasm="$target_dir/wasm32-unknown-unknown/wasm/proofgate_wasm.wasm"
 
 rm -rf "$pkg_dir"
 mkdir -p "$pkg_dir"
 # Node (CommonJS; ESM `import` goes through a thin wrapper) and browsers (ES module + init()).
-wasm-bindgen --target nodejs --out-name proofgate --out-dir "$pkg_dir/node" "$wasm"
-wasm-bindgen --target web --out-name proofgate --out-dir "$pkg_dir/web" "$wasm"
+wasm-bindgen --remove-name-section --remove-producers-section --target nodejs --out-name proofgate --out-dir "$pkg_dir/node" "$wasm"
+wasm-bindgen --remove-name-section --remove-producers-section --target web --out-name proofgate --out-dir "$pkg_dir/web" "$wasm"
 
 # Named ESM exports, generated from the CommonJS module's own export list.
 node -e '
@@ -58,4 +58,4 @@ JSON
 # Lets the package's own tests (and examples) import it by name, as users will.
 mkdir -p crates/wasm/node_modules
 ln -sfn ../pkg crates/wasm/node_modules/proofgate
-echo "built npm package in $pkg_dir ($(du -k "$wasm" | cut -f1) KiB wasm)"
+echo "built npm package in $pkg_dir ($(du -k "$pkg_dir/web/proofgate_bg.wasm" | cut -f1) KiB of WebAssembly)"
