@@ -111,6 +111,25 @@ test('skip follow-up questions: the skip is recorded and the loop goes on', asyn
   noProblems(page);
 });
 
+test('per-thread settings: no follow-up questions and 2 iterations end NOT VERIFIED', async () => {
+  await page.click('[data-action=new]');
+  await page.fill('#question', Q2);
+  await page.locator('details.thread-settings summary').click();
+  await page.fill('#max-iterations', '2');
+  await page.uncheck('#allow-questions');
+  await shot(page, 'chat-thread-settings');
+  await page.click('[data-action=ask]');
+  const final = page.locator('[data-testid=final-answer]');
+  await final.waitFor({ timeout: 60_000 });
+  assert.equal(await final.locator('[data-verdict]').first().getAttribute('data-verdict'), 'MAX_ITERATIONS');
+  assert.equal(await page.locator('form.followup').count(), 0, 'no follow-up questions were offered');
+  const config = await page.locator('details.config').textContent();
+  assert.match(config, /Max iterations\s*2/);
+  assert.match(config, /Follow-up questions\s*DISABLED/);
+  await shot(page, 'chat-not-verified-with-settings');
+  noProblems(page);
+});
+
 test('open the proof and get Z3\'s confirmation in the page', async () => {
   await page.goto(`${env.url}/#/chat/${threads.q1}`);
   await page.click('[data-action=proof]');

@@ -41,8 +41,8 @@ export const listThreads = () => call('GET', '/api/threads');
 export const getThread = (id) => call('GET', `/api/threads/${encodeURIComponent(id)}`);
 // wait: false — the server replies at once and runs the loop in the background, saving every
 // step, so the page shows live progress by polling the thread.
-export const createThread = (question, answer) =>
-  call('POST', '/api/threads', answer ? { question, answer, wait: false } : { question, wait: false });
+export const createThread = (question, answer, settings) =>
+  call('POST', '/api/threads', { question, ...(answer ? { answer } : {}), ...(settings ? { settings } : {}), wait: false });
 export const answerThread = (id, answers) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { answers, wait: false });
 export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { skip: true, wait: false });
 export const serverConfig = () => call('GET', '/api/config');

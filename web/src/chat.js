@@ -65,7 +65,7 @@ function configPanel(thread) {
   const ev = (thread?.steps || []).map((s) => s.validation?.evidence).find(Boolean);
   const row = (k, v) => [h('dt', {}, k), h('dd', {}, v ?? h('span', { class: 'muted' }, 'not reported by the server'))];
   return h('details', { class: 'config', open: window.innerWidth > 900 ? true : null },
-    h('summary', {}, 'Configuration (read-only)'),
+    h('summary', {}, 'Configuration'),
     h('dl', {},
       row('Policy', pol ? [pol.file ? h('div', {}, pol.file) : null, h('code', { class: 'arn' }, pol.versionArn)] : state.policies?.error),
       row('Validator', state.serverConfig?.validator?.kind ?? state.health?.validator),
@@ -77,17 +77,23 @@ function configPanel(thread) {
       row('Translators (k)', state.serverConfig?.validator?.translators?.length ?? ev?.translators),
       row('Confidence threshold', state.serverConfig?.validator?.confidenceThreshold),
       row('When validation fails', state.serverConfig ? (state.serverConfig.failureMode === 'open' ? 'fail open (answers marked UNVERIFIED)' : 'fail closed (no unverified answer)') : null)),
-    h('p', { class: 'muted small' }, 'The server has no endpoint to change settings: edit its configuration file (or PROOFGATE_* variables) and restart it.'));
+    h('p', { class: 'muted small' }, 'Max iterations and follow-up questions can be set per thread (Settings for this thread, when asking). The policy, validator, LLMs and threshold come from the server\'s configuration file (or PROOFGATE_* variables).'));
 }
 
 function askForm() {
   const q = h('textarea', { id: 'question', name: 'question', rows: '3', required: true, placeholder: 'e.g. I am 70. How much will I pay in total for admission?' });
   const a = h('textarea', { id: 'answer', name: 'answer', rows: '3', placeholder: 'Paste an answer to check against the policy instead of generating one' });
   const err = h('p', { class: 'error', role: 'alert' });
+  const defaults = state.lastConfig || {};
+  const maxIt = h('input', { id: 'max-iterations', type: 'number', min: '1', max: '20', value: String(defaults.maxIterations || 5) });
+  const allowQ = h('input', { id: 'allow-questions', type: 'checkbox', checked: defaults.followUpQuestions === 'DISABLED' ? null : true });
   const form = h('form', { class: 'ask', 'aria-labelledby': 'ask-title' },
     h('h2', { id: 'ask-title', tabindex: '-1' }, 'Ask a question'),
     h('label', { for: 'question' }, 'Question'), q,
     h('details', {}, h('summary', {}, 'Check an answer of your own'), h('label', { for: 'answer' }, 'Answer to check (optional)'), a),
+    h('details', { class: 'thread-settings' }, h('summary', {}, 'Settings for this thread'),
+      h('label', { for: 'max-iterations' }, 'Max iterations (validations, 1 to 20)'), maxIt,
+      h('label', { class: 'checkbox' }, allowQ, ' Allow follow-up questions')),
     h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', 'data-action': 'ask' }, 'Ask')),
     err);
   form.addEventListener('submit', async (ev) => {
@@ -102,7 +108,12 @@ function askForm() {
     rerender();
     announce('Processing the question…');
     try {
-      const t = await api.createThread(question, state.pendingAsk.answer);
+      const n = Number(maxIt.value);
+      const settings = {
+        ...(Number.isInteger(n) && n >= 1 && n <= 20 ? { maxIterations: n } : {}),
+        followUpQuestions: allowQ.checked ? 'ALLOWED' : 'DISABLED',
+      };
+      const t = await api.createThread(question, state.pendingAsk.answer, settings);
       state.pendingAsk = null;
       await refreshList();
       announce(`Thread ${t.status.replace('_', ' ')}`);

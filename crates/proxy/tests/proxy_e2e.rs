@@ -463,6 +463,31 @@ async fn api_threads_answers_audit_health_and_metrics() {
         .unwrap();
     assert_eq!(t["status"], "awaiting_input", "{t}");
     assert_eq!(t["pending"]["questions"].as_array().unwrap().len(), 2);
+
+    // Per-thread settings: without follow-up questions the same answer cannot ask; the
+    // rewriter's ASK_QUESTIONS is not offered, so the loop ends unverified instead.
+    let no_questions: Value = client
+        .post(format!("{}/api/threads", proxy.url))
+        .json(
+            &json!({"question": Q2, "answer": "As a senior you pay $35.75 including tax.",
+                      "settings": {"maxIterations": 2, "followUpQuestions": "DISABLED"}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(no_questions["status"], "done", "{no_questions}");
+    assert_eq!(no_questions["config"]["maxIterations"], 2);
+    assert_eq!(no_questions["outcome"]["verified"], false);
+    let bad = client
+        .post(format!("{}/api/threads", proxy.url))
+        .json(&json!({"question": Q2, "settings": {"maxIterations": 0}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
     let id = t["id"].as_str().unwrap().to_string();
 
     let bad = client

@@ -28,6 +28,41 @@ pub struct NewThread {
     /// loop in the background, saving each step (poll `GET /api/threads/{id}`).
     #[serde(default = "yes")]
     pub wait: bool,
+    /// Per-thread changes to the server's loop settings.
+    #[serde(default)]
+    pub settings: ThreadSettings,
+}
+
+/// Loop settings a thread may change (the policy, validator and LLMs are the server's).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadSettings {
+    /// At most this many validations (1 to 20).
+    #[serde(default)]
+    pub max_iterations: Option<u32>,
+    /// `ALLOWED` or `DISABLED`.
+    #[serde(default)]
+    pub follow_up_questions: Option<proofgate_core::thread::FollowUpQuestions>,
+}
+
+impl ThreadSettings {
+    fn apply(
+        &self,
+        mut config: proofgate_core::ThreadConfig,
+    ) -> Result<proofgate_core::ThreadConfig, ApiError> {
+        if let Some(n) = self.max_iterations {
+            if !(1..=20).contains(&n) {
+                return Err(ApiError::bad_request(format!(
+                    "settings.maxIterations must be between 1 and 20, got {n}"
+                )));
+            }
+            config.max_iterations = n;
+        }
+        if let Some(q) = self.follow_up_questions {
+            config.follow_up_questions = q;
+        }
+        Ok(config)
+    }
 }
 
 fn yes() -> bool {
@@ -85,7 +120,7 @@ pub async fn create_thread(
         "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
     )?;
     let id = uuid::Uuid::new_v4().to_string();
-    let cfg = app.thread_config.clone();
+    let cfg = req.settings.apply(app.thread_config.clone())?;
     let thread = match req.answer {
         Some(answer) => Thread::with_answer(
             cfg,
