@@ -1,23 +1,15 @@
 //! Runs the built `proofgate` binary: `check` on the paper's two examples, `policy show`,
 //! `policy lint`, and every kind of malformed input (exit 2 with a precise message).
 
+mod cli;
+
+use cli::{proofgate, stderr};
 use serde_json::Value;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn examples() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/policies")
-}
-
-fn proofgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proofgate"))
-        .args(args)
-        .output()
-        .expect("the proofgate binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// A scratch directory unique to one test.

@@ -2,27 +2,13 @@
 //! scripted LLM replaying recorded replies for the paper's park-admission text, `policy
 //! gen-tests` and `policy test` on the shipped policies (and a broken copy), and `policy diff`.
 
+mod cli;
 mod scripted;
 
+use cli::{proofgate, stderr, stdout};
 use scripted::{repo_root, Server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn proofgate(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_proofgate"))
-        .args(args)
-        .output()
-        .expect("the proofgate binary runs")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn scratch(name: &str) -> PathBuf {
     let dir =

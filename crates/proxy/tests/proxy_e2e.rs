@@ -64,6 +64,16 @@ async fn chat(proxy: &Proxy, messages: Value, extra_headers: &[(&str, &str)]) ->
     }
 }
 
+/// Q2, the proxy's follow-up questions, and the user's answers: the conversation that resumes
+/// the thread.
+fn answered_conversation(questions: &str) -> Value {
+    json!([
+        {"role": "user", "content": Q2},
+        {"role": "assistant", "content": questions},
+        {"role": "user", "content": "Low season, and no credits."}
+    ])
+}
+
 async fn get(proxy: &Proxy, path: &str) -> Value {
     reqwest::get(format!("{}{path}", proxy.url))
         .await
@@ -180,11 +190,7 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     let thread = r.header("x-proofgate-thread").to_string();
 
     // The user's next message in the same conversation answers the questions.
-    let conv = json!([
-        {"role": "user", "content": Q2},
-        {"role": "assistant", "content": r.content()},
-        {"role": "user", "content": "Low season, and no credits."}
-    ]);
+    let conv = answered_conversation(r.content());
     let r2 = chat(&proxy, conv, &[]).await;
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
@@ -246,11 +252,7 @@ async fn restart_while_awaiting_answers_then_complete() {
     let question_text = r.content().to_string();
 
     let proxy = proxy.restart();
-    let conv = json!([
-        {"role": "user", "content": Q2},
-        {"role": "assistant", "content": question_text},
-        {"role": "user", "content": "Low season, and no credits."}
-    ]);
+    let conv = answered_conversation(&question_text);
     let r2 = chat(&proxy, conv, &[]).await;
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
@@ -645,11 +647,7 @@ async fn two_replicas_share_threads_through_postgres() {
     let r = chat(&a, json!([{"role": "user", "content": Q2}]), &[]).await;
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
     let thread = r.header("x-proofgate-thread").to_string();
-    let conv = json!([
-        {"role": "user", "content": Q2},
-        {"role": "assistant", "content": r.content()},
-        {"role": "user", "content": "Low season, and no credits."}
-    ]);
+    let conv = answered_conversation(r.content());
     let r2 = chat(&b, conv, &[]).await;
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
