@@ -3,7 +3,7 @@
 
 mod cli;
 
-use cli::{proofgate, stderr};
+use cli::{proofgate, scenario_value, stderr};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Output;
@@ -31,17 +31,6 @@ fn check(policy: &str, translations: &str) -> Output {
 
 fn example(name: &str) -> String {
     examples().join(name).to_string_lossy().into_owned()
-}
-
-fn scenario_value(scenario: &Value, var: &str) -> Option<String> {
-    let prefix = format!("(= {var} ");
-    scenario["statements"].as_array()?.iter().find_map(|s| {
-        s["logic"]
-            .as_str()?
-            .strip_prefix(&prefix)?
-            .strip_suffix(')')
-            .map(String::from)
-    })
 }
 
 #[test]

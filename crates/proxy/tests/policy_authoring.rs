@@ -5,7 +5,7 @@
 mod cli;
 mod scripted;
 
-use cli::{proofgate, stderr, stdout};
+use cli::{proofgate, scenario_value, stderr, stdout};
 use scripted::{repo_root, Server};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -57,17 +57,6 @@ fn broken_park(dir: &Path, rule: &str, expression: &str) -> String {
     let p = dir.join("park-broken.json");
     std::fs::write(&p, def.to_string()).unwrap();
     path(&p)
-}
-
-fn scenario_value(scenario: &Value, var: &str) -> Option<String> {
-    let prefix = format!("(= {var} ");
-    scenario["statements"].as_array()?.iter().find_map(|s| {
-        s["logic"]
-            .as_str()?
-            .strip_prefix(&prefix)?
-            .strip_suffix(')')
-            .map(String::from)
-    })
 }
 
 #[test]

@@ -20,3 +20,15 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The value a scenario gives `var` (from its `(= var value)` statement).
+pub fn scenario_value(scenario: &serde_json::Value, var: &str) -> Option<String> {
+    let prefix = format!("(= {var} ");
+    scenario["statements"].as_array()?.iter().find_map(|s| {
+        s["logic"]
+            .as_str()?
+            .strip_prefix(&prefix)?
+            .strip_suffix(')')
+            .map(String::from)
+    })
+}
