@@ -94,23 +94,65 @@ pub struct RuleDefinition {
 
 /// A policy file that is not a policy definition.
 #[derive(Debug, thiserror::Error)]
-#[error("not a policy definition: {0}")]
-pub struct DefinitionJsonError(#[from] serde_json::Error);
+pub enum DefinitionJsonError {
+    /// Not JSON, or JSON whose members have the wrong shape.
+    #[error("not a policy definition: {0}")]
+    Json(#[from] serde_json::Error),
+    /// JSON without `types`, `variables` or `rules` anywhere a definition can be.
+    #[error(
+        "not a policy definition: no `types`, `variables` or `rules` found (top-level members: {members}); \
+         expected an AutomatedReasoningPolicyDefinition, or an AWS response around one \
+         (`policyDefinition`, `definition`, or `buildWorkflowAssets.policyDefinition`)"
+    )]
+    NoDefinition {
+        /// The top-level members the file has, for the message.
+        members: String,
+    },
+}
+
+/// The members that hold a definition in what AWS returns: ExportAutomatedReasoningPolicyVersion
+/// (`policyDefinition`), GetAutomatedReasoningPolicyBuildWorkflowResultAssets
+/// (`buildWorkflowAssets.policyDefinition`), and older tools (`definition`).
+const WRAPPERS: [&str; 3] = ["policyDefinition", "definition", "buildWorkflowAssets"];
+
+/// The object that is the definition: `value` itself when it has a definition member, else
+/// the first wrapper member (at most three levels down) that holds one.
+fn find_definition(value: &Value, depth: usize) -> Option<&Value> {
+    let map = value.as_object()?;
+    if ["types", "variables", "rules"]
+        .iter()
+        .any(|k| map.contains_key(*k))
+    {
+        return Some(value);
+    }
+    if depth == 0 {
+        return None;
+    }
+    WRAPPERS
+        .iter()
+        .filter_map(|k| map.get(*k))
+        .find_map(|v| find_definition(v, depth - 1))
+}
 
 impl PolicyDefinition {
-    /// Reads a definition from JSON: either the definition object itself, or an export
-    /// wrapper `{"policyDefinition": {...}}` / `{"definition": {...}}` as AWS tools write.
+    /// Reads a definition from JSON: the definition object itself, or any AWS response that
+    /// wraps one (export, build-workflow result assets). JSON with no `types`, `variables` or
+    /// `rules` anywhere is an error, never an empty policy.
     pub fn from_json(text: &str) -> Result<PolicyDefinition, DefinitionJsonError> {
         let value: Value = serde_json::from_str(text)?;
-        let inner = match &value {
-            Value::Object(map) if !map.contains_key("rules") => map
-                .get("policyDefinition")
-                .or_else(|| map.get("definition"))
-                .cloned()
-                .unwrap_or(value),
-            _ => value,
+        let Some(inner) = find_definition(&value, 3) else {
+            let members = match &value {
+                Value::Object(map) if map.is_empty() => "none".to_string(),
+                Value::Object(map) => map
+                    .keys()
+                    .map(|k| format!("`{k}`"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => "none, it is not a JSON object".to_string(),
+            };
+            return Err(DefinitionJsonError::NoDefinition { members });
         };
-        Ok(serde_json::from_value(inner)?)
+        Ok(serde_json::from_value(inner.clone())?)
     }
 
     /// The definition as JSON, exactly the members it was read with.
@@ -128,6 +170,18 @@ impl PolicyDefinition {
         let digest = Sha256::digest(canonical.as_bytes());
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         format!("sha256:{hex}")
+    }
+
+    /// An ARN-shaped name for this exact version, for where AWS's `policyVersionArn` pattern
+    /// is expected and no real ARN is configured: region `local`, account `000000000000`, and
+    /// the first 12 hex digits of [`content_hash`](Self::content_hash) as the policy id.
+    pub fn local_version_arn(&self) -> String {
+        let hash = self.content_hash();
+        let id = hash
+            .trim_start_matches("sha256:")
+            .get(..12)
+            .unwrap_or("000000000000");
+        format!("arn:aws:bedrock:local:000000000000:automated-reasoning-policy/{id}")
     }
 }
 
@@ -202,11 +256,62 @@ mod tests {
         let mut c = a.clone();
         c.rules[0].expression = "(> x 1)".into();
         assert_ne!(a.content_hash(), c.content_hash());
+        let arn = a.local_version_arn();
+        assert_eq!(
+            arn,
+            format!(
+                "arn:aws:bedrock:local:000000000000:automated-reasoning-policy/{}",
+                &a.content_hash()[7..19]
+            )
+        );
+        assert_ne!(arn, c.local_version_arn());
+    }
+
+    #[test]
+    fn accepts_the_build_workflow_wrapper() {
+        let wrapped = format!(
+            r#"{{"policyArn": "arn:aws:bedrock:us-east-1:123456789012:automated-reasoning-policy/abcdefghijkl",
+                "buildWorkflowId": "b0e1c2d3-0000-4000-8000-000000000000",
+                "buildWorkflowAssets": {{"policyDefinition": {SMALL}}}}}"#
+        );
+        assert_eq!(
+            PolicyDefinition::from_json(&wrapped).unwrap(),
+            PolicyDefinition::from_json(SMALL).unwrap()
+        );
+        let exported = format!(r#"{{"definition": {SMALL}, "name": "p"}}"#);
+        assert_eq!(
+            PolicyDefinition::from_json(&exported).unwrap(),
+            PolicyDefinition::from_json(SMALL).unwrap()
+        );
     }
 
     #[test]
     fn bad_json_is_an_error() {
         assert!(PolicyDefinition::from_json("{").is_err());
         assert!(PolicyDefinition::from_json(r#"{"rules": 3}"#).is_err());
+    }
+
+    #[test]
+    fn json_that_is_not_a_policy_is_an_error_never_an_empty_policy() {
+        let e = PolicyDefinition::from_json(r#"{"foo": 1}"#).unwrap_err();
+        let text = e.to_string();
+        assert!(text.starts_with("not a policy definition: no `types`, `variables` or `rules` found (top-level members: `foo`)"), "{text}");
+        for not_policy in [
+            "{}",
+            "[]",
+            "3",
+            r#"{"policyDefinition": {"foo": 1}}"#,
+            r#"{"buildWorkflowAssets": {"qualityReport": {}}}"#,
+        ] {
+            assert!(
+                matches!(
+                    PolicyDefinition::from_json(not_policy),
+                    Err(DefinitionJsonError::NoDefinition { .. })
+                ),
+                "{not_policy}"
+            );
+        }
+        // An explicitly empty definition is still a definition.
+        assert!(PolicyDefinition::from_json(r#"{"rules": []}"#).is_ok());
     }
 }

@@ -2,6 +2,7 @@
 //! paper's fragment, type checking and structured English.
 //!
 //! - [`definition`]: the JSON format, read and written unchanged, and its content hash.
+//! - [`aws`]: what Amazon Bedrock enforces on import, and conversion to AWS's rule ids.
 //! - [`term`]: the untyped SMT-LIB syntax tree, parser and printer.
 //! - [`typecheck`]: the schema (types, variables) and the typed [`Expr`] tree.
 //! - [`english`]: structured English rendering from templates.
@@ -10,6 +11,7 @@
 //!
 //! [`PolicyModel`] ties them together: a definition whose rules all parse and type-check.
 
+pub mod aws;
 pub mod definition;
 pub mod diff;
 pub mod english;

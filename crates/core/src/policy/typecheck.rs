@@ -68,7 +68,7 @@ pub enum SchemaError {
     #[error("type `{0}` is declared twice")]
     DuplicateType(String),
     /// A type name shadows a built-in sort.
-    #[error("type `{0}` has the name of a built-in type (bool, int, real)")]
+    #[error("type `{0}` has the name of a built-in type (bool, int, real, number)")]
     BuiltinTypeName(String),
     /// A type without values.
     #[error("type `{0}` has no values")]
@@ -84,7 +84,7 @@ pub enum SchemaError {
         second: String,
     },
     /// A variable of a type that does not exist.
-    #[error("variable `{variable}` has unknown type `{type_name}` (expected bool, int, real or one of the policy's types: {known})")]
+    #[error("variable `{variable}` has unknown type `{type_name}` (expected BOOL, INT, REAL, NUMBER in any letter case, or one of the policy's types: {known})")]
     UnknownType {
         /// The variable.
         variable: String,
@@ -466,12 +466,13 @@ fn promote(args: Vec<Expr>, to_real: bool) -> Vec<Expr> {
         .collect()
 }
 
-/// `bool`, `int`, `real` in any letter case.
+/// `bool`, `int`, `real` and AWS's `number` (a Real), in any letter case.
 pub fn builtin_sort(name: &str) -> Option<Sort> {
     match name.to_ascii_lowercase().as_str() {
         "bool" | "boolean" => Some(Sort::Bool),
         "int" | "integer" => Some(Sort::Int),
-        "real" => Some(Sort::Real),
+        // AWS's policy builder writes its number type as NUMBER; it holds any real value.
+        "real" | "number" => Some(Sort::Real),
         _ => None,
     }
 }
@@ -721,6 +722,26 @@ mod tests {
         assert!(e.problem.contains("must be Int"), "{e}");
         let e = check("(ite ok 1 SENIOR)").unwrap_err();
         assert!(e.problem.contains("same type"), "{e}");
+    }
+
+    #[test]
+    fn aws_number_is_real_in_any_letter_case() {
+        for ty in [
+            "NUMBER", "Number", "number", "REAL", "Int", "BOOL", "boolean",
+        ] {
+            assert!(builtin_sort(ty).is_some(), "{ty}");
+        }
+        assert_eq!(builtin_sort("NUMBER"), Some(Sort::Real));
+        let def = PolicyDefinition::from_json(
+            r#"{"variables":[{"name":"loanAmount","type":"NUMBER","description":"d"}]}"#,
+        )
+        .unwrap();
+        let schema = Schema::from_definition(&def).unwrap();
+        assert_eq!(schema.variable("loanAmount").unwrap().sort, Sort::Real);
+        let e = schema
+            .check_formula(&parse_term("(> loanAmount 1000.5)").unwrap())
+            .unwrap();
+        assert_eq!(e.variables(), vec!["loanAmount"]);
     }
 
     #[test]
