@@ -8,6 +8,7 @@
 //! - [`policy`]: the policy model (Bedrock policy JSON, SMT-LIB terms, type checking, English).
 //! - [`thread`], [`prompts`], [`audit`]: the rewriting loop as a sans-IO state machine, its
 //!   prompt templates, and the hash-chained audit trail with replay.
+//! - [`translation`]: the k translators' prompts, replies, repairs and agreement rules.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -18,6 +19,7 @@ pub mod findings;
 pub mod policy;
 pub mod prompts;
 pub mod thread;
+pub mod translation;
 pub mod verdict;
 
 pub use audit::{replay, replay_json, verify_chain, AuditRecord, ReplayReport};

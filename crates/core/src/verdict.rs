@@ -91,18 +91,57 @@ impl AggregateVerdict {
     }
 }
 
+/// Whether a VALID finding proves anything: its translation (when it has one) has claims, and
+/// no logic warning says the claims hold, or the premises fail, regardless of the policy. A
+/// VALID that proves nothing counts as NO_TRANSLATIONS: the policy checked nothing.
+pub fn proves_something(finding: &Finding) -> bool {
+    use crate::findings::LogicWarningType;
+    if finding.kind() != FindingKind::Valid {
+        return false;
+    }
+    if finding
+        .translation()
+        .is_some_and(|t| t.claims().iter().all(|c| c.logic.as_deref().is_none_or(|l| l.trim() == "true")))
+    {
+        return false;
+    }
+    let vacuous = finding.logic_warning().is_some_and(|w| {
+        let flagged = |s: &Option<Vec<crate::findings::Statement>>| {
+            s.as_ref().is_some_and(|v| !v.is_empty())
+        };
+        match &w.warning_type {
+            Some(LogicWarningType::AlwaysTrue) => flagged(&w.claims),
+            Some(LogicWarningType::AlwaysFalse) => flagged(&w.premises),
+            _ => false,
+        }
+    });
+    !vacuous
+}
+
+/// The kind a finding counts as for the verdict: a VALID that proves nothing counts as
+/// NO_TRANSLATIONS.
+pub fn effective_kind(finding: &Finding) -> FindingKind {
+    match finding.kind() {
+        FindingKind::Valid if !proves_something(finding) => FindingKind::NoTranslations,
+        kind => kind,
+    }
+}
+
 /// The verdict over a list of findings: VALID only when every finding is VALID; VALID plus
 /// NO_TRANSLATIONS is VALID with a warning; all NO_TRANSLATIONS is NO_TRANSLATIONS; otherwise
-/// the kind of the highest-priority finding. An empty list is never VALID.
+/// the kind of the highest-priority finding. An empty list is never VALID, and a VALID finding
+/// that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
 pub fn aggregate_verdict(findings: &[Finding]) -> AggregateVerdict {
-    let Some(top) = top_finding(findings) else {
+    let Some(top) = findings.iter().map(effective_kind).min_by_key(|k| k.priority()) else {
         return AggregateVerdict {
             verdict: Verdict::NoFindings,
             warning: None,
         };
     };
-    let has_valid = findings.iter().any(|f| f.kind() == FindingKind::Valid);
-    match top.kind() {
+    let has_valid = findings
+        .iter()
+        .any(|f| effective_kind(f) == FindingKind::Valid);
+    match top {
         FindingKind::NoTranslations if has_valid => AggregateVerdict {
             verdict: Verdict::Valid,
             warning: Some(NOT_COVERED_WARNING.to_string()),

@@ -143,7 +143,10 @@ fn input_for(thread: &Thread, action: &Action, now: u64, free: &str) -> Input {
             Effect::Validate { .. } => validated(findings),
             Effect::AskUser { .. } if *answer => answered(),
             Effect::AskUser { .. } => Input::UserSkipped { now },
-            Effect::Finish(_) => Input::Tick { now },
+            // These configurations have no translators.
+            Effect::Finish(_) | Effect::Translate { .. } | Effect::Check { .. } => {
+                Input::Tick { now }
+            }
         },
         Action::Llm(i) => llm(*i),
         Action::Validated(ks) => validated(ks),

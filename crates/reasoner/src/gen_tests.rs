@@ -15,7 +15,7 @@
 
 use crate::check::{new_solver, LoadError, Reasoner};
 use crate::encode::model_value;
-use crate::input::{PairInput, TranslatorOutput};
+use proofgate_core::translation::{PairInput, TranslatorOutput};
 use crate::options::CheckOptions;
 use proofgate_core::findings::{Finding, Statement};
 use proofgate_core::policy::test_suite::{PolicyTestCase, PolicyTestSuite, TestStatement};

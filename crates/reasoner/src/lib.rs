@@ -21,11 +21,12 @@
 mod check;
 mod encode;
 mod gen_tests;
-mod input;
 mod lint;
 mod options;
 mod policy_diff;
+mod scenario;
 mod testing;
+mod triviality;
 mod validate;
 
 pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
@@ -33,10 +34,11 @@ pub use encode::EncodeError;
 pub use gen_tests::{
     generate_tests, GenerateError, GenerateOptions, GeneratedTests, GenerationNote,
 };
-pub use input::{parse_translations, InputError, PairInput, TranslatorOutput};
+pub use proofgate_core::translation::{parse_translations, InputError, PairInput, TranslatorOutput};
 pub use lint::{lint, LintIssue, LintKind, LintReport, Severity, TooComplex};
 pub use options::CheckOptions;
 pub use policy_diff::{diff_policies, ChangedCase, PolicyDiff, VersionOutcome};
 pub use proofgate_core::findings;
 pub use testing::{case_result, check_case, CaseError, CaseResult, CaseStatus, TestReport};
+pub use triviality::Triviality;
 pub use validate::ValidateError;

@@ -5,7 +5,7 @@
 use crate::check::{
     expr_size, new_solver, translation_of, CheckedStatementInput, Reasoner, Untranslated,
 };
-use crate::input::{PairInput, TranslatorOutput};
+use proofgate_core::translation::{PairInput, TranslatorOutput};
 use proofgate_core::findings::{
     EmptyFinding, Finding, TranslationAmbiguousFinding, TranslationOption,
 };

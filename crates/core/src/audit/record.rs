@@ -28,6 +28,14 @@ pub enum RecordKind {
     Tick,
     /// Input: the caller gave up on the LLM or validator.
     Failed,
+    /// Input: a translator replied.
+    TranslatorReplied,
+    /// Input: a translator's endpoint failed.
+    TranslatorFailed,
+    /// Effect: call translators.
+    Translate,
+    /// Effect: check translations with the solver.
+    Check,
     /// Effect: call the LLM.
     CallLlm,
     /// Effect: validate a text.
@@ -42,6 +50,8 @@ pub enum RecordKind {
     ImpossibleResponse,
     /// Final: nothing in the answer is covered by the policy.
     NotCovered,
+    /// Final: fail-open; the chatbot's answer was returned unchecked.
+    Unverified,
     /// Final: the thread failed.
     Error,
 }
@@ -57,6 +67,10 @@ impl RecordKind {
             RecordKind::UserSkipped => "USER_SKIPPED",
             RecordKind::Tick => "TICK",
             RecordKind::Failed => "FAILED",
+            RecordKind::TranslatorReplied => "TRANSLATOR_REPLIED",
+            RecordKind::TranslatorFailed => "TRANSLATOR_FAILED",
+            RecordKind::Translate => "TRANSLATE",
+            RecordKind::Check => "CHECK",
             RecordKind::CallLlm => "CALL_LLM",
             RecordKind::Validate => "VALIDATE",
             RecordKind::AskUser => "ASK_USER",
@@ -64,6 +78,7 @@ impl RecordKind {
             RecordKind::MaxIterationsReached => "MAX_ITERATIONS_REACHED",
             RecordKind::ImpossibleResponse => "IMPOSSIBLE_RESPONSE",
             RecordKind::NotCovered => "NOT_COVERED",
+            RecordKind::Unverified => "UNVERIFIED",
             RecordKind::Error => "ERROR",
         }
     }
@@ -77,12 +92,18 @@ impl RecordKind {
             Input::UserSkipped { .. } => RecordKind::UserSkipped,
             Input::Tick { .. } => RecordKind::Tick,
             Input::Failed { .. } => RecordKind::Failed,
+            Input::TranslatorReplied { .. } => RecordKind::TranslatorReplied,
+            Input::TranslatorFailed { .. } => RecordKind::TranslatorFailed,
         }
     }
 
-    /// The kind of an effect's record; `None` for Finish, whose record is a final one.
+    /// The kind of an effect's record; `None` for Finish, whose record is a final one, and for
+    /// a Translate with no new calls (nothing happens).
     pub fn of_effect(effect: &Effect) -> Option<RecordKind> {
         match effect {
+            Effect::Translate { calls } if calls.is_empty() => None,
+            Effect::Translate { .. } => Some(RecordKind::Translate),
+            Effect::Check { .. } => Some(RecordKind::Check),
             Effect::CallLlm { .. } => Some(RecordKind::CallLlm),
             Effect::Validate { .. } => Some(RecordKind::Validate),
             Effect::AskUser { .. } => Some(RecordKind::AskUser),
@@ -97,6 +118,7 @@ impl RecordKind {
             OutcomeStatus::MaxIterations => RecordKind::MaxIterationsReached,
             OutcomeStatus::Impossible => RecordKind::ImpossibleResponse,
             OutcomeStatus::NotCovered => RecordKind::NotCovered,
+            OutcomeStatus::Unverified => RecordKind::Unverified,
             OutcomeStatus::Error => RecordKind::Error,
         }
     }
@@ -111,6 +133,8 @@ impl RecordKind {
                 | RecordKind::UserSkipped
                 | RecordKind::Tick
                 | RecordKind::Failed
+                | RecordKind::TranslatorReplied
+                | RecordKind::TranslatorFailed
         )
     }
 }

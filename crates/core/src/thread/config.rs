@@ -1,6 +1,7 @@
 //! How a thread behaves: iteration limit, follow-up questions, their timeout, policy context.
 
 use crate::prompts::PolicyContext;
+use crate::translation::TranslationConfig;
 use serde::{Deserialize, Serialize};
 
 /// The default limit on validations per thread.
@@ -20,9 +21,26 @@ pub enum FollowUpQuestions {
     Disabled,
 }
 
+/// What happens when the LLM or the validator fails for good.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FailureMode {
+    /// No answer: the thread ends in ERROR.
+    #[default]
+    Closed,
+    /// The chatbot's first answer is returned, marked UNVERIFIED, and the trail records it.
+    Open,
+}
+
+impl FailureMode {
+    fn is_closed(&self) -> bool {
+        *self == FailureMode::Closed
+    }
+}
+
 /// Configuration of one thread. Recorded in the first audit record, so replay rebuilds the
 /// thread with exactly this configuration.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct ThreadConfig {
     /// At most this many validations; at least 1.
@@ -35,6 +53,15 @@ pub struct ThreadConfig {
     pub question_timeout_ms: Option<u64>,
     /// The rules and variables shown to the LLM.
     pub policy: PolicyContext,
+    /// With the local validator: the translators are driven by the thread
+    /// ([`Effect::Translate`](super::Effect::Translate), then
+    /// [`Effect::Check`](super::Effect::Check)); without, the caller validates whole texts
+    /// ([`Effect::Validate`](super::Effect::Validate)).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub translation: Option<TranslationConfig>,
+    /// What a failure of the LLM or validator ends in.
+    #[serde(skip_serializing_if = "FailureMode::is_closed")]
+    pub failure_mode: FailureMode,
 }
 
 impl Default for ThreadConfig {
@@ -44,6 +71,8 @@ impl Default for ThreadConfig {
             follow_up_questions: FollowUpQuestions::Allowed,
             question_timeout_ms: Some(DEFAULT_QUESTION_TIMEOUT_MS),
             policy: PolicyContext::default(),
+            translation: None,
+            failure_mode: FailureMode::Closed,
         }
     }
 }

@@ -34,6 +34,12 @@ pub enum ThreadError {
     /// UserAnswered with no non-blank answer.
     #[error("UserAnswered carries no answer; send UserSkipped to skip the questions")]
     NoAnswers,
+    /// A translator input that does not fit the round in progress.
+    #[error("translator input rejected: {0}")]
+    Translator(#[from] crate::translation::RoundError),
+    /// Findings that cannot have come from the translations sent to the solver.
+    #[error("the findings do not match the translations: {0}")]
+    FindingsMismatch(String),
     /// The thread's own data contradicts itself (e.g. edited JSON).
     #[error("the thread's data is inconsistent: {0}")]
     Inconsistent(&'static str),

@@ -6,6 +6,7 @@
 
 use super::outcome::Outcome;
 use crate::findings::Finding;
+use crate::translation::{TranslatorCall, TranslatorOutput};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -56,6 +57,32 @@ pub enum Input {
         /// When the validation finished.
         now: u64,
     },
+    /// A translator replied to a [`TranslatorCall`] of an [`Effect::Translate`] (in any order).
+    TranslatorReplied {
+        /// The call's `translator`.
+        translator: u32,
+        /// The call's `attempt`.
+        attempt: u32,
+        /// The reply, verbatim.
+        text: String,
+        /// The model that produced it, for the audit trail.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// When the reply arrived.
+        now: u64,
+    },
+    /// A translator's endpoint failed for good (after the caller's retries): that translator
+    /// translated nothing.
+    TranslatorFailed {
+        /// The call's `translator`.
+        translator: u32,
+        /// The call's `attempt`.
+        attempt: u32,
+        /// What failed.
+        reason: String,
+        /// When the caller gave up.
+        now: u64,
+    },
     /// The user answered the follow-up questions of the last [`Effect::AskUser`]: one answer
     /// per question in order, or a single free-text reply.
     UserAnswered {
@@ -94,6 +121,8 @@ impl Input {
             | Input::UserAnswered { now, .. }
             | Input::UserSkipped { now }
             | Input::Tick { now }
+            | Input::TranslatorReplied { now, .. }
+            | Input::TranslatorFailed { now, .. }
             | Input::Failed { now, .. } => *now,
         }
     }
@@ -106,6 +135,8 @@ impl Input {
             Input::UserAnswered { .. } => "UserAnswered",
             Input::UserSkipped { .. } => "UserSkipped",
             Input::Tick { .. } => "Tick",
+            Input::TranslatorReplied { .. } => "TranslatorReplied",
+            Input::TranslatorFailed { .. } => "TranslatorFailed",
             Input::Failed { .. } => "Failed",
         }
     }
@@ -129,6 +160,24 @@ pub enum Effect {
         /// The text to validate: exactly the text that will be returned if it is VALID.
         answer: String,
     },
+    /// Make these translator calls (concurrently, besides any still in flight) and hand back
+    /// each reply as [`Input::TranslatorReplied`] (or [`Input::TranslatorFailed`]), in any
+    /// order. An empty list: nothing new to start; keep waiting for the calls in flight.
+    Translate {
+        /// The calls to start.
+        calls: Vec<TranslatorCall>,
+    },
+    /// Check these translations (one per translator) against the policy with the solver and
+    /// hand back the findings as [`Input::Validated`].
+    Check {
+        /// The user's question.
+        question: String,
+        /// The text being validated: exactly the text that will be returned if it is VALID.
+        answer: String,
+        /// What each translator made of it, in translator order (empty for one that
+        /// translated nothing).
+        translations: Vec<TranslatorOutput>,
+    },
     /// Show the user these questions; hand back [`Input::UserAnswered`] or
     /// [`Input::UserSkipped`], or [`Input::Tick`] once the deadline has passed.
     AskUser {
@@ -148,6 +197,8 @@ impl Effect {
         match self {
             Effect::CallLlm { .. } => "CallLlm",
             Effect::Validate { .. } => "Validate",
+            Effect::Translate { .. } => "Translate",
+            Effect::Check { .. } => "Check",
             Effect::AskUser { .. } => "AskUser",
             Effect::Finish(_) => "Finish",
         }

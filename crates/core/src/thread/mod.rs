@@ -17,6 +17,8 @@
 //!             findings: vec![Finding::Valid(Default::default())], evidence: None, now,
 //!         }).unwrap(),
 //!         Effect::AskUser { .. } => t.handle(Input::UserSkipped { now }).unwrap(),
+//!         // Only with `config.translation` set (the local validator's translators).
+//!         Effect::Translate { .. } | Effect::Check { .. } => unreachable!(),
 //!         Effect::Finish(outcome) => { assert!(outcome.verified); break }
 //!     };
 //! }
@@ -35,7 +37,8 @@ mod state;
 mod tests;
 
 pub use config::{
-    FollowUpQuestions, ThreadConfig, DEFAULT_MAX_ITERATIONS, DEFAULT_QUESTION_TIMEOUT_MS,
+    FailureMode, FollowUpQuestions, ThreadConfig, DEFAULT_MAX_ITERATIONS,
+    DEFAULT_QUESTION_TIMEOUT_MS,
 };
 pub use error::ThreadError;
 pub use history::{
@@ -50,6 +53,7 @@ use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
 use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
+use crate::translation::{check_findings, TranslationRound, TranslationTexts};
 use crate::verdict::{aggregate_verdict, top_finding, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -230,6 +234,18 @@ impl Thread {
                 purpose: LlmPurpose::InitialAnswer,
                 prompt: prompt.clone(),
             },
+            ThreadState::Translate { round, .. } => Effect::Translate {
+                calls: round.pending_calls(),
+            },
+            ThreadState::Validate {
+                answer,
+                translations: Some(translations),
+                ..
+            } => Effect::Check {
+                question: self.question.clone(),
+                answer: answer.clone(),
+                translations: translations.clone(),
+            },
             ThreadState::Validate { answer, .. } => Effect::Validate {
                 question: self.question.clone(),
                 answer: answer.clone(),
@@ -324,6 +340,20 @@ impl Thread {
                 }
                 "LlmReplied (or Failed)"
             }
+            ThreadState::Translate { round, .. } => match input {
+                Input::TranslatorReplied {
+                    translator,
+                    attempt,
+                    ..
+                }
+                | Input::TranslatorFailed {
+                    translator,
+                    attempt,
+                    ..
+                } => return Ok(round.accepts(*translator, *attempt)?),
+                Input::Failed { .. } => return Ok(()),
+                _ => "TranslatorReplied or TranslatorFailed (or Failed)",
+            },
             ThreadState::Validate { .. } => {
                 if matches!(input, Input::Validated { .. } | Input::Failed { .. }) {
                     return Ok(());
@@ -366,6 +396,19 @@ impl Thread {
                 self.on_clarification(ClarificationResponse::Skipped { at: now }, now)
             }
             Input::Tick { now } => self.on_tick(now),
+            Input::TranslatorReplied {
+                translator,
+                attempt,
+                text,
+                now,
+                ..
+            } => self.on_translator(translator, attempt, Ok(text), now),
+            Input::TranslatorFailed {
+                translator,
+                attempt,
+                reason,
+                now,
+            } => self.on_translator(translator, attempt, Err(reason), now),
         }
     }
 
@@ -463,9 +506,26 @@ impl Thread {
             step.answer = Some(answer.clone());
             step.role = Some(role);
         }
+        if let Some(config) = &self.config.translation {
+            let round = TranslationRound::new(
+                config,
+                TranslationTexts {
+                    question: &self.question,
+                    answer: &answer,
+                },
+            );
+            let calls = round.pending_calls();
+            self.state = ThreadState::Translate {
+                answer,
+                role,
+                round,
+            };
+            return self.emit(Effect::Translate { calls }, now);
+        }
         self.state = ThreadState::Validate {
             answer: answer.clone(),
             role,
+            translations: None,
         };
         self.emit(
             Effect::Validate {
@@ -474,6 +534,64 @@ impl Thread {
             },
             now,
         )
+    }
+
+    // VALIDATE (translation): one translator's reply or failure.
+    fn on_translator(
+        &mut self,
+        translator: u32,
+        attempt: u32,
+        reply: Result<String, String>,
+        now: u64,
+    ) -> Result<Effect, ThreadError> {
+        let config = self
+            .config
+            .translation
+            .clone()
+            .ok_or(ThreadError::Inconsistent("translation without a translation config"))?;
+        let ThreadState::Translate { round, .. } = &mut self.state else {
+            return Err(ThreadError::Inconsistent("translator input outside translation"));
+        };
+        let repair = match reply {
+            Ok(text) => {
+                let vocabulary = config
+                    .vocabulary_model()
+                    .map_err(|e| ThreadError::InvalidConfig(e))?;
+                round.on_reply(&config, &vocabulary, translator, attempt, &text)?
+            }
+            Err(reason) => {
+                round.on_failure(translator, attempt, &reason)?;
+                None
+            }
+        };
+        if let Some(call) = repair {
+            return Ok(self.emit(Effect::Translate { calls: vec![call] }, now));
+        }
+        if !round.is_complete() {
+            return Ok(Effect::Translate { calls: Vec::new() });
+        }
+        if let Some(reason) = round.all_unavailable() {
+            return Ok(self.fail(format!("validator: {reason}"), now));
+        }
+        let translations = round.outputs();
+        let ThreadState::Translate { answer, role, .. } =
+            std::mem::replace(&mut self.state, ThreadState::GenerateInitial { prompt: String::new() })
+        else {
+            return Err(ThreadError::Inconsistent("translation state vanished"));
+        };
+        self.state = ThreadState::Validate {
+            answer: answer.clone(),
+            role,
+            translations: Some(translations.clone()),
+        };
+        Ok(self.emit(
+            Effect::Check {
+                question: self.question.clone(),
+                answer,
+                translations,
+            },
+            now,
+        ))
     }
 
     fn ask(&mut self, questions: Vec<String>, now: u64) -> Effect {
@@ -507,7 +625,18 @@ impl Thread {
         now: u64,
     ) -> Result<Effect, ThreadError> {
         let (answer, role) = match &self.state {
-            ThreadState::Validate { answer, role } => (answer.clone(), *role),
+            ThreadState::Validate {
+                answer,
+                role,
+                translations,
+            } => {
+                if let (Some(config), Some(translations)) = (&self.config.translation, translations)
+                {
+                    check_findings(config, translations, &findings)
+                        .map_err(ThreadError::FindingsMismatch)?;
+                }
+                (answer.clone(), *role)
+            }
             _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
         };
         let iteration = self.iterations().saturating_add(1);
@@ -697,6 +826,23 @@ impl Thread {
     }
 
     fn fail(&mut self, reason: String, now: u64) -> Effect {
+        // Fail-open returns the chatbot's first answer unchecked, and says so in the trail.
+        let first = self.steps.first().and_then(|s| s.reply.as_ref());
+        if let (FailureMode::Open, Some(first)) = (self.config.failure_mode, first) {
+            let outcome = Outcome {
+                status: OutcomeStatus::Unverified,
+                answer: Some(first.text.clone()),
+                warning: Some(
+                    "UNVERIFIED: this answer could not be checked against the policy".into(),
+                ),
+                findings: Vec::new(),
+                iterations: self.iterations(),
+                verified: false,
+                model: first.model.clone(),
+                reason: Some(reason),
+            };
+            return self.finish(outcome, None, now);
+        }
         let outcome = Outcome {
             status: OutcomeStatus::Error,
             answer: None,

@@ -20,6 +20,9 @@ pub enum OutcomeStatus {
     Impossible,
     /// The iteration limit was reached: the best answer so far, not verified.
     MaxIterations,
+    /// Fail-open: the LLM or the validator failed and the chatbot's own answer was returned
+    /// unchecked, marked as such (`answer` and `reason` say what was given and why).
+    Unverified,
     /// The LLM or the validator failed; no answer.
     Error,
 }
@@ -33,6 +36,7 @@ impl OutcomeStatus {
             OutcomeStatus::NotCovered => "NOT_COVERED",
             OutcomeStatus::Impossible => "IMPOSSIBLE",
             OutcomeStatus::MaxIterations => "MAX_ITERATIONS",
+            OutcomeStatus::Unverified => "UNVERIFIED",
             OutcomeStatus::Error => "ERROR",
         }
     }
@@ -66,7 +70,7 @@ pub struct Outcome {
     /// The model that wrote the answer, when the caller reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
-    /// Why the thread failed (ERROR only).
+    /// Why the thread failed (ERROR and UNVERIFIED).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }

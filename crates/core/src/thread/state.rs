@@ -4,6 +4,7 @@ use super::history::AnswerRole;
 use super::io::LlmPurpose;
 use super::outcome::Outcome;
 use crate::decision::DecisionKind;
+use crate::translation::{TranslationRound, TranslatorOutput};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -66,12 +67,25 @@ pub enum ThreadState {
         /// The prompt sent.
         prompt: String,
     },
+    /// Waiting for the translators' replies on `answer` (local validator).
+    Translate {
+        /// The text being validated.
+        answer: String,
+        /// What the text is.
+        role: AnswerRole,
+        /// The translators' progress.
+        round: TranslationRound,
+    },
     /// Waiting for the validation of `answer`.
     Validate {
         /// The text being validated.
         answer: String,
         /// What the text is.
         role: AnswerRole,
+        /// The translations sent to the solver (local validator); the findings must come
+        /// from them.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        translations: Option<Vec<TranslatorOutput>>,
     },
     /// Waiting for the LLM's reply to `prompt`.
     RewritingLoop {
@@ -107,7 +121,7 @@ impl ThreadState {
     pub fn phase(&self) -> Phase {
         match self {
             ThreadState::GenerateInitial { .. } => Phase::GenerateInitial,
-            ThreadState::Validate { .. } => Phase::Validate,
+            ThreadState::Translate { .. } | ThreadState::Validate { .. } => Phase::Validate,
             ThreadState::RewritingLoop { .. } => Phase::RewritingLoop,
             ThreadState::AwaitingInput { .. } => Phase::AwaitingInput,
             ThreadState::Completed { .. } => Phase::Completed,

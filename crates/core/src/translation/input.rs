@@ -5,11 +5,13 @@
 //! `{"premises": [...], "claims": [...]}`, and a statement is an SMT-LIB string or
 //! `{"logic": "...", "naturalLanguage": "..."}`. Errors name the JSON path of the problem.
 
-use proofgate_core::findings::Statement;
+use crate::findings::Statement;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// One premise/claim pair as a translator wrote it.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct PairInput {
     /// The premises (facts given).
     pub premises: Vec<Statement>,
@@ -18,7 +20,8 @@ pub struct PairInput {
 }
 
 /// Everything one translator produced.
-#[derive(Debug, Clone, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct TranslatorOutput {
     /// The premise/claim pairs.
     pub pairs: Vec<PairInput>,

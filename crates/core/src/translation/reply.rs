@@ -1,0 +1,109 @@
+//! Reading one translator's reply: the JSON in it, its shape, and every statement type-checked
+//! against the policy's vocabulary. Errors are phrased for the translator to fix them.
+
+use super::input::{parse_translations, TranslatorOutput};
+use crate::policy::PolicyModel;
+
+/// The JSON object in an LLM reply: the whole reply, or the part inside a ``` fence, or from
+/// the first `{` to the last `}`.
+pub fn json_part(reply: &str) -> &str {
+    let t = reply.trim();
+    if let Some(start) = t.find("```") {
+        let after = &t[start + 3..];
+        let after = after.strip_prefix("json").unwrap_or(after);
+        if let Some(end) = after.find("```") {
+            return after[..end].trim();
+        }
+    }
+    match (t.find('{'), t.rfind('}')) {
+        (Some(a), Some(b)) if a < b => &t[a..=b],
+        _ => t,
+    }
+}
+
+/// Reads one translator's reply and checks every statement against the policy's vocabulary.
+pub fn parse_reply(vocabulary: &PolicyModel, reply: &str) -> Result<TranslatorOutput, Vec<String>> {
+    let doc = format!("{{\"translations\": [{}]}}", json_part(reply));
+    let mut outputs = parse_translations(&doc).map_err(|e| {
+        vec![e
+            .to_string()
+            .replace("translations[0]", "your reply")
+            .replace("at translations: ", "")]
+    })?;
+    let out = match (outputs.pop(), outputs.is_empty()) {
+        (Some(out), true) => out,
+        _ => return Err(vec!["the reply must be one JSON object".to_string()]),
+    };
+    let mut errors = Vec::new();
+    for (i, pair) in out.pairs.iter().enumerate() {
+        for (what, list) in [("premises", &pair.premises), ("claims", &pair.claims)] {
+            for (j, s) in list.iter().enumerate() {
+                let place = format!("pairs[{i}].{what}[{j}]");
+                match s.logic.as_deref() {
+                    None => errors.push(format!("{place}: the statement has no `logic`")),
+                    Some(logic) => {
+                        if let Err(e) = vocabulary.check_statement(logic) {
+                            errors.push(format!("{place}: {e}"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyDefinition;
+
+    fn model() -> PolicyModel {
+        let def = PolicyDefinition::from_json(
+            r#"{"types": [{"name": "Season", "values": [{"value": "LOW"}, {"value": "HIGH"}]}],
+                "variables": [
+                  {"name": "age", "type": "INT", "description": "Age of the visitor"},
+                  {"name": "season", "type": "Season", "description": "The season"},
+                  {"name": "fee", "type": "REAL", "description": "Admission fee"}],
+                "rules": []}"#,
+        )
+        .unwrap();
+        PolicyModel::from_definition(def, None).unwrap()
+    }
+
+    #[test]
+    fn fenced_json_reply_is_read() {
+        let reply = "Here you go:\n```json\n{\"pairs\": [{\"premises\": [\"(= age 70)\"], \"claims\": [{\"logic\": \"(= fee 9.0)\", \"naturalLanguage\": \"$9\"}]}]}\n```";
+        let out = parse_reply(&model(), reply).unwrap();
+        assert_eq!(out.pairs.len(), 1);
+        assert_eq!(
+            out.pairs[0].claims[0].natural_language.as_deref(),
+            Some("$9")
+        );
+    }
+
+    #[test]
+    fn type_and_name_errors_are_listed_with_their_place() {
+        let reply = r#"{"pairs": [{"premises": ["(= agee 70)"], "claims": ["(= season 3)", "(and (= fee 9.0)"]}]}"#;
+        let errors = parse_reply(&model(), reply).unwrap_err();
+        assert_eq!(errors.len(), 3, "{errors:?}");
+        assert!(errors[0].starts_with("pairs[0].premises[0]") && errors[0].contains("agee"));
+        assert!(errors[1].starts_with("pairs[0].claims[0]"));
+        assert!(errors[2].starts_with("pairs[0].claims[1]"));
+    }
+
+    #[test]
+    fn smuggled_commands_are_syntax_errors() {
+        let reply = r#"{"pairs": [{"premises": [], "claims": ["(= age 1)) (assert false"]}]}"#;
+        assert!(parse_reply(&model(), reply).is_err());
+    }
+
+    #[test]
+    fn non_json_reply_is_an_error() {
+        assert!(!parse_reply(&model(), "I cannot do that.").unwrap_err().is_empty());
+    }
+}
