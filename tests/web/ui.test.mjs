@@ -50,7 +50,7 @@ test('ask a question and see it rewritten to VALID, with the iterations in the d
   assert.match(await first.locator('h3').textContent(), /Iteration 1: Initial answer/);
   assert.match(await first.textContent(), /you pay \$30 after the discount/);
   assert.equal(await first.locator('.finding').getAttribute('data-kind'), 'INVALID');
-  assert.match(await first.locator('.rules').textContent(), /LOW_SEASON_FEE.*low season.*0\.75 times the regular admission fee.*\(=> isLowSeason/s);
+  assert.match(await first.locator('.rules').textContent(), /LOWSEASONFEE.*low season.*0\.75 times the regular admission fee.*\(=> isLowSeason/s);
   const second = steps.nth(1);
   assert.match(await second.locator('h3').textContent(), /Iteration 2: Rewrite · addressing INVALID/);
   assert.match(await second.locator('.decision').textContent(), /rewrite/);
@@ -257,7 +257,7 @@ test('policy viewer: types, variables, rules in SMT-LIB and English, lint', asyn
   const rules = page.locator('.rules-table tbody tr');
   await rules.first().waitFor();
   assert.equal(await rules.count(), 17);
-  assert.match(await page.locator('#rule-DISCOUNT_RATE').textContent(), /capped at 25% if credits are used.*\(= discountRate \(ite discountApplies/s);
+  assert.match(await page.locator('#rule-DISCOUNTRATE').textContent(), /capped at 25% if credits are used.*\(= discountRate \(ite discountApplies/s);
   assert.match(await page.locator('.policy').textContent(), /Types \(1\).*AgeClass.*Variables \(18\)/s);
   await page.waitForFunction(() => !/Linting…/.test(document.querySelector('.lint').textContent));
   const lint = await page.locator('.lint').textContent();

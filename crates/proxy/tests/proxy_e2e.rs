@@ -422,8 +422,8 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     let guardrail = Server::python(
         "scripted_guardrail.py",
         &json!({"fail_first": 1, "fail_status": 429, "rules": [
-            {"match": "$30", "findings": [{"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "contradictingRules": [{"identifier": "FEE_AFTER_DISCOUNT"}]}}]},
-            {"match": "$22.50", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE_AFTER_DISCOUNT"}]}}]}
+            {"match": "$30", "findings": [{"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "contradictingRules": [{"identifier": "FEEAFTEDISCO"}]}}]},
+            {"match": "$22.50", "findings": [{"valid": {"supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
         ]}),
     );
     let tables = format!(
@@ -524,7 +524,7 @@ async fn api_threads_answers_audit_health_and_metrics() {
 
     let policies = get(&proxy, "/api/policies").await;
     let rules = policies["policies"][0]["rules"].as_array().unwrap();
-    assert!(rules.iter().any(|r| r["id"] == "SENIOR_DISCOUNT"));
+    assert!(rules.iter().any(|r| r["id"] == "SENIORDISCOU"));
     assert!(rules[0]["english"].as_str().is_some());
 
     assert_eq!(get(&proxy, "/healthz").await["status"], "ok");
@@ -617,14 +617,14 @@ async fn policy_authoring_api_lints_generates_tests_and_diffs() {
 
     let mut broken = park.clone();
     for rule in broken["rules"].as_array_mut().unwrap() {
-        if rule["id"] == "DISCOUNT_RATE" {
+        if rule["id"] == "DISCOUNTRATE" {
             rule["expression"] =
                 json!("(= discountRate (ite discountApplies (ite usesCredits 0.25 0.30) 0.0))");
         }
     }
     let (status, diff) = post("/api/policies/diff", json!({"old": park, "new": broken})).await;
     assert_eq!(status, 200, "{diff}");
-    assert!(diff.to_string().contains("DISCOUNT_RATE"), "{diff}");
+    assert!(diff.to_string().contains("DISCOUNTRATE"), "{diff}");
 
     let (status, err) = post("/api/policies/lint", json!({"policy": {"rules": 3}})).await;
     assert_eq!(status, 400, "{err}");

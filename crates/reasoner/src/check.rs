@@ -32,7 +32,7 @@ pub struct Untranslated {
 }
 
 /// The result of one solver call, with unknown kept apart so it can never count as a proof.
-enum Outcome {
+pub(crate) enum Outcome {
     Sat(Model),
     Unsat(Vec<usize>),
     Unknown,
@@ -48,7 +48,7 @@ pub struct Reasoner<'m> {
     literals: Vec<Bool>,
     literal_index: HashMap<String, usize>,
     pub(crate) rule_formulas: Vec<Bool>,
-    solver: Solver,
+    pub(crate) solver: Solver,
 }
 
 /// A failure to load the policy into the solver (a bug, not a user error).
@@ -108,7 +108,7 @@ impl<'m> Reasoner<'m> {
     }
 
     /// Checks `with` (rule indices) together with the fixed assumption literals.
-    fn solve(&self, rules: &[usize], fixed: &[Bool]) -> Outcome {
+    pub(crate) fn solve(&self, rules: &[usize], fixed: &[Bool]) -> Outcome {
         let mut assumptions: Vec<Bool> = rules.iter().map(|&i| self.literals[i].clone()).collect();
         assumptions.extend_from_slice(fixed);
         match self.solver.check_assumptions(&assumptions) {
@@ -155,7 +155,7 @@ impl<'m> Reasoner<'m> {
         kept
     }
 
-    fn all_rules(&self) -> Vec<usize> {
+    pub(crate) fn all_rules(&self) -> Vec<usize> {
         (0..self.literals.len()).collect()
     }
 
@@ -251,6 +251,7 @@ impl<'m> Reasoner<'m> {
                             .map(String::from),
                     );
                 }
+                let true_model = self.simplest_model(&pc, true_model, self.scenario_deadline());
                 Finding::Valid(ValidFinding {
                     translation: Some(translation),
                     claims_true_scenario: Some(self.scenario(&true_model, &vars)),
@@ -260,12 +261,14 @@ impl<'m> Reasoner<'m> {
                 })
             }
             Outcome::Sat(false_model) => {
-                let mut vars = statement_vars(premises, claims);
-                vars.extend(self.differing_variables(&true_model, &false_model));
+                let (true_model, false_model) =
+                    self.explaining_pair((p, c), &pc, &pn, true_model, false_model);
+                let diff = self.differing_variables(&true_model, &false_model);
+                let vars = statement_vars(premises, claims);
                 Finding::Satisfiable(SatisfiableFinding {
                     translation: Some(translation),
-                    claims_true_scenario: Some(self.scenario(&true_model, &vars)),
-                    claims_false_scenario: Some(self.scenario(&false_model, &vars)),
+                    claims_true_scenario: Some(self.scenario_first(&true_model, &diff, &vars)),
+                    claims_false_scenario: Some(self.scenario_first(&false_model, &diff, &vars)),
                     logic_warning,
                     extra: Default::default(),
                 })

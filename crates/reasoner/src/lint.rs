@@ -1,8 +1,10 @@
 //! Policy linting (paper §3.1): unused variables and types, type errors, contradictory rule
-//! sets, rules that are always true, and independent (disjoint) rule groups.
+//! sets, rules that are always true, and independent (disjoint) rule groups; plus everything
+//! Amazon Bedrock enforces when it imports a definition (ids, names, lengths, limits).
 
 use crate::check::{new_solver, solver_says_unsat, Reasoner};
 use crate::options::CheckOptions;
+use proofgate_core::policy::aws::{aws_import_issues, AwsSeverity};
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, Sort};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -39,6 +41,10 @@ pub enum LintKind {
     DisjointRuleGroups,
     /// The solver could not decide a check within the time limit.
     SolverGaveUp,
+    /// Amazon Bedrock would reject the definition on import (rule id, name, length, limit).
+    AwsRejects,
+    /// Amazon Bedrock accepts it, but its own tools write it differently.
+    AwsStyle,
 }
 
 /// One finding of the linter.
@@ -85,6 +91,25 @@ fn issue(severity: Severity, kind: LintKind, message: String) -> LintIssue {
 /// Lints a policy definition.
 pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport {
     let mut report = LintReport::default();
+    for i in aws_import_issues(&definition) {
+        let (severity, kind) = match i.severity {
+            AwsSeverity::Rejected => (Severity::Error, LintKind::AwsRejects),
+            AwsSeverity::Advice => (Severity::Warning, LintKind::AwsStyle),
+        };
+        report.issues.push(LintIssue {
+            rules: i.rule.into_iter().collect(),
+            names: i.name.into_iter().collect(),
+            ..issue(severity, kind, format!("AWS: {}: {}", i.path, i.message))
+        });
+    }
+    if definition.types.is_empty() && definition.variables.is_empty() && definition.rules.is_empty()
+    {
+        report.issues.push(issue(
+            Severity::Error,
+            LintKind::SchemaError,
+            "the policy is empty: it has no types, variables or rules".into(),
+        ));
+    }
     let (model, errors) = match PolicyModel::from_definition_partial(definition, None) {
         Ok(built) => built,
         Err(errors) => {
@@ -93,6 +118,7 @@ pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport 
                     .issues
                     .push(issue(Severity::Error, LintKind::SchemaError, e.to_string()));
             }
+            report.issues.sort_by_key(|i| i.severity);
             return report;
         }
     };
@@ -107,6 +133,7 @@ pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport 
             report
                 .issues
                 .push(issue(Severity::Error, LintKind::RuleError, e.to_string()));
+            report.issues.sort_by_key(|i| i.severity);
             return report;
         }
     };
@@ -242,3 +269,59 @@ fn quote_list(ids: &[String]) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the solver could not decide within the time limit")]
 pub struct TooComplex;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lint_json(json: &str) -> LintReport {
+        lint(
+            PolicyDefinition::from_json(json).unwrap(),
+            &CheckOptions::default(),
+        )
+    }
+
+    #[test]
+    fn shipped_examples_pass_with_the_aws_checks() {
+        for json in [
+            include_str!("../../../examples/policies/park-admission.json"),
+            include_str!("../../../examples/policies/airline-refund.json"),
+        ] {
+            let report = lint_json(json);
+            assert!(!report.has_problems(), "{:#?}", report.issues);
+        }
+    }
+
+    #[test]
+    fn what_aws_rejects_is_an_error_and_style_a_warning() {
+        let report = lint_json(
+            r#"{"variables": [{"name": "x", "type": "int"}, {"name": "b", "type": "BOOL", "description": "b"}],
+                "rules": [{"id": "POSITIVE", "expression": "(=> b (> x 0))"}]}"#,
+        );
+        let kinds: Vec<(Severity, LintKind)> =
+            report.issues.iter().map(|i| (i.severity, i.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Severity::Error, LintKind::AwsRejects),
+                (Severity::Error, LintKind::AwsRejects),
+                (Severity::Warning, LintKind::AwsStyle),
+            ],
+            "{:#?}",
+            report.issues
+        );
+        assert_eq!(report.issues[1].rules, vec!["POSITIVE"]);
+        assert!(report.issues[0]
+            .message
+            .starts_with("AWS: variables[0].description: variable `x` has no description"));
+    }
+
+    #[test]
+    fn an_empty_policy_is_an_error() {
+        let report = lint_json(r#"{"rules": []}"#);
+        assert!(report
+            .issues
+            .iter()
+            .any(|i| i.severity == Severity::Error && i.message.contains("policy is empty")));
+    }
+}

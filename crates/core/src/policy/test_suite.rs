@@ -6,9 +6,9 @@
 //! {"policy": "sha256:...",
 //!  "tests": [
 //!    {"id": "senior-low-season", "question": "...", "answer": "...", "expected": "SATISFIABLE"},
-//!    {"id": "BASE_FEE/decisive-valid", "rule": "BASE_FEE", "decisive": true,
+//!    {"id": "BASEFEE00000/decisive-valid", "rule": "BASEFEE00000", "decisive": true,
 //!     "premises": [], "claims": ["(= baseFee 50.0)"], "expected": "VALID",
-//!     "expectedRules": ["BASE_FEE"]},
+//!     "expectedRules": ["BASEFEE00000"]},
 //!    {"id": "two-translators", "translations": [[{"premises": ["b"], "claims": ["c"]}], [...]],
 //!     "expected": "TRANSLATION_AMBIGUOUS"}]}
 //! ```

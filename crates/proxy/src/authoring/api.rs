@@ -161,9 +161,9 @@ mod tests {
         assert!(report.all_passed());
 
         let mut new = park();
-        new.rules.retain(|r| r.id != "TAX");
+        new.rules.retain(|r| r.id != "TAX000000000");
         let d = diff(park(), new, GenerateOptions::default()).await.unwrap();
-        assert_eq!(d.definition.rules[0].name, "TAX");
+        assert_eq!(d.definition.rules[0].name, "TAX000000000");
         assert!(!d.changed_cases.is_empty());
     }
 
@@ -175,7 +175,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(e.is_client_error());
-        assert!(e.to_string().contains("BASE_FEE"), "{e}");
+        assert!(e.to_string().contains("BASEFEE00000"), "{e}");
         let suite: PolicyTestSuite =
             serde_json::from_str(r#"{"tests": [{"id": "a", "expected": "VALID"}]}"#).unwrap();
         let e = run_tests(park(), suite, None, CheckOptions::default())

@@ -1,0 +1,354 @@
+//! Scenarios that explain a finding (the paper's Fig. 3). For SATISFIABLE: the simplest
+//! situation in which the claims hold, then the situation closest to it in which they fail, so
+//! the variables that differ show what the answer depends on; for VALID: the simplest
+//! situation in which the claims hold.
+//!
+//! - *Simplest*: every flag pinned to false, then every count and amount to 0, in schema
+//!   order, each pin kept when the premises and rules allow it; counts that cannot be 0 are
+//!   then brought as close to 0 as they can be (binary search on the magnitude).
+//! - *Closest*: the fewest variables changed (Z3's optimizer as MaxSAT over one equality per
+//!   variable; when it gives up, equalities kept greedily one by one).
+//!
+//! Everything shares one deadline of the solver time limit; when it runs out, the models found
+//! so far are used (each is a real model of rules, premises and claims, never a guess).
+
+use crate::check::{Outcome, Reasoner};
+use proofgate_core::findings::Scenario;
+use proofgate_core::policy::Sort;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+use z3::ast::{Bool, Dynamic, Int};
+use z3::{Model, Optimize, Params, SatResult};
+
+/// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
+fn simple_value(sort: &Sort) -> Option<Dynamic> {
+    match sort {
+        Sort::Bool => Some(Bool::from_bool(false).into()),
+        Sort::Int => Some(Int::from_i64(0).into()),
+        Sort::Real => Some(Int::from_i64(0).to_real().into()),
+        Sort::Enum(_) => None,
+    }
+}
+
+/// Flags before counts before amounts: a count or amount usually follows from a flag (whether
+/// credits are used), so settling flags first keeps the amounts a consequence, not a choice.
+fn rank(sort: &Sort) -> Option<usize> {
+    match sort {
+        Sort::Bool => Some(0),
+        Sort::Int => Some(1),
+        Sort::Real => Some(2),
+        Sort::Enum(_) => None,
+    }
+}
+
+fn holds(model: &Model, f: &Bool) -> bool {
+    model.eval(f, true).and_then(|b| b.as_bool()) == Some(true)
+}
+
+impl Reasoner<'_> {
+    /// The deadline for choosing a finding's scenarios.
+    pub(crate) fn scenario_deadline(&self) -> Instant {
+        Instant::now() + Duration::from_millis(u64::from(self.options.timeout_ms))
+    }
+
+    /// A fresh literal `l` with `l => f` asserted in the solver's current scope (the check's
+    /// push/pop removes it), for use as an assumption.
+    fn pin(&self, f: &Bool) -> Bool {
+        let l = Bool::fresh_const("pin");
+        self.solver.assert(l.implies(f));
+        l
+    }
+
+    fn schema_vars(&self) -> Vec<(Dynamic, Sort)> {
+        self.vocab
+            .variables()
+            .iter()
+            .filter_map(|(name, sort)| Some((self.vocab.var(name)?.clone(), sort.clone())))
+            .collect()
+    }
+
+    /// The simplest model of the rules and `fixed` (assumption literals), starting from
+    /// `model`, which must be one.
+    pub(crate) fn simplest_model(&self, fixed: &[Bool], model: Model, deadline: Instant) -> Model {
+        let all = self.all_rules();
+        let vars = self.schema_vars();
+        let mut assumptions = fixed.to_vec();
+        let mut best = model;
+        let mut pinned_zero = BTreeSet::new();
+        for wanted in 0..3 {
+            for (i, (var, sort)) in vars.iter().enumerate() {
+                if rank(sort) != Some(wanted) {
+                    continue;
+                }
+                if Instant::now() >= deadline {
+                    return best;
+                }
+                let Some(simple) = simple_value(sort) else {
+                    continue;
+                };
+                let eq = var.eq(&simple);
+                let already = holds(&best, &eq);
+                assumptions.push(self.pin(&eq));
+                if already {
+                    pinned_zero.insert(i);
+                    continue;
+                }
+                match self.solve(&all, &assumptions) {
+                    Outcome::Sat(m) => {
+                        best = m;
+                        pinned_zero.insert(i);
+                    }
+                    _ => {
+                        assumptions.pop();
+                    }
+                }
+            }
+        }
+        // Counts that cannot be 0: the smallest magnitude the rest allows.
+        for (i, (var, _)) in vars.iter().enumerate() {
+            if pinned_zero.contains(&i) {
+                continue;
+            }
+            let Some(x) = var.as_int() else { continue };
+            let Some(mut hi) = best.eval(&x, true).and_then(|v| v.as_i64()) else {
+                continue;
+            };
+            hi = hi.abs();
+            // |x| <= lo is known unsatisfiable (0 was tried), |x| <= hi is satisfiable.
+            let mut lo = 0i64;
+            while hi - lo > 1 && Instant::now() < deadline {
+                let mid = lo + (hi - lo) / 2;
+                let bound = Int::from_i64(mid);
+                let within = Bool::and(&[x.le(&bound), x.ge(bound.unary_minus())]);
+                let lit = self.pin(&within);
+                let mut tried = assumptions.clone();
+                tried.push(lit);
+                match self.solve(&all, &tried) {
+                    Outcome::Sat(m) => {
+                        hi = m
+                            .eval(&x, true)
+                            .and_then(|v| v.as_i64())
+                            .map_or(mid, i64::abs);
+                        best = m;
+                    }
+                    Outcome::Unsat(_) => lo = mid,
+                    Outcome::Unknown => break,
+                }
+            }
+            // Later variables are simplified with this one kept.
+            if let Some(v) = best.eval(&x, true) {
+                assumptions.push(self.pin(&x.eq(&v)));
+            }
+        }
+        best
+    }
+
+    /// The model of the rules and `hard` (formulas; `fixed` are the same as assumption
+    /// literals) that differs from `target` in the fewest variables, starting from `model`,
+    /// which must be one.
+    pub(crate) fn closest_model(
+        &self,
+        hard: &[Bool],
+        fixed: &[Bool],
+        target: &Model,
+        model: Model,
+        deadline: Instant,
+    ) -> Model {
+        let same: Vec<Bool> = self
+            .schema_vars()
+            .iter()
+            .filter_map(|(var, _)| Some(var.eq(&target.eval(var, true)?)))
+            .collect();
+        if let Some(m) = self.closest_by_optimizer(hard, &same, deadline) {
+            return m;
+        }
+        let all = self.all_rules();
+        let mut assumptions = fixed.to_vec();
+        let mut best = model;
+        for eq in &same {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let already = holds(&best, eq);
+            assumptions.push(self.pin(eq));
+            if already {
+                continue;
+            }
+            match self.solve(&all, &assumptions) {
+                Outcome::Sat(m) => best = m,
+                _ => {
+                    assumptions.pop();
+                }
+            }
+        }
+        best
+    }
+
+    /// MaxSAT over the equalities `same`, with every rule and `hard` asserted.
+    fn closest_by_optimizer(
+        &self,
+        hard: &[Bool],
+        same: &[Bool],
+        deadline: Instant,
+    ) -> Option<Model> {
+        let remaining = deadline.checked_duration_since(Instant::now())?;
+        let opt = Optimize::new();
+        let mut params = Params::new();
+        params.set_u32(
+            "timeout",
+            u32::try_from(remaining.as_millis())
+                .unwrap_or(u32::MAX)
+                .max(1),
+        );
+        opt.set_params(&params);
+        for f in self.rule_formulas.iter().chain(hard) {
+            opt.assert(f);
+        }
+        for eq in same {
+            opt.assert_soft(eq, 1u32, None);
+        }
+        match opt.check(&[]) {
+            SatResult::Sat => opt.get_model(),
+            _ => None,
+        }
+    }
+
+    /// The SATISFIABLE pair: the simplest claims-true model (`pc`: premises and claims
+    /// literals) and the claims-false model closest to it (`pn`: premises and not claims;
+    /// `p`, `c` the formulas behind them).
+    pub(crate) fn explaining_pair(
+        &self,
+        (p, c): (&Bool, &Bool),
+        pc: &[Bool],
+        pn: &[Bool],
+        true_model: Model,
+        false_model: Model,
+    ) -> (Model, Model) {
+        let deadline = self.scenario_deadline();
+        let true_model = self.simplest_model(pc, true_model, deadline);
+        let false_model = self.closest_model(
+            &[p.clone(), c.not()],
+            pn,
+            &true_model,
+            false_model,
+            deadline,
+        );
+        (true_model, false_model)
+    }
+
+    /// The assignment of `first` (schema order), then of the other `rest` variables.
+    pub(crate) fn scenario_first(
+        &self,
+        model: &Model,
+        first: &[String],
+        rest: &[String],
+    ) -> Scenario {
+        let head = self.scenario(model, first);
+        let shown: BTreeSet<&str> = first.iter().map(String::as_str).collect();
+        let others: Vec<String> = rest
+            .iter()
+            .filter(|v| !shown.contains(v.as_str()))
+            .cloned()
+            .collect();
+        let tail = self.scenario(model, &others);
+        let mut statements = head.statements.unwrap_or_default();
+        statements.extend(tail.statements.unwrap_or_default());
+        Scenario {
+            statements: Some(statements),
+            extra: Default::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{CheckOptions, Reasoner};
+    use proofgate_core::findings::{Finding, Scenario};
+    use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+
+    fn model(json: &str) -> PolicyModel {
+        PolicyModel::from_definition(PolicyDefinition::from_json(json).unwrap(), None).unwrap()
+    }
+
+    fn check(policy: &PolicyModel, premises: &[&str], claims: &[&str]) -> Finding {
+        let reasoner = Reasoner::new(policy, CheckOptions::default()).unwrap();
+        let t = crate::parse_translations(
+            &serde_json::json!({"translations": [[{"premises": premises, "claims": claims}]]})
+                .to_string(),
+        )
+        .unwrap();
+        reasoner.validate(&t).unwrap().remove(0)
+    }
+
+    fn logic(s: &Scenario) -> Vec<&str> {
+        s.statements()
+            .iter()
+            .filter_map(|st| st.logic.as_deref())
+            .collect()
+    }
+
+    const SHOP: &str = r#"{"variables": [
+        {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
+        {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
+        {"name": "items", "type": "INT", "description": "The number of items bought"},
+        {"name": "price", "type": "REAL", "description": "The price paid"},
+        {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
+      "rules": [
+        {"id": "PRICE0000000", "expression": "(= price (- (* 10.0 items) (* 2.0 coupons)))"},
+        {"id": "COUPONS00000", "expression": "(and (>= coupons 0) (<= coupons items))"},
+        {"id": "ITEMS0000000", "expression": "(>= items 0)"},
+        {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"}]}"#;
+
+    #[test]
+    fn satisfiable_pair_is_simplest_then_closest_with_the_difference_first() {
+        let shop = model(SHOP);
+        let Finding::Satisfiable(f) = check(&shop, &["(>= items 3)"], &["(not freeShipping)"])
+        else {
+            panic!("expected SATISFIABLE")
+        };
+        let t = f.claims_true_scenario.unwrap();
+        let fl = f.claims_false_scenario.unwrap();
+        // Claims true: not a member, no coupons, the fewest items the premise allows.
+        assert_eq!(
+            logic(&t),
+            vec![
+                "(= isMember false)",
+                "(= freeShipping false)",
+                "(= items 3)"
+            ],
+            "{t:?}"
+        );
+        // Claims false, one flag away: membership, not coupons (that would change the price).
+        assert_eq!(
+            logic(&fl),
+            vec!["(= isMember true)", "(= freeShipping true)", "(= items 3)"],
+            "{fl:?}"
+        );
+    }
+
+    #[test]
+    fn valid_scenario_is_the_simplest() {
+        let shop = model(SHOP);
+        let Finding::Valid(f) = check(&shop, &["isMember"], &["freeShipping"]) else {
+            panic!("expected VALID")
+        };
+        let s = f.claims_true_scenario.unwrap();
+        let l = logic(&s);
+        assert!(l.contains(&"(= isMember true)"), "{l:?}");
+        assert!(l.contains(&"(= freeShipping true)"), "{l:?}");
+    }
+
+    #[test]
+    fn counts_that_cannot_be_zero_are_as_small_as_allowed() {
+        let p = model(
+            r#"{"variables": [{"name": "age", "type": "INT", "description": "Age"},
+                              {"name": "senior", "type": "BOOL", "description": "Senior"}],
+                "rules": [{"id": "SENIOR000000", "expression": "(= senior (> age 65))"}]}"#,
+        );
+        let Finding::Valid(f) = check(&p, &["(> age 1000)"], &["senior"]) else {
+            panic!("expected VALID")
+        };
+        let s = f.claims_true_scenario.unwrap();
+        assert!(logic(&s).contains(&"(= age 1001)"), "{s:?}");
+    }
+}
