@@ -3,20 +3,35 @@
 not) on /v1/chat/completions, and boto3's bedrock-runtime apply_guardrail on the local
 ApplyGuardrail-compatible endpoint.
 
-    official_clients.py PROXY_URL        (exit 0 when every check passes)
+    PROOFGATE_KEY=pg_... official_clients.py PROXY_URL        (exit 0 when every check passes)
+
+Both pass a proofgate API key the way their users would: the OpenAI client as its api_key
+(sent as `Authorization: Bearer`), boto3 as an Amazon Bedrock API key
+(AWS_BEARER_TOKEN_BEDROCK, also sent as `Authorization: Bearer`).
 """
+import os
 import sys
 
 import boto3
 import openai
 
 URL = sys.argv[1]
+KEY = os.environ["PROOFGATE_KEY"]
 Q1 = ("I am 70 and visit in the low season without credits. "
       "What is my admission fee after the senior discount?")
 REWRITTEN = ("In the low season the fee is $37.50; your 40% senior discount brings it to $22.50, "
              "plus a $10 discount processing fee, so $32.50 before tax.")
 
-client = openai.OpenAI(base_url=URL + "/v1", api_key="sk-test-key", max_retries=0)
+# Without a key, or with a wrong one, nothing is answered.
+try:
+    openai.OpenAI(base_url=URL + "/v1", api_key="sk-not-a-proofgate-key", max_retries=0) \
+        .chat.completions.create(model="gpt-test", messages=[{"role": "user", "content": Q1}])
+    raise AssertionError("a wrong key must be refused")
+except openai.AuthenticationError as e:
+    assert e.status_code == 401 and e.body["code"] == "invalid_api_key", e.body
+print("openai client, wrong key: 401 invalid_api_key")
+
+client = openai.OpenAI(base_url=URL + "/v1", api_key=KEY, max_retries=0)
 
 # Non-streaming: a verified answer, with proofgate's verdict in the headers and body.
 raw = client.chat.completions.with_raw_response.create(
@@ -34,7 +49,8 @@ text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk
 assert text == REWRITTEN, text
 print("openai client, streaming: VALID answer received")
 
-# boto3 pointed at the local ApplyGuardrail endpoint.
+# boto3 pointed at the local ApplyGuardrail endpoint, with the key as a Bedrock API key.
+os.environ["AWS_BEARER_TOKEN_BEDROCK"] = KEY
 bedrock = boto3.client("bedrock-runtime", endpoint_url=URL, region_name="us-east-1",
                        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
 resp = bedrock.apply_guardrail(

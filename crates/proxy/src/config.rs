@@ -31,6 +31,115 @@ pub struct Config {
     /// What happens when the validator or an LLM is unavailable.
     #[serde(default)]
     pub failure_mode: FailureMode,
+    /// Who may call the server: API keys and the admin key.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// What one caller can cost: body size, concurrency, rate, time, policy size.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+}
+
+/// API keys. Keys themselves live in the storage (as hashes), so replicas share them.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// `true` (default): every route but the public ones needs a key. `false` is for local
+    /// development only: every route is open (a warning is logged at start).
+    #[serde(default = "default_true")]
+    pub required: bool,
+    /// The admin key itself; set it from the environment (`PROOFGATE_AUTH__ADMIN_KEY`), not in
+    /// a file.
+    #[serde(default)]
+    pub admin_key: Option<String>,
+    /// The admin key's SHA-256 (hex), for configuration files.
+    #[serde(default)]
+    pub admin_key_sha256: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        AuthConfig {
+            required: true,
+            admin_key: None,
+            admin_key_sha256: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthConfig {
+    // Never the admin key, even in a debug print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("required", &self.required)
+            .field("admin_key", &self.admin_key.as_ref().map(|_| "***"))
+            .field("admin_key_sha256", &self.admin_key_sha256)
+            .finish()
+    }
+}
+
+/// Limits on what one request or caller can cost. Every one has a safe default.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Largest request body (413 beyond).
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    /// Requests served at once (503 with `Retry-After` beyond).
+    #[serde(default = "default_max_concurrent_requests")]
+    pub max_concurrent_requests: usize,
+    /// Requests per minute per API key (429 with `Retry-After` beyond); bursts up to this many.
+    /// Counted by each replica on its own.
+    #[serde(default = "default_requests_per_minute")]
+    pub requests_per_minute: u32,
+    /// Deadline for one request (504 beyond); its work stops then, as when the client leaves.
+    #[serde(default = "default_request_timeout_ms")]
+    pub request_timeout_ms: u64,
+    /// Largest policy the authoring endpoints accept (Amazon Bedrock's limits by default).
+    #[serde(default = "default_max_policy_rules")]
+    pub max_policy_rules: usize,
+    /// As `max_policy_rules`, for variables.
+    #[serde(default = "default_max_policy_variables")]
+    pub max_policy_variables: usize,
+    /// As `max_policy_rules`, for custom types.
+    #[serde(default = "default_max_policy_types")]
+    pub max_policy_types: usize,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            max_body_bytes: default_max_body_bytes(),
+            max_concurrent_requests: default_max_concurrent_requests(),
+            requests_per_minute: default_requests_per_minute(),
+            request_timeout_ms: default_request_timeout_ms(),
+            max_policy_rules: default_max_policy_rules(),
+            max_policy_variables: default_max_policy_variables(),
+            max_policy_types: default_max_policy_types(),
+        }
+    }
+}
+
+fn default_max_body_bytes() -> usize {
+    1024 * 1024
+}
+fn default_max_concurrent_requests() -> usize {
+    64
+}
+fn default_requests_per_minute() -> u32 {
+    600
+}
+fn default_request_timeout_ms() -> u64 {
+    300_000
+}
+// Amazon Bedrock's Automated Reasoning policy quotas.
+fn default_max_policy_rules() -> usize {
+    500
+}
+fn default_max_policy_variables() -> usize {
+    200
+}
+fn default_max_policy_types() -> usize {
+    50
 }
 
 /// Listening address.
@@ -51,6 +160,10 @@ pub struct ServerConfig {
     /// LLM or validator call.
     #[serde(default = "default_resume_after_ms")]
     pub resume_after_ms: u64,
+    /// Origins allowed to call the API from a browser (CORS); empty (default): none, only
+    /// the web UI served here (same origin).
+    #[serde(default)]
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +173,7 @@ impl Default for ServerConfig {
             web_dir: default_web_dir(),
             maintenance_interval_ms: default_maintenance_interval_ms(),
             resume_after_ms: default_resume_after_ms(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -105,6 +219,11 @@ pub struct LlmEndpoint {
     /// Request timeout.
     #[serde(default = "default_llm_timeout_ms")]
     pub timeout_ms: u64,
+    /// Ask translators for JSON with a JSON schema (`response_format: json_schema`, which
+    /// OpenAI, vLLM, llama.cpp and Ollama accept). Turn off for endpoints that reject it; a
+    /// 400 naming `response_format` also falls back once to the plain prompt.
+    #[serde(default = "default_true")]
+    pub structured_output: bool,
 }
 
 impl Default for LlmEndpoint {
@@ -117,6 +236,7 @@ impl Default for LlmEndpoint {
             temperature: None,
             region: None,
             timeout_ms: default_llm_timeout_ms(),
+            structured_output: true,
         }
     }
 }
@@ -150,6 +270,10 @@ pub struct ValidatorConfig {
     /// The policy definition JSON (Bedrock format), for `local` and for the API's policy view.
     #[serde(default)]
     pub policy: Option<PathBuf>,
+    /// The policy's ARN, cited as `policyVersionArn` in findings (default: an ARN-shaped
+    /// name from the policy's content hash, `arn:aws:bedrock:local:000000000000:...`).
+    #[serde(default)]
+    pub policy_arn: Option<String>,
     /// The translators; when empty, `translator_count` copies of the rewriter endpoint.
     #[serde(default)]
     pub translators: Vec<LlmEndpoint>,
@@ -175,6 +299,7 @@ impl Default for ValidatorConfig {
         ValidatorConfig {
             kind: ValidatorKind::default(),
             policy: None,
+            policy_arn: None,
             translators: Vec::new(),
             translator_count: default_translator_count(),
             threshold: default_threshold(),
@@ -353,6 +478,21 @@ impl Config {
     /// Cross-field checks a type cannot express.
     pub fn check(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Inconsistent(m));
+        if let Some(h) = &self.auth.admin_key_sha256 {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return bad("auth.admin_key_sha256 must be 64 hex digits (e.g. `printf %s \"$KEY\" | sha256sum`)".into());
+            }
+        }
+        if matches!(&self.auth.admin_key, Some(k) if k.trim().len() < 16) {
+            return bad("auth.admin_key must be at least 16 characters".into());
+        }
+        let l = &self.limits;
+        if l.max_body_bytes == 0 || l.max_concurrent_requests == 0 || l.requests_per_minute == 0 {
+            return bad("limits.max_body_bytes, max_concurrent_requests and requests_per_minute must be at least 1".into());
+        }
+        if l.request_timeout_ms == 0 {
+            return bad("limits.request_timeout_ms must be at least 1".into());
+        }
         if self.rewrite_loop.max_iterations == 0 {
             return bad("loop.max_iterations must be at least 1".into());
         }
@@ -437,6 +577,33 @@ mod tests {
     fn local_validator_needs_a_policy() {
         let err = Config::default().check().unwrap_err().to_string();
         assert!(err.contains("validator.policy"), "{err}");
+    }
+
+    #[test]
+    fn auth_is_required_and_limits_are_on_by_default() {
+        let c = Config::default();
+        assert!(c.auth.required);
+        assert_eq!(c.limits.max_body_bytes, 1024 * 1024);
+        assert!(c.server.cors_origins.is_empty());
+        assert!(!format!(
+            "{:?}",
+            AuthConfig {
+                admin_key: Some("secret-admin-key-1234".into()),
+                ..AuthConfig::default()
+            }
+        )
+        .contains("secret"));
+    }
+
+    #[test]
+    fn a_malformed_admin_key_hash_is_refused() {
+        let mut c = Config::load(Some(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
+        ))
+        .unwrap();
+        c.auth.admin_key_sha256 = Some("abc".into());
+        let err = c.check().unwrap_err().to_string();
+        assert!(err.contains("admin_key_sha256"), "{err}");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod authoring;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 pub mod config;
+pub mod keys;
 pub mod llm;
 pub mod metrics;
 pub mod openai;

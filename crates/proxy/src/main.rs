@@ -1,5 +1,6 @@
 //! The `proofgate` command line.
 
+mod keys_cmd;
 mod policy_cmd;
 
 use anyhow::{Context, Result};
@@ -62,6 +63,11 @@ enum Command {
         /// Time limit per script, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+    },
+    /// Create, list and revoke API keys (in the storage the configuration names).
+    Keys {
+        #[command(subcommand)]
+        command: keys_cmd::KeysCommand,
     },
     /// Inspect and vet policies.
     Policy {
@@ -159,6 +165,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         Command::Serve { config, listen } => {
             proofgate_proxy::server::run(config.as_deref(), listen)?;
         }
+        Command::Keys { command } => keys_cmd::run(command)?,
         Command::Check {
             policy,
             translations,

@@ -36,7 +36,7 @@ pub enum StorageError {
     UnsupportedUrl(String),
 }
 
-fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StorageError {
+pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> StorageError {
     let context = context.into();
     move |source| StorageError::Database { context, source }
 }
@@ -60,10 +60,20 @@ pub struct StoredThread {
     pub updated_at: i64,
 }
 
+/// Who a thread belongs to: the API key that started it and the end user (the OpenAI `user`
+/// field of the request, empty when there was none).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ThreadOwner {
+    /// The key's id (`admin` for the configured admin key, `anonymous` with auth off).
+    pub key: String,
+    /// The end user, or empty.
+    pub user: String,
+}
+
 /// The store.
 #[derive(Clone)]
 pub struct Store {
-    pool: AnyPool,
+    pub(crate) pool: AnyPool,
 }
 
 impl Store {
@@ -189,22 +199,87 @@ impl Store {
         row.as_ref().map(Self::row_to_thread).transpose()
     }
 
-    /// The newest thread of a conversation with the given status.
-    pub async fn thread_by_conversation(
+    /// Up to `limit` threads of `owner`'s conversation `key` with the given status, newest
+    /// first (the caller decides what more than one match means).
+    pub async fn threads_by_conversation(
         &self,
         key: &str,
         status: &str,
-    ) -> Result<Option<StoredThread>, StorageError> {
-        let row = sqlx::query(
-            "SELECT * FROM threads WHERE conversation_key = $1 AND status = $2 \
-             ORDER BY updated_at DESC LIMIT 1",
+        owner: &ThreadOwner,
+        limit: i64,
+    ) -> Result<Vec<StoredThread>, StorageError> {
+        let rows = sqlx::query(
+            "SELECT t.* FROM threads t JOIN thread_owners o ON o.thread_id = t.id \
+             WHERE t.conversation_key = $1 AND t.status = $2 \
+             AND o.owner_key = $3 AND o.end_user = $4 \
+             ORDER BY t.updated_at DESC LIMIT $5",
         )
         .bind(key)
         .bind(status)
-        .fetch_optional(&self.pool)
+        .bind(&owner.key)
+        .bind(&owner.user)
+        .bind(limit)
+        .fetch_all(&self.pool)
         .await
         .map_err(db("looking up a conversation"))?;
-        row.as_ref().map(Self::row_to_thread).transpose()
+        rows.iter().map(Self::row_to_thread).collect()
+    }
+
+    /// Records who a thread belongs to; called before the thread's first save. The first owner
+    /// stays: a thread never changes hands.
+    pub async fn set_owner(
+        &self,
+        thread_id: &str,
+        owner: &ThreadOwner,
+        now_ms: i64,
+    ) -> Result<(), StorageError> {
+        sqlx::query(
+            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+        )
+        .bind(thread_id)
+        .bind(&owner.key)
+        .bind(&owner.user)
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await
+        .map_err(db(format!("recording the owner of thread {thread_id}")))?;
+        Ok(())
+    }
+
+    /// Who a thread belongs to (`None` for threads from before owners were recorded).
+    pub async fn owner_of(&self, thread_id: &str) -> Result<Option<ThreadOwner>, StorageError> {
+        let row = sqlx::query("SELECT owner_key, end_user FROM thread_owners WHERE thread_id = $1")
+            .bind(thread_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(format!("loading the owner of thread {thread_id}")))?;
+        row.map(|r| {
+            Ok(ThreadOwner {
+                key: r.try_get("owner_key").map_err(db("reading an owner row"))?,
+                user: r.try_get("end_user").map_err(db("reading an owner row"))?,
+            })
+        })
+        .transpose()
+    }
+
+    /// The most recently updated threads of one owner.
+    pub async fn threads_owned(
+        &self,
+        owner: &ThreadOwner,
+        limit: i64,
+    ) -> Result<Vec<StoredThread>, StorageError> {
+        let rows = sqlx::query(
+            "SELECT t.* FROM threads t JOIN thread_owners o ON o.thread_id = t.id \
+             WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY t.updated_at DESC LIMIT $3",
+        )
+        .bind(&owner.key)
+        .bind(&owner.user)
+        .bind(limit)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("listing threads"))?;
+        rows.iter().map(Self::row_to_thread).collect()
     }
 
     /// The most recently updated threads.
@@ -282,6 +357,15 @@ impl Store {
         .execute(&mut *tx)
         .await
         .map_err(db("expiring audit trails"))?;
+        // Owners of expired threads, and of threads never saved (a request that failed first).
+        sqlx::query(
+            "DELETE FROM thread_owners WHERE thread_id IN (SELECT id FROM threads WHERE updated_at < $1) \
+             OR (created_at < $1 AND thread_id NOT IN (SELECT id FROM threads))",
+        )
+        .bind(cutoff_ms)
+        .execute(&mut *tx)
+        .await
+        .map_err(db("expiring thread owners"))?;
         let done = sqlx::query("DELETE FROM threads WHERE updated_at < $1")
             .bind(cutoff_ms)
             .execute(&mut *tx)
@@ -382,12 +466,38 @@ mod tests {
                 store.audit_trail(&t1).await.unwrap(),
                 vec![json!({"seq": 0}), json!({"seq": 1})]
             );
+            // Conversations are looked up per owner.
+            let owner = ThreadOwner {
+                key: id("key"),
+                user: "alice".into(),
+            };
+            let conv = format!("conv-{t1}");
+            let none = store
+                .threads_by_conversation(&conv, "awaiting_input", &owner, 2)
+                .await
+                .unwrap();
+            assert!(none.is_empty(), "{url}: a thread without owner matched");
+            store.set_owner(&t1, &owner, 10).await.unwrap();
             let found = store
-                .thread_by_conversation(&format!("conv-{t1}"), "awaiting_input")
+                .threads_by_conversation(&conv, "awaiting_input", &owner, 2)
+                .await
+                .unwrap();
+            assert_eq!(found.len(), 1);
+            assert_eq!(found[0].id, t1);
+            let bob = ThreadOwner {
+                user: "bob".into(),
+                ..owner.clone()
+            };
+            assert!(store
+                .threads_by_conversation(&conv, "awaiting_input", &bob, 2)
                 .await
                 .unwrap()
-                .unwrap();
-            assert_eq!(found.id, t1);
+                .is_empty());
+            // The first owner stays.
+            store.set_owner(&t1, &bob, 11).await.unwrap();
+            assert_eq!(store.owner_of(&t1).await.unwrap(), Some(owner.clone()));
+            assert_eq!(store.threads_owned(&owner, 10).await.unwrap().len(), 1);
+            assert!(store.threads_owned(&bob, 10).await.unwrap().is_empty());
             assert!(store.thread("nope").await.unwrap().is_none());
         }
     }

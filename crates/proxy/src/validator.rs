@@ -9,7 +9,6 @@ use proofgate_core::policy::PolicyModel;
 use proofgate_core::Finding;
 use proofgate_reasoner::{CheckOptions, Reasoner, TranslatorOutput};
 use serde_json::{json, Value};
-use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -50,10 +49,15 @@ struct Job {
 }
 
 /// Worker threads that each own a [`Reasoner`] (Z3 objects are bound to the thread that made
-/// them), so the policy is encoded once per worker, not once per request.
+/// them), so the policy is encoded once per worker, not once per request. The job queue is
+/// bounded (callers wait for room, and stop waiting when their request ends), and a job whose
+/// caller has gone is skipped rather than solved.
 pub struct ReasonerPool {
-    jobs: mpsc::Sender<Job>,
+    jobs: tokio::sync::mpsc::Sender<Job>,
 }
+
+/// Queued solver jobs per worker, at most.
+const QUEUE_PER_WORKER: usize = 16;
 
 impl ReasonerPool {
     /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
@@ -65,7 +69,7 @@ impl ReasonerPool {
         // Load once here so that a policy Z3 rejects fails the start, not the first request.
         Reasoner::new(&model, options.clone())
             .map_err(|e| ValidatorError::Reasoner(e.to_string()))?;
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = tokio::sync::mpsc::channel::<Job>(workers.max(1) * QUEUE_PER_WORKER);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..workers.max(1) {
             let (model, options, rx) = (model.clone(), options.clone(), rx.clone());
@@ -81,10 +85,14 @@ impl ReasonerPool {
                     };
                     loop {
                         let job = match rx.lock() {
-                            Ok(guard) => guard.recv(),
+                            Ok(mut guard) => guard.blocking_recv(),
                             Err(_) => return,
                         };
-                        let Ok(job) = job else { return };
+                        let Some(job) = job else { return };
+                        if job.reply.is_closed() {
+                            // The request ended (client gone, deadline passed) while queued.
+                            continue;
+                        }
                         let started = Instant::now();
                         let result = reasoner
                             .validate(&job.translations)
@@ -109,6 +117,7 @@ impl ReasonerPool {
                 translations,
                 reply,
             })
+            .await
             .map_err(|_| ValidatorError::Reasoner("the reasoner workers stopped".into()))?;
         rx.await
             .map_err(|_| ValidatorError::Reasoner("a reasoner worker stopped".into()))?

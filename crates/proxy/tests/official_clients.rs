@@ -1,10 +1,11 @@
 //! The official OpenAI Python client and boto3 against a running proofgate
-//! (tests/e2e/official_clients.py; bootstrap installs both packages).
+//! (tests/e2e/official_clients.py; bootstrap installs both packages), each with a real
+//! proofgate API key made by `proofgate keys create`.
 
 mod proxy;
 mod scripted;
 
-use proxy::{config, Proxy};
+use proxy::{secured_config, Proxy};
 use scripted::{repo_root, Server};
 
 #[test]
@@ -14,10 +15,36 @@ fn openai_python_client_and_boto3_get_verified_answers_and_findings() {
     )
     .unwrap();
     let llm = Server::python("scripted_llm.py", &script);
-    let proxy = Proxy::start("clients", &config(&format!("{}/v1", llm.url()), "", ""));
+    let proxy = Proxy::start(
+        "clients",
+        &secured_config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let created = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args([
+            "keys",
+            "create",
+            "--name",
+            "official clients",
+            "--scopes",
+            "chat",
+        ])
+        .arg("--config")
+        .arg(proxy.config_path())
+        .current_dir(repo_root())
+        .output()
+        .expect("proofgate keys create runs");
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let created: serde_json::Value = serde_json::from_slice(&created.stdout).unwrap();
+    let key = created["key"].as_str().unwrap().to_string();
+
     let out = std::process::Command::new("python3")
         .arg(repo_root().join("tests/e2e/official_clients.py"))
         .arg(&proxy.url)
+        .env("PROOFGATE_KEY", &key)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -31,4 +58,14 @@ fn openai_python_client_and_boto3_get_verified_answers_and_findings() {
         stdout.contains("boto3 apply_guardrail: INVALID"),
         "{stdout}"
     );
+    // The client's proofgate key was never passed on to the LLM.
+    let received = llm.received();
+    assert!(!received.is_empty());
+    for r in &received {
+        let auth = r["authorization"].as_str().unwrap_or("");
+        assert!(
+            !auth.contains(&key),
+            "the proofgate key reached the LLM: {r}"
+        );
+    }
 }

@@ -1,14 +1,15 @@
 //! The JSON API: threads, their iterations and audit trails, policies, health.
 
+use super::auth::{end_user, Caller};
 use super::error::ApiError;
 use super::summary::thread_view;
 use crate::app::{
     drive, drive_saving_each_step, from_stored, now_ms, persist, status_of, App, Waits,
 };
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::Json;
+use axum::{Extension, Json};
 use proofgate_core::thread::GivenAnswer;
 use proofgate_core::{Effect, Input, Thread};
 use serde::Deserialize;
@@ -33,14 +34,16 @@ pub struct NewThread {
     pub settings: ThreadSettings,
 }
 
-/// Loop settings a thread may change (the policy, validator and LLMs are the server's).
+/// Loop settings a thread may lower (the policy, validator and LLMs are the server's, and no
+/// client gets more than the operator allows).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ThreadSettings {
-    /// At most this many validations (1 to 20).
+    /// At most this many validations (at least 1; above the server's `loop.max_iterations`
+    /// counts as the server's).
     #[serde(default)]
     pub max_iterations: Option<u32>,
-    /// `ALLOWED` or `DISABLED`.
+    /// `ALLOWED` or `DISABLED` (`ALLOWED` only when the server allows questions).
     #[serde(default)]
     pub follow_up_questions: Option<proofgate_core::thread::FollowUpQuestions>,
 }
@@ -50,16 +53,20 @@ impl ThreadSettings {
         &self,
         mut config: proofgate_core::ThreadConfig,
     ) -> Result<proofgate_core::ThreadConfig, ApiError> {
+        use proofgate_core::thread::FollowUpQuestions;
         if let Some(n) = self.max_iterations {
-            if !(1..=20).contains(&n) {
-                return Err(ApiError::bad_request(format!(
-                    "settings.maxIterations must be between 1 and 20, got {n}"
-                )));
+            if n == 0 {
+                return Err(ApiError::bad_request(
+                    "settings.maxIterations must be at least 1, got 0",
+                ));
             }
-            config.max_iterations = n;
+            // Clamped, never raised: the operator's setting is the ceiling.
+            config.max_iterations = n.min(config.max_iterations);
         }
         if let Some(q) = self.follow_up_questions {
-            config.follow_up_questions = q;
+            if config.follow_up_questions == FollowUpQuestions::Allowed {
+                config.follow_up_questions = q;
+            }
         }
         Ok(config)
     }
@@ -100,7 +107,15 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, A
     serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("{what}: {e}")))
 }
 
-async fn load(app: &App, id: &str) -> Result<Thread, ApiError> {
+/// The thread, when the caller (for the end user the request names) may see it; 404 otherwise,
+/// exactly as for a thread that does not exist.
+async fn load(
+    app: &App,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<Thread, ApiError> {
+    check_access(app, caller, headers, id).await?;
     let stored = app
         .store
         .thread(id)
@@ -110,9 +125,30 @@ async fn load(app: &App, id: &str) -> Result<Thread, ApiError> {
     from_stored(&stored, trail).map_err(ApiError::internal)
 }
 
+async fn check_access(
+    app: &App,
+    caller: &Caller,
+    headers: &HeaderMap,
+    id: &str,
+) -> Result<(), ApiError> {
+    if caller.is_admin() {
+        return Ok(());
+    }
+    let owner = app.store.owner_of(id).await?;
+    if caller.may_access(owner.as_ref(), end_user(headers)) {
+        Ok(())
+    } else {
+        Err(ApiError::not_found(format!(
+            "no thread {id} (it may have expired)"
+        )))
+    }
+}
+
 /// `POST /api/threads`.
 pub async fn create_thread(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
     let req: NewThread = parse(
@@ -136,6 +172,14 @@ pub async fn create_thread(
         None => Thread::new(cfg, id, req.question, now_ms()),
     };
     let mut thread = thread.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    // The owner is recorded before the thread's first save, so no saved thread lacks one.
+    app.store
+        .set_owner(
+            thread.id(),
+            &caller.owner(end_user(&headers)),
+            i64::try_from(now_ms()).unwrap_or(i64::MAX),
+        )
+        .await?;
     let effect = thread.start();
     if !req.wait {
         persist(&app, &thread, 0, None).await?;
@@ -155,9 +199,20 @@ pub async fn create_thread(
     ))
 }
 
-/// `GET /api/threads`.
-pub async fn list_threads(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> {
-    let threads = app.store.threads(200).await?;
+/// `GET /api/threads`: the caller's threads (for the end user named by `x-proofgate-user`);
+/// every thread for admins.
+pub async fn list_threads(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+) -> Result<Json<Value>, ApiError> {
+    let threads = if caller.is_admin() {
+        app.store.threads(200).await?
+    } else {
+        app.store
+            .threads_owned(&caller.owner(end_user(&headers)), 200)
+            .await?
+    };
     Ok(Json(json!({
         "threads": threads.iter().map(|t| json!({
             "id": t.id,
@@ -173,15 +228,19 @@ pub async fn list_threads(State(app): State<Arc<App>>) -> Result<Json<Value>, Ap
 /// `GET /api/threads/{id}`.
 pub async fn get_thread(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = load(&app, &id).await?;
+    let thread = load(&app, &caller, &headers, &id).await?;
     Ok(Json(thread_view(&thread, status_of(&thread))))
 }
 
 /// `POST /api/threads/{id}/answers`.
 pub async fn answer_thread(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -189,7 +248,7 @@ pub async fn answer_thread(
         &body,
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
-    let mut thread = load(&app, &id).await?;
+    let mut thread = load(&app, &caller, &headers, &id).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
         (true, true) => Input::UserSkipped { now: now_ms() },
@@ -229,8 +288,11 @@ pub async fn answer_thread(
 /// `GET /api/threads/{id}/audit`: the trail, as `replayAudit` and `proofgate` verify it.
 pub async fn audit_trail(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    check_access(&app, &caller, &headers, &id).await?;
     if app.store.thread(&id).await?.is_none() {
         return Err(ApiError::not_found(format!(
             "no thread {id} (it may have expired)"
@@ -326,5 +388,16 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
         },
         "failureMode": format!("{:?}", c.failure_mode).to_lowercase(),
         "storage": storage,
+        "auth": {"required": c.auth.required, "adminKeyConfigured": c.auth.admin_key.is_some() || c.auth.admin_key_sha256.is_some()},
+        "limits": {
+            "maxBodyBytes": c.limits.max_body_bytes,
+            "maxConcurrentRequests": c.limits.max_concurrent_requests,
+            "requestsPerMinute": c.limits.requests_per_minute,
+            "requestTimeoutMs": c.limits.request_timeout_ms,
+            "maxPolicyRules": c.limits.max_policy_rules,
+            "maxPolicyVariables": c.limits.max_policy_variables,
+            "maxPolicyTypes": c.limits.max_policy_types,
+        },
+        "corsOrigins": c.server.cors_origins,
     }))
 }

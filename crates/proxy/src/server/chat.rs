@@ -1,13 +1,15 @@
 //! `POST /v1/chat/completions`: the drop-in verified endpoint.
 
+use super::auth::Caller;
 use super::error::ApiError;
 use super::summary::proofgate_object;
 use crate::app::{drive, from_stored, now_ms, persist, App, FailedCall, Waits};
 use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
 use crate::openai::{completion_events, conversation_key_after, verified_completion, ChatRequest};
+use crate::storage::ThreadOwner;
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
@@ -76,14 +78,39 @@ fn upstream_error(e: LlmError) -> ApiError {
     }
 }
 
+/// The end user of a chat request: the OpenAI `user` field.
+fn end_user(req: &ChatRequest) -> Option<&str> {
+    req.body
+        .get("user")
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+}
+
+/// A conversation key that only its owner's requests produce: the same messages from another
+/// key or end user never resume this owner's thread.
+fn owned_conversation_key(owner: &ThreadOwner, conversation: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [owner.key.as_str(), owner.user.as_str(), conversation] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part.as_bytes());
+    }
+    hex::encode(h.finalize())
+}
+
 async fn start_thread(
     app: &App,
+    caller: &Caller,
     req: &ChatRequest,
     headers: &HeaderMap,
     waits: &mut Waits,
 ) -> Result<(Thread, Value), ApiError> {
-    let auth = headers
-        .get(axum::http::header::AUTHORIZATION)
+    // The client's own Authorization goes upstream only when it is not a proofgate key and
+    // keys are off (then it may be the upstream's key); otherwise the configured key is used.
+    let auth = (!app.config.auth.required && !caller.sent_proofgate_key())
+        .then(|| headers.get(axum::http::header::AUTHORIZATION))
+        .flatten()
         .and_then(|v| v.to_str().ok());
     let started = Instant::now();
     let upstream = app.upstream.forward(req.body.clone(), auth).await;
@@ -117,17 +144,23 @@ async fn start_thread(
     Ok((thread, upstream))
 }
 
-/// A thread awaiting answers that this request continues, if any.
+/// A thread awaiting answers that this request continues, if any: the caller's own thread
+/// named by `x-proofgate-thread`, or the caller's one waiting thread of this conversation.
+/// When several of the caller's threads wait on the same conversation, none is guessed.
 async fn resumable(
     app: &App,
+    caller: &Caller,
     req: &ChatRequest,
     headers: &HeaderMap,
 ) -> Result<Option<(Thread, usize)>, ApiError> {
+    let owner = caller.owner(end_user(req));
     let stored = match headers.get(THREAD_HEADER).and_then(|v| v.to_str().ok()) {
         Some(id) => {
-            let t = app.store.thread(id).await?.ok_or_else(|| {
-                ApiError::not_found(format!("no thread {id} (it may have expired)"))
-            })?;
+            let not_found = || ApiError::not_found(format!("no thread {id} (it may have expired)"));
+            if !caller.may_access(app.store.owner_of(id).await?.as_ref(), end_user(req)) {
+                return Err(not_found());
+            }
+            let t = app.store.thread(id).await?.ok_or_else(not_found)?;
             if t.status != "awaiting_input" {
                 return Err(ApiError::conflict(format!(
                     "thread {id} is {} and is not waiting for answers",
@@ -137,9 +170,18 @@ async fn resumable(
             Some(t)
         }
         None => {
-            app.store
-                .thread_by_conversation(&req.conversation_before_last, "awaiting_input")
-                .await?
+            let key = owned_conversation_key(&owner, &req.conversation_before_last);
+            let mut waiting = app
+                .store
+                .threads_by_conversation(&key, "awaiting_input", &owner, 2)
+                .await?;
+            if waiting.len() > 1 {
+                tracing::info!(
+                    "{} threads of one owner wait on the same conversation; starting a new one",
+                    waiting.len()
+                );
+            }
+            (waiting.len() == 1).then(|| waiting.remove(0))
         }
     };
     match stored {
@@ -156,6 +198,7 @@ async fn resumable(
 
 async fn answer(
     app: &App,
+    caller: &Caller,
     headers: &HeaderMap,
     body: Bytes,
     waits: &mut Waits,
@@ -170,9 +213,10 @@ async fn answer(
         ChatRequest::parse(value).map_err(|e| (ApiError::bad_request(e.to_string()), false))?;
     let stream = req.stream;
     let fail = |e: ApiError| (e, stream);
+    let owner = caller.owner(end_user(&req));
 
     let (mut thread, upstream, effect, saved) =
-        match resumable(app, &req, headers).await.map_err(fail)? {
+        match resumable(app, caller, &req, headers).await.map_err(fail)? {
             Some((mut t, saved)) => {
                 let text = req.question.trim();
                 let input = if text.eq_ignore_ascii_case("skip") {
@@ -189,9 +233,14 @@ async fn answer(
                 (t, None, effect, saved)
             }
             None => {
-                let (t, upstream) = start_thread(app, &req, headers, waits)
+                let (t, upstream) = start_thread(app, caller, &req, headers, waits)
                     .await
                     .map_err(fail)?;
+                // Recorded before the thread's first save: no saved thread lacks an owner.
+                app.store
+                    .set_owner(t.id(), &owner, i64::try_from(now_ms()).unwrap_or(i64::MAX))
+                    .await
+                    .map_err(|e| fail(e.into()))?;
                 let effect = t.start();
                 (t, Some(upstream), effect, 0)
             }
@@ -204,29 +253,27 @@ async fn answer(
     let (text, verdict, key) = match &effect {
         Effect::AskUser { questions, .. } => {
             let text = questions_text(questions);
-            let key = conversation_key_after(req.messages(), &text);
+            let key =
+                owned_conversation_key(&owner, &conversation_key_after(req.messages(), &text));
             (text, "NEEDS_INPUT".to_string(), Some(key))
         }
         Effect::Finish(outcome) => {
             match outcome.status {
+                // Fail-open (UNVERIFIED) is the core's outcome, recorded in the trail; an ERROR
+                // returns no answer.
                 OutcomeStatus::Error => {
                     let reason = outcome.reason.clone().unwrap_or_default();
-                    let given = thread
-                        .steps()
-                        .first()
-                        .and_then(|s| s.reply.as_ref())
-                        .map(|r| r.text.clone());
-                    match (app.fail_open(), given) {
-                    (true, Some(answer)) => (
-                        with_notice(&answer, Some("UNVERIFIED: this answer could not be checked against the policy")),
-                        "UNVERIFIED".to_string(),
-                        None,
-                    ),
-                    _ => {
-                        persist(app, &thread, saved, None).await.map_err(|e| fail(e.into()))?;
+                    {
+                        persist(app, &thread, saved, None)
+                            .await
+                            .map_err(|e| fail(e.into()))?;
                         let (status, code) = match waits.failed {
-                            Some(FailedCall::Validator) => (StatusCode::SERVICE_UNAVAILABLE, "validator_unavailable"),
-                            Some(FailedCall::Rewriter) => (StatusCode::BAD_GATEWAY, "rewriter_unavailable"),
+                            Some(FailedCall::Validator) => {
+                                (StatusCode::SERVICE_UNAVAILABLE, "validator_unavailable")
+                            }
+                            Some(FailedCall::Rewriter) => {
+                                (StatusCode::BAD_GATEWAY, "rewriter_unavailable")
+                            }
                             None => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
                         };
                         app.metrics.verdict("ERROR", thread.iterations());
@@ -236,7 +283,6 @@ async fn answer(
                             format!("the answer could not be verified, so none is returned (fail-closed): {reason}"),
                         )));
                     }
-                }
                 }
                 status => {
                     let answer = outcome.answer.clone().unwrap_or_default();
@@ -297,12 +343,13 @@ fn sse(events: Vec<String>) -> Response {
 /// The handler.
 pub async fn chat_completions(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let started = Instant::now();
     let mut waits = Waits::default();
-    let result = answer(&app, &headers, body, &mut waits).await;
+    let result = answer(&app, &caller, &headers, body, &mut waits).await;
     let overhead = started.elapsed().saturating_sub(waits.total());
     app.metrics.observe(Stage::Overhead, overhead);
     let overhead_ms = format!("{:.3}", overhead.as_secs_f64() * 1000.0);

@@ -1,22 +1,29 @@
 //! The HTTP server: routes, request metrics, background maintenance.
 
 pub mod api;
+pub mod auth;
 pub mod chat;
 pub mod error;
 pub mod guardrail;
+pub mod keys;
+pub mod limits;
 pub mod policies;
 pub mod summary;
 
 use crate::app::{drive, from_stored, now_ms, persist, App, Waits};
-use axum::extract::{MatchedPath, Request, State};
-use axum::http::{HeaderName, HeaderValue};
+use auth::{Access, Caller, Via};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
-use axum::response::Response;
-use axum::routing::{get, post};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
 use axum::Router;
+use limits::Limits;
 use proofgate_core::{Effect, Input};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
+use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::services::ServeDir;
 use tower_http::set_header::SetResponseHeaderLayer;
 
@@ -31,9 +38,126 @@ async fn count_requests(State(app): State<Arc<App>>, req: Request, next: Next) -
     response
 }
 
+/// What the guard needs: the app (for keys) and the limits with their counters.
+#[derive(Clone)]
+struct Gate {
+    app: Arc<App>,
+    limits: Arc<Limits>,
+}
+
+/// Every request passes here first: the route's access rule ([`auth::access`]), the key, its
+/// scope, its rate, the requests in flight, the body's type and size, and the deadline. A
+/// handler runs only when all of them allow it, with the [`Caller`] as a request extension.
+async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let access = auth::access(&method, &path);
+    if access == Access::Public {
+        return next.run(req).await;
+    }
+    let app = &gate.app;
+    let caller = match auth::identify(app, req.headers()).await {
+        Ok(Some(caller)) => caller,
+        Ok(None) if !app.config.auth.required => Caller::anonymous(),
+        Ok(None) => {
+            let mut r = auth::unauthorized(req.headers()).into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"proofgate\""),
+            );
+            return r;
+        }
+        Err(e) => return e.into_response(),
+    };
+    if let Access::Needs(scope) = access {
+        if !caller.has(scope) {
+            return auth::forbidden(&caller, scope).into_response();
+        }
+    }
+    // Without keys (auth off), each client address has its own quota.
+    let rate_key = match caller.via {
+        Via::Anonymous => req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| format!("ip:{}", c.0.ip()))
+            .unwrap_or_else(|| "anonymous".into()),
+        _ => caller.id.clone(),
+    };
+    if let Err(r) = gate.limits.check_rate(&rate_key) {
+        return r.into_response();
+    }
+    let _in_flight = match gate.limits.admit() {
+        Ok(p) => p,
+        Err(r) => return r.into_response(),
+    };
+    let _authoring = match gate.limits.admit_authoring(&method, &path) {
+        Ok(p) => p,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(e) = gate.limits.check_body(&method, req.headers()) {
+        return e.into_response();
+    }
+    req.extensions_mut().insert(caller);
+    let deadline = gate.limits.deadline();
+    // Dropping the handler's future at the deadline stops its work (LLM calls, queued solver
+    // jobs), as a client that disconnects does.
+    match tokio::time::timeout(deadline, next.run(req)).await {
+        Ok(r) if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE && !is_json(&r) => {
+            // A body without a declared length that grew past the limit while being read.
+            limits::too_large(gate.limits.max_body_bytes()).into_response()
+        }
+        Ok(r) => r,
+        Err(_) => limits::deadline_exceeded(deadline).into_response(),
+    }
+}
+
+fn is_json(r: &Response) -> bool {
+    r.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// CORS for the configured origins; none configured: no CORS headers at all (same origin only).
+fn cors(origins: &[String]) -> Option<CorsLayer> {
+    let list: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok())
+        .collect();
+    if list.is_empty() {
+        return None;
+    }
+    let names = |names: &[&'static str]| -> Vec<HeaderName> {
+        names.iter().map(|n| HeaderName::from_static(n)).collect()
+    };
+    Some(
+        CorsLayer::new()
+            .allow_origin(AllowOrigin::list(list))
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers(names(&[
+                "authorization",
+                "content-type",
+                chat::THREAD_HEADER,
+                auth::USER_HEADER,
+            ]))
+            .expose_headers(names(&[
+                "x-proofgate-verdict",
+                chat::THREAD_HEADER,
+                "x-proofgate-overhead-ms",
+                "retry-after",
+            ]))
+            .max_age(Duration::from_secs(600)),
+    )
+}
+
 /// Every route.
 pub fn router(app: Arc<App>) -> Router {
-    Router::new()
+    let gate = Gate {
+        app: app.clone(),
+        limits: Arc::new(Limits::new(&app.config.limits)),
+    };
+    let cors = cors(&app.config.server.cors_origins);
+    let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route(
             "/guardrail/{id}/version/{version}/apply",
@@ -53,10 +177,15 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/policies/diff", post(policies::diff))
         .route("/api/policies/formalize", post(policies::formalize))
         .route("/api/config", get(api::config))
+        .route("/api/me", get(keys::me))
+        .route("/api/keys", post(keys::create).get(keys::list))
+        .route("/api/keys/{id}", delete(keys::revoke))
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))
         .fallback_service(ServeDir::new(&app.config.server.web_dir))
+        .layer(DefaultBodyLimit::max(app.config.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(gate, guard))
         // z3-solver (the in-page proof checker) needs SharedArrayBuffer, which browsers only
         // give cross-origin-isolated pages.
         .layer(SetResponseHeaderLayer::overriding(
@@ -67,7 +196,11 @@ pub fn router(app: Arc<App>) -> Router {
             HeaderName::from_static("cross-origin-embedder-policy"),
             HeaderValue::from_static("require-corp"),
         ))
-        .with_state(app)
+        .with_state(app);
+    match cors {
+        Some(cors) => router.layer(cors),
+        None => router,
+    }
 }
 
 /// Delivers question timeouts (a `Tick` to threads whose questions are overdue) and deletes
@@ -152,7 +285,17 @@ fn effect_name(e: &Effect) -> &'static str {
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
     tokio::spawn(maintain(app.clone(), every));
-    axum::serve(listener, router(app)).await
+    if !app.config.auth.required {
+        tracing::warn!(
+            "auth.required = false: every route is open to anyone who can reach {}; use this for local development only",
+            app.config.server.listen
+        );
+    }
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
 }
 
 /// `proofgate serve`: loads the configuration, starts everything and serves (blocking).

@@ -2,6 +2,7 @@
 //! authoring tools of `proofgate policy ...`, over HTTP for the web UI).
 
 use super::error::ApiError;
+use super::limits::check_policy;
 use crate::app::App;
 use crate::authoring::api::{self, DiffRequest, FormalizeRequest, PolicyRequest, TestRequest};
 use crate::authoring::formalize::FormalizeOptions;
@@ -50,6 +51,7 @@ pub async fn lint(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: PolicyRequest = parse(&body, "{\"policy\": <policy definition>}")?;
+    check_policy(&app.config.limits, "policy", &req.policy)?;
     reply(api::lint_policy(req.policy, options(&app)).await)
 }
 
@@ -60,6 +62,7 @@ pub async fn test(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: TestRequest = parse(&body, "{\"policy\": ..., \"tests\": ...}")?;
+    check_policy(&app.config.limits, "policy", &req.policy)?;
     let translators = match &app.validator {
         Validator::Local(v) => Some(Translators {
             clients: v.translators().to_vec(),
@@ -77,6 +80,7 @@ pub async fn gen_tests(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: PolicyRequest = parse(&body, "{\"policy\": <policy definition>}")?;
+    check_policy(&app.config.limits, "policy", &req.policy)?;
     let opts = GenerateOptions {
         check: options(&app),
         ..GenerateOptions::default()
@@ -90,6 +94,8 @@ pub async fn diff(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: DiffRequest = parse(&body, "{\"old\": ..., \"new\": ...}")?;
+    check_policy(&app.config.limits, "old", &req.old)?;
+    check_policy(&app.config.limits, "new", &req.new)?;
     let opts = GenerateOptions {
         check: options(&app),
         ..GenerateOptions::default()

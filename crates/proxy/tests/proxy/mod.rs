@@ -5,6 +5,9 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 
+/// The admin key every test proxy is started with (`PROOFGATE_AUTH__ADMIN_KEY`).
+pub const ADMIN_KEY: &str = "pg-test-admin-key-0123456789abcdef";
+
 /// A running `proofgate serve`, killed on drop.
 pub struct Proxy {
     child: Child,
@@ -44,6 +47,7 @@ impl Proxy {
             .arg(&config)
             .current_dir(super::scripted::repo_root())
             .env("RUST_LOG", "warn")
+            .env("PROOFGATE_AUTH__ADMIN_KEY", ADMIN_KEY)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -62,6 +66,11 @@ impl Proxy {
             config,
             dir,
         }
+    }
+
+    /// The configuration file it was started with.
+    pub fn config_path(&self) -> &std::path::Path {
+        &self.config
     }
 
     /// Stops the process (as a crash would) and starts it again on the same configuration and
@@ -83,8 +92,15 @@ impl Drop for Proxy {
 }
 
 /// A configuration with the park policy and every LLM at `llm` (base URL with /v1); `top`
-/// holds top-level keys, `tables` more tables.
+/// holds top-level keys, `tables` more tables. API keys are off (`auth.required = false`, as
+/// for local development); [`secured_config`] has them on.
 pub fn config(llm: &str, top: &str, tables: &str) -> String {
+    secured_config(llm, &format!("{top}\n[auth]\nrequired = false\n"), tables)
+}
+
+/// As [`config`], with API keys required (the default): the admin key is [`ADMIN_KEY`];
+/// `top` may end with an `[auth]` table of its own.
+pub fn secured_config(llm: &str, top: &str, tables: &str) -> String {
     format!(
         r#"
 {top}

@@ -1,0 +1,116 @@
+//! `proofgate keys create|list|revoke`: API keys, straight in the configured storage (so the
+//! first key can be made before any server runs, and replicas see it at once).
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use proofgate_proxy::config::Config;
+use proofgate_proxy::keys::Scope;
+use proofgate_proxy::storage::Store;
+use serde_json::json;
+use std::path::PathBuf;
+
+#[derive(Subcommand)]
+pub enum KeysCommand {
+    /// Create a key and print it (the key is shown this once; only its hash is stored).
+    Create(CreateArgs),
+    /// List keys (never their secrets).
+    List(StorageArgs),
+    /// Revoke a key by id: it stops working at once on every replica.
+    Revoke {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The key's id (`key_...`), as `keys list` shows it.
+        id: String,
+    },
+}
+
+#[derive(Args)]
+pub struct StorageArgs {
+    /// The server's TOML configuration (its [storage] url is used; PROOFGATE_* overrides apply).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+pub struct CreateArgs {
+    #[command(flatten)]
+    storage: StorageArgs,
+    /// What the key is for (shown in listings and logs).
+    #[arg(long)]
+    name: String,
+    /// Comma-separated: chat (the /v1 endpoints, starting threads), read (the key's own
+    /// threads and trails), admin (everything).
+    #[arg(long, value_delimiter = ',', required = true)]
+    scopes: Vec<String>,
+    /// The key stops working after this many days.
+    #[arg(long)]
+    expires_in_days: Option<u32>,
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(proofgate_proxy::app::now_ms()).unwrap_or(i64::MAX)
+}
+
+async fn store(args: &StorageArgs) -> Result<Store> {
+    let config = Config::load_unchecked(args.config.as_deref())?;
+    Store::connect(&config.storage.url)
+        .await
+        .with_context(|| "opening the storage named by [storage] url".to_string())
+}
+
+pub fn run(command: KeysCommand) -> Result<()> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
+    runtime.block_on(async move {
+        match command {
+            KeysCommand::Create(args) => {
+                let scopes = args
+                    .scopes
+                    .iter()
+                    .map(|s| Scope::parse(s))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let now = now_ms();
+                let expires_at = args
+                    .expires_in_days
+                    .map(|d| now.saturating_add(i64::from(d) * 86_400_000));
+                let (key, secret) = store(&args.storage)
+                    .await?
+                    .create_key(&args.name, &scopes, expires_at, now)
+                    .await?;
+                let mut out = serde_json::to_value(&key)?;
+                out["key"] = json!(secret);
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                eprintln!(
+                    "proofgate: keep the key now: it is not stored and cannot be shown again"
+                );
+            }
+            KeysCommand::List(args) => {
+                let now = now_ms();
+                let keys: Vec<serde_json::Value> = store(&args)
+                    .await?
+                    .keys()
+                    .await?
+                    .into_iter()
+                    .map(|k| {
+                        let active = k.is_active(now);
+                        let mut v = serde_json::to_value(k).unwrap_or_default();
+                        v["active"] = json!(active);
+                        v
+                    })
+                    .collect();
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({ "keys": keys }))?
+                );
+            }
+            KeysCommand::Revoke { storage, id } => {
+                let key = store(&storage)
+                    .await?
+                    .revoke_key(&id, now_ms())
+                    .await?
+                    .with_context(|| format!("no key {id} (see `proofgate keys list`)"))?;
+                println!("{}", serde_json::to_string_pretty(&key)?);
+            }
+        }
+        Ok(())
+    })
+}

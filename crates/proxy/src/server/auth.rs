@@ -1,0 +1,309 @@
+//! Who is calling and what they may do: the one list of public routes, the scope every other
+//! route needs, and API-key authentication (`Authorization: Bearer <key>`, as OpenAI SDKs send).
+
+use super::error::ApiError;
+use crate::app::{now_ms, App};
+use crate::keys::Scope;
+use crate::storage::ThreadOwner;
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use subtle::ConstantTimeEq;
+
+/// The request header that names the end user on `/api/threads*` calls (the chat endpoint
+/// takes the OpenAI `user` field of the body instead).
+pub const USER_HEADER: &str = "x-proofgate-user";
+
+/// What a route needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Open to anyone, with or without a key.
+    Public,
+    /// Any valid key.
+    AnyKey,
+    /// A key with this scope (or `admin`).
+    Needs(Scope),
+}
+
+/// The access rule of every route, in one place.
+///
+/// Public by design: the health check, the audit log's public material (the log's signing
+/// key under `/.well-known/proofgate/` and `/api/log/*`: anyone may verify a trail), and the
+/// web UI's static files (the page itself asks for a key). Everything else needs a key.
+pub fn access(method: &Method, path: &str) -> Access {
+    const PUBLIC_EXACT: &[&str] = &["/healthz"];
+    const PUBLIC_PREFIXES: &[&str] = &["/.well-known/proofgate/", "/api/log/"];
+    if PUBLIC_EXACT.contains(&path) || PUBLIC_PREFIXES.iter().any(|p| path.starts_with(p)) {
+        return Access::Public;
+    }
+    let reading = method == Method::GET || method == Method::HEAD;
+    let under = |prefix: &str| path == prefix || path.starts_with(&format!("{prefix}/"));
+    if under("/v1") || under("/guardrail") {
+        Access::Needs(Scope::Chat)
+    } else if path == "/api/me" {
+        Access::AnyKey
+    } else if under("/api/threads") {
+        // Reading threads is `read`; starting or answering one runs the LLM loop, as chat does.
+        Access::Needs(if reading { Scope::Read } else { Scope::Chat })
+    } else if path == "/api/policies" && reading {
+        Access::Needs(Scope::Read)
+    } else if under("/api") || under("/metrics") {
+        Access::Needs(Scope::Admin)
+    } else {
+        Access::Public
+    }
+}
+
+/// How the caller was recognised.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// A key from the storage.
+    Key,
+    /// The configured admin key.
+    AdminKey,
+    /// No key, with `auth.required = false` (local development): allowed everything.
+    Anonymous,
+}
+
+/// The authenticated caller of a request (a request extension, set by the server's guard).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// The key's id: `key_...`, `admin` for the configured admin key, `anonymous`.
+    pub id: String,
+    /// The key's name.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+    /// How it was recognised.
+    pub via: Via,
+}
+
+impl Caller {
+    /// The caller when authentication is off and no key was given.
+    pub fn anonymous() -> Caller {
+        Caller {
+            id: "anonymous".into(),
+            name: "anonymous (auth.required = false)".into(),
+            scopes: vec![Scope::Chat, Scope::Read, Scope::Admin],
+            via: Via::Anonymous,
+        }
+    }
+
+    fn admin_key() -> Caller {
+        Caller {
+            id: "admin".into(),
+            name: "admin key (configuration)".into(),
+            scopes: vec![Scope::Admin],
+            via: Via::AdminKey,
+        }
+    }
+
+    /// Whether the caller may do what `scope` allows (`admin` allows everything).
+    pub fn has(&self, scope: Scope) -> bool {
+        self.scopes.contains(&Scope::Admin) || self.scopes.contains(&scope)
+    }
+
+    /// Whether the caller sees every thread.
+    pub fn is_admin(&self) -> bool {
+        self.has(Scope::Admin)
+    }
+
+    /// Whether the request's `Authorization` header was a proofgate key (then it is never
+    /// passed on to an LLM).
+    pub fn sent_proofgate_key(&self) -> bool {
+        self.via != Via::Anonymous
+    }
+
+    /// The owner of threads this caller starts for end user `user`.
+    pub fn owner(&self, user: Option<&str>) -> ThreadOwner {
+        ThreadOwner {
+            key: self.id.clone(),
+            user: user.unwrap_or("").to_string(),
+        }
+    }
+
+    /// Whether the caller, acting for end user `user`, may see a thread owned by `owner`
+    /// (`None`: a thread from before owners were recorded, admins only).
+    pub fn may_access(&self, owner: Option<&ThreadOwner>, user: Option<&str>) -> bool {
+        self.is_admin() || owner.is_some_and(|o| *o == self.owner(user))
+    }
+}
+
+/// The end user named by a request's [`USER_HEADER`].
+pub fn end_user(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(USER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+}
+
+/// The bearer token of a request, if it has one.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
+fn sha256_hex(s: &str) -> String {
+    crate::keys::key_hash(s)
+}
+
+/// The caller a request's key identifies, `None` when it has no key or an unknown, revoked or
+/// expired one. The configured admin key is compared in constant time.
+pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
+    let Some(token) = bearer(headers) else {
+        return Ok(None);
+    };
+    let presented = sha256_hex(token);
+    let admin_hashes = [
+        app.config.auth.admin_key.as_deref().map(sha256_hex),
+        app.config
+            .auth
+            .admin_key_sha256
+            .as_ref()
+            .map(|h| h.to_ascii_lowercase()),
+    ];
+    for hash in admin_hashes.iter().flatten() {
+        if bool::from(presented.as_bytes().ct_eq(hash.as_bytes())) {
+            return Ok(Some(Caller::admin_key()));
+        }
+    }
+    let Some(key) = app.store.key_by_secret(token).await? else {
+        return Ok(None);
+    };
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    if !key.is_active(now) {
+        return Ok(None);
+    }
+    Ok(Some(Caller {
+        id: key.id,
+        name: key.name,
+        scopes: key.scopes,
+        via: Via::Key,
+    }))
+}
+
+/// 401: no valid key.
+pub fn unauthorized(headers: &HeaderMap) -> ApiError {
+    let (code, message) = if bearer(headers).is_some() {
+        (
+            "invalid_api_key",
+            "the API key is not valid (unknown, revoked or expired); ask an admin for a new one",
+        )
+    } else {
+        (
+            "missing_api_key",
+            "this route needs an API key: send `Authorization: Bearer <key>` (an admin creates keys with `proofgate keys create` or POST /api/keys)",
+        )
+    };
+    ApiError::new(StatusCode::UNAUTHORIZED, code, message)
+}
+
+/// 403: a valid key without the scope a route needs.
+pub fn forbidden(caller: &Caller, needs: Scope) -> ApiError {
+    let has: Vec<&str> = caller.scopes.iter().map(|s| s.as_str()).collect();
+    ApiError::new(
+        StatusCode::FORBIDDEN,
+        "insufficient_scope",
+        format!(
+            "key {:?} has scopes [{}]; this route needs `{}`",
+            caller.name,
+            has.join(", "),
+            needs.as_str()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_health_audit_material_and_static_files_are_public() {
+        let get = Method::GET;
+        let post = Method::POST;
+        for path in [
+            "/healthz",
+            "/.well-known/proofgate/audit-key",
+            "/api/log/checkpoint",
+            "/",
+            "/index.html",
+            "/app.js",
+        ] {
+            assert_eq!(access(&get, path), Access::Public, "{path}");
+        }
+        let cases = [
+            (&post, "/v1/chat/completions", Access::Needs(Scope::Chat)),
+            (
+                &post,
+                "/guardrail/x/version/1/apply",
+                Access::Needs(Scope::Chat),
+            ),
+            (&get, "/api/threads", Access::Needs(Scope::Read)),
+            (&get, "/api/threads/abc/audit", Access::Needs(Scope::Read)),
+            (&post, "/api/threads", Access::Needs(Scope::Chat)),
+            (
+                &post,
+                "/api/threads/abc/answers",
+                Access::Needs(Scope::Chat),
+            ),
+            (&get, "/api/policies", Access::Needs(Scope::Read)),
+            (
+                &post,
+                "/api/policies/gen-tests",
+                Access::Needs(Scope::Admin),
+            ),
+            (
+                &post,
+                "/api/policies/formalize",
+                Access::Needs(Scope::Admin),
+            ),
+            (&get, "/api/config", Access::Needs(Scope::Admin)),
+            (&get, "/api/keys", Access::Needs(Scope::Admin)),
+            (&get, "/metrics", Access::Needs(Scope::Admin)),
+            (&get, "/api/unknown", Access::Needs(Scope::Admin)),
+            (&get, "/api/me", Access::AnyKey),
+            // Prefixes match whole segments only.
+            (&get, "/api/threadsX", Access::Needs(Scope::Admin)),
+            (&get, "/healthz/x", Access::Public),
+        ];
+        for (method, path, expected) in cases {
+            assert_eq!(access(method, path), expected, "{method} {path}");
+        }
+    }
+
+    #[test]
+    fn bearer_tokens_are_read_case_insensitively() {
+        let mut h = HeaderMap::new();
+        assert_eq!(bearer(&h), None);
+        h.insert(header::AUTHORIZATION, "bearer  pg_abc ".parse().unwrap());
+        assert_eq!(bearer(&h), Some("pg_abc"));
+        h.insert(header::AUTHORIZATION, "Basic abc".parse().unwrap());
+        assert_eq!(bearer(&h), None);
+    }
+
+    #[test]
+    fn owners_see_their_own_threads_and_admins_every_thread() {
+        let key = Caller {
+            id: "key_1".into(),
+            name: "app".into(),
+            scopes: vec![Scope::Chat, Scope::Read],
+            via: Via::Key,
+        };
+        let alice = key.owner(Some("alice"));
+        assert!(key.may_access(Some(&alice), Some("alice")));
+        assert!(!key.may_access(Some(&alice), Some("bob")));
+        assert!(!key.may_access(Some(&alice), None));
+        assert!(!key.may_access(None, None));
+        let other = Caller {
+            id: "key_2".into(),
+            ..key.clone()
+        };
+        assert!(!other.may_access(Some(&alice), Some("alice")));
+        assert!(Caller::admin_key().may_access(Some(&alice), None));
+        assert!(Caller::admin_key().may_access(None, None));
+        assert!(key.has(Scope::Read) && !key.has(Scope::Admin));
+    }
+}

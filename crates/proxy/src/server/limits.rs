@@ -1,0 +1,293 @@
+//! What one request or caller can cost: body size (413), content type of JSON endpoints (415),
+//! requests in flight (503), requests per minute per key (429), time (504), policy size for
+//! the authoring endpoints, and concurrent solver-heavy authoring jobs.
+
+use super::error::ApiError;
+use crate::config::LimitsConfig;
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use governor::clock::{Clock, DefaultClock};
+use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use proofgate_core::policy::PolicyDefinition;
+use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// A refusal to try again later: 429 or 503 with a `Retry-After` header.
+#[derive(Debug)]
+pub struct RetryLater {
+    /// The error.
+    pub error: ApiError,
+    /// Seconds to wait (at least 1).
+    pub after_secs: u64,
+}
+
+impl IntoResponse for RetryLater {
+    fn into_response(self) -> Response {
+        let mut r = self.error.into_response();
+        if let Ok(v) = HeaderValue::from_str(&self.after_secs.max(1).to_string()) {
+            r.headers_mut().insert(header::RETRY_AFTER, v);
+        }
+        r
+    }
+}
+
+fn retry_later(status: StatusCode, code: &'static str, message: String, secs: u64) -> RetryLater {
+    RetryLater {
+        error: ApiError::new(status, code, message),
+        after_secs: secs.max(1),
+    }
+}
+
+/// The server's limits and their counters.
+pub struct Limits {
+    config: LimitsConfig,
+    in_flight: Arc<Semaphore>,
+    authoring: Arc<Semaphore>,
+    rate: DefaultKeyedRateLimiter<String>,
+    checks: AtomicU64,
+}
+
+impl Limits {
+    /// Limits as configured.
+    pub fn new(config: &LimitsConfig) -> Limits {
+        let per_minute = NonZeroU32::new(config.requests_per_minute).unwrap_or(NonZeroU32::MIN);
+        // Solver-heavy authoring (lint, tests, gen-tests, diff, formalize): one job per core.
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(2);
+        Limits {
+            config: config.clone(),
+            in_flight: Arc::new(Semaphore::new(config.max_concurrent_requests)),
+            authoring: Arc::new(Semaphore::new(cores)),
+            rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
+            checks: AtomicU64::new(0),
+        }
+    }
+
+    /// The deadline of one request.
+    pub fn deadline(&self) -> Duration {
+        Duration::from_millis(self.config.request_timeout_ms)
+    }
+
+    /// Largest body.
+    pub fn max_body_bytes(&self) -> usize {
+        self.config.max_body_bytes
+    }
+
+    /// Counts one request of `key` against its quota; 429 with `Retry-After` when it is spent.
+    pub fn check_rate(&self, key: &str) -> Result<(), RetryLater> {
+        // Forget keys idle long enough to have their whole quota back, now and then.
+        if self.checks.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
+            self.rate.retain_recent();
+            self.rate.shrink_to_fit();
+        }
+        match self.rate.check_key(&key.to_string()) {
+            Ok(()) => Ok(()),
+            Err(not_until) => {
+                let wait = not_until.wait_time_from(DefaultClock::default().now());
+                Err(retry_later(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!(
+                        "this key made more than {} requests in a minute; retry after {} s",
+                        self.config.requests_per_minute,
+                        wait.as_secs().max(1)
+                    ),
+                    wait.as_secs_f64().ceil() as u64,
+                ))
+            }
+        }
+    }
+
+    /// A place among the requests in flight; 503 with `Retry-After` when all are taken.
+    pub fn admit(&self) -> Result<OwnedSemaphorePermit, RetryLater> {
+        self.in_flight.clone().try_acquire_owned().map_err(|_| {
+            retry_later(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "overloaded",
+                format!(
+                    "the server is serving its limit of {} requests at once; retry shortly",
+                    self.config.max_concurrent_requests
+                ),
+                1,
+            )
+        })
+    }
+
+    /// A place for a solver-heavy authoring job, when `path` is one; 503 when all are taken.
+    pub fn admit_authoring(
+        &self,
+        method: &Method,
+        path: &str,
+    ) -> Result<Option<OwnedSemaphorePermit>, RetryLater> {
+        if method != Method::POST || !path.starts_with("/api/policies/") {
+            return Ok(None);
+        }
+        self.authoring
+            .clone()
+            .try_acquire_owned()
+            .map(Some)
+            .map_err(|_| {
+                retry_later(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "overloaded",
+                    "every solver is busy with policy authoring jobs; retry shortly".into(),
+                    2,
+                )
+            })
+    }
+
+    /// A request body's headers: JSON endpoints take `application/json` only (so a browser
+    /// cannot send them a "simple" cross-site request), and no declared body above the limit.
+    pub fn check_body(&self, method: &Method, headers: &HeaderMap) -> Result<(), ApiError> {
+        if let Some(len) = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            if len > self.config.max_body_bytes as u64 {
+                return Err(too_large(self.config.max_body_bytes));
+            }
+        }
+        let has_body = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
+        if has_body && !is_json(headers) {
+            return Err(ApiError::new(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "unsupported_media_type",
+                "send the body as JSON with `content-type: application/json`",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A policy uploaded to an authoring endpoint, within the configured size (`what` names it in
+/// the error: `policy`, `old`, `new`).
+pub fn check_policy(c: &LimitsConfig, what: &str, p: &PolicyDefinition) -> Result<(), ApiError> {
+    {
+        for (count, limit, name) in [
+            (p.rules.len(), c.max_policy_rules, "rules"),
+            (p.variables.len(), c.max_policy_variables, "variables"),
+            (p.types.len(), c.max_policy_types, "types"),
+        ] {
+            if count > limit {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "policy_too_large",
+                    format!("{what} has {count} {name}; this server accepts at most {limit} (limits.max_policy_{name})"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// 413 for a body above `max` bytes.
+pub fn too_large(max: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the request body is larger than this server's limit of {max} bytes (limits.max_body_bytes)"),
+    )
+}
+
+/// 504 for a request past its deadline.
+pub fn deadline_exceeded(deadline: Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::GATEWAY_TIMEOUT,
+        "deadline_exceeded",
+        format!(
+            "the request took longer than this server's limit of {} ms (limits.request_timeout_ms); its work was stopped",
+            deadline.as_millis()
+        ),
+    )
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|m| m.trim().eq_ignore_ascii_case("application/json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(per_minute: u32, in_flight: usize) -> Limits {
+        Limits::new(&LimitsConfig {
+            requests_per_minute: per_minute,
+            max_concurrent_requests: in_flight,
+            ..LimitsConfig::default()
+        })
+    }
+
+    #[test]
+    fn rate_is_counted_per_key_with_retry_after() {
+        let l = limits(3, 10);
+        for _ in 0..3 {
+            assert!(l.check_rate("a").is_ok());
+        }
+        let refused = l.check_rate("a").unwrap_err().into_response();
+        assert_eq!(refused.status(), StatusCode::TOO_MANY_REQUESTS);
+        let after: u64 = refused.headers()[header::RETRY_AFTER]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!((1..=20).contains(&after), "{after}");
+        assert!(l.check_rate("b").is_ok(), "another key has its own quota");
+    }
+
+    #[test]
+    fn requests_in_flight_are_bounded() {
+        let l = limits(100, 2);
+        let a = l.admit().unwrap();
+        let _b = l.admit().unwrap();
+        let refused = l.admit().unwrap_err().into_response();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(refused.headers().contains_key(header::RETRY_AFTER));
+        drop(a);
+        assert!(l.admit().is_ok());
+    }
+
+    #[test]
+    fn bodies_must_be_json_and_small() {
+        let l = limits(100, 2);
+        let mut h = HeaderMap::new();
+        h.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        let e = l.check_body(&Method::POST, &h).unwrap_err();
+        assert_eq!(e.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+        assert!(l.check_body(&Method::GET, &h).is_ok());
+        h.insert(
+            header::CONTENT_TYPE,
+            "Application/JSON; charset=utf-8".parse().unwrap(),
+        );
+        assert!(l.check_body(&Method::POST, &h).is_ok());
+        h.insert(header::CONTENT_LENGTH, "8388608".parse().unwrap());
+        assert_eq!(
+            l.check_body(&Method::POST, &h).unwrap_err().status,
+            StatusCode::PAYLOAD_TOO_LARGE
+        );
+    }
+
+    #[test]
+    fn policies_above_the_limits_are_refused_by_what_is_too_many() {
+        let l = LimitsConfig {
+            max_policy_rules: 1,
+            ..LimitsConfig::default()
+        };
+        let p: PolicyDefinition = serde_json::from_value(serde_json::json!({
+            "variables": [{"name": "a", "type": "BOOL", "description": "a"}],
+            "rules": [{"id": "R1", "expression": "a"}, {"id": "R2", "expression": "(not a)"}]
+        }))
+        .unwrap();
+        let e = check_policy(&l, "policy", &p).unwrap_err();
+        assert_eq!(e.code, "policy_too_large");
+        assert!(e.message.contains("2 rules"), "{}", e.message);
+    }
+}

@@ -1,0 +1,631 @@
+//! End-to-end, with API keys on (the default): the built `proofgate serve` in front of the
+//! scripted LLM (recorded replies) over loopback. Who may call what, who owns which thread,
+//! and what one caller can cost.
+
+mod proxy;
+mod scripted;
+
+use proxy::{secured_config, Proxy, ADMIN_KEY};
+use scripted::{repo_root, Server};
+use serde_json::{json, Value};
+
+const Q1: &str = "I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?";
+const Q2: &str = "I am 70. How much will I pay in total for admission?";
+const ANSWER: &str = "Low season, and no credits.";
+
+fn demo_llm() -> Server {
+    let script: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap();
+    Server::python("scripted_llm.py", &script)
+}
+
+fn v1(server: &Server) -> String {
+    format!("{}/v1", server.url())
+}
+
+#[derive(Debug)]
+struct Reply {
+    status: u16,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+    fn content(&self) -> &str {
+        self.body["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or("")
+    }
+    fn code(&self) -> &str {
+        self.body["error"]["code"].as_str().unwrap_or("")
+    }
+}
+
+/// One request: `key` as `Authorization: Bearer`, `body` as JSON when given.
+async fn call(
+    proxy: &Proxy,
+    method: reqwest::Method,
+    path: &str,
+    key: Option<&str>,
+    body: Option<Value>,
+    headers: &[(&str, &str)],
+) -> Reply {
+    let mut req = reqwest::Client::new().request(method, format!("{}{path}", proxy.url));
+    if let Some(k) = key {
+        req = req.bearer_auth(k);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    let text = resp.text().await.unwrap_or_default();
+    Reply {
+        status,
+        headers,
+        body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    }
+}
+
+async fn get(proxy: &Proxy, path: &str, key: &str, headers: &[(&str, &str)]) -> Reply {
+    call(proxy, reqwest::Method::GET, path, Some(key), None, headers).await
+}
+
+async fn post(proxy: &Proxy, path: &str, key: &str, body: Value) -> Reply {
+    call(
+        proxy,
+        reqwest::Method::POST,
+        path,
+        Some(key),
+        Some(body),
+        &[],
+    )
+    .await
+}
+
+/// An admin-made key with the given scopes; returns its secret.
+async fn new_key(proxy: &Proxy, name: &str, scopes: &[&str]) -> String {
+    let r = post(
+        proxy,
+        "/api/keys",
+        ADMIN_KEY,
+        json!({"name": name, "scopes": scopes}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    assert!(r.body["id"].as_str().unwrap().starts_with("key_"));
+    r.body["key"].as_str().unwrap().to_string()
+}
+
+async fn chat(proxy: &Proxy, key: &str, body: Value, headers: &[(&str, &str)]) -> Reply {
+    let mut body = body;
+    body["model"] = json!("gpt-test");
+    call(
+        proxy,
+        reqwest::Method::POST,
+        "/v1/chat/completions",
+        Some(key),
+        Some(body),
+        headers,
+    )
+    .await
+}
+
+fn first_turn(user: Option<&str>) -> Value {
+    let mut b = json!({"messages": [{"role": "user", "content": Q2}]});
+    if let Some(u) = user {
+        b["user"] = json!(u);
+    }
+    b
+}
+
+fn second_turn(questions: &str, user: Option<&str>) -> Value {
+    let mut b = json!({"messages": [
+        {"role": "user", "content": Q2},
+        {"role": "assistant", "content": questions},
+        {"role": "user", "content": ANSWER}
+    ]});
+    if let Some(u) = user {
+        b["user"] = json!(u);
+    }
+    b
+}
+
+#[tokio::test]
+async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-routes", &secured_config(&v1(&llm), "", ""));
+    use reqwest::Method as M;
+    let policy: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let routes: Vec<(M, &str, Option<Value>)> = vec![
+        (
+            M::POST,
+            "/v1/chat/completions",
+            Some(json!({"model": "m", "messages": [{"role": "user", "content": Q1}]})),
+        ),
+        (
+            M::POST,
+            "/guardrail/local/version/1/apply",
+            Some(json!({"source": "OUTPUT", "content": []})),
+        ),
+        (M::GET, "/api/threads", None),
+        (M::POST, "/api/threads", Some(json!({"question": Q1}))),
+        (M::GET, "/api/threads/some-id", None),
+        (
+            M::POST,
+            "/api/threads/some-id/answers",
+            Some(json!({"skip": true})),
+        ),
+        (M::GET, "/api/threads/some-id/audit", None),
+        (M::GET, "/api/config", None),
+        (M::GET, "/api/me", None),
+        (M::GET, "/metrics", None),
+        (M::GET, "/api/policies", None),
+        (
+            M::POST,
+            "/api/policies/lint",
+            Some(json!({"policy": policy.clone()})),
+        ),
+        (
+            M::POST,
+            "/api/policies/gen-tests",
+            Some(json!({"policy": policy.clone()})),
+        ),
+        (
+            M::POST,
+            "/api/policies/formalize",
+            Some(json!({"document": "x"})),
+        ),
+        (M::GET, "/api/keys", None),
+        (
+            M::POST,
+            "/api/keys",
+            Some(json!({"name": "x", "scopes": ["admin"]})),
+        ),
+        (M::DELETE, "/api/keys/key_x", None),
+    ];
+    for (method, path, body) in &routes {
+        let r = call(&proxy, method.clone(), path, None, body.clone(), &[]).await;
+        assert_eq!(r.status, 401, "{method} {path}: {r:?}");
+        assert_eq!(r.code(), "missing_api_key", "{method} {path}");
+        assert!(r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Bearer"));
+        assert!(r.header("www-authenticate").starts_with("Bearer"));
+        let r = call(
+            &proxy,
+            method.clone(),
+            path,
+            Some("pg_not-a-key"),
+            body.clone(),
+            &[],
+        )
+        .await;
+        assert_eq!(r.status, 401, "{method} {path} with a wrong key");
+        assert_eq!(r.code(), "invalid_api_key");
+    }
+    let health = call(&proxy, M::GET, "/healthz", None, None, &[]).await;
+    assert_eq!(health.status, 200);
+
+    // A chat+read key chats and reads, and nothing more.
+    let user = new_key(&proxy, "app", &["chat", "read"]).await;
+    let me = get(&proxy, "/api/me", &user, &[]).await;
+    assert_eq!(me.body["scopes"], json!(["chat", "read"]), "{me:?}");
+    assert_eq!(me.body["allows"]["admin"], false);
+    for (method, path, body) in [
+        (
+            M::POST,
+            "/api/keys",
+            Some(json!({"name": "mine", "scopes": ["admin"]})),
+        ),
+        (M::GET, "/api/keys", None),
+        (
+            M::POST,
+            "/api/policies/formalize",
+            Some(json!({"document": "x"})),
+        ),
+        (
+            M::POST,
+            "/api/policies/gen-tests",
+            Some(json!({"policy": policy.clone()})),
+        ),
+        (M::GET, "/api/config", None),
+        (M::GET, "/metrics", None),
+    ] {
+        let r = call(&proxy, method.clone(), path, Some(&user), body, &[]).await;
+        assert_eq!(r.status, 403, "{method} {path}: {r:?}");
+        assert_eq!(r.code(), "insufficient_scope");
+        assert!(r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("admin"));
+    }
+    let r = chat(
+        &proxy,
+        &user,
+        json!({"messages": [{"role": "user", "content": Q1}]}),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID");
+    // The client's proofgate key is never passed on to the LLM.
+    for received in llm.received() {
+        let auth = received["authorization"].as_str().unwrap_or("");
+        assert!(!auth.contains(&user), "{received}");
+    }
+    // A read-only key cannot chat.
+    let reader = new_key(&proxy, "reader", &["read"]).await;
+    let r = chat(
+        &proxy,
+        &reader,
+        json!({"messages": [{"role": "user", "content": Q1}]}),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 403);
+    assert_eq!(get(&proxy, "/api/threads", &reader, &[]).await.status, 200);
+
+    // Keys are listed without secrets and revoked at once.
+    let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
+    assert_eq!(keys.status, 200);
+    let listed = keys.body["keys"].as_array().unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(!keys.body.to_string().contains(&user));
+    let id = listed.iter().find(|k| k["name"] == "app").unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let revoked = call(
+        &proxy,
+        M::DELETE,
+        &format!("/api/keys/{id}"),
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    assert!(revoked.body["revokedAt"].as_i64().is_some());
+    let r = get(&proxy, "/api/threads", &user, &[]).await;
+    assert_eq!(r.status, 401);
+    assert_eq!(r.code(), "invalid_api_key");
+    let missing = call(
+        &proxy,
+        M::DELETE,
+        "/api/keys/key_nope",
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(missing.status, 404);
+    let bad = post(
+        &proxy,
+        "/api/keys",
+        ADMIN_KEY,
+        json!({"name": "x", "scopes": ["root"]}),
+    )
+    .await;
+    assert_eq!(bad.status, 400);
+    assert!(bad.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("scopes"));
+
+    // The admin key sees the configuration, without secrets.
+    let config = get(&proxy, "/api/config", ADMIN_KEY, &[]).await;
+    assert_eq!(config.body["auth"]["required"], true);
+    assert!(!config.body.to_string().contains(ADMIN_KEY));
+}
+
+#[tokio::test]
+async fn bodies_must_be_json_and_small_and_client_settings_never_exceed_the_servers() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "auth-limits",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[loop]\nmax_iterations = 3\nallow_questions = false\n",
+        ),
+    );
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let client = reqwest::Client::new();
+    // A "simple" cross-site request (no preflight) is refused before any work.
+    let r = client
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .bearer_auth(&key)
+        .header("content-type", "text/plain")
+        .body(json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 415);
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_media_type");
+    // 8 MiB: 413 from the declared length alone, before the body is read (over a raw
+    // connection, since the server does not read what it refuses, and a client still sending
+    // it may see the connection close instead).
+    let head = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        8 << 20
+    );
+    let addr = proxy.url.trim_start_matches("http://").to_string();
+    let mut conn = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        conn.read_to_end(&mut response),
+    )
+    .await;
+    let response = String::from_utf8_lossy(&response);
+    assert!(response.starts_with("HTTP/1.1 413"), "{response}");
+    assert!(response.contains("body_too_large"), "{response}");
+    // Streamed without a length: refused once it grows past the limit.
+    let big = format!("{{\"question\": \"{}\"}}", "a".repeat(8 << 20));
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> = big
+        .into_bytes()
+        .chunks(64 << 10)
+        .map(|c| Ok(c.to_vec()))
+        .collect();
+    let r = client
+        .post(format!("{}/api/threads", proxy.url))
+        .bearer_auth(&key)
+        .header("content-type", "application/json")
+        .body(reqwest::Body::wrap_stream(futures::stream::iter(chunks)))
+        .send()
+        .await;
+    match r {
+        Ok(r) => {
+            assert_eq!(r.status(), 413);
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(body["error"]["code"], "body_too_large");
+        }
+        // The server stopped reading and closed: the client's write fails instead.
+        Err(e) => assert!(e.is_request() || e.is_body(), "{e}"),
+    }
+    assert_eq!(
+        get(&proxy, "/api/threads", &key, &[]).await.body["threads"],
+        json!([]),
+        "nothing was started"
+    );
+
+    // More iterations and follow-up questions than the operator allows: clamped.
+    let t = post(
+        &proxy,
+        "/api/threads",
+        &key,
+        json!({"question": Q2, "answer": "As a senior you pay $35.75 including tax.",
+               "settings": {"maxIterations": 20, "followUpQuestions": "ALLOWED"}}),
+    )
+    .await;
+    assert_eq!(t.status, 201, "{t:?}");
+    assert_eq!(t.body["config"]["maxIterations"], 3, "{}", t.body);
+    assert_eq!(t.body["config"]["followUpQuestions"], "DISABLED");
+    assert_ne!(t.body["status"], "awaiting_input");
+    let lower = post(
+        &proxy,
+        "/api/threads",
+        &key,
+        json!({"question": Q2, "answer": "As a senior you pay $35.75 including tax.",
+               "settings": {"maxIterations": 1}}),
+    )
+    .await;
+    assert_eq!(lower.body["config"]["maxIterations"], 1);
+}
+
+/// Four owners (two keys, and one key for two end users, plus the key alone) start the same
+/// conversation; each follow-up answer resumes the owner's own thread.
+#[tokio::test]
+async fn each_owner_resumes_and_sees_only_its_own_threads() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-owners", &secured_config(&v1(&llm), "", ""));
+    let a = new_key(&proxy, "app a", &["chat", "read"]).await;
+    let b = new_key(&proxy, "app b", &["chat", "read"]).await;
+    let owners: Vec<(&str, Option<&str>)> = vec![
+        (&a, None),
+        (&b, None),
+        (&a, Some("alice")),
+        (&a, Some("bob")),
+    ];
+    let mut started = Vec::new();
+    for (key, user) in &owners {
+        let r = chat(&proxy, key, first_turn(*user), &[]).await;
+        assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT", "{r:?}");
+        started.push((
+            r.header("x-proofgate-thread").to_string(),
+            r.content().to_string(),
+        ));
+    }
+    let ids: Vec<&str> = started.iter().map(|(id, _)| id.as_str()).collect();
+    for (i, ((key, user), (id, questions))) in owners.iter().zip(&started).enumerate() {
+        let r = chat(&proxy, key, second_turn(questions, *user), &[]).await;
+        assert_eq!(
+            r.header("x-proofgate-thread"),
+            id,
+            "owner {i} resumed another thread"
+        );
+        assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
+    }
+
+    let user_header = |u: Option<&str>| -> Vec<(&'static str, String)> {
+        u.map(|u| vec![("x-proofgate-user", u.to_string())])
+            .unwrap_or_default()
+    };
+    for (i, (key, user)) in owners.iter().enumerate() {
+        let h = user_header(*user);
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let list = get(&proxy, "/api/threads", key, &h).await;
+        let listed: Vec<&str> = list.body["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            listed,
+            vec![ids[i]],
+            "owner {i} lists exactly its own thread"
+        );
+        for (j, other) in ids.iter().enumerate() {
+            let own = i == j;
+            for path in [
+                format!("/api/threads/{other}"),
+                format!("/api/threads/{other}/audit"),
+            ] {
+                let r = get(&proxy, &path, key, &h).await;
+                assert_eq!(r.status, if own { 200 } else { 404 }, "owner {i} {path}");
+                if !own {
+                    assert_eq!(r.code(), "not_found");
+                }
+            }
+            if !own {
+                let r = call(
+                    &proxy,
+                    reqwest::Method::POST,
+                    &format!("/api/threads/{other}/answers"),
+                    Some(key),
+                    Some(json!({"skip": true})),
+                    &h,
+                )
+                .await;
+                assert_eq!(r.status, 404, "owner {i} answered thread {j}");
+                let mut body = json!({"messages": [{"role": "user", "content": "skip"}]});
+                if let Some(u) = user {
+                    body["user"] = json!(u);
+                }
+                let r = chat(&proxy, key, body, &[("x-proofgate-thread", other)]).await;
+                assert_eq!(r.status, 404, "owner {i} resumed thread {j} by header");
+            }
+        }
+    }
+    // The admin sees and reads them all.
+    let all = get(&proxy, "/api/threads", ADMIN_KEY, &[]).await;
+    assert_eq!(all.body["threads"].as_array().unwrap().len(), 4);
+    for id in &ids {
+        assert_eq!(
+            get(&proxy, &format!("/api/threads/{id}/audit"), ADMIN_KEY, &[])
+                .await
+                .status,
+            200
+        );
+    }
+
+    // One owner with two threads waiting on the same conversation: neither is guessed, the
+    // answer starts a new thread (with the whole conversation) and both stay waiting.
+    let first = chat(&proxy, &b, first_turn(Some("carol")), &[]).await;
+    let second = chat(&proxy, &b, first_turn(Some("carol")), &[]).await;
+    let waiting = [
+        first.header("x-proofgate-thread").to_string(),
+        second.header("x-proofgate-thread").to_string(),
+    ];
+    assert_ne!(waiting[0], waiting[1]);
+    let r = chat(&proxy, &b, second_turn(first.content(), Some("carol")), &[]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let new = r.header("x-proofgate-thread");
+    assert!(
+        !waiting.iter().any(|w| w == new),
+        "a waiting thread was guessed"
+    );
+    let carol = [("x-proofgate-user", "carol")];
+    for w in &waiting {
+        let t = get(&proxy, &format!("/api/threads/{w}"), &b, &carol).await;
+        assert_eq!(t.body["status"], "awaiting_input", "{w}");
+    }
+    // The header still resumes a thread of one's own.
+    let r = chat(
+        &proxy,
+        &b,
+        json!({"messages": [{"role": "user", "content": ANSWER}], "user": "carol"}),
+        &[("x-proofgate-thread", &waiting[1])],
+    )
+    .await;
+    assert_eq!(r.header("x-proofgate-thread"), waiting[1]);
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
+}
+
+/// Two replicas behind a load balancer, on one PostgreSQL: a key made on one works on the
+/// other, ownership holds across them, and a revocation on one is honoured by the other at
+/// once. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set (scripts/with-postgres.sh).
+#[tokio::test]
+async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
+    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+        eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
+        return;
+    };
+    let llm = demo_llm();
+    let cfg = secured_config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    let r1 = Proxy::start("auth-replica-a", &cfg);
+    let r2 = Proxy::start("auth-replica-b", &cfg);
+    let a = new_key(&r1, "replica app a", &["chat", "read"]).await;
+    let b = new_key(&r2, "replica app b", &["chat", "read"]).await;
+    let user = format!("dave-{}", std::process::id());
+    let first = chat(&r1, &a, first_turn(Some(&user)), &[]).await;
+    assert_eq!(
+        first.header("x-proofgate-verdict"),
+        "NEEDS_INPUT",
+        "{first:?}"
+    );
+    let id = first.header("x-proofgate-thread").to_string();
+    // The same conversation from key b on the other replica does not resume a's thread.
+    let other = chat(&r2, &b, second_turn(first.content(), Some(&user)), &[]).await;
+    assert_ne!(other.header("x-proofgate-thread"), id);
+    let h = [("x-proofgate-user", user.as_str())];
+    assert_eq!(
+        get(&r2, &format!("/api/threads/{id}"), &b, &h).await.status,
+        404
+    );
+    // a's answer on the other replica resumes a's thread.
+    let done = chat(&r2, &a, second_turn(first.content(), Some(&user)), &[]).await;
+    assert_eq!(done.header("x-proofgate-thread"), id);
+    assert_eq!(done.header("x-proofgate-verdict"), "VALID", "{done:?}");
+    assert_eq!(
+        get(&r1, &format!("/api/threads/{id}/audit"), &a, &h)
+            .await
+            .status,
+        200
+    );
+    // Revoked on one replica: refused on the other.
+    let keys = get(&r1, "/api/keys", ADMIN_KEY, &[]).await;
+    let key_id = keys.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "replica app b")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = call(
+        &r1,
+        reqwest::Method::DELETE,
+        &format!("/api/keys/{key_id}"),
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(get(&r2, "/api/threads", &b, &[]).await.status, 401);
+}
