@@ -33,6 +33,11 @@ for _ in $(seq 50); do [ -s "$work/llm.port" ] && break; sleep 0.1; done
 llm_port=$(sed -n 's/listening on //p' "$work/llm.port")
 export PROOFGATE_UPSTREAM__BASE_URL="http://127.0.0.1:$llm_port/v1"
 export PROOFGATE_REWRITER__BASE_URL="http://127.0.0.1:$llm_port/v1"
+# API keys are on (the default): the demo client gets a chat+read key, made the way an operator
+# makes the first one, straight in the storage (only its SHA-256 is kept there).
+PROOFGATE_KEY=$("$pg" keys create --config examples/demo/proofgate.toml --name demo --scopes chat,read 2>/dev/null |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+export PROOFGATE_KEY
 "$pg" serve --config examples/demo/proofgate.toml > "$work/proofgate.out" 2> "$work/proofgate.log" &
 pg_pid=$!
 for _ in $(seq 100); do grep -q listening "$work/proofgate.out" 2>/dev/null && break; sleep 0.1; done
@@ -40,6 +45,7 @@ url=$(sed -n 's/proofgate listening on //p' "$work/proofgate.out")
 [ -n "$url" ] || { echo "proofgate did not start:"; cat "$work/proofgate.log"; exit 1; }
 echo "   scripted LLM on 127.0.0.1:$llm_port (every reply it gives is recorded, labelled in $work/llm.log)"
 echo "   proofgate on $url: local reasoner, policy examples/policies/park-admission.json, 3 translators, SQLite $work/proofgate.sqlite"
+echo "   API keys required; the demo client uses a chat+read key from \`proofgate keys create\`"
 
 bold "3. A demo conversation through the proxy (POST $url/v1/chat/completions)"
 python3 scripts/demo_conversation.py "$url"

@@ -1,22 +1,26 @@
 #!/usr/bin/env python3
 """Sends the demo conversation through a running proofgate and prints every step."""
 import json
+import os
 import sys
 import textwrap
 import urllib.request
 
 URL = sys.argv[1]
+# The demo's API key (scripts/demo.sh makes one with `proofgate keys create`), sent as
+# `Authorization: Bearer`, as OpenAI SDKs send theirs.
+AUTH = {"authorization": f"Bearer {os.environ['PROOFGATE_KEY']}"} if os.environ.get("PROOFGATE_KEY") else {}
 
 
 def post(path, body):
     req = urllib.request.Request(URL + path, data=json.dumps(body).encode(),
-                                 headers={"content-type": "application/json"})
+                                 headers={"content-type": "application/json", **AUTH})
     with urllib.request.urlopen(req) as r:
         return dict(r.headers), json.load(r)
 
 
 def get(path):
-    with urllib.request.urlopen(URL + path) as r:
+    with urllib.request.urlopen(urllib.request.Request(URL + path, headers=AUTH)) as r:
         return json.load(r)
 
 

@@ -68,6 +68,11 @@ impl Proxy {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// The configuration file it was started with.
     pub fn config_path(&self) -> &std::path::Path {
         &self.config
