@@ -13,7 +13,9 @@ use proofgate_core::findings::{
     ContradictionFinding, Finding, Rule, SatisfiableFinding, Statement, Translation, ValidFinding,
 };
 use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
-use proofgate_core::thread::{Input, Thread, ThreadConfig};
+use proofgate_core::policy::PolicyDefinition;
+use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
+use proofgate_core::translation::TranslationConfig;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -260,6 +262,173 @@ fn malformed_json_is_blamed_on_its_record() {
     assert_eq!(failure(&replay_json(broken)), (2, ReplayProblem::Malformed));
 }
 
+// ---- Translation inside the loop: the translators' raw replies are the record --------------
+
+fn translation_config() -> ThreadConfig {
+    let vocabulary = PolicyDefinition::from_json(
+        r#"{"variables": [{"name": "age", "type": "INT", "description": "Age of the visitor"},
+                          {"name": "fee", "type": "INT", "description": "Fee in dollars"}]}"#,
+    )
+    .expect("vocabulary");
+    ThreadConfig {
+        translation: Some(TranslationConfig::new(&vocabulary, 2, 1, 1.0)),
+        ..config()
+    }
+}
+
+const GOOD_REPLY: &str =
+    r#"{"pairs": [{"premises": ["(= age 70)"], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
+
+/// A thread validated by two translators: one replies well, one needs a repair.
+fn translated_loop() -> Thread {
+    let t0 = 1_700_000_100_000;
+    let mut t = Thread::with_answer(
+        translation_config(),
+        "fixture-2",
+        "I am 70. How much is my ticket?",
+        GivenAnswer {
+            text: "You pay 5 dollars.".into(),
+            model: Some("upstream".into()),
+            source: "upstream".into(),
+        },
+        t0,
+    )
+    .expect("valid thread");
+    let reply = |translator: u32, attempt: u32, text: &str, now: u64| Input::TranslatorReplied {
+        translator,
+        attempt,
+        text: text.into(),
+        model: Some("translator".into()),
+        now,
+    };
+    let mut valid = ValidFinding {
+        translation: translation("5 dollars"),
+        supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+        ..Default::default()
+    };
+    if let Some(t) = valid.translation.as_mut() {
+        t.premises = Some(vec![Statement {
+            logic: Some("(= age 70)".into()),
+            ..Default::default()
+        }]);
+    }
+    for input in [
+        reply(1, 0, "Sure! The fee is (= fee 5)", t0 + 1),
+        reply(0, 0, GOOD_REPLY, t0 + 2),
+        reply(1, 1, GOOD_REPLY, t0 + 3),
+        Input::Validated {
+            findings: vec![Finding::Valid(valid)],
+            evidence: Some(json!({"validator": "local"})),
+            now: t0 + 4,
+        },
+    ] {
+        t.handle(input).expect("accepted");
+    }
+    t
+}
+
+#[test]
+fn translator_replies_are_recorded_and_replayed() {
+    let t = translated_loop();
+    assert!(t.outcome().expect("finished").verified);
+    let trail = t.audit_trail();
+    let kinds: Vec<RecordKind> = trail.iter().map(|r| r.kind).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            RecordKind::ThreadStarted,
+            RecordKind::Translate,
+            RecordKind::TranslatorReplied,
+            RecordKind::Translate,
+            RecordKind::TranslatorReplied,
+            RecordKind::TranslatorReplied,
+            RecordKind::Check,
+            RecordKind::Validated,
+            RecordKind::ValidResponse,
+        ]
+    );
+    // The translators got different prompts, with the answer as JSON data.
+    let calls = trail[1].body["calls"].as_array().expect("calls");
+    assert_ne!(calls[0]["messages"], calls[1]["messages"]);
+    assert!(calls[0]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains(r#""answer":"You pay 5 dollars.""#));
+    // The repair request carries the problem with the broken reply.
+    assert!(trail[3].body["calls"][0]["messages"][2]["content"]
+        .as_str()
+        .unwrap()
+        .contains("could not be used"));
+    let report = replay(trail);
+    assert!(report.ok, "{report:?}");
+}
+
+#[test]
+fn one_byte_of_a_translator_reply_changed_fails_at_that_record() {
+    let mut trail = translated_loop().audit_trail().to_vec();
+    let at = 4;
+    assert_eq!(trail[at].kind, RecordKind::TranslatorReplied);
+    let text = trail[at].body["text"].as_str().unwrap().replace("70", "71");
+    trail[at].body["text"] = json!(text);
+    assert_eq!(failure(&replay(&trail)), (at, ReplayProblem::HashMismatch));
+    // Rehashed and relinked, the re-derived translation no longer matches the findings.
+    for i in at..trail.len() {
+        if i > 0 {
+            trail[i].prev = trail[i - 1].hash.clone();
+        }
+        trail[i].hash = trail[i].expected_hash();
+    }
+    let report = replay(&trail);
+    let (index, problem) = failure(&report);
+    assert!(index > at && index <= 7, "{report:?}");
+    assert!(
+        matches!(problem, ReplayProblem::Differs | ReplayProblem::RejectedInput),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn findings_that_no_translator_wrote_are_rejected() {
+    let mut t = translated_loop();
+    let trail = t.audit_trail().to_vec();
+    // Replay up to the CHECK record, then feed findings about another claim.
+    let mut rebuilt = Thread::with_answer(
+        translation_config(),
+        "fixture-2",
+        "I am 70. How much is my ticket?",
+        GivenAnswer {
+            text: "You pay 5 dollars.".into(),
+            model: Some("upstream".into()),
+            source: "upstream".into(),
+        },
+        trail[0].at,
+    )
+    .unwrap();
+    for r in trail.iter().filter(|r| r.kind == RecordKind::TranslatorReplied) {
+        let input: Input = serde_json::from_value(r.body.clone()).unwrap();
+        rebuilt.handle(input).unwrap();
+    }
+    let forged = Input::Validated {
+        findings: vec![Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                premises: Some(vec![Statement::new("(= age 70)", "")]),
+                claims: Some(vec![Statement::new("(= fee 0)", "free")]),
+                confidence: serde_json::Number::from_f64(1.0),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })],
+        evidence: None,
+        now: trail[0].at + 9,
+    };
+    let before = serde_json::to_value(&rebuilt).unwrap();
+    let err = rebuilt.handle(forged).unwrap_err();
+    assert!(err.to_string().contains("no translator wrote"), "{err}");
+    assert_eq!(serde_json::to_value(&rebuilt).unwrap(), before);
+    t = rebuilt;
+    assert!(t.outcome().is_none());
+}
+
 // ---- Fixtures shared with the Node tests -------------------------------------------------
 
 fn fixtures_path() -> PathBuf {
@@ -290,6 +459,12 @@ fn fixture_cases() -> Value {
     cases.push(("forged-validate", as_json(&forged)));
 
     cases.push(("truncated", as_json(&trail[..3])));
+
+    let translated = translated_loop().audit_trail().to_vec();
+    cases.push(("translated", as_json(&translated)));
+    let mut one_byte = as_json(&translated);
+    one_byte[4]["body"]["text"] = json!(GOOD_REPLY.replace("70", "71"));
+    cases.push(("translated-altered-reply", one_byte));
 
     Value::Array(
         cases

@@ -67,15 +67,17 @@ pub fn policy_context(model: &PolicyModel) -> PolicyContext {
     }
 }
 
-/// Loads and checks a policy file.
-pub fn load_policy(path: &std::path::Path) -> Result<PolicyModel, StartError> {
+/// Loads and checks a policy file. Findings cite `arn` as `policyVersionArn`, or without one
+/// an ARN-shaped name from the content hash (ApplyGuardrail clients expect AWS's pattern).
+pub fn load_policy(path: &std::path::Path, arn: Option<String>) -> Result<PolicyModel, StartError> {
     let file_err = |problem: String| StartError::File {
         path: path.display().to_string(),
         problem,
     };
     let text = std::fs::read_to_string(path).map_err(|e| file_err(e.to_string()))?;
     let def = PolicyDefinition::from_json(&text).map_err(|e| file_err(e.to_string()))?;
-    PolicyModel::from_definition(def, None).map_err(|e| file_err(e.to_string()))
+    let arn = arn.unwrap_or_else(|| def.local_version_arn());
+    PolicyModel::from_definition(def, Some(arn)).map_err(|e| file_err(e.to_string()))
 }
 
 /// Everything a request handler needs.
@@ -106,7 +108,10 @@ impl App {
             .await
             .map_err(|e| other(&e))?;
         let policy = match &config.validator.policy {
-            Some(p) => Some(Arc::new(load_policy(p)?)),
+            Some(p) => Some(Arc::new(load_policy(
+                p,
+                config.validator.policy_arn.clone(),
+            )?)),
             None => None,
         };
         let upstream = LlmClient::new(config.upstream.clone())
@@ -163,6 +168,17 @@ impl App {
             },
             question_timeout_ms: Some(config.rewrite_loop.question_timeout_secs * 1000),
             policy: policy.as_deref().map(policy_context).unwrap_or_default(),
+            // With the local validator the thread drives the translators itself, so the
+            // trail holds their raw replies and replay re-derives the translations.
+            translation: match &validator {
+                Validator::Local(v) => Some(v.translation_config().clone()),
+                #[cfg(feature = "bedrock")]
+                Validator::Bedrock(_) => None,
+            },
+            failure_mode: match config.failure_mode {
+                FailureMode::Open => proofgate_core::thread::FailureMode::Open,
+                FailureMode::Closed => proofgate_core::thread::FailureMode::Closed,
+            },
         };
         Ok(App {
             config,
@@ -222,11 +238,78 @@ pub struct DriveError {
     pub source: proofgate_core::ThreadError,
 }
 
-/// Performs one effect (an LLM call or a validation) and returns the input it produced;
-/// `None` when the effect is for the caller (questions for the user, or the end).
-async fn perform(app: &App, effect: &Effect, waits: &mut Waits) -> Option<Input> {
+/// Translator calls in flight while a thread translates.
+type InFlight = futures::stream::FuturesUnordered<
+    std::pin::Pin<Box<dyn std::future::Future<Output = crate::translate::CallResult> + Send>>,
+>;
+
+/// Performs one effect (an LLM call, translator calls, a check or a validation) and returns
+/// the input it produced; `None` when the effect is for the caller (questions for the user,
+/// or the end). Translator calls run concurrently: each Translate effect adds its calls to
+/// `in_flight`, and the next reply to arrive is the input.
+async fn perform(
+    app: &App,
+    effect: &Effect,
+    waits: &mut Waits,
+    in_flight: &mut InFlight,
+) -> Option<Input> {
+    use futures::StreamExt;
     Some(match effect {
         Effect::AskUser { .. } | Effect::Finish(_) => return None,
+        Effect::Translate { calls } => {
+            let Validator::Local(local) = &app.validator else {
+                return Some(Input::Failed {
+                    reason: "validator: the thread asks for translators, but the validator is not local".into(),
+                    now: now_ms(),
+                });
+            };
+            for call in calls.iter().cloned() {
+                let clients = local.translators().to_vec();
+                in_flight.push(Box::pin(async move {
+                    crate::translate::perform_call(&clients, call).await
+                }));
+            }
+            let started = Instant::now();
+            let next = in_flight.next().await;
+            let took = started.elapsed();
+            waits.validator += took;
+            app.metrics.observe(Stage::Translation, took);
+            match next {
+                Some(result) => result.into_input(now_ms()),
+                None => Input::Failed {
+                    reason: "validator: no translator call is in flight".into(),
+                    now: now_ms(),
+                },
+            }
+        }
+        Effect::Check { translations, .. } => {
+            let Validator::Local(local) = &app.validator else {
+                return Some(Input::Failed {
+                    reason: "validator: the thread asks for a local check, but the validator is not local".into(),
+                    now: now_ms(),
+                });
+            };
+            let started = Instant::now();
+            let result = local.check(translations.clone()).await;
+            waits.validator += started.elapsed();
+            match result {
+                Ok(v) => {
+                    app.metrics.observe(Stage::Solver, v.solver_time);
+                    Input::Validated {
+                        findings: v.findings,
+                        evidence: Some(v.evidence),
+                        now: now_ms(),
+                    }
+                }
+                Err(e) => {
+                    waits.failed = Some(FailedCall::Validator);
+                    Input::Failed {
+                        reason: format!("validator: {e}"),
+                        now: now_ms(),
+                    }
+                }
+            }
+        }
         Effect::CallLlm { prompt, .. } => {
             let started = Instant::now();
             let reply = app.rewriter.complete(&[ChatMessage::user(prompt)]).await;
@@ -293,10 +376,20 @@ pub async fn drive(
     mut effect: Effect,
     waits: &mut Waits,
 ) -> Result<Effect, DriveError> {
-    while let Some(input) = perform(app, &effect, waits).await {
+    let mut in_flight = InFlight::new();
+    while let Some(input) = perform(app, &effect, waits, &mut in_flight).await {
+        note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
     }
     Ok(effect)
+}
+
+/// A translator failure that ends the thread is the validator's.
+fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
+    if matches!(input, Input::TranslatorFailed { .. }) && matches!(effect, Effect::Translate { .. })
+    {
+        waits.failed = Some(FailedCall::Validator);
+    }
 }
 
 /// Like [`drive`], saving the thread after every step so that others (the web UI polling
@@ -308,7 +401,8 @@ pub async fn drive_saving_each_step(
     saved: &mut usize,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
     let mut waits = Waits::default();
-    while let Some(input) = perform(app, &effect, &mut waits).await {
+    let mut in_flight = InFlight::new();
+    while let Some(input) = perform(app, &effect, &mut waits, &mut in_flight).await {
         effect = advance(thread, input)?;
         persist(app, thread, *saved, None).await?;
         *saved = thread.audit_trail().len();

@@ -172,6 +172,14 @@ impl LlmClient {
 
     /// One completion for proofgate's own purposes (rewriting, translating).
     pub async fn complete(&self, messages: &[ChatMessage]) -> Result<LlmReply, LlmError> {
+        self.complete_with(messages, None).await
+    }
+
+    async fn complete_with(
+        &self,
+        messages: &[ChatMessage],
+        response_format: Option<Value>,
+    ) -> Result<LlmReply, LlmError> {
         if self.endpoint.kind == LlmKind::Bedrock {
             return self.converse(messages).await;
         }
@@ -185,6 +193,9 @@ impl LlmClient {
         if let Some(t) = self.endpoint.temperature {
             body["temperature"] = json!(t);
         }
+        if let Some(f) = response_format {
+            body["response_format"] = f;
+        }
         let resp = self.forward(body, None).await?;
         let text = completion_text(&resp).ok_or_else(|| LlmError::BadResponse {
             endpoint: self.endpoint.base_url.clone(),
@@ -196,6 +207,35 @@ impl LlmClient {
             .unwrap_or(&model)
             .to_string();
         Ok(LlmReply { text, model })
+    }
+
+    /// A completion whose reply should be JSON following `schema`: asks for structured output
+    /// (`response_format: json_schema`) when the endpoint is set to support it, and falls back
+    /// once to the plain request when the endpoint rejects that with a 400 naming
+    /// `response_format`. The caller parses and checks the reply either way.
+    pub async fn complete_structured(
+        &self,
+        messages: &[ChatMessage],
+        name: &str,
+        schema: &Value,
+    ) -> Result<LlmReply, LlmError> {
+        if self.endpoint.kind == LlmKind::Bedrock || !self.endpoint.structured_output {
+            return self.complete(messages).await;
+        }
+        let format = json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": false}
+        });
+        match self.complete_with(messages, Some(format)).await {
+            Err(LlmError::Rejected { status: 400, body, .. }) if body.contains("response_format") => {
+                tracing::warn!(
+                    "{} rejected structured output; set structured_output = false for it",
+                    self.endpoint.base_url
+                );
+                self.complete(messages).await
+            }
+            other => other,
+        }
     }
 
     async fn converse(&self, messages: &[ChatMessage]) -> Result<LlmReply, LlmError> {

@@ -112,24 +112,62 @@ impl ChatRequest {
     }
 }
 
-/// Replaces the assistant message of an upstream completion with `text` and adds the
-/// `proofgate` object; keeps the upstream's other fields (id, usage, ...).
-pub fn verified_completion(mut upstream: Value, text: &str, proofgate: Value) -> Value {
-    if upstream.pointer("/choices/0/message").is_none() {
-        upstream = crate::llm::completion_body(
-            upstream.get("model").and_then(Value::as_str).unwrap_or(""),
-            "",
-        );
+/// Top-level members of an upstream completion that are copied into the response: they
+/// describe the call, never carry its text. Everything else is dropped.
+pub const KEPT_COMPLETION_FIELDS: [&str; 5] = ["id", "created", "model", "system_fingerprint", "usage"];
+
+/// The completion returned to the client, built from an allow-list: `id`, `object`,
+/// `created`, `model`, `system_fingerprint` and `usage` from the upstream's completion, one
+/// choice `{index: 0, message: {role: "assistant", content: text}, logprobs: null,
+/// finish_reason: "stop"}`, and the `proofgate` object. Nothing else of the upstream's reply
+/// (logprobs, refusal, audio, reasoning or thinking fields, annotations, tool calls, extra
+/// choices, unknown members) can reach the client: those could carry the text of an answer
+/// that was not verified.
+pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Value {
+    let mut out = serde_json::Map::new();
+    let kept = |name: &str| upstream.get(name).filter(|v| !v.is_null()).cloned();
+    let id = kept("id")
+        .filter(Value::is_string)
+        .unwrap_or_else(|| json!(format!("chatcmpl-{}", uuid::Uuid::new_v4().simple())));
+    out.insert("id".into(), id);
+    out.insert("object".into(), json!("chat.completion"));
+    out.insert(
+        "created".into(),
+        kept("created").filter(Value::is_u64).unwrap_or(json!(0)),
+    );
+    out.insert(
+        "model".into(),
+        kept("model").filter(Value::is_string).unwrap_or(json!("")),
+    );
+    if let Some(fp) = kept("system_fingerprint").filter(Value::is_string) {
+        out.insert("system_fingerprint".into(), fp);
     }
-    if let Some(choice) = upstream.pointer_mut("/choices/0") {
-        choice["message"] = json!({"role": "assistant", "content": text});
-        choice["finish_reason"] = json!("stop");
+    out.insert(
+        "choices".into(),
+        json!([{
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": null,
+            "finish_reason": "stop"
+        }]),
+    );
+    // Only the token counts: usage objects carry numbers, never text.
+    if let Some(Value::Object(usage)) = kept("usage") {
+        out.insert("usage".into(), Value::Object(numbers_only(&usage)));
     }
-    if let Some(choices) = upstream.get_mut("choices").and_then(Value::as_array_mut) {
-        choices.truncate(1);
-    }
-    upstream["proofgate"] = proofgate;
-    upstream
+    out.insert("proofgate".into(), proofgate);
+    Value::Object(out)
+}
+
+/// A copy of a usage object with only numeric members (nested detail objects included).
+fn numbers_only(obj: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    obj.iter()
+        .filter_map(|(k, v)| match v {
+            Value::Number(_) => Some((k.clone(), v.clone())),
+            Value::Object(inner) => Some((k.clone(), Value::Object(numbers_only(inner)))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A verified completion as OpenAI server-sent events: a role chunk, content chunks, a final
@@ -241,6 +279,37 @@ mod tests {
         assert_eq!(out["choices"].as_array().unwrap().len(), 1);
         assert_eq!(out["usage"]["total_tokens"], 3);
         assert_eq!(out["proofgate"]["verdict"], "VALID");
+    }
+
+    #[test]
+    fn nothing_of_a_rewritten_upstream_answer_leaves() {
+        let secret = "UNVERIFIED-SECRET";
+        let upstream = json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 7, "model": "m",
+            "system_fingerprint": "fp", "service_tier": secret, "x_leak": secret,
+            "prompt_filter_results": [{"text": secret}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "note": secret,
+                      "completion_tokens_details": {"reasoning_tokens": 1, "why": secret}},
+            "choices": [{
+                "index": 0, "finish_reason": "length",
+                "logprobs": {"content": [{"token": secret, "logprob": -0.1, "bytes": [85]}]},
+                "message": {"role": "assistant", "content": secret, "refusal": secret,
+                            "reasoning_content": secret, "thinking": secret,
+                            "audio": {"transcript": secret}, "annotations": [{"text": secret}],
+                            "tool_calls": [{"function": {"arguments": secret}}]}
+            }, {"index": 1, "message": {"role": "assistant", "content": secret}}]
+        });
+        let out = verified_completion(upstream, "verified", json!({"verdict": "VALID"}));
+        let text = out.to_string();
+        assert!(!text.contains(secret), "{text}");
+        for e in completion_events(&out) {
+            assert!(!e.contains(secret), "{e}");
+        }
+        assert_eq!(out["choices"][0]["finish_reason"], "stop");
+        assert_eq!(out["choices"][0]["logprobs"], Value::Null);
+        assert_eq!(out["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
+        assert_eq!((out["id"].as_str(), out["created"].as_u64()), (Some("chatcmpl-1"), Some(7)));
+        assert_eq!(out["system_fingerprint"], "fp");
     }
 
     #[test]

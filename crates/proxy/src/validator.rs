@@ -6,6 +6,7 @@ use crate::bedrock::{BedrockGuardrail, GuardrailError};
 use crate::llm::LlmClient;
 use crate::translate::{translate, TranslateError};
 use proofgate_core::policy::PolicyModel;
+use proofgate_core::translation::TranslationConfig;
 use proofgate_core::Finding;
 use proofgate_reasoner::{CheckOptions, Reasoner, TranslatorOutput};
 use serde_json::{json, Value};
@@ -129,7 +130,7 @@ impl ReasonerPool {
 pub struct LocalValidator {
     model: Arc<PolicyModel>,
     translators: Vec<LlmClient>,
-    repair_attempts: usize,
+    translation: TranslationConfig,
     pool: ReasonerPool,
 }
 
@@ -144,12 +145,45 @@ impl LocalValidator {
         let workers = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(2);
+        let translation = TranslationConfig::new(
+            model.definition(),
+            u32::try_from(translators.len()).unwrap_or(u32::MAX),
+            u32::try_from(repair_attempts).unwrap_or(u32::MAX),
+            options.confidence_threshold,
+        );
         let pool = ReasonerPool::new(model.clone(), options, workers)?;
         Ok(LocalValidator {
             model,
             translators,
-            repair_attempts,
+            translation,
             pool,
+        })
+    }
+
+    /// How the thread drives the translators (recorded in every trail).
+    pub fn translation_config(&self) -> &TranslationConfig {
+        &self.translation
+    }
+
+    /// Checks the translators' outputs with Z3: the findings and the evidence the trail keeps.
+    pub async fn check(
+        &self,
+        translations: Vec<TranslatorOutput>,
+    ) -> Result<Validation, ValidatorError> {
+        let (findings, solver_time) = self.pool.validate(translations).await?;
+        let evidence = json!({
+            "validator": "local",
+            "policyVersionArn": self.model.version_arn(),
+            "policyContentHash": self.model.definition().content_hash(),
+            "translators": self.translators.len(),
+            "checks": self.model.finding_checks(&findings),
+        });
+        Ok(Validation {
+            findings,
+            evidence,
+            translation_time: Duration::ZERO,
+            solver_time,
+            guardrail_time: Duration::ZERO,
         })
     }
 
@@ -163,38 +197,20 @@ impl LocalValidator {
         &self.model
     }
 
-    /// Translates and checks one question/answer.
+    /// Translates and checks one question/answer outside a thread (the ApplyGuardrail-
+    /// compatible endpoint): the same core translation round, then [`LocalValidator::check`].
     pub async fn validate(
         &self,
         question: &str,
         answer: &str,
     ) -> Result<Validation, ValidatorError> {
         let started = Instant::now();
-        let translations = translate(
-            &self.translators,
-            &self.model,
-            question,
-            answer,
-            self.repair_attempts,
-        )
-        .await?;
+        let translations =
+            translate(&self.translators, &self.translation, question, answer).await?;
         let translation_time = started.elapsed();
-        let (findings, solver_time) = self.pool.validate(translations.outputs.clone()).await?;
-        let evidence = json!({
-            "validator": "local",
-            "policyVersionArn": self.model.version_arn(),
-            "policyContentHash": self.model.definition().content_hash(),
-            "translators": self.translators.len(),
-            "translationFailures": translations.failures,
-            "checks": self.model.finding_checks(&findings),
-        });
-        Ok(Validation {
-            findings,
-            evidence,
-            translation_time,
-            solver_time,
-            guardrail_time: Duration::ZERO,
-        })
+        let mut v = self.check(translations).await?;
+        v.translation_time = translation_time;
+        Ok(v)
     }
 }
 

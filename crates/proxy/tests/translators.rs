@@ -4,6 +4,7 @@
 mod scripted;
 
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_core::translation::TranslationConfig;
 use proofgate_proxy::config::LlmEndpoint;
 use proofgate_proxy::llm::LlmClient;
 use proofgate_proxy::translate::translate;
@@ -14,6 +15,10 @@ fn park() -> PolicyModel {
     let text =
         std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json")).unwrap();
     PolicyModel::from_definition(PolicyDefinition::from_json(&text).unwrap(), None).unwrap()
+}
+
+fn config(model: &PolicyModel, k: u32, repairs: u32) -> TranslationConfig {
+    TranslationConfig::new(model.definition(), k, repairs, 1.0)
 }
 
 async fn clients(url: &str, k: usize) -> Vec<LlmClient> {
@@ -48,18 +53,18 @@ async fn errors_are_sent_back_and_the_repair_is_used() {
     let model = park();
     let out = translate(
         &clients(&format!("{}/v1", llm.url()), 2).await,
-        &model,
+        &config(&model, 2, 2),
         "I am 70.",
         "You are a senior.",
-        2,
     )
     .await
     .unwrap();
-    assert_eq!(out.failures, vec![None, None]);
-    assert_eq!(
-        out.outputs[0].pairs[0].premises[0].logic.as_deref(),
-        Some("(= customerAge 70)")
-    );
+    for t in &out {
+        assert_eq!(
+            t.pairs[0].premises[0].logic.as_deref(),
+            Some("(= customerAge 70)")
+        );
+    }
     // The repair request carried the error that names the unknown variable.
     let received = llm.received();
     let repair = received
@@ -76,15 +81,14 @@ async fn without_repairs_a_bad_reply_is_a_failure_not_a_translation() {
     let model = park();
     let out = translate(
         &clients(&format!("{}/v1", llm.url()), 1).await,
-        &model,
+        &config(&model, 1, 0),
         "I am 70.",
         "You are a senior.",
-        0,
     )
     .await
     .unwrap();
-    assert!(out.outputs[0].pairs.is_empty());
-    assert!(out.failures[0].as_deref().unwrap().contains("agee"));
+    assert!(out[0].pairs.is_empty());
+    assert_eq!(llm.received().len(), 1, "no repair was asked for");
 }
 
 #[tokio::test]
@@ -92,10 +96,9 @@ async fn all_translators_down_is_an_error() {
     let model = park();
     let err = translate(
         &clients("http://127.0.0.1:9/v1", 2).await,
-        &model,
+        &config(&model, 2, 1),
         "Q",
         "A",
-        1,
     )
     .await
     .unwrap_err();

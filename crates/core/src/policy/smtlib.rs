@@ -117,15 +117,29 @@ impl PolicyModel {
             _ => format!("(and {})", xs.join(" ")),
         };
         let (p, c) = (conj(&premises), conj(&claims));
+        use crate::findings::FindingKind as K;
+        // A VALID with no claims proved nothing: no script can confirm it.
+        if f.kind() == K::Valid && claims.is_empty() {
+            return None;
+        }
         let script = |extra: &str| format!("{header}(assert {p})\n{extra}(check-sat)\n");
         let check = |meaning: &str, extra: String, expected| SolverCheck {
             meaning: meaning.to_string(),
             script: script(&extra),
             expected,
         };
-        use crate::findings::FindingKind as K;
         Some(match f.kind() {
             K::Valid => vec![
+                SolverCheck {
+                    meaning: "without any rule, the premises do not imply the claims (the proof \
+                              needs the policy)"
+                        .to_string(),
+                    script: format!(
+                        "{}(assert {p})\n(assert (not {c}))\n(check-sat)\n",
+                        self.smtlib_declarations()
+                    ),
+                    expected: Expected::Sat,
+                },
                 check(
                     "the rules and premises are consistent with the claims",
                     format!("(assert {c})\n"),
@@ -220,7 +234,8 @@ mod tests {
         });
         let checks = model().finding_checks(&[f]);
         assert_eq!(checks[0].kind, "VALID");
-        let unsat = &checks[0].checks[1];
+        assert!(!checks[0].checks[0].script.contains(":named"), "no rules");
+        let unsat = &checks[0].checks[2];
         assert_eq!(unsat.expected, Expected::Unsat);
         assert!(unsat
             .script

@@ -62,13 +62,14 @@ pub fn data_fence(translator: u32, texts: TranslationTexts<'_>) -> String {
     format!("data-{}", &hex::encode(h.finalize())[..16])
 }
 
+// Every wording says "you translate", which recorded replies (tests, the demo) match on.
 const INTROS: [&str; 3] = [
     "You translate a question and its answer into logic over the variables of a policy, for an \
      automated reasoning check.",
-    "Your task: express what a question assumes and what its answer asserts as logical \
-     statements over a policy's variables, so that a solver can check the answer.",
-    "Formalise a question/answer exchange: write its facts and its claims as SMT-LIB terms over \
-     the policy variables listed below, for a logic checker.",
+    "For an automated reasoning check of an answer, you translate what the question assumes and \
+     what the answer asserts into logical statements over a policy's variables.",
+    "You translate a question/answer exchange into SMT-LIB terms over the policy variables \
+     listed below: its facts become premises and its assertions claims, for a logic checker.",
 ];
 
 /// The variable order translator `translator` sees: rotated by a share of the list, and

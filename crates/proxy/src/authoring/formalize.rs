@@ -9,7 +9,7 @@
 
 use super::AuthoringError;
 use crate::llm::{ChatMessage, LlmClient};
-use crate::translate::json_part;
+use proofgate_core::translation::json_part;
 use proofgate_core::policy::definition::{PolicyDefinition, TypeDefinition};
 use proofgate_core::policy::term::TermKind;
 use proofgate_core::policy::{parse_term, PolicyModel, Term, VariableDefinition};

@@ -4,6 +4,7 @@
 use super::AuthoringError;
 use crate::llm::LlmClient;
 use crate::translate::translate;
+use proofgate_core::translation::TranslationConfig;
 use proofgate_core::policy::test_suite::{PolicyTestSuite, TestInput};
 use proofgate_core::policy::PolicyModel;
 use proofgate_reasoner::{
@@ -37,10 +38,17 @@ pub async fn run_suite(
                     "this test has a question and an answer: it needs LLM translators (pass --config or --llm-url)"
                         .to_string(),
                 ),
-                Some(t) => translate(&t.clients, model, question, answer, t.repair_attempts)
-                    .await
-                    .map(|tr| tr.outputs)
-                    .map_err(|e| e.to_string()),
+                Some(t) => {
+                    let config = TranslationConfig::new(
+                        model.definition(),
+                        u32::try_from(t.clients.len()).unwrap_or(u32::MAX),
+                        u32::try_from(t.repair_attempts).unwrap_or(u32::MAX),
+                        options.confidence_threshold,
+                    );
+                    translate(&t.clients, &config, question, answer)
+                        .await
+                        .map_err(|e| e.to_string())
+                }
             }),
             _ => None,
         };
