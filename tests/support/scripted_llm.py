@@ -12,7 +12,10 @@ A request's messages are joined into one text; the first rule whose `match` (all
 a list, case-insensitive) occurs there and that has uses left (`times`, unlimited when absent)
 answers. `status` other than 200 answers with that HTTP error instead (to test failures).
 `reply` may be a list: successive matches take successive entries. `delay_ms` holds the reply
-back that long (to test timeouts and restarts mid-call).
+back that long (to test timeouts and restarts mid-call). `requires_field` / `without_field`: the
+rule applies only when the request body has (or lacks) that top-level member (e.g.
+`response_format`). `choice_extra` / `message_extra`: members merged into the reply's
+choices[0] / its message (e.g. `logprobs`, `refusal`), to test what the proxy lets through.
 Prints "listening on PORT" on stdout once ready. GET /_requests returns what it received.
 """
 import argparse
@@ -34,9 +37,14 @@ def load(path):
     return script
 
 
-def pick(script, text):
+def pick(script, text, req=None):
     low = text.lower()
+    req = req or {}
     for rule in script.get("rules", []):
+        if "requires_field" in rule and rule["requires_field"] not in req:
+            continue
+        if "without_field" in rule and rule["without_field"] in req:
+            continue
         needles = rule["match"] if isinstance(rule["match"], list) else [rule["match"]]
         if not all(n.lower() in low for n in needles):
             continue
@@ -46,10 +54,10 @@ def pick(script, text):
         if isinstance(reply, list):
             reply = reply[min(rule["used"], len(reply) - 1)]
         rule["used"] += 1
-        return rule.get("status", 200), reply, rule["match"], rule.get("delay_ms", 0) / 1000
+        return rule.get("status", 200), reply, rule, rule.get("delay_ms", 0) / 1000
     if "default" in script:
-        return 200, script["default"], "(default)", 0
-    return 500, "scripted_llm: no recorded reply matches this request", None, 0
+        return 200, script["default"], {"match": "(default)"}, 0
+    return 500, "scripted_llm: no recorded reply matches this request", {"match": None}, 0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -91,10 +99,10 @@ class Handler(BaseHTTPRequestHandler):
         with LOCK:
             RECEIVED.append({"path": self.path, "body": req,
                              "authorization": self.headers.get("authorization")})
-            status, reply, rule, delay = pick(self.server.script, text)
+            status, reply, rule, delay = pick(self.server.script, text, req)
         time.sleep(delay)
         model = req.get("model") or "recorded"
-        print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule)} (HTTP {status})",
+        print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule['match'])} (HTTP {status})",
               file=sys.stderr, flush=True)
         if status != 200:
             self.send(status, json.dumps({"error": {"message": reply, "type": "scripted_error"}}))
@@ -117,11 +125,13 @@ class Handler(BaseHTTPRequestHandler):
             out.append("data: [DONE]\n\n")
             self.send(200, "".join(out), "text/event-stream")
             return
+        message = {"role": "assistant", "content": reply, **rule.get("message_extra", {})}
+        choice = {"index": 0, "message": message, "finish_reason": "stop",
+                  **rule.get("choice_extra", {})}
         self.send(200, json.dumps({
             "id": "chatcmpl-recorded", "object": "chat.completion", "created": int(time.time()),
             "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply},
-                         "finish_reason": "stop"}],
+            "choices": [choice],
             "usage": {"prompt_tokens": len(text.split()), "completion_tokens": len(reply.split()),
                       "total_tokens": len(text.split()) + len(reply.split())}}))
 

@@ -99,16 +99,16 @@ pub fn proves_something(finding: &Finding) -> bool {
     if finding.kind() != FindingKind::Valid {
         return false;
     }
-    if finding
-        .translation()
-        .is_some_and(|t| t.claims().iter().all(|c| c.logic.as_deref().is_none_or(|l| l.trim() == "true")))
-    {
+    if finding.translation().is_some_and(|t| {
+        t.claims()
+            .iter()
+            .all(|c| c.logic.as_deref().is_none_or(|l| l.trim() == "true"))
+    }) {
         return false;
     }
     let vacuous = finding.logic_warning().is_some_and(|w| {
-        let flagged = |s: &Option<Vec<crate::findings::Statement>>| {
-            s.as_ref().is_some_and(|v| !v.is_empty())
-        };
+        let flagged =
+            |s: &Option<Vec<crate::findings::Statement>>| s.as_ref().is_some_and(|v| !v.is_empty());
         match &w.warning_type {
             Some(LogicWarningType::AlwaysTrue) => flagged(&w.claims),
             Some(LogicWarningType::AlwaysFalse) => flagged(&w.premises),
@@ -132,7 +132,11 @@ pub fn effective_kind(finding: &Finding) -> FindingKind {
 /// the kind of the highest-priority finding. An empty list is never VALID, and a VALID finding
 /// that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
 pub fn aggregate_verdict(findings: &[Finding]) -> AggregateVerdict {
-    let Some(top) = findings.iter().map(effective_kind).min_by_key(|k| k.priority()) else {
+    let Some(top) = findings
+        .iter()
+        .map(effective_kind)
+        .min_by_key(|k| k.priority())
+    else {
         return AggregateVerdict {
             verdict: Verdict::NoFindings,
             warning: None,

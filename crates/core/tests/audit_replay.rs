@@ -12,8 +12,8 @@ use proofgate_core::audit::{
 use proofgate_core::findings::{
     ContradictionFinding, Finding, Rule, SatisfiableFinding, Statement, Translation, ValidFinding,
 };
-use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
 use proofgate_core::policy::PolicyDefinition;
+use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
 use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
 use proofgate_core::translation::TranslationConfig;
 use serde_json::{json, Value};
@@ -276,8 +276,7 @@ fn translation_config() -> ThreadConfig {
     }
 }
 
-const GOOD_REPLY: &str =
-    r#"{"pairs": [{"premises": ["(= age 70)"], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
+const GOOD_REPLY: &str = r#"{"pairs": [{"premises": ["(= age 70)"], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
 
 /// A thread validated by two translators: one replies well, one needs a repair.
 fn translated_loop() -> Thread {
@@ -382,7 +381,10 @@ fn one_byte_of_a_translator_reply_changed_fails_at_that_record() {
     let (index, problem) = failure(&report);
     assert!(index > at && index <= 7, "{report:?}");
     assert!(
-        matches!(problem, ReplayProblem::Differs | ReplayProblem::RejectedInput),
+        matches!(
+            problem,
+            ReplayProblem::Differs | ReplayProblem::RejectedInput
+        ),
         "{report:?}"
     );
 }
@@ -404,7 +406,10 @@ fn findings_that_no_translator_wrote_are_rejected() {
         trail[0].at,
     )
     .unwrap();
-    for r in trail.iter().filter(|r| r.kind == RecordKind::TranslatorReplied) {
+    for r in trail
+        .iter()
+        .filter(|r| r.kind == RecordKind::TranslatorReplied)
+    {
         let input: Input = serde_json::from_value(r.body.clone()).unwrap();
         rebuilt.handle(input).unwrap();
     }

@@ -259,7 +259,9 @@ async fn perform(
         Effect::Translate { calls } => {
             let Validator::Local(local) = &app.validator else {
                 return Some(Input::Failed {
-                    reason: "validator: the thread asks for translators, but the validator is not local".into(),
+                    reason:
+                        "validator: the thread asks for translators, but the validator is not local"
+                            .into(),
                     now: now_ms(),
                 });
             };

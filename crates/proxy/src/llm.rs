@@ -227,7 +227,9 @@ impl LlmClient {
             "json_schema": {"name": name, "schema": schema, "strict": false}
         });
         match self.complete_with(messages, Some(format)).await {
-            Err(LlmError::Rejected { status: 400, body, .. }) if body.contains("response_format") => {
+            Err(LlmError::Rejected {
+                status: 400, body, ..
+            }) if body.contains("response_format") => {
                 tracing::warn!(
                     "{} rejected structured output; set structured_output = false for it",
                     self.endpoint.base_url

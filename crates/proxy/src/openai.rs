@@ -114,7 +114,8 @@ impl ChatRequest {
 
 /// Top-level members of an upstream completion that are copied into the response: they
 /// describe the call, never carry its text. Everything else is dropped.
-pub const KEPT_COMPLETION_FIELDS: [&str; 5] = ["id", "created", "model", "system_fingerprint", "usage"];
+pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
+    ["id", "created", "model", "system_fingerprint", "usage"];
 
 /// The completion returned to the client, built from an allow-list: `id`, `object`,
 /// `created`, `model`, `system_fingerprint` and `usage` from the upstream's completion, one
@@ -307,8 +308,14 @@ mod tests {
         }
         assert_eq!(out["choices"][0]["finish_reason"], "stop");
         assert_eq!(out["choices"][0]["logprobs"], Value::Null);
-        assert_eq!(out["usage"]["completion_tokens_details"]["reasoning_tokens"], 1);
-        assert_eq!((out["id"].as_str(), out["created"].as_u64()), (Some("chatcmpl-1"), Some(7)));
+        assert_eq!(
+            out["usage"]["completion_tokens_details"]["reasoning_tokens"],
+            1
+        );
+        assert_eq!(
+            (out["id"].as_str(), out["created"].as_u64()),
+            (Some("chatcmpl-1"), Some(7))
+        );
         assert_eq!(out["system_fingerprint"], "fp");
     }
 

@@ -82,9 +82,7 @@ pub async fn translate(
     question: &str,
     answer: &str,
 ) -> Result<Vec<TranslatorOutput>, TranslateError> {
-    let vocabulary: PolicyModel = config
-        .vocabulary_model()
-        .map_err(TranslateError::Round)?;
+    let vocabulary: PolicyModel = config.vocabulary_model().map_err(TranslateError::Round)?;
     let mut round = TranslationRound::new(config, TranslationTexts { question, answer });
     let mut calls = round.pending_calls();
     while !calls.is_empty() {

@@ -48,7 +48,12 @@ pub(crate) enum PairNeed {
 impl Reasoner<'_> {
     /// Whether the claims `c` need the policy to follow from the premises `p`: `p and not c`
     /// must be satisfiable without any rule.
-    pub(crate) fn pair_need(&self, claims: &[CheckedStatementInput], p: &Bool, c: &Bool) -> PairNeed {
+    pub(crate) fn pair_need(
+        &self,
+        claims: &[CheckedStatementInput],
+        p: &Bool,
+        c: &Bool,
+    ) -> PairNeed {
         if claims.is_empty() {
             return PairNeed::Trivial(Triviality::NoClaims);
         }

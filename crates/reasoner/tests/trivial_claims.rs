@@ -43,7 +43,10 @@ fn the_issue_cases_are_not_covered() {
     let park = model(PARK);
     assert_not_covered(&check(&park, &["(= ageClass SENIOR)"], &[]), "empty claims");
     assert_not_covered(&check(&park, &[], &[]), "no premises and no claims");
-    assert_not_covered(&check(&park, &["(= ageClass SENIOR)"], &["true"]), "true claims");
+    assert_not_covered(
+        &check(&park, &["(= ageClass SENIOR)"], &["true"]),
+        "true claims",
+    );
     assert_not_covered(
         &check(&park, &["(= ageClass SENIOR)"], &["(= ageClass SENIOR)"]),
         "claims restating a premise",
@@ -119,8 +122,15 @@ fn premise_and_implied() -> impl Strategy<Value = (String, Vec<String>)> {
             )
         }),
         any::<bool>().prop_map(|b| {
-            let p = if b { "isLowSeason" } else { "(not isLowSeason)" };
-            (p.to_string(), vec![p.to_string(), "(or isLowSeason (not isLowSeason))".into()])
+            let p = if b {
+                "isLowSeason"
+            } else {
+                "(not isLowSeason)"
+            };
+            (
+                p.to_string(),
+                vec![p.to_string(), "(or isLowSeason (not isLowSeason))".into()],
+            )
         }),
     ]
 }

@@ -548,9 +548,13 @@ impl Thread {
             .config
             .translation
             .clone()
-            .ok_or(ThreadError::Inconsistent("translation without a translation config"))?;
+            .ok_or(ThreadError::Inconsistent(
+                "translation without a translation config",
+            ))?;
         let ThreadState::Translate { round, .. } = &mut self.state else {
-            return Err(ThreadError::Inconsistent("translator input outside translation"));
+            return Err(ThreadError::Inconsistent(
+                "translator input outside translation",
+            ));
         };
         let repair = match reply {
             Ok(text) => {
@@ -574,9 +578,12 @@ impl Thread {
             return Ok(self.fail(format!("validator: {reason}"), now));
         }
         let translations = round.outputs();
-        let ThreadState::Translate { answer, role, .. } =
-            std::mem::replace(&mut self.state, ThreadState::GenerateInitial { prompt: String::new() })
-        else {
+        let ThreadState::Translate { answer, role, .. } = std::mem::replace(
+            &mut self.state,
+            ThreadState::GenerateInitial {
+                prompt: String::new(),
+            },
+        ) else {
             return Err(ThreadError::Inconsistent("translation state vanished"));
         };
         self.state = ThreadState::Validate {

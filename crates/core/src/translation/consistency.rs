@@ -36,9 +36,9 @@ pub fn check_findings(
         ) {
             continue;
         }
-        let t = f.translation().ok_or_else(|| {
-            format!("finding {i} ({}) has no translation", kind.as_str())
-        })?;
+        let t = f
+            .translation()
+            .ok_or_else(|| format!("finding {i} ({}) has no translation", kind.as_str()))?;
         let written = translations
             .iter()
             .flat_map(|o| &o.pairs)
@@ -49,9 +49,9 @@ pub fn check_findings(
                 kind.as_str()
             ));
         }
-        let confidence = t.confidence().ok_or_else(|| {
-            format!("finding {i} ({}) has no confidence", kind.as_str())
-        })?;
+        let confidence = t
+            .confidence()
+            .ok_or_else(|| format!("finding {i} ({}) has no confidence", kind.as_str()))?;
         if confidence * k > usable + 1e-9 {
             return Err(format!(
                 "finding {i} ({}) has confidence {confidence}, but only {usable} of {k} \
@@ -109,7 +109,10 @@ mod tests {
         )
         .unwrap();
         let c = config();
-        assert_eq!(check_findings(&c, &both, &[valid("(= age 70)", "(= fee 9.0)", 1.0)]), Ok(()));
+        assert_eq!(
+            check_findings(&c, &both, &[valid("(= age 70)", "(= fee 9.0)", 1.0)]),
+            Ok(())
+        );
         let e = check_findings(&c, &both, &[valid("(= age 70)", "(= fee 1.0)", 1.0)]).unwrap_err();
         assert!(e.contains("no translator wrote"), "{e}");
         let e = check_findings(&c, &both, &[valid("(= age 70)", "(= fee 9.0)", 0.5)]).unwrap_err();

@@ -253,7 +253,9 @@ mod tests {
     #[test]
     fn translators_get_different_prompts() {
         let t = texts("q", "a");
-        let ps: Vec<String> = (0..3).map(|i| translator_prompt(&vocab(), i, 3, t)).collect();
+        let ps: Vec<String> = (0..3)
+            .map(|i| translator_prompt(&vocab(), i, 3, t))
+            .collect();
         assert_ne!(ps[0], ps[1]);
         assert_ne!(ps[1], ps[2]);
         assert_ne!(ps[0], ps[2]);

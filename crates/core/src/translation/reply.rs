@@ -104,6 +104,8 @@ mod tests {
 
     #[test]
     fn non_json_reply_is_an_error() {
-        assert!(!parse_reply(&model(), "I cannot do that.").unwrap_err().is_empty());
+        assert!(!parse_reply(&model(), "I cannot do that.")
+            .unwrap_err()
+            .is_empty());
     }
 }

@@ -163,7 +163,11 @@ impl TranslationRound {
             .collect()
     }
 
-    fn waiting(&mut self, translator: u32, attempt: u32) -> Result<&mut TranslatorProgress, RoundError> {
+    fn waiting(
+        &mut self,
+        translator: u32,
+        attempt: u32,
+    ) -> Result<&mut TranslatorProgress, RoundError> {
         let p = self
             .translators
             .get_mut(translator as usize)
@@ -220,7 +224,12 @@ impl TranslationRound {
     }
 
     /// A translator's endpoint failed for good.
-    pub fn on_failure(&mut self, translator: u32, attempt: u32, reason: &str) -> Result<(), RoundError> {
+    pub fn on_failure(
+        &mut self,
+        translator: u32,
+        attempt: u32,
+        reason: &str,
+    ) -> Result<(), RoundError> {
         let p = self.waiting(translator, attempt)?;
         p.result = Some(TranslatorResult::Unavailable {
             reason: reason.to_string(),
@@ -280,20 +289,38 @@ mod tests {
         assert!(c.vocabulary.rules.is_empty());
         assert_eq!(c.required_agreement, 3);
         let def = c.vocabulary.clone();
-        assert_eq!(TranslationConfig::new(&def, 3, 1, 2.0 / 3.0).required_agreement, 2);
-        assert_eq!(TranslationConfig::new(&def, 3, 1, 0.5).required_agreement, 2);
-        assert_eq!(TranslationConfig::new(&def, 3, 1, 0.0).required_agreement, 1);
+        assert_eq!(
+            TranslationConfig::new(&def, 3, 1, 2.0 / 3.0).required_agreement,
+            2
+        );
+        assert_eq!(
+            TranslationConfig::new(&def, 3, 1, 0.5).required_agreement,
+            2
+        );
+        assert_eq!(
+            TranslationConfig::new(&def, 3, 1, 0.0).required_agreement,
+            1
+        );
     }
 
     #[test]
     fn a_bad_reply_is_repaired_once_then_counts_as_nothing() {
         let c = config(2);
         let v = c.vocabulary_model().unwrap();
-        let mut r = TranslationRound::new(&c, TranslationTexts { question: "q", answer: "a" });
+        let mut r = TranslationRound::new(
+            &c,
+            TranslationTexts {
+                question: "q",
+                answer: "a",
+            },
+        );
         assert_eq!(r.pending_calls().len(), 2);
         assert_eq!(r.on_reply(&c, &v, 0, 0, GOOD).unwrap(), None);
         let repair = r.on_reply(&c, &v, 1, 0, "not json").unwrap().unwrap();
-        assert_eq!((repair.translator, repair.attempt, repair.messages.len()), (1, 1, 3));
+        assert_eq!(
+            (repair.translator, repair.attempt, repair.messages.len()),
+            (1, 1, 3)
+        );
         assert!(matches!(
             r.on_reply(&c, &v, 1, 0, GOOD),
             Err(RoundError::WrongAttempt { .. })
@@ -303,17 +330,32 @@ mod tests {
         let outs = r.outputs();
         assert_eq!(outs[0].pairs.len(), 1);
         assert!(outs[1].pairs.is_empty());
-        assert!(matches!(r.on_reply(&c, &v, 0, 0, GOOD), Err(RoundError::AlreadyFinished(0))));
-        assert!(matches!(r.on_reply(&c, &v, 7, 0, GOOD), Err(RoundError::UnknownTranslator(7))));
+        assert!(matches!(
+            r.on_reply(&c, &v, 0, 0, GOOD),
+            Err(RoundError::AlreadyFinished(0))
+        ));
+        assert!(matches!(
+            r.on_reply(&c, &v, 7, 0, GOOD),
+            Err(RoundError::UnknownTranslator(7))
+        ));
     }
 
     #[test]
     fn all_endpoints_failing_is_reported() {
         let c = config(2);
-        let mut r = TranslationRound::new(&c, TranslationTexts { question: "q", answer: "a" });
+        let mut r = TranslationRound::new(
+            &c,
+            TranslationTexts {
+                question: "q",
+                answer: "a",
+            },
+        );
         r.on_failure(0, 0, "503").unwrap();
         assert_eq!(r.all_unavailable(), None);
         r.on_failure(1, 0, "timeout").unwrap();
-        assert_eq!(r.all_unavailable().unwrap(), "no translator answered: 503; timeout");
+        assert_eq!(
+            r.all_unavailable().unwrap(),
+            "no translator answered: 503; timeout"
+        );
     }
 }
