@@ -2,8 +2,9 @@
 // with the demo configuration and its own SQLite file, a plain static server over web/dist
 // (no COOP/COEP, like any static host), and headless Debian Chromium.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { mkdtempSync, readFileSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, existsSync, mkdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -12,6 +13,7 @@ import { chromium } from 'playwright-core';
 export const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const dist = path.join(root, 'web', 'dist');
 export const shots = path.join(root, 'test-output', 'web');
+let shotDir = shots;
 
 function waitForLine(child, pattern, what, timeoutMs = 60000) {
   return new Promise((resolve, reject) => {
@@ -48,12 +50,18 @@ function staticServer(dir) {
   return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve(server)));
 }
 
-export async function start() {
+/**
+ * Starts everything. `auth: false` (default) runs the server with `auth.required = false`, as
+ * for local development; `auth: true` requires API keys, with `adminKey` as the admin key.
+ * Screenshots go to test-output/web/ (or its `shotsSubdir`), replacing the previous run's.
+ */
+export async function start({ auth = false, shotsSubdir = null } = {}) {
   if (!existsSync(path.join(dist, 'index.html'))) throw new Error('web/dist is missing: run `just web` first');
   const bin = process.env.PROOFGATE_BIN || path.join(process.env.CARGO_TARGET_DIR || path.join(root, 'target'), 'debug', 'proofgate');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`cargo build -p proofgate-proxy\``);
-  rmSync(shots, { recursive: true, force: true });
-  mkdirSync(shots, { recursive: true });
+  shotDir = shotsSubdir ? path.join(shots, shotsSubdir) : shots;
+  mkdirSync(shotDir, { recursive: true });
+  for (const f of readdirSync(shotDir)) if (f.endsWith('.png')) rmSync(path.join(shotDir, f));
   const work = mkdtempSync(path.join(tmpdir(), 'proofgate-web-'));
   const children = [];
 
@@ -62,8 +70,11 @@ export async function start() {
   children.push(llm);
   const [, llmPort] = await waitForLine(llm, /listening on (\d+)/, 'scripted LLM');
 
+  const adminKey = `pg-web-admin-${randomBytes(16).toString('hex')}`;
   const env = {
     ...process.env,
+    PROOFGATE_AUTH__REQUIRED: auth ? 'true' : 'false',
+    PROOFGATE_AUTH__ADMIN_KEY: adminKey,
     PROOFGATE_UPSTREAM__BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
     PROOFGATE_REWRITER__BASE_URL: `http://127.0.0.1:${llmPort}/v1`,
     PROOFGATE_STORAGE__URL: `sqlite://${work}/proofgate.sqlite`,
@@ -84,6 +95,7 @@ export async function start() {
 
   return {
     url: url.replace(/\/$/, ''),
+    adminKey,
     staticUrl,
     work,
     browser,
@@ -113,7 +125,7 @@ export async function newPage(env, viewport, origins) {
 let n = 0;
 export async function shot(page, name, opts = {}) {
   n += 1;
-  const file = path.join(shots, `${String(n).padStart(2, '0')}-${name}.png`);
+  const file = path.join(shotDir, `${String(n).padStart(2, '0')}-${name}.png`);
   await page.screenshot({ path: file, ...opts });
   return file;
 }

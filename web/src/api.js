@@ -1,4 +1,39 @@
 // The proxy's JSON API (same origin). Errors come back as {"error": {"code", "message"}}.
+// The API key is kept in this tab's session storage (gone when the tab closes) and sent as
+// `Authorization: Bearer`, to this origin only.
+
+const KEY_ITEM = 'proofgate.apiKey';
+
+/** The API key of this tab, or ''. */
+export function apiKey() {
+  try {
+    return sessionStorage.getItem(KEY_ITEM) || '';
+  } catch {
+    return '';
+  }
+}
+
+/** Keeps `key` for this tab ('' forgets it). */
+export function setApiKey(key) {
+  try {
+    if (key) sessionStorage.setItem(KEY_ITEM, key);
+    else sessionStorage.removeItem(KEY_ITEM);
+  } catch {
+    /* storage disabled: the key lasts until the page is reloaded */
+  }
+  policiesPromise = null;
+}
+
+function authHeaders() {
+  const key = apiKey();
+  return key ? { authorization: `Bearer ${key}` } : {};
+}
+
+/** fetch() that sends the key only when `url` is on this server's origin. */
+export function fetchWithKey(url) {
+  const u = new URL(url, location.href);
+  return fetch(u, u.origin === location.origin ? { headers: authHeaders() } : {});
+}
 
 export class ApiError extends Error {
   constructor(status, code, message) {
@@ -13,7 +48,7 @@ async function call(method, path, body) {
   try {
     res = await fetch(path, {
       method,
-      headers: body ? { 'content-type': 'application/json' } : {},
+      headers: { ...authHeaders(), ...(body ? { 'content-type': 'application/json' } : {}) },
       body: body ? JSON.stringify(body) : undefined,
     });
   } catch (e) {
@@ -28,6 +63,8 @@ async function call(method, path, body) {
   }
   if (!res.ok) {
     const err = data && data.error;
+    // The key is missing, wrong, revoked or expired: the page asks for one.
+    if (res.status === 401) window.dispatchEvent(new CustomEvent('proofgate:unauthorized', { detail: err?.message }));
     throw new ApiError(res.status, err?.code || `http_${res.status}`, err?.message || `${method} ${path}: HTTP ${res.status}`);
   }
   if (data === null) throw new ApiError(res.status, 'not_json', `${method} ${path}: the reply is not JSON`);
@@ -48,6 +85,8 @@ export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponen
 export const serverConfig = () => call('GET', '/api/config');
 export const auditUrl = (id) => `/api/threads/${encodeURIComponent(id)}/audit`;
 export const healthz = () => call('GET', '/healthz');
+/** Who this key is and what its scopes allow: {authRequired, id, name, scopes, allows}. */
+export const me = () => call('GET', '/api/me');
 export const lintPolicy = (policy) => call('POST', '/api/policies/lint', { policy });
 
 let policiesPromise = null;

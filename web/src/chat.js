@@ -5,6 +5,7 @@ import * as api from './api.js';
 import { h, clear, outcomeBadge, statusChip, fmtTime, announce } from './util.js';
 import { debugPanel } from './debug.js';
 import { proofView } from './proof.js';
+import { allows } from './keys.js';
 
 const state = {
   threads: [],
@@ -26,6 +27,11 @@ function stopTimers() {
 }
 
 async function refreshList() {
+  if (!allows('read')) {
+    state.threads = [];
+    state.listError = 'This key cannot list threads (it needs the read scope).';
+    return;
+  }
   try {
     state.threads = (await api.listThreads()).threads || [];
   } catch (e) {
@@ -239,7 +245,10 @@ async function draw(main, r, opts) {
   if (thread && (thread.status === 'processing' || state.polling === thread.id)) await refreshList();
   const center = h('div', { class: 'center' });
   if (state.pendingAsk) center.appendChild(processingView());
-  else if (!selected) center.appendChild(askForm());
+  else if (!selected && !allows('chat')) {
+    center.appendChild(h('section', { 'data-testid': 'no-chat-scope' }, h('h2', { tabindex: '-1' }, 'Ask a question'),
+      h('p', {}, 'This key cannot ask questions (it needs the chat scope). ', h('a', { href: '#/key' }, 'Use another key'), '.')));
+  } else if (!selected) center.appendChild(askForm());
   else if (loadError) center.appendChild(h('p', { class: 'error', role: 'alert' }, `Could not load the thread: ${loadError}`));
   else center.appendChild(conversation(thread, showProof));
 

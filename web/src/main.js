@@ -4,6 +4,8 @@ import { wasm } from './core.js';
 import { renderChat } from './chat.js';
 import { renderVerifier } from './verify.js';
 import { renderPolicy } from './policy.js';
+import { loadIdentity, renderKeyPage } from './keys.js';
+import { serverAvailable } from './api.js';
 import { h, clear, announce } from './util.js';
 
 /** '#/chat/ID/proof?x=1' -> {view: 'chat', parts: ['ID', 'proof'], query} */
@@ -28,8 +30,23 @@ async function route() {
   const sameView = lastView === r.view;
   lastView = r.view;
   try {
-    if (r.view === 'verify') await renderVerifier(main, r, { sameView });
-    else if (r.view === 'policy') await renderPolicy(main, r, { sameView });
+    if (r.view === 'verify') {
+      await renderVerifier(main, r, { sameView });
+      return;
+    }
+    if (r.view === 'key') {
+      await renderKeyPage(main);
+      return;
+    }
+    // The chat and the policy viewer talk to the server: without a key it would take, ask.
+    if (serverAvailable()) {
+      const me = await loadIdentity().catch(() => undefined);
+      if (me === null) {
+        await renderKeyPage(main, { reason: 'This server needs an API key: enter one to continue.' });
+        return;
+      }
+    }
+    if (r.view === 'policy') await renderPolicy(main, r, { sameView });
     else await renderChat(main, r, { sameView });
   } catch (e) {
     console.error(e);

@@ -1,8 +1,13 @@
 // The policy viewer: types, variables, rules in SMT-LIB and structured English, lint warnings.
 import * as api from './api.js';
 import { h, clear, pre } from './util.js';
+import { allows } from './keys.js';
 
 function lintView(p) {
+  if (!allows('admin')) {
+    return h('div', { class: 'lint' }, h('p', { class: 'muted', 'data-lint': 'needs-admin' },
+      'Linting on the server needs a key with the admin scope; run `proofgate policy lint FILE` instead.'));
+  }
   const box = h('div', { class: 'lint', 'aria-live': 'polite' }, h('p', { class: 'muted' }, 'Linting…'));
   api.lintPolicy(p.definition).then((report) => {
     const issues = report.issues || [];

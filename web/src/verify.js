@@ -3,6 +3,7 @@
 // finding's recorded SMT-LIB with Z3. Works from static files; without cross-origin isolation
 // Z3 is reported unavailable and the chain and replay checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
+import * as api from './api.js';
 import { wasm, verifyChain, replayAudit } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
@@ -163,7 +164,8 @@ export async function renderVerifier(main, r) {
     const u = url.value.trim();
     if (!u) { err.textContent = 'Give a URL first.'; url.focus(); return; }
     try {
-      const res = await fetch(u);
+      // This server's trails need the tab's key; it is never sent to another origin.
+      const res = await api.fetchWithKey(u);
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       await verify(await res.text(), u, out);
     } catch (e) {
