@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 const N: usize = 200;
+/// API keys are on, as in production: the benchmark pays for the key check too.
+const ADMIN_KEY: &str = "pg-bench-admin-key-0123456789abcdef";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -86,7 +88,8 @@ fn main() {
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
             .current_dir(root())
-            .env("RUST_LOG", "error"),
+            .env("RUST_LOG", "error")
+            .env("PROOFGATE_AUTH__ADMIN_KEY", ADMIN_KEY),
         "proofgate listening on ",
     );
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -98,6 +101,7 @@ fn main() {
             let started = Instant::now();
             let r = client
                 .post(format!("{url}/v1/chat/completions"))
+                .bearer_auth(ADMIN_KEY)
                 .json(&json!({"model": "m", "messages": [{"role": "user", "content": "I am 70, low season, no credits. What is my fee after the senior discount?"}]}))
                 .send()
                 .await

@@ -486,6 +486,17 @@ impl Config {
         if matches!(&self.auth.admin_key, Some(k) if k.trim().len() < 16) {
             return bad("auth.admin_key must be at least 16 characters".into());
         }
+        for origin in &self.server.cors_origins {
+            let rest = origin
+                .strip_prefix("https://")
+                .or_else(|| origin.strip_prefix("http://"));
+            if !matches!(rest, Some(host) if !host.is_empty() && !host.trim_end_matches('/').contains('/'))
+            {
+                return bad(format!(
+                    "server.cors_origins: {origin:?} is not an origin; write it as https://host[:port]"
+                ));
+            }
+        }
         let l = &self.limits;
         if l.max_body_bytes == 0 || l.max_concurrent_requests == 0 || l.requests_per_minute == 0 {
             return bad("limits.max_body_bytes, max_concurrent_requests and requests_per_minute must be at least 1".into());
@@ -604,6 +615,12 @@ mod tests {
         c.auth.admin_key_sha256 = Some("abc".into());
         let err = c.check().unwrap_err().to_string();
         assert!(err.contains("admin_key_sha256"), "{err}");
+        c.auth.admin_key_sha256 = None;
+        c.server.cors_origins = vec!["app.example.com/x".into()];
+        let err = c.check().unwrap_err().to_string();
+        assert!(err.contains("cors_origins"), "{err}");
+        c.server.cors_origins = vec!["https://app.example.com".into()];
+        assert!(c.check().is_ok());
     }
 
     #[test]

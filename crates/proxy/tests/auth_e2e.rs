@@ -629,3 +629,155 @@ async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
     assert_eq!(r.status, 200);
     assert_eq!(get(&r2, "/api/threads", &b, &[]).await.status, 401);
 }
+
+/// A request past its deadline is 504 and its work stops there: the translator calls in flight
+/// are dropped and no rewriting follows. A client that disconnects stops the work the same way.
+#[tokio::test]
+async fn the_deadline_and_a_client_that_leaves_stop_the_work() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": "You translate", "reply": "{\"pairs\": []}", "delay_ms": 1500},
+            {"match": "What is my admission fee", "reply": "Seniors get 40% off the $50 fee, so you pay $30 after the discount."}
+        ], "default": "DECISION: REWRITE\nANSWER: x"}),
+    );
+    let proxy = Proxy::start(
+        "auth-deadline",
+        &secured_config(&v1(&llm), "", "[limits]\nrequest_timeout_ms = 500\n"),
+    );
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let started = std::time::Instant::now();
+    let r = chat(
+        &proxy,
+        &key,
+        json!({"messages": [{"role": "user", "content": Q1}]}),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 504, "{r:?}");
+    assert_eq!(r.code(), "deadline_exceeded");
+    assert!(started.elapsed() < std::time::Duration::from_millis(1400));
+    let calls = |received: &[Value], needle: &str| {
+        received
+            .iter()
+            .filter(|r| r.to_string().contains(needle))
+            .count()
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let received = llm.received();
+    let translations = calls(&received, "You translate");
+    assert!(
+        (1..=3).contains(&translations),
+        "the k translators were asked at most once each: {translations}"
+    );
+    assert_eq!(
+        calls(&received, "DECISION"),
+        0,
+        "nothing ran after the deadline"
+    );
+
+    // A client that gives up after 200 ms: the same, without waiting for the deadline.
+    let before = llm.received().len();
+    let gone = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_millis(200))
+        .build()
+        .unwrap()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .bearer_auth(&key)
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
+        .send()
+        .await;
+    assert!(gone.is_err());
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let received = llm.received();
+    assert!(
+        received.len() - before <= 4,
+        "at most upstream + 3 translators, nothing after"
+    );
+    assert_eq!(calls(&received, "DECISION"), 0);
+}
+
+/// CORS is off unless origins are configured; then only those get it, preflight included.
+#[tokio::test]
+async fn cors_only_for_configured_origins_and_policies_within_bedrock_limits() {
+    let llm = demo_llm();
+    let closed = Proxy::start("auth-cors-off", &secured_config(&v1(&llm), "", ""));
+    let client = reqwest::Client::new();
+    let preflight = |url: String, origin: &'static str| {
+        client
+            .request(reqwest::Method::OPTIONS, url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type",
+            )
+            .send()
+    };
+    let r = preflight(
+        format!("{}/v1/chat/completions", closed.url),
+        "https://app.example.com",
+    )
+    .await
+    .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+
+    let open = Proxy::start(
+        "auth-cors-on",
+        &secured_config(
+            &v1(&llm),
+            "[server]\ncors_origins = [\"https://app.example.com\"]\n",
+            "",
+        ),
+    );
+    let r = preflight(
+        format!("{}/v1/chat/completions", open.url),
+        "https://app.example.com",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let allowed = r.headers()["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(allowed.contains("authorization"), "{allowed}");
+    let r = preflight(
+        format!("{}/v1/chat/completions", open.url),
+        "https://evil.example.com",
+    )
+    .await
+    .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    // A real cross-origin call still needs a key.
+    let r = client
+        .get(format!("{}/api/threads", open.url))
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert_eq!(
+        r.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+
+    // Authoring endpoints take policies up to Bedrock's limits (500 rules).
+    let rules: Vec<Value> = (0..501)
+        .map(|i| json!({"id": format!("R{i}"), "expression": "a"}))
+        .collect();
+    let big = json!({"policy": {
+        "variables": [{"name": "a", "type": "BOOL", "description": "a"}],
+        "rules": rules
+    }});
+    let r = post(&closed, "/api/policies/gen-tests", ADMIN_KEY, big).await;
+    assert_eq!(r.status, 413, "{r:?}");
+    assert_eq!(r.code(), "policy_too_large");
+    assert!(r.body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("501 rules"));
+}
