@@ -4,11 +4,20 @@
     scripted_guardrail.py SCRIPT.json [--port N]
 
 SCRIPT.json: {"rules": [{"match": "substring of the guard_content text", "findings": [...]}],
-              "fail_first": 0, "fail_status": 503}
+              "fail_first": 0, "fail_status": 503,
+              "policies": {"POLICY_ARN[:VERSION]": {definition}},
+              "build_workflows": {"POLICY_ARN": [{"buildWorkflowId", "status", "updatedAt",
+                                                  "definition": {definition}}]}}
 POST /guardrail/{id}/version/{version}/apply answers with the findings of the first rule whose
 `match` occurs in the answer text (the content block qualified guard_content), inside a full
 ApplyGuardrail response body. The first `fail_first` requests answer `fail_status` (429 is
 sent as a ThrottlingException) to exercise retries. GET /_requests returns what it received.
+
+The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
+GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
+GET .../build-workflows (ListAutomatedReasoningPolicyBuildWorkflows) and
+GET .../build-workflows/{id}/result-assets?assetType=POLICY_DEFINITION; unknown ARNs and
+workflows answer 404 ResourceNotFoundException.
 Prints "listening on PORT" on stdout once ready.
 """
 import argparse
@@ -17,11 +26,13 @@ import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, unquote, urlsplit
 
 LOCK = threading.Lock()
 RECEIVED = []
 ROUTE = re.compile(r"^/guardrail/([^/]+)/version/([^/]+)/apply$")
 CONVERSE = re.compile(r"^/model/([^/]+)/converse$")
+POLICY = re.compile(r"^/automated-reasoning-policies/([^/]+)(/.*)?$")
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -41,8 +52,48 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
+        url = urlsplit(self.path)
+        m = POLICY.match(url.path)
+        if m:
+            with LOCK:
+                RECEIVED.append({"method": "GET", "path": url.path, "query": url.query})
+            self.control_plane(unquote(m.group(1)), m.group(2) or "", parse_qs(url.query))
+            return
         with LOCK:
             self.send(200, RECEIVED)
+
+    def not_found(self, what):
+        self.send(404, {"message": f"{what} not found"}, [("x-amzn-errortype", "ResourceNotFoundException")])
+
+    def control_plane(self, arn, rest, query):
+        """Bedrock's Automated Reasoning policy API (the control plane), from the script."""
+        script = self.server.script
+        base = re.sub(r":[0-9]+$", "", arn)
+        if rest == "/export":
+            definition = script.get("policies", {}).get(arn)
+            if definition is None:
+                return self.not_found(f"policy {arn}")
+            return self.send(200, {"policyDefinition": definition})
+        workflows = script.get("build_workflows", {}).get(base)
+        if workflows is None:
+            return self.not_found(f"policy {base}")
+        if rest == "/build-workflows":
+            return self.send(200, {"automatedReasoningPolicyBuildWorkflowSummaries": [
+                {"policyArn": base, "buildWorkflowId": w["buildWorkflowId"], "status": w["status"],
+                 "buildWorkflowType": w.get("buildWorkflowType", "INGEST_CONTENT"),
+                 "createdAt": w.get("createdAt", w["updatedAt"]), "updatedAt": w["updatedAt"]}
+                for w in workflows]})
+        m = re.match(r"^/build-workflows/([^/]+)/result-assets$", rest)
+        if m:
+            if query.get("assetType") != ["POLICY_DEFINITION"]:
+                return self.send(400, {"message": "scripted: only assetType=POLICY_DEFINITION"},
+                                 [("x-amzn-errortype", "ValidationException")])
+            w = next((w for w in workflows if w["buildWorkflowId"] == m.group(1)), None)
+            if w is None:
+                return self.not_found(f"build workflow {m.group(1)}")
+            return self.send(200, {"policyArn": base, "buildWorkflowId": w["buildWorkflowId"],
+                                   "buildWorkflowAssets": {"policyDefinition": w["definition"]}})
+        return self.not_found(f"route {rest}")
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")

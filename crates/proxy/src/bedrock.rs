@@ -38,9 +38,41 @@ pub enum GuardrailError {
     },
 }
 
-/// Keeps the raw response body of the call it is attached to.
+/// Keeps the raw response body of the call it is attached to (shared with the control-plane
+/// client, which reads policy definitions the same way).
 #[derive(Debug, Clone, Default)]
-struct RawBody(Arc<Mutex<Option<Vec<u8>>>>);
+pub(crate) struct RawBody(Arc<Mutex<Option<Vec<u8>>>>);
+
+impl RawBody {
+    /// The captured body, once.
+    pub(crate) fn take(&self) -> Option<Vec<u8>> {
+        self.0.lock().ok().and_then(|mut b| b.take())
+    }
+}
+
+/// The AWS SDK configuration every Bedrock client here uses: credentials and region the
+/// standard way (environment, profile, IMDS), then the configured region, endpoint override
+/// (tests, VPC endpoints) and bound on attempts (standard retries: backoff with jitter on
+/// throttling and transient 5xx).
+pub(crate) async fn sdk_config(
+    region: Option<&str>,
+    endpoint_url: Option<&str>,
+    max_attempts: u32,
+) -> aws_config::SdkConfig {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(
+        aws_config::retry::RetryConfig::standard()
+            .with_max_attempts(max_attempts.max(1))
+            .with_initial_backoff(Duration::from_millis(100))
+            .with_max_backoff(Duration::from_secs(5)),
+    );
+    if let Some(region) = region {
+        loader = loader.region(aws_config::Region::new(region.to_string()));
+    }
+    if let Some(url) = endpoint_url {
+        loader = loader.endpoint_url(url.to_string());
+    }
+    loader.load().await
+}
 
 impl Intercept for RawBody {
     fn name(&self) -> &'static str {
@@ -74,19 +106,13 @@ impl BedrockGuardrail {
     /// Loads AWS credentials and region the standard way (environment, profile, IMDS) and
     /// applies the configured region, endpoint override and retry bound.
     pub async fn new(config: BedrockGuardrailConfig) -> Self {
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).retry_config(
-            aws_config::retry::RetryConfig::standard()
-                .with_max_attempts(config.max_attempts.max(1))
-                .with_initial_backoff(Duration::from_millis(100))
-                .with_max_backoff(Duration::from_secs(5)),
-        );
-        if let Some(region) = &config.region {
-            loader = loader.region(aws_config::Region::new(region.clone()));
-        }
-        if let Some(url) = &config.endpoint_url {
-            loader = loader.endpoint_url(url.clone());
-        }
-        let client = aws_sdk_bedrockruntime::Client::new(&loader.load().await);
+        let sdk = sdk_config(
+            config.region.as_deref(),
+            config.endpoint_url.as_deref(),
+            config.max_attempts,
+        )
+        .await;
+        let client = aws_sdk_bedrockruntime::Client::new(&sdk);
         BedrockGuardrail { client, config }
     }
 
@@ -139,15 +165,10 @@ impl BedrockGuardrail {
                 guardrail: self.name(),
                 reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
             })?;
-        let bytes = raw
-            .0
-            .lock()
-            .ok()
-            .and_then(|mut b| b.take())
-            .ok_or_else(|| GuardrailError::BadResponse {
-                guardrail: self.name(),
-                reason: "the response body was not captured".into(),
-            })?;
+        let bytes = raw.take().ok_or_else(|| GuardrailError::BadResponse {
+            guardrail: self.name(),
+            reason: "the response body was not captured".into(),
+        })?;
         let body: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| GuardrailError::BadResponse {
                 guardrail: self.name(),

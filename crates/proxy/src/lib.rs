@@ -7,6 +7,8 @@ pub mod audit_check;
 pub mod authoring;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
+#[cfg(feature = "bedrock")]
+pub mod bedrock_policy;
 pub mod config;
 pub mod keys;
 pub mod llm;

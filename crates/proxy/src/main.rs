@@ -120,6 +120,12 @@ enum PolicyCommand {
     /// Show which rules, variables and types changed, and the generated tests whose finding
     /// changed. Exit 1 when the versions differ.
     Diff(authoring::DiffArgs),
+    /// Write a policy in Amazon Bedrock's import form (AWS rule ids, with a mapping back).
+    Export(authoring::ExportArgs),
+    /// Read a definition from AWS or `export --aws` (restoring rule ids with --mapping).
+    Import(authoring::ImportArgs),
+    /// Fetch a policy definition from Amazon Bedrock (a version, or a build workflow's).
+    Pull(authoring::PullArgs),
 }
 
 fn read_input(path: &Path) -> Result<String> {
@@ -208,6 +214,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             PolicyCommand::Test(args) => return authoring::test_cmd(args),
             PolicyCommand::GenTests(args) => return authoring::gen_tests_cmd(args),
             PolicyCommand::Diff(args) => return authoring::diff_cmd(args),
+            PolicyCommand::Export(args) => return authoring::export_cmd(args),
+            PolicyCommand::Import(args) => return authoring::import_cmd(args),
+            PolicyCommand::Pull(args) => return authoring::pull_cmd(args),
         },
         Command::Findings { file } => {
             let findings = load_findings(&file, &read_input(&file)?)?;

@@ -92,6 +92,11 @@ fn formalize_the_park_text_lints_clean_and_passes_the_park_tests() {
         "{err}"
     );
     assert!(err.contains("rule `FINAL_FEE` dropped"), "{err}");
+    // Rule ids in AWS's form, so the policy imports into Bedrock as written.
+    assert!(
+        err.contains("aws: rule `PAYMENT` is `PAYMENT00000`"),
+        "{err}"
+    );
     assert!(err.contains("lint: no issues"), "{err}");
     // The repair request carried the type error back to the LLM.
     let received = llm.received();
@@ -112,7 +117,7 @@ fn formalize_the_park_text_lints_clean_and_passes_the_park_tests() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["id"] == "PAYMENT")
+        .find(|r| r["id"] == "PAYMENT00000")
         .unwrap();
     assert_eq!(
         payment["expression"],
@@ -206,7 +211,7 @@ fn a_broken_copy_fails_generated_tests_naming_the_rule() {
     // The senior discount changed from 40% to 30%.
     let broken = broken_park(
         &dir,
-        "DISCOUNT_RATE",
+        "DISCOUNTRATE",
         "(= discountRate (ite discountApplies (ite usesCredits 0.25 0.30) 0.0))",
     );
     let o = proofgate(&["policy", "test", &broken, &tests]);
@@ -216,11 +221,11 @@ fn a_broken_copy_fails_generated_tests_naming_the_rule() {
     assert!(
         failing
             .iter()
-            .any(|l| l.contains("DISCOUNT_RATE/decisive-valid")
-                && l.trim_end().ends_with("DISCOUNT_RATE")),
+            .any(|l| l.contains("DISCOUNTRATE/decisive-valid")
+                && l.trim_end().ends_with("DISCOUNTRATE")),
         "{out}"
     );
-    assert!(out.contains("contradicting rules: DISCOUNT_RATE"), "{out}");
+    assert!(out.contains("contradicting rules: DISCOUNTRATE"), "{out}");
     assert!(!out.contains(" 0 failed"), "{out}");
 
     // The same change through --json.
@@ -231,10 +236,10 @@ fn a_broken_copy_fails_generated_tests_naming_the_rule() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|r| r["id"] == "DISCOUNT_RATE/decisive-valid")
+        .find(|r| r["id"] == "DISCOUNTRATE/decisive-valid")
         .unwrap();
     assert_eq!(failed["status"], "failed");
-    assert_eq!(failed["rule"], "DISCOUNT_RATE");
+    assert_eq!(failed["rule"], "DISCOUNTRATE");
     assert_eq!(failed["actual"], "INVALID");
     assert!(failed["findings"][0]["invalid"].is_object());
 }
@@ -287,25 +292,25 @@ fn diff_shows_changed_rules_and_tests_whose_finding_changed() {
     let park = example("policies/park-admission.json");
     let broken = broken_park(
         &dir,
-        "DISCOUNT_RATE",
+        "DISCOUNTRATE",
         "(= discountRate (ite discountApplies (ite usesCredits 0.25 0.30) 0.0))",
     );
     let o = proofgate(&["policy", "diff", &park, &broken]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("~ DISCOUNT_RATE (expression)"), "{out}");
+    assert!(out.contains("~ DISCOUNTRATE (expression)"), "{out}");
     assert!(
         out.contains("new: (= discountRate (ite discountApplies (ite usesCredits 0.25 0.30) 0.0))"),
         "{out}"
     );
     assert!(
-        out.contains("DISCOUNT_RATE/decisive-valid (from old): VALID -> INVALID"),
+        out.contains("DISCOUNTRATE/decisive-valid (from old): VALID -> INVALID"),
         "{out}"
     );
 
     let o = proofgate(&["policy", "diff", &park, &broken, "--json"]);
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(v["definition"]["rules"][0]["name"], "DISCOUNT_RATE");
+    assert_eq!(v["definition"]["rules"][0]["name"], "DISCOUNTRATE");
     assert!(!v["changedCases"].as_array().unwrap().is_empty());
 
     let o = proofgate(&["policy", "diff", &park, &park]);

@@ -118,11 +118,7 @@ fn a_broken_rule_fails_generated_cases_that_name_it() {
         .unwrap()
         .suite;
     // Refunds for cancellations dropped.
-    let broken = broken_copy(
-        AIRLINE,
-        "CANCELREFUND",
-        "(=> (not didFlightOperate) true)",
-    );
+    let broken = broken_copy(AIRLINE, "CANCELREFUND", "(=> (not didFlightOperate) true)");
     let report = run(&broken, &suite);
     let failed: Vec<_> = report
         .results
@@ -130,10 +126,7 @@ fn a_broken_rule_fails_generated_cases_that_name_it() {
         .filter(|r| r.status == CaseStatus::Failed)
         .map(|r| r.rule.clone().unwrap_or_default())
         .collect();
-    assert!(
-        failed.contains(&"CANCELREFUND".to_string()),
-        "{failed:?}"
-    );
+    assert!(failed.contains(&"CANCELREFUND".to_string()), "{failed:?}");
 }
 
 #[test]

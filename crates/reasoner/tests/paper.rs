@@ -89,11 +89,28 @@ fn park_senior_low_season_is_satisfiable_and_scenarios_differ_in_credit_use() {
         .iter()
         .take_while(|n| value_of(t, n) != value_of(fl, n))
         .collect();
-    for credit in ["creditUnit", "customerCredits", "usesCredits", "isEntryAllowed"] {
-        assert!(differing.iter().any(|n| *n == credit), "{credit} not in {differing:?}");
+    for credit in [
+        "creditUnit",
+        "customerCredits",
+        "usesCredits",
+        "isEntryAllowed",
+    ] {
+        assert!(
+            differing.iter().any(|n| *n == credit),
+            "{credit} not in {differing:?}"
+        );
     }
-    for same in ["customerAge", "ageClass", "isLowSeason", "totalAdmissionFund", "baseFee"] {
-        assert!(!differing.iter().any(|n| *n == same), "{same} in {differing:?}");
+    for same in [
+        "customerAge",
+        "ageClass",
+        "isLowSeason",
+        "totalAdmissionFund",
+        "baseFee",
+    ] {
+        assert!(
+            !differing.iter().any(|n| *n == same),
+            "{same} in {differing:?}"
+        );
     }
     // After the differing ones, the premises' and claims' variables, equal in both.
     assert!(tn[differing.len()..]
@@ -121,10 +138,7 @@ fn airline_denied_boarding_is_impossible_with_both_rules() {
     };
     let mut ids = rule_ids(&f.contradicting_rules);
     ids.sort();
-    assert_eq!(
-        ids,
-        vec!["DENIBOARREFU", "OPERNOTTRAVE"]
-    );
+    assert_eq!(ids, vec!["DENIBOARREFU", "OPERNOTTRAVE"]);
     let arn = f.contradicting_rules.as_ref().unwrap()[0]
         .policy_version_arn
         .clone()
@@ -151,10 +165,7 @@ fn valid_has_small_supporting_rules_and_a_scenario() {
     };
     let mut ids = rule_ids(&f.supporting_rules);
     ids.sort();
-    assert_eq!(
-        ids,
-        vec!["CANCELREFUND", "CANDIDNOTOPE", "REFUNDAMOUNT"]
-    );
+    assert_eq!(ids, vec!["CANCELREFUND", "CANDIDNOTOPE", "REFUNDAMOUNT"]);
     let s = f.claims_true_scenario.as_ref().unwrap();
     assert_eq!(value_of(s, "refundAmount"), Some("120.0"));
     assert_eq!(value_of(s, "didFlightOperate"), Some("false"));
@@ -170,10 +181,7 @@ fn invalid_names_the_contradicting_rules() {
     let Finding::Invalid(f) = &findings[0] else {
         panic!("expected INVALID, got {findings:?}")
     };
-    assert_eq!(
-        rule_ids(&f.contradicting_rules),
-        vec!["TRAVENOREFUN"]
-    );
+    assert_eq!(rule_ids(&f.contradicting_rules), vec!["TRAVENOREFUN"]);
 }
 
 #[test]

@@ -7,6 +7,7 @@ use crate::config::{Config, LlmEndpoint};
 use crate::llm::LlmClient;
 use anyhow::{anyhow, bail, Context, Result};
 use proofgate_core::findings::Finding;
+use proofgate_core::policy::aws::{from_aws, to_aws, AwsExport, RuleIdMapping};
 use proofgate_core::policy::diff::{ChangeKind, ItemChange};
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, PolicyTestSuite};
 use proofgate_reasoner::{
@@ -136,6 +137,64 @@ pub struct GenTestsArgs {
     pub timeout_ms: u32,
 }
 
+/// `proofgate policy export`.
+#[derive(clap::Args, Debug)]
+pub struct ExportArgs {
+    /// The policy JSON file.
+    pub policy: PathBuf,
+    /// Write Amazon Bedrock's import format: rule ids renamed to AWS's 12-character form, built-in
+    /// type names in upper case, required descriptions present (the only format so far).
+    #[arg(long, required = true)]
+    pub aws: bool,
+    /// Where to write the definition (default: standard output).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Where to write the renamed rule ids, for `policy import --mapping` (default: next to
+    /// --out as FILE.rule-ids.json; on standard error when writing to standard output).
+    #[arg(long)]
+    pub mapping: Option<PathBuf>,
+}
+
+/// `proofgate policy import`.
+#[derive(clap::Args, Debug)]
+pub struct ImportArgs {
+    /// A definition from AWS or `export --aws` (bare, or any AWS response around one).
+    pub file: PathBuf,
+    /// The rule-id mapping `export --aws` wrote: restores the original ids.
+    #[arg(long)]
+    pub mapping: Option<PathBuf>,
+    /// Where to write the definition (default: standard output).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// `proofgate policy pull`.
+#[derive(clap::Args, Debug)]
+pub struct PullArgs {
+    /// The policy ARN (arn:aws:bedrock:REGION:ACCOUNT:automated-reasoning-policy/ID).
+    pub arn: String,
+    /// A numbered version (default: the working draft; an empty draft falls back to the latest
+    /// completed build workflow).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// Take the definition asset of a build workflow: its id, or without a value the latest
+    /// completed one.
+    #[arg(long, num_args = 0..=1, default_missing_value = "latest", conflicts_with = "version")]
+    pub build_workflow: Option<String>,
+    /// Where to write the definition.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// proofgate.toml: region, endpoint_url and max_attempts from [validator.bedrock].
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// AWS region (overrides the config).
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Endpoint override, e.g. a VPC endpoint (overrides the config).
+    #[arg(long)]
+    pub endpoint_url: Option<String>,
+}
+
 /// `proofgate policy diff`.
 #[derive(clap::Args, Debug)]
 pub struct DiffArgs {
@@ -229,7 +288,23 @@ pub fn formalize_cmd(args: FormalizeArgs) -> Result<ExitCode> {
     for id in &m.duplicates_dropped {
         eprintln!("merge: rule `{id}` dropped: it repeats an earlier rule");
     }
-    let def = &formalized.definition;
+    // Rule ids in AWS's form, so the policy imports into Amazon Bedrock as written.
+    let mut def = &formalized.definition;
+    let exported = to_aws(def).ok();
+    if let Some(AwsExport {
+        definition,
+        mapping,
+        notes,
+    }) = &exported
+    {
+        for c in &mapping.rule_ids {
+            eprintln!("aws: rule `{}` is `{}`", c.from, c.to);
+        }
+        for n in notes {
+            eprintln!("aws: {n}");
+        }
+        def = definition;
+    }
     eprintln!(
         "policy: {} types, {} variables, {} rules",
         def.types.len(),
@@ -487,4 +562,140 @@ fn item_lines(i: &ItemChange) -> String {
             i.new.as_deref().unwrap_or("")
         ),
     }
+}
+
+fn write_file(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, format!("{text}\n"))
+        .with_context(|| format!("{}: could not write the file", path.display()))
+}
+
+/// Runs `policy export --aws`: fails, naming each problem, when only an author can fix it.
+pub fn export_cmd(args: ExportArgs) -> Result<ExitCode> {
+    let def = PolicyDefinition::from_json(&read(&args.policy)?)
+        .map_err(|e| anyhow!("{}: {e}", args.policy.display()))?;
+    PolicyModel::from_definition(def.clone(), None).map_err(|e| {
+        anyhow!(
+            "{}: invalid policy: {e} (run `proofgate policy lint` for details)",
+            args.policy.display()
+        )
+    })?;
+    let exported = to_aws(&def).map_err(|issues| {
+        let list: Vec<String> = issues
+            .iter()
+            .map(|i| format!("{}: {}", i.path, i.message))
+            .collect();
+        anyhow!(
+            "{}: AWS would reject this policy and it cannot be fixed automatically:\n  {}",
+            args.policy.display(),
+            list.join("\n  ")
+        )
+    })?;
+    for n in &exported.notes {
+        eprintln!("note: {n}");
+    }
+    write_or_print(args.out.as_deref(), &exported.definition.to_json_pretty())?;
+    let mapping_json = serde_json::to_string_pretty(&exported.mapping)?;
+    let mapping_path = args.mapping.clone().or_else(|| {
+        args.out
+            .as_ref()
+            .map(|o| PathBuf::from(format!("{}.rule-ids.json", o.display())))
+    });
+    match mapping_path {
+        Some(path) => {
+            write_file(&path, &mapping_json)?;
+            eprintln!(
+                "{} rule ids renamed; mapping in {}",
+                exported.mapping.rule_ids.len(),
+                path.display()
+            );
+        }
+        None => {
+            for c in &exported.mapping.rule_ids {
+                eprintln!("renamed rule `{}` to `{}`", c.from, c.to);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `policy import`: the definition must build (parse and type-check) to be written.
+pub fn import_cmd(args: ImportArgs) -> Result<ExitCode> {
+    let def = PolicyDefinition::from_json(&read(&args.file)?)
+        .map_err(|e| anyhow!("{}: {e}", args.file.display()))?;
+    let mapping: Option<RuleIdMapping> = match &args.mapping {
+        Some(path) => Some(serde_json::from_str(&read(path)?).map_err(|e| {
+            anyhow!(
+                "{}: not a rule-id mapping ({{\"ruleIds\": [{{\"from\", \"to\"}}]}}): {e}",
+                path.display()
+            )
+        })?),
+        None => None,
+    };
+    let def = from_aws(&def, mapping.as_ref()).map_err(|e| {
+        anyhow!(
+            "{}: {e}",
+            args.mapping.as_deref().unwrap_or(&args.file).display()
+        )
+    })?;
+    let model = PolicyModel::from_definition(def.clone(), None)
+        .map_err(|e| anyhow!("{}: invalid policy: {e}", args.file.display()))?;
+    eprintln!(
+        "imported {} types, {} variables, {} rules",
+        model.schema().types().count(),
+        model.schema().variables().count(),
+        model.rules().len()
+    );
+    write_or_print(args.out.as_deref(), &def.to_json_pretty())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `policy pull`.
+#[cfg(feature = "bedrock")]
+pub fn pull_cmd(args: PullArgs) -> Result<ExitCode> {
+    use crate::bedrock_policy::{ControlPlaneConfig, PolicyClient, PolicySource};
+    let mut config = ControlPlaneConfig {
+        max_attempts: 4,
+        ..ControlPlaneConfig::default()
+    };
+    if let Some(path) = &args.config {
+        let c =
+            Config::load_unchecked(Some(path)).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        if let Some(b) = c.validator.bedrock {
+            config.region = b.region;
+            config.endpoint_url = b.endpoint_url;
+            config.max_attempts = b.max_attempts;
+        }
+    }
+    config.region = args.region.clone().or(config.region);
+    config.endpoint_url = args.endpoint_url.clone().or(config.endpoint_url);
+    let source = match &args.build_workflow {
+        Some(id) if id == "latest" => PolicySource::BuildWorkflow(None),
+        Some(id) => PolicySource::BuildWorkflow(Some(id.clone())),
+        None => PolicySource::Version(args.version.clone()),
+    };
+    let pulled = runtime()?.block_on(async {
+        PolicyClient::new(&config)
+            .await
+            .pull(&args.arn, &source)
+            .await
+    })?;
+    let def = &pulled.definition;
+    eprintln!(
+        "pulled {} types, {} variables, {} rules ({})",
+        def.types.len(),
+        def.variables.len(),
+        def.rules.len(),
+        pulled.origin
+    );
+    if let Err(e) = PolicyModel::from_definition(def.clone(), None) {
+        eprintln!("warning: the policy does not build here: {e} (run `proofgate policy lint`)");
+    }
+    write_file(&args.out, &def.to_json_pretty())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs `policy pull` in a build without the AWS SDK.
+#[cfg(not(feature = "bedrock"))]
+pub fn pull_cmd(_args: PullArgs) -> Result<ExitCode> {
+    bail!("this proofgate was built without the `bedrock` feature, which `policy pull` needs")
 }

@@ -40,6 +40,21 @@ fn aws_error(status: StatusCode, kind: &str, message: impl Into<String>) -> Resp
     r
 }
 
+/// `GuardrailUsage`: the six counters AWS marks required (no such policies here, so 0) and the
+/// one Automated Reasoning policy that was applied.
+fn usage() -> serde_json::Value {
+    json!({
+        "topicPolicyUnits": 0,
+        "contentPolicyUnits": 0,
+        "wordPolicyUnits": 0,
+        "sensitiveInformationPolicyUnits": 0,
+        "sensitiveInformationPolicyFreeUnits": 0,
+        "contextualGroundingPolicyUnits": 0,
+        "automatedReasoningPolicyUnits": 1,
+        "automatedReasoningPolicies": 1
+    })
+}
+
 /// The handler.
 pub async fn apply_guardrail(
     State(app): State<Arc<App>>,
@@ -98,13 +113,7 @@ pub async fn apply_guardrail(
         Ok(v) => {
             let chars = question.chars().count() + answer.chars().count();
             Json(json!({
-                "usage": {
-                    "topicPolicyUnits": 0, "contentPolicyUnits": 0, "wordPolicyUnits": 0,
-                    "sensitiveInformationPolicyUnits": 0,
-                    "sensitiveInformationPolicyFreeUnits": 0,
-                    "contextualGroundingPolicyUnits": 0,
-                    "automatedReasoningPolicyUnits": 1, "automatedReasoningPolicies": 1
-                },
+                "usage": usage(),
                 "action": "NONE",
                 "actionReason": "No action.",
                 "outputs": [],
@@ -112,7 +121,7 @@ pub async fn apply_guardrail(
                     "automatedReasoningPolicy": {"findings": v.findings},
                     "invocationMetrics": {
                         "guardrailProcessingLatency": started.elapsed().as_millis() as u64,
-                        "usage": {"automatedReasoningPolicyUnits": 1, "automatedReasoningPolicies": 1},
+                        "usage": usage(),
                         "guardrailCoverage": {"textCharacters": {"guarded": chars, "total": chars}}
                     }
                 }],
