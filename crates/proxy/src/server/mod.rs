@@ -285,6 +285,12 @@ fn effect_name(e: &Effect) -> &'static str {
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
     tokio::spawn(maintain(app.clone(), every));
+    let auth = &app.config.auth;
+    if auth.required && auth.admin_key.is_none() && auth.admin_key_sha256.is_none() {
+        tracing::info!(
+            "API keys are required and no admin key is configured: create keys with `proofgate keys create --config FILE`"
+        );
+    }
     if !app.config.auth.required {
         tracing::warn!(
             "auth.required = false: every route is open to anyone who can reach {}; use this for local development only",
