@@ -193,7 +193,10 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
         throttled[4] >= 800 - PER_MINUTE - 100,
         "the noisy key was not throttled enough: {throttled:?}"
     );
-    assert!(by_status.get(&200).copied().unwrap_or(0) >= TOTAL / 4, "{by_status:?}");
+    assert!(
+        by_status.get(&200).copied().unwrap_or(0) >= TOTAL / 4,
+        "{by_status:?}"
+    );
     // Back near the start: within 64 MiB or 50% of the baseline, whichever is larger.
     let slack = (start_kib / 2).max(64 * 1024);
     assert!(
