@@ -593,9 +593,9 @@ mod tests {
                "types": [{{"name": "Bad-Type", "values": []}}],
                "variables": [{{"name": "x", "type": "int"}}, {{"name": "y", "type": "NUMBER", "description": "{}"}}],
                "rules": [{{"id": "R1", "expression": "(> x 0)", "alternateExpression": ""}},
-                         {{"id": "A1B2C3D4E5F6", "expression": "{}"}}]}}"#,
+                         {{"id": "A1B2C3D4E5F6", "expression": "(> x {})"}}]}}"#,
             "d".repeat(1025),
-            format!("(> x {})", "1".repeat(2050))
+            "1".repeat(2050)
         ));
         let issues = aws_import_issues(&d);
         let rejected: Vec<&str> = issues
