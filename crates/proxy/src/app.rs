@@ -98,6 +98,8 @@ pub struct App {
     pub policy: Option<Arc<PolicyModel>>,
     /// The local validator, for the ApplyGuardrail-compatible endpoint.
     pub thread_config: ThreadConfig,
+    /// The signed, append-only log of every trail's head.
+    pub log: crate::audit_log::TransparencyLog,
 }
 
 impl App {
@@ -107,6 +109,14 @@ impl App {
         let store = Store::connect(&config.storage.url)
             .await
             .map_err(|e| other(&e))?;
+        let key = crate::audit_log::AuditKey::load_or_create(
+            config.audit.signing_key.as_deref(),
+            &config.audit.key_path(&config.storage.url),
+            config.audit.key_name(),
+        )
+        .map_err(|e| other(&e))?;
+        let log =
+            crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key);
         let policy = match &config.validator.policy {
             Some(p) => Some(Arc::new(load_policy(
                 p,
@@ -189,6 +199,7 @@ impl App {
             validator,
             policy,
             thread_config,
+            log,
         })
     }
 
@@ -243,6 +254,7 @@ type InFlight = futures::stream::FuturesUnordered<
     std::pin::Pin<Box<dyn std::future::Future<Output = crate::translate::CallResult> + Send>>,
 >;
 
+#[allow(irrefutable_let_patterns)] // without the `bedrock` feature every validator is local
 /// Performs one effect (an LLM call, translator calls, a check or a validation) and returns
 /// the input it produced; `None` when the effect is for the caller (questions for the user,
 /// or the end). Translator calls run concurrently: each Translate effect adds its calls to
@@ -386,6 +398,41 @@ pub async fn drive(
     Ok(effect)
 }
 
+/// Why driving with a save after every step stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DurableDriveError {
+    /// The core refused an input.
+    #[error(transparent)]
+    Drive(#[from] DriveError),
+    /// A step could not be saved: the loop stops rather than act on an unrecorded step.
+    #[error(transparent)]
+    Storage(#[from] crate::storage::StorageError),
+}
+
+/// Like [`drive`], saving the thread (and signing and logging its head) after every step
+/// before the loop goes on: a crash loses at most the step in flight, never the record of a
+/// step that had effects. `saved` is how many audit records are stored.
+pub async fn drive_durably(
+    app: &App,
+    thread: &mut Thread,
+    mut effect: Effect,
+    waits: &mut Waits,
+    saved: &mut usize,
+) -> Result<Effect, DurableDriveError> {
+    if thread.audit_trail().len() > *saved {
+        persist(app, thread, *saved, None).await?;
+        *saved = thread.audit_trail().len();
+    }
+    let mut in_flight = InFlight::new();
+    while let Some(input) = perform(app, &effect, waits, &mut in_flight).await {
+        note_failure(&input, &effect, waits);
+        effect = advance(thread, input)?;
+        persist(app, thread, *saved, None).await?;
+        *saved = thread.audit_trail().len();
+    }
+    Ok(effect)
+}
+
 /// A translator failure that ends the thread is the validator's.
 fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
     if matches!(input, Input::TranslatorFailed { .. }) && matches!(effect, Effect::Translate { .. })
@@ -399,17 +446,10 @@ fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
 pub async fn drive_saving_each_step(
     app: &App,
     thread: &mut Thread,
-    mut effect: Effect,
+    effect: Effect,
     saved: &mut usize,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
-    let mut waits = Waits::default();
-    let mut in_flight = InFlight::new();
-    while let Some(input) = perform(app, &effect, &mut waits, &mut in_flight).await {
-        effect = advance(thread, input)?;
-        persist(app, thread, *saved, None).await?;
-        *saved = thread.audit_trail().len();
-    }
-    Ok(effect)
+    Ok(drive_durably(app, thread, effect, &mut Waits::default(), saved).await?)
 }
 
 /// The status column for a thread.
@@ -463,5 +503,13 @@ pub async fn persist(
         .collect();
     app.store
         .save(&to_stored(thread, conversation_key), &new)
-        .await
+        .await?;
+    // Sign and log the new head: the trail as it now ends is the server's word.
+    if let Some(last) = thread.audit_trail().get(saved..).and_then(<[_]>::last) {
+        app.log
+            .log_head(&app.store, thread.id(), last)
+            .await
+            .map_err(|e| crate::storage::StorageError::AuditLog(e.to_string()))?;
+    }
+    Ok(())
 }

@@ -34,6 +34,9 @@ pub struct Config {
     /// Who may call the server: API keys and the admin key.
     #[serde(default)]
     pub auth: AuthConfig,
+    /// The audit trail's signing key, log and retention.
+    #[serde(default)]
+    pub audit: AuditConfig,
     /// What one caller can cost: body size, concurrency, rate, time, policy size.
     #[serde(default)]
     pub limits: LimitsConfig,
@@ -192,6 +195,57 @@ fn default_web_dir() -> PathBuf {
 
 fn default_listen() -> String {
     "127.0.0.1:8080".into()
+}
+
+/// The audit trail: the Ed25519 key that signs thread heads and log checkpoints (kept outside
+/// the database), the log's name, and how long trails are kept.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    /// The signing key file (a C2SP signed-note signer key), created with mode 0600 on first
+    /// start. Default: `proofgate-audit.key` next to the SQLite database (or in the working
+    /// directory). Replicas must share one key: give them the same file or `signing_key`.
+    #[serde(default)]
+    pub signing_key_path: Option<PathBuf>,
+    /// The signing key itself (e.g. `PROOFGATE_AUDIT__SIGNING_KEY`); wins over the file.
+    #[serde(default, skip_serializing)]
+    pub signing_key: Option<String>,
+    /// The key's name in signatures and the verifier key (default `proofgate`).
+    #[serde(default)]
+    pub key_name: Option<String>,
+    /// The log's origin line in checkpoints (default `proofgate.local/audit-log`).
+    #[serde(default)]
+    pub log_origin: Option<String>,
+    /// Trails older than this many days are deleted (each deletion is logged). Unset: kept
+    /// forever. Conversation expiry (`storage.thread_ttl_secs`) never deletes trails.
+    #[serde(default)]
+    pub retention_days: Option<u64>,
+}
+
+impl AuditConfig {
+    /// Where the signing key file is.
+    pub fn key_path(&self, storage_url: &str) -> PathBuf {
+        if let Some(p) = &self.signing_key_path {
+            return p.clone();
+        }
+        let db = storage_url
+            .strip_prefix("sqlite://")
+            .map(|rest| rest.split('?').next().unwrap_or(rest));
+        match db.map(std::path::Path::new).and_then(|p| p.parent()) {
+            Some(dir) if !dir.as_os_str().is_empty() => dir.join("proofgate-audit.key"),
+            _ => PathBuf::from("proofgate-audit.key"),
+        }
+    }
+    /// The key's name.
+    pub fn key_name(&self) -> &str {
+        self.key_name.as_deref().unwrap_or("proofgate")
+    }
+    /// The log's origin.
+    pub fn log_origin(&self) -> &str {
+        self.log_origin
+            .as_deref()
+            .unwrap_or("proofgate.local/audit-log")
+    }
 }
 
 /// An LLM endpoint: OpenAI-compatible HTTP (OpenAI, vLLM, Ollama, llama.cpp) or Bedrock Converse.
@@ -399,7 +453,8 @@ pub struct StorageConfig {
     /// `sqlite://FILE` (created if missing) or `postgres://...`.
     #[serde(default = "default_storage_url")]
     pub url: String,
-    /// Threads untouched for this long are deleted (with their trails).
+    /// Conversations untouched for this long end: they can no longer be resumed (0: never).
+    /// Their audit trails are kept (see `[audit] retention_days`).
     #[serde(default = "default_thread_ttl_secs")]
     pub thread_ttl_secs: u64,
 }

@@ -4,6 +4,7 @@
 
 pub mod app;
 pub mod audit_check;
+pub mod audit_log;
 pub mod authoring;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;

@@ -31,6 +31,9 @@ pub enum StorageError {
         #[source]
         source: serde_json::Error,
     },
+    /// The audit log failed.
+    #[error("storage: audit log: {0}")]
+    AuditLog(String),
     /// The URL is not one proofgate can use.
     #[error("storage: unsupported URL {0:?}: use sqlite://FILE or postgres://USER:PASS@HOST/DB")]
     UnsupportedUrl(String),
@@ -102,11 +105,11 @@ impl Store {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if sqlite {
-                        // WAL with synchronous=NORMAL: a commit no longer waits for an fsync
-                        // of the main file, and a crash still loses no committed transaction
-                        // but at most the last ones (the file stays consistent).
+                        // WAL with synchronous=FULL: every commit (each step's audit records,
+                        // each log leaf) is on disk before the loop goes on, so a power loss
+                        // cannot drop a record whose effects were already returned.
                         sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
-                        sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = NORMAL").await?;
+                        sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = FULL").await?;
                     }
                     Ok(())
                 })
@@ -343,36 +346,76 @@ impl Store {
             .collect()
     }
 
-    /// Deletes threads (and their trails) last updated before `cutoff_ms`. Returns how many.
+    /// Ends the conversations last updated before `cutoff_ms`: they can no longer be resumed
+    /// (no conversation key; waiting ones become `expired`). Threads, owners and audit trails
+    /// are kept. Returns how many conversations ended.
     pub async fn expire(&self, cutoff_ms: i64) -> Result<u64, StorageError> {
-        let mut tx = self
-            .pool
-            .begin()
-            .await
-            .map_err(db("starting a transaction"))?;
-        sqlx::query(
-            "DELETE FROM audit_records WHERE thread_id IN (SELECT id FROM threads WHERE updated_at < $1)",
+        let done = sqlx::query(
+            "UPDATE threads SET conversation_key = NULL, \
+             status = CASE WHEN status = 'awaiting_input' THEN 'expired' ELSE status END \
+             WHERE updated_at < $1 AND (conversation_key IS NOT NULL OR status = 'awaiting_input')",
         )
         .bind(cutoff_ms)
-        .execute(&mut *tx)
+        .execute(&self.pool)
         .await
-        .map_err(db("expiring audit trails"))?;
-        // Owners of expired threads, and of threads never saved (a request that failed first).
-        sqlx::query(
-            "DELETE FROM thread_owners WHERE thread_id IN (SELECT id FROM threads WHERE updated_at < $1) \
-             OR (created_at < $1 AND thread_id NOT IN (SELECT id FROM threads))",
-        )
-        .bind(cutoff_ms)
-        .execute(&mut *tx)
-        .await
-        .map_err(db("expiring thread owners"))?;
-        let done = sqlx::query("DELETE FROM threads WHERE updated_at < $1")
-            .bind(cutoff_ms)
-            .execute(&mut *tx)
-            .await
-            .map_err(db("expiring threads"))?;
-        tx.commit().await.map_err(db("committing"))?;
+        .map_err(db("ending expired conversations"))?;
         Ok(done.rows_affected())
+    }
+
+    /// Deletes the finished threads last updated before `cutoff_ms` with their owners and
+    /// audit trails (audit retention). Returns each deleted trail's head (thread, last seq,
+    /// last hash), for the log.
+    pub async fn delete_trails_before(
+        &self,
+        cutoff_ms: i64,
+    ) -> Result<Vec<(String, u64, String)>, StorageError> {
+        let ids: Vec<String> = sqlx::query(
+            "SELECT id FROM threads WHERE updated_at < $1 AND status IN ('done', 'error', 'expired')",
+        )
+        .bind(cutoff_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db("finding trails past retention"))?
+        .iter()
+        .filter_map(|r| r.try_get::<String, _>("id").ok())
+        .collect();
+        let mut heads = Vec::new();
+        for id in ids {
+            let mut tx = self
+                .pool
+                .begin()
+                .await
+                .map_err(db("starting a transaction"))?;
+            let last = sqlx::query(
+                "SELECT seq, record FROM audit_records WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1",
+            )
+            .bind(&id)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(db("reading a trail's head"))?;
+            for q in [
+                "DELETE FROM audit_records WHERE thread_id = $1",
+                "DELETE FROM thread_owners WHERE thread_id = $1",
+                "DELETE FROM threads WHERE id = $1",
+            ] {
+                sqlx::query(q)
+                    .bind(&id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db(format!("deleting trail {id}")))?;
+            }
+            tx.commit().await.map_err(db("committing"))?;
+            if let Some(r) = last {
+                let seq: i64 = r.try_get("seq").map_err(db("reading a trail's head"))?;
+                let text: String = r.try_get("record").map_err(db("reading a trail's head"))?;
+                let hash = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("hash").and_then(Value::as_str).map(String::from))
+                    .unwrap_or_default();
+                heads.push((id, seq as u64, hash));
+            }
+        }
+        Ok(heads)
     }
 
     /// Whether the database answers.
@@ -522,20 +565,27 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn expiry_removes_old_threads_and_trails() {
+    async fn expiry_ends_conversations_but_keeps_trails_until_retention() {
         for (store, url) in stores("expire").await {
             let (old, new) = (id("old"), id("new"));
             // Far in the past so other tests' rows on a shared database are not touched.
+            let record = json!({"seq": 0, "hash": "h0"});
             store
-                .save(&thread(&old, "done", -1_000_000), &[(0, json!({}))])
+                .save(&thread(&old, "awaiting_input", -1_000_000), &[(0, record)])
                 .await
                 .unwrap();
             store.save(&thread(&new, "done", 100), &[]).await.unwrap();
             assert_eq!(store.expire(-500_000).await.unwrap(), 1, "{url}");
+            let expired = store.thread(&old).await.unwrap().unwrap();
+            assert_eq!(expired.status, "expired");
+            assert_eq!(expired.conversation_key, None);
+            assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
+            // Only retention deletes a trail, and says which head it deleted.
+            let heads = store.delete_trails_before(-500_000).await.unwrap();
+            assert_eq!(heads, vec![(old.clone(), 0, "h0".to_string())], "{url}");
             assert!(store.thread(&old).await.unwrap().is_none());
             assert!(store.audit_trail(&old).await.unwrap().is_empty());
             assert!(store.thread(&new).await.unwrap().is_some());
-            assert!(!store.threads(10).await.unwrap().is_empty());
         }
     }
 

@@ -3,6 +3,7 @@
 
 use crate::encode::{model_value, EncodeError, Vocabulary};
 use crate::options::CheckOptions;
+use crate::triviality::{trivial_finding, PairNeed};
 use proofgate_core::findings::{
     ContradictionFinding, EmptyFinding, Finding, LogicWarning, LogicWarningType, Rule,
     SatisfiableFinding, Scenario, Statement, Translation, ValidFinding,
@@ -227,6 +228,12 @@ impl<'m> Reasoner<'m> {
                 return Finding::Impossible(contradiction(core, std::slice::from_ref(&p_lit)))
             }
             Outcome::Sat(_) => {}
+        }
+        // Soundness: a pair whose claims need no rule proves nothing about the policy.
+        match self.pair_need(claims, p, c) {
+            PairNeed::Policy => {}
+            PairNeed::Trivial(why) => return trivial_finding(why, translation, claims),
+            PairNeed::Unknown => return too_complex(),
         }
         // INVALID: M and P |= not C.
         let pc = [p_lit.clone(), c_lit];

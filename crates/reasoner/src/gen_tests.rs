@@ -15,11 +15,11 @@
 
 use crate::check::{new_solver, LoadError, Reasoner};
 use crate::encode::model_value;
-use proofgate_core::translation::{PairInput, TranslatorOutput};
 use crate::options::CheckOptions;
 use proofgate_core::findings::{Finding, Statement};
 use proofgate_core::policy::test_suite::{PolicyTestCase, PolicyTestSuite, TestStatement};
 use proofgate_core::policy::{Expr, PolicyModel, PolicyRule, Sort, Term};
+use proofgate_core::translation::{PairInput, TranslatorOutput};
 use proofgate_core::verdict::{aggregate_verdict, Verdict};
 use serde::Serialize;
 use z3::ast::Bool;

@@ -34,11 +34,13 @@ pub use encode::EncodeError;
 pub use gen_tests::{
     generate_tests, GenerateError, GenerateOptions, GeneratedTests, GenerationNote,
 };
-pub use proofgate_core::translation::{parse_translations, InputError, PairInput, TranslatorOutput};
 pub use lint::{lint, LintIssue, LintKind, LintReport, Severity, TooComplex};
 pub use options::CheckOptions;
 pub use policy_diff::{diff_policies, ChangedCase, PolicyDiff, VersionOutcome};
 pub use proofgate_core::findings;
+pub use proofgate_core::translation::{
+    parse_translations, InputError, PairInput, TranslatorOutput,
+};
 pub use testing::{case_result, check_case, CaseError, CaseResult, CaseStatus, TestReport};
 pub use triviality::Triviality;
 pub use validate::ValidateError;

@@ -2,10 +2,10 @@
 //! of any case, so that the CLI, the API and test generation report results the same way.
 
 use crate::check::Reasoner;
-use proofgate_core::translation::{parse_translations, InputError};
 use crate::validate::ValidateError;
 use proofgate_core::findings::Finding;
 use proofgate_core::policy::test_suite::{PolicyTestCase, TestInput};
+use proofgate_core::translation::{parse_translations, InputError};
 use proofgate_core::verdict::Verdict;
 use serde::Serialize;
 

@@ -5,11 +5,11 @@
 use crate::check::{
     expr_size, new_solver, translation_of, CheckedStatementInput, Reasoner, Untranslated,
 };
-use proofgate_core::translation::{PairInput, TranslatorOutput};
 use proofgate_core::findings::{
     EmptyFinding, Finding, TranslationAmbiguousFinding, TranslationOption,
 };
 use proofgate_core::policy::StatementError;
+use proofgate_core::translation::{PairInput, TranslatorOutput};
 use serde_json::json;
 use std::collections::BTreeSet;
 use z3::ast::Bool;

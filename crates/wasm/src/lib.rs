@@ -8,6 +8,7 @@ use proofgate_core::{aggregate_verdict, parse_decision, prioritize, Finding};
 use serde::{de::DeserializeOwned, Serialize};
 use wasm_bindgen::prelude::*;
 
+mod audit;
 mod thread;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -39,7 +40,7 @@ export type Verdict = "VALID" | "INVALID" | "SATISFIABLE" | "IMPOSSIBLE" | "TRAN
 export interface AggregateVerdict { verdict: Verdict; warning?: string }
 "#;
 
-fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
+pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
     value
         .serialize(&serde_wasm_bindgen::Serializer::json_compatible())
         .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))

@@ -22,8 +22,11 @@
 pub mod canonical;
 
 mod bodies;
+pub mod bundle;
+pub mod recheck;
 mod record;
 mod replay;
+pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, ThreadStarted};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};

@@ -19,6 +19,16 @@ pub enum Expected {
     Unsat,
 }
 
+impl Expected {
+    /// The solver's answer, as it prints it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Expected::Sat => "sat",
+            Expected::Unsat => "unsat",
+        }
+    }
+}
+
 /// One self-contained script and the answer it must give.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -130,16 +140,6 @@ impl PolicyModel {
         };
         Some(match f.kind() {
             K::Valid => vec![
-                SolverCheck {
-                    meaning: "without any rule, the premises do not imply the claims (the proof \
-                              needs the policy)"
-                        .to_string(),
-                    script: format!(
-                        "{}(assert {p})\n(assert (not {c}))\n(check-sat)\n",
-                        self.smtlib_declarations()
-                    ),
-                    expected: Expected::Sat,
-                },
                 check(
                     "the rules and premises are consistent with the claims",
                     format!("(assert {c})\n"),
@@ -150,6 +150,16 @@ impl PolicyModel {
                     format!("(assert (not {c}))\n"),
                     Expected::Unsat,
                 ),
+                SolverCheck {
+                    meaning: "without any rule, the premises do not imply the claims (the proof \
+                              needs the policy)"
+                        .to_string(),
+                    script: format!(
+                        "{}(assert {p})\n(assert (not {c}))\n(check-sat)\n",
+                        self.smtlib_declarations()
+                    ),
+                    expected: Expected::Sat,
+                },
             ],
             K::Invalid => vec![check(
                 "the rules and premises contradict the claims",
@@ -234,8 +244,8 @@ mod tests {
         });
         let checks = model().finding_checks(&[f]);
         assert_eq!(checks[0].kind, "VALID");
-        assert!(!checks[0].checks[0].script.contains(":named"), "no rules");
-        let unsat = &checks[0].checks[2];
+        assert!(!checks[0].checks[2].script.contains(":named"), "no rules");
+        let unsat = &checks[0].checks[1];
         assert_eq!(unsat.expected, Expected::Unsat);
         assert!(unsat
             .script

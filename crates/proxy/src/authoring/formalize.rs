@@ -9,10 +9,10 @@
 
 use super::AuthoringError;
 use crate::llm::{ChatMessage, LlmClient};
-use proofgate_core::translation::json_part;
 use proofgate_core::policy::definition::{PolicyDefinition, TypeDefinition};
 use proofgate_core::policy::term::TermKind;
 use proofgate_core::policy::{parse_term, PolicyModel, Term, VariableDefinition};
+use proofgate_core::translation::json_part;
 use serde::Serialize;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};

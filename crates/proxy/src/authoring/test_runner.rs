@@ -4,9 +4,9 @@
 use super::AuthoringError;
 use crate::llm::LlmClient;
 use crate::translate::translate;
-use proofgate_core::translation::TranslationConfig;
 use proofgate_core::policy::test_suite::{PolicyTestSuite, TestInput};
 use proofgate_core::policy::PolicyModel;
+use proofgate_core::translation::TranslationConfig;
 use proofgate_reasoner::{
     case_result, check_case, CheckOptions, Reasoner, TestReport, TranslatorOutput,
 };

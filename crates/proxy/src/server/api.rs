@@ -125,7 +125,7 @@ async fn load(
     from_stored(&stored, trail).map_err(ApiError::internal)
 }
 
-async fn check_access(
+pub(crate) async fn check_access(
     app: &App,
     caller: &Caller,
     headers: &HeaderMap,

@@ -3,7 +3,9 @@
 use super::auth::Caller;
 use super::error::ApiError;
 use super::summary::proofgate_object;
-use crate::app::{drive, from_stored, now_ms, persist, App, FailedCall, Waits};
+use crate::app::{
+    drive_durably, from_stored, now_ms, persist, App, DurableDriveError, FailedCall, Waits,
+};
 use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
 use crate::openai::{completion_events, conversation_key_after, verified_completion, ChatRequest};
@@ -215,7 +217,7 @@ async fn answer(
     let fail = |e: ApiError| (e, stream);
     let owner = caller.owner(end_user(&req));
 
-    let (mut thread, upstream, effect, saved) =
+    let (mut thread, upstream, effect, mut saved) =
         match resumable(app, caller, &req, headers).await.map_err(fail)? {
             Some((mut t, saved)) => {
                 let text = req.question.trim();
@@ -245,9 +247,15 @@ async fn answer(
                 (t, Some(upstream), effect, 0)
             }
         };
-    let effect = drive(app, &mut thread, effect, waits)
+    // Each step is saved (and its head signed and logged) before the loop goes on.
+    let effect = drive_durably(app, &mut thread, effect, waits, &mut saved)
         .await
-        .map_err(|e| fail(e.into()))?;
+        .map_err(|e| {
+            fail(match e {
+                DurableDriveError::Drive(e) => e.into(),
+                DurableDriveError::Storage(e) => e.into(),
+            })
+        })?;
     let upstream = upstream.unwrap_or_else(|| completion_body(&req.model, ""));
 
     let (text, verdict, key) = match &effect {

@@ -1,6 +1,7 @@
 //! The HTTP server: routes, request metrics, background maintenance.
 
 pub mod api;
+pub mod audit;
 pub mod auth;
 pub mod chat;
 pub mod error;
@@ -170,6 +171,11 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/api/threads/{id}", get(api::get_thread))
         .route("/api/threads/{id}/answers", post(api::answer_thread))
         .route("/api/threads/{id}/audit", get(api::audit_trail))
+        .route("/api/threads/{id}/audit/bundle", get(audit::bundle))
+        .route("/.well-known/proofgate/audit-key", get(audit::audit_key))
+        .route("/api/log/checkpoint", get(audit::checkpoint))
+        .route("/api/log/consistency", get(audit::consistency))
+        .route("/api/log/leaves", get(audit::leaves))
         .route("/api/policies", get(api::policies))
         .route("/api/policies/lint", post(policies::lint))
         .route("/api/policies/test", post(policies::test))
@@ -208,12 +214,18 @@ pub fn router(app: Arc<App>) -> Router {
 pub async fn maintain(app: Arc<App>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
+        // Conversation expiry ends only the live conversation (0: never); trails stay.
         let ttl_ms = app.config.storage.thread_ttl_secs.saturating_mul(1000);
-        let cutoff = i64::try_from(now_ms().saturating_sub(ttl_ms)).unwrap_or(0);
-        match app.store.expire(cutoff).await {
-            Ok(0) => {}
-            Ok(n) => tracing::info!("expired {n} stale thread(s)"),
-            Err(e) => tracing::warn!("expiring threads: {e}"),
+        if ttl_ms > 0 {
+            let cutoff = i64::try_from(now_ms().saturating_sub(ttl_ms)).unwrap_or(0);
+            match app.store.expire(cutoff).await {
+                Ok(0) => {}
+                Ok(n) => tracing::info!("ended {n} stale conversation(s); their trails are kept"),
+                Err(e) => tracing::warn!("expiring conversations: {e}"),
+            }
+        }
+        if let Err(e) = apply_retention(&app).await {
+            tracing::warn!("audit retention: {e}");
         }
         if let Err(e) = tick_overdue(&app).await {
             tracing::warn!("question timeouts: {e}");
@@ -222,6 +234,26 @@ pub async fn maintain(app: Arc<App>, every: Duration) {
             tracing::warn!("resuming threads: {e}");
         }
     }
+}
+
+/// Deletes the trails past `[audit] retention_days` (none when unset), logging each deletion.
+async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
+    let Some(days) = app.config.audit.retention_days else {
+        return Ok(());
+    };
+    let keep_ms = days.saturating_mul(86_400_000);
+    let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(0);
+    for (thread_id, seq, head_hash) in app.store.delete_trails_before(cutoff).await? {
+        let statement = proofgate_core::audit::transparency::LogStatement {
+            deleted: true,
+            thread_id: thread_id.clone(),
+            seq,
+            head_hash,
+        };
+        let leaf = app.log.append(&app.store, &statement).await?;
+        tracing::info!("retention: deleted the trail of thread {thread_id} (log leaf {leaf})");
+    }
+    Ok(())
 }
 
 /// Resumes background threads whose server stopped mid-step: the step that was in flight has

@@ -1,0 +1,199 @@
+//! An audit bundle: a trail with what proves it is the server's, unaltered and logged — the
+//! signed head, its inclusion proof under a signed checkpoint, and optionally a consistency
+//! proof from a checkpoint the auditor saved earlier. [`verify_trust`] checks those against the
+//! server's verifier key; the trail's own chain and decisions are [`super::replay`]'s job and
+//! its logic [`super::recheck`]'s.
+
+use super::transparency::{
+    verify_checkpoint, verify_consistency, verify_inclusion, verify_note, LogStatement,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Where the trail's head sits in the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inclusion {
+    /// The leaf's index.
+    pub leaf_index: u64,
+    /// The RFC 6962 audit path, base64 hashes.
+    pub hashes: Vec<String>,
+}
+
+/// A consistency proof between two tree sizes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Consistency {
+    /// The older size.
+    pub from_size: u64,
+    /// The proof, base64 hashes.
+    pub hashes: Vec<String>,
+}
+
+/// A trail as the server hands it to an auditor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditBundle {
+    /// The records, as stored.
+    pub trail: Vec<Value>,
+    /// The signed note stating the trail's head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_head: Option<String>,
+    /// The head's place in the log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inclusion: Option<Inclusion>,
+    /// The signed checkpoint the inclusion proof is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
+    /// From a saved checkpoint's size to this checkpoint, when asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<Consistency>,
+}
+
+/// One trust check's result.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustCheck {
+    /// Whether it holds.
+    pub ok: bool,
+    /// What was checked, or what failed (naming the record where there is one).
+    pub detail: String,
+}
+
+impl TrustCheck {
+    fn pass(detail: impl Into<String>) -> Self {
+        TrustCheck {
+            ok: true,
+            detail: detail.into(),
+        }
+    }
+    fn fail(detail: impl Into<String>) -> Self {
+        TrustCheck {
+            ok: false,
+            detail: detail.into(),
+        }
+    }
+}
+
+/// The results of [`verify_trust`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TrustReport {
+    /// The signed head matches the trail's last record.
+    pub signature: TrustCheck,
+    /// The head is in the log under the signed checkpoint.
+    pub inclusion: TrustCheck,
+    /// The log extends the auditor's saved checkpoint (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency: Option<TrustCheck>,
+    /// The bundle's checkpoint, once verified: save it to check later bundles against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<super::transparency::CheckpointInfo>,
+    /// All of the above hold.
+    pub ok: bool,
+}
+
+fn head_of(trail: &[Value]) -> Result<LogStatement, String> {
+    let last = trail.last().ok_or("the trail has no records")?;
+    let thread_id = trail[0]
+        .pointer("/body/threadId")
+        .and_then(Value::as_str)
+        .ok_or("record 0 names no thread")?;
+    Ok(LogStatement {
+        deleted: false,
+        thread_id: thread_id.to_string(),
+        seq: last
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or("the last record has no seq")?,
+        head_hash: last
+            .get("hash")
+            .and_then(Value::as_str)
+            .ok_or("the last record has no hash")?
+            .to_string(),
+    })
+}
+
+/// Checks a bundle's signed head, inclusion and (with `saved_checkpoint`, a signed checkpoint
+/// the auditor kept) consistency against the server's `verifier_key`.
+pub fn verify_trust(
+    bundle: &AuditBundle,
+    verifier_key: &str,
+    saved_checkpoint: Option<&str>,
+) -> TrustReport {
+    let head = head_of(&bundle.trail);
+    let last = bundle.trail.len().saturating_sub(1);
+    let signature = match (&head, &bundle.signed_head) {
+        (Err(e), _) => TrustCheck::fail(e.clone()),
+        (_, None) => TrustCheck::fail("the trail has no signed head"),
+        (Ok(head), Some(note)) => {
+            match verify_note(note, verifier_key).and_then(|text| LogStatement::parse(&text)) {
+                Err(e) => TrustCheck::fail(format!("signed head: {e}")),
+                Ok(signed) if signed.thread_id != head.thread_id => TrustCheck::fail(format!(
+                    "the signed head is for thread {}, not {}",
+                    signed.thread_id, head.thread_id
+                )),
+                Ok(signed) if signed.seq != head.seq || signed.head_hash != head.head_hash => {
+                    TrustCheck::fail(format!(
+                        "record {last}: the trail ends with record {} hashed {}, but the server \
+                     signed record {} hashed {}: the trail was altered",
+                        head.seq, head.head_hash, signed.seq, signed.head_hash
+                    ))
+                }
+                Ok(_) => TrustCheck::pass(format!("record {last} is the head the server signed")),
+            }
+        }
+    };
+    let checkpoint = bundle
+        .checkpoint
+        .as_deref()
+        .map(|c| verify_checkpoint(c, verifier_key));
+    let inclusion = match (&head, &bundle.inclusion, &checkpoint) {
+        (Err(e), _, _) => TrustCheck::fail(e.clone()),
+        (_, None, _) | (_, _, None) => TrustCheck::fail("the trail has no inclusion proof"),
+        (_, _, Some(Err(e))) => TrustCheck::fail(format!("checkpoint: {e}")),
+        (Ok(head), Some(inc), Some(Ok(cp))) => {
+            match verify_inclusion(head, inc.leaf_index, &inc.hashes, cp) {
+                Ok(()) => TrustCheck::pass(format!(
+                    "the head is leaf {} of the log of {} leaves",
+                    inc.leaf_index, cp.size
+                )),
+                Err(e) => TrustCheck::fail(format!("record {last}: {e}")),
+            }
+        }
+    };
+    let consistency = saved_checkpoint.map(|saved| {
+        let saved = match verify_checkpoint(saved, verifier_key) {
+            Ok(s) => s,
+            Err(e) => return TrustCheck::fail(format!("saved checkpoint: {e}")),
+        };
+        let Some(Ok(current)) = &checkpoint else {
+            return TrustCheck::fail("the bundle has no valid checkpoint to compare");
+        };
+        let proof = match &bundle.consistency {
+            Some(c) if c.from_size == saved.size => c.hashes.clone(),
+            _ if saved.size == current.size || saved.size == 0 => Vec::new(),
+            _ => {
+                return TrustCheck::fail(format!(
+                    "no consistency proof from the saved size {}",
+                    saved.size
+                ))
+            }
+        };
+        match verify_consistency(&saved, current, &proof) {
+            Ok(()) => TrustCheck::pass(format!(
+                "the log of {} leaves extends the saved one of {}",
+                current.size, saved.size
+            )),
+            Err(e) => TrustCheck::fail(e),
+        }
+    });
+    let ok = signature.ok && inclusion.ok && consistency.as_ref().is_none_or(|c| c.ok);
+    TrustReport {
+        signature,
+        inclusion,
+        consistency,
+        checkpoint: checkpoint.and_then(Result::ok),
+        ok,
+    }
+}

@@ -1,0 +1,129 @@
+//! The solver checks an auditor runs for a trail, rebuilt from the recorded premises and
+//! claims and the auditor's own policy. Nothing executable is taken from the trail: the scripts
+//! stored in it are ignored, every statement is re-parsed against the auditor's policy and
+//! re-printed from the fragment's AST, so a trail cannot make the auditor's solver write a file
+//! or run anything.
+
+use super::record::{AuditRecord, RecordKind};
+use crate::findings::{Finding, FindingKind};
+use crate::policy::smtlib::Expected;
+use crate::policy::PolicyModel;
+use serde::{Deserialize, Serialize};
+
+/// One check to run with an independent solver.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlannedCheck {
+    /// Position of the VALIDATED record in the trail.
+    pub record: usize,
+    /// The finding's position in that validation.
+    pub finding: usize,
+    /// The finding's kind.
+    pub kind: String,
+    /// What the check establishes.
+    pub meaning: String,
+    /// The SMT-LIB script, generated from the auditor's policy.
+    pub script: String,
+    /// The solver's complete answer the finding requires: `sat` or `unsat`.
+    pub expected: Expected,
+}
+
+/// Something that fails the audit before any solver runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecheckProblem {
+    /// Position of the record in the trail.
+    pub record: usize,
+    /// What is wrong, for a person.
+    pub detail: String,
+}
+
+/// The checks to run, and the problems found while building them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecheckPlan {
+    /// The auditor's policy's content hash.
+    pub policy_content_hash: String,
+    /// Checks to run; each must answer exactly `expected`.
+    pub checks: Vec<PlannedCheck>,
+    /// Problems: each fails the audit.
+    pub problems: Vec<RecheckProblem>,
+}
+
+/// Whether a finding of this kind is a claim about the policy that a solver must confirm.
+fn needs_checks(kind: FindingKind) -> bool {
+    matches!(
+        kind,
+        FindingKind::Valid
+            | FindingKind::Invalid
+            | FindingKind::Impossible
+            | FindingKind::Satisfiable
+    )
+}
+
+/// Builds the checks for every finding of every VALIDATED record of `trail` from `policy`.
+/// Problems: a validation recorded against another policy version (content hash), findings that
+/// cannot be read, and a VALID/INVALID/IMPOSSIBLE/SATISFIABLE finding for which no check can be
+/// built (no translation, statements that do not check against the policy, no claims).
+pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan {
+    let hash = policy.definition().content_hash();
+    let mut plan = RecheckPlan {
+        policy_content_hash: hash.clone(),
+        ..Default::default()
+    };
+    for (i, r) in trail.iter().enumerate() {
+        if r.kind != RecordKind::Validated {
+            continue;
+        }
+        let problem = |detail: String| RecheckProblem { record: i, detail };
+        if let Some(recorded) = r
+            .body
+            .pointer("/evidence/policyContentHash")
+            .and_then(|v| v.as_str())
+        {
+            if recorded != hash {
+                plan.problems.push(problem(format!(
+                    "validated against policy {recorded}, but the auditor's policy is {hash}"
+                )));
+                continue;
+            }
+        }
+        let findings: Vec<Finding> =
+            match serde_json::from_value(r.body.get("findings").cloned().unwrap_or_default()) {
+                Ok(f) => f,
+                Err(e) => {
+                    plan.problems
+                        .push(problem(format!("the findings cannot be read: {e}")));
+                    continue;
+                }
+            };
+        for fc in policy.finding_checks(&findings) {
+            let kind = findings[fc.finding].kind();
+            if needs_checks(kind) && fc.checks.is_empty() {
+                plan.problems.push(problem(format!(
+                    "finding {} ({}) cannot be re-checked against the auditor's policy: no \
+                     translation, no claims, or statements that do not check against it",
+                    fc.finding,
+                    kind.as_str()
+                )));
+            }
+            for c in fc.checks {
+                plan.checks.push(PlannedCheck {
+                    record: i,
+                    finding: fc.finding,
+                    kind: fc.kind.clone(),
+                    meaning: c.meaning,
+                    script: c.script,
+                    expected: c.expected,
+                });
+            }
+        }
+    }
+    plan
+}
+
+/// Whether a solver's complete output is exactly the expected answer (one line, `sat` or
+/// `unsat`, nothing else).
+pub fn answer_matches(output: &str, expected: Expected) -> bool {
+    output.trim() == expected.as_str()
+}

@@ -1,0 +1,458 @@
+//! The server's side of the trust in trails: the Ed25519 key that signs thread heads and log
+//! checkpoints (kept outside the database), and the append-only Merkle log of every signed head
+//! in the database (SQLite or PostgreSQL, shared by replicas). What an auditor checks lives in
+//! `proofgate_core::audit::{transparency, bundle}`.
+
+use crate::storage::{StorageError, Store};
+use proofgate_core::audit::bundle::{AuditBundle, Consistency, Inclusion};
+use proofgate_core::audit::transparency::LogStatement;
+use proofgate_core::audit::AuditRecord;
+use serde_json::Value;
+use signed_note::{Note, StandardSigner};
+use sqlx::Row;
+use std::path::Path;
+use tlog_tiles::{
+    prove_record, prove_tree, stored_hash_count, stored_hash_index, stored_hashes, tree_hash,
+    Checkpoint, Hash, HashReader,
+};
+use tokio::sync::Mutex;
+
+/// Why the audit key or log failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditLogError {
+    /// The signing key could not be read, created or parsed.
+    #[error("audit signing key {path}: {problem}")]
+    Key {
+        /// Where.
+        path: String,
+        /// What was wrong.
+        problem: String,
+    },
+    /// Storage failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A database error.
+    #[error("audit log: {0}")]
+    Db(String),
+    /// The log's hashes do not add up (a bug or a tampered database).
+    #[error("audit log: {0}")]
+    Tlog(String),
+}
+
+fn db(context: &'static str) -> impl Fn(sqlx::Error) -> AuditLogError {
+    move |e| AuditLogError::Db(format!("{context}: {e}"))
+}
+
+/// The audit signing key.
+pub struct AuditKey {
+    signer: StandardSigner,
+    verifier_key: String,
+}
+
+impl AuditKey {
+    /// The key from `secret` (an encoded signed-note signer key, e.g. from
+    /// `PROOFGATE_AUDIT__SIGNING_KEY`), or else from the file at `path`, created (mode 0600)
+    /// with a new key named `name` when missing.
+    pub fn load_or_create(
+        secret: Option<&str>,
+        path: &Path,
+        name: &str,
+    ) -> Result<AuditKey, AuditLogError> {
+        let key_err = |problem: String| AuditLogError::Key {
+            path: path.display().to_string(),
+            problem,
+        };
+        let encoded = match secret {
+            Some(s) => s.trim().to_string(),
+            None if path.exists() => std::fs::read_to_string(path)
+                .map_err(|e| key_err(e.to_string()))?
+                .trim()
+                .to_string(),
+            None => {
+                let (skey, vkey) = signed_note::generate_key(&mut rand_core::OsRng, name);
+                write_private(path, &skey).map_err(|e| key_err(e.to_string()))?;
+                tracing::warn!(
+                    "created the audit signing key {} (keep it safe and out of the database); \
+                     its verifier key is {vkey}",
+                    path.display()
+                );
+                skey
+            }
+        };
+        let signer = StandardSigner::new(&encoded)
+            .map_err(|e| key_err(format!("not a signed-note signer key ({e})")))?;
+        let verifier_key = verifier_of(&encoded).map_err(key_err)?;
+        Ok(AuditKey {
+            signer,
+            verifier_key,
+        })
+    }
+
+    /// The public verifier key (`name+keyid+base64`, C2SP signed-note).
+    pub fn verifier_key(&self) -> &str {
+        &self.verifier_key
+    }
+
+    /// Signs `text` (which must end with a newline) as a signed note.
+    pub fn sign(&self, text: &str) -> Result<String, AuditLogError> {
+        let mut note = Note::new(text.as_bytes(), &[])
+            .map_err(|e| AuditLogError::Tlog(format!("note: {e}")))?;
+        note.add_sigs(&[&self.signer])
+            .map_err(|e| AuditLogError::Tlog(format!("signing: {e}")))?;
+        String::from_utf8(note.to_bytes()).map_err(|e| AuditLogError::Tlog(e.to_string()))
+    }
+}
+
+/// The verifier key of an encoded signer key `PRIVATE+KEY+name+id+base64(0x01||seed)`.
+fn verifier_of(skey: &str) -> Result<String, String> {
+    use base64::Engine;
+    let parts: Vec<&str> = skey.splitn(5, '+').collect();
+    let [_, _, name, _, key64] = parts.as_slice() else {
+        return Err("not a signed-note signer key".into());
+    };
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(key64)
+        .map_err(|e| format!("signer key: {e}"))?;
+    let seed: [u8; 32] = raw
+        .get(1..)
+        .and_then(|s| s.try_into().ok())
+        .ok_or("signer key: expected an Ed25519 seed")?;
+    let signing = ed25519_dalek::SigningKey::from_bytes(&seed);
+    Ok(signed_note::new_ed25519_verifier_key(
+        name,
+        &signing.verifying_key(),
+    ))
+}
+
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()
+}
+
+/// The stored hashes read so far, in index order (a cache of `log_hashes`).
+#[derive(Default)]
+struct StoredHashes(Vec<Hash>);
+
+impl HashReader for StoredHashes {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        indexes
+            .iter()
+            .map(|&i| {
+                usize::try_from(i)
+                    .ok()
+                    .and_then(|i| self.0.get(i).copied())
+                    .ok_or(tlog_tiles::Error::IndexesNotInTree)
+            })
+            .collect()
+    }
+}
+
+/// The append-only log.
+pub struct TransparencyLog {
+    origin: String,
+    key: AuditKey,
+    hashes: Mutex<StoredHashes>,
+}
+
+/// One leaf as stored.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeafRow {
+    /// Its index.
+    pub index: u64,
+    /// The signed note stating it.
+    pub note: String,
+}
+
+impl TransparencyLog {
+    /// The log named `origin`, signed with `key`.
+    pub fn new(origin: String, key: AuditKey) -> TransparencyLog {
+        TransparencyLog {
+            origin,
+            key,
+            hashes: Mutex::new(StoredHashes::default()),
+        }
+    }
+
+    /// The signing key.
+    pub fn key(&self) -> &AuditKey {
+        &self.key
+    }
+
+    /// Brings the cache up to the stored hashes of `size` leaves.
+    async fn refresh(
+        &self,
+        cache: &mut StoredHashes,
+        conn: &mut sqlx::AnyConnection,
+        size: u64,
+    ) -> Result<(), AuditLogError> {
+        let want = stored_hash_count(size);
+        if (cache.0.len() as u64) >= want {
+            return Ok(());
+        }
+        let rows = sqlx::query(
+            "SELECT idx, hash FROM log_hashes WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+        )
+        .bind(cache.0.len() as i64)
+        .bind(want as i64)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db("reading log hashes"))?;
+        for r in rows {
+            let idx: i64 = r.try_get("idx").map_err(db("reading log hashes"))?;
+            let text: String = r.try_get("hash").map_err(db("reading log hashes"))?;
+            if idx as usize != cache.0.len() {
+                return Err(AuditLogError::Tlog(format!(
+                    "stored hash {idx} is out of order"
+                )));
+            }
+            cache
+                .0
+                .push(Hash::parse_hash(&text).map_err(|e| AuditLogError::Tlog(e.to_string()))?);
+        }
+        if (cache.0.len() as u64) < want {
+            return Err(AuditLogError::Tlog(format!(
+                "the log has {size} leaves but only {} of their {want} stored hashes",
+                cache.0.len()
+            )));
+        }
+        Ok(())
+    }
+
+    async fn size(conn: &mut sqlx::AnyConnection) -> Result<u64, AuditLogError> {
+        let row = sqlx::query("SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM log_leaves")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(db("reading the log size"))?;
+        let n: i64 = row.try_get("n").map_err(db("reading the log size"))?;
+        Ok(n as u64)
+    }
+
+    /// Signs `statement` and appends it as the next leaf; returns the leaf's index. Replicas
+    /// appending at once: the index is the primary key, so the loser retries at the next one.
+    pub async fn append(
+        &self,
+        store: &Store,
+        statement: &LogStatement,
+    ) -> Result<u64, AuditLogError> {
+        let text = statement.text();
+        let note = self.key.sign(&text)?;
+        let mut cache = self.hashes.lock().await;
+        for _ in 0..50 {
+            let mut tx = store
+                .pool
+                .begin()
+                .await
+                .map_err(db("starting a transaction"))?;
+            let n = Self::size(&mut tx).await?;
+            self.refresh(&mut cache, &mut tx, n).await?;
+            let new = stored_hashes(n, text.as_bytes(), &*cache)
+                .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            let inserted = sqlx::query(
+                "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            )
+            .bind(n as i64)
+            .bind(&statement.thread_id)
+            .bind(statement.seq as i64)
+            .bind(&statement.head_hash)
+            .bind(i64::from(statement.deleted))
+            .bind(&note)
+            .bind(crate::app::now_ms() as i64)
+            .execute(&mut *tx)
+            .await;
+            if inserted.is_err() {
+                // Another replica took index n: read what it wrote and try the next one.
+                let _ = tx.rollback().await;
+                continue;
+            }
+            let first = stored_hash_index(0, n);
+            for (i, h) in new.iter().enumerate() {
+                sqlx::query("INSERT INTO log_hashes (idx, hash) VALUES ($1, $2)")
+                    .bind((first + i as u64) as i64)
+                    .bind(h.to_string())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("storing log hashes"))?;
+            }
+            tx.commit().await.map_err(db("committing a log leaf"))?;
+            if cache.0.len() as u64 == first {
+                cache.0.extend(new);
+            }
+            return Ok(n);
+        }
+        Err(AuditLogError::Db(
+            "could not append to the log after 50 tries".into(),
+        ))
+    }
+
+    /// The current signed checkpoint (C2SP tlog-checkpoint) and its size.
+    pub async fn checkpoint(&self, store: &Store) -> Result<(String, u64), AuditLogError> {
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let n = Self::size(&mut conn).await?;
+        let mut cache = self.hashes.lock().await;
+        self.refresh(&mut cache, &mut conn, n).await?;
+        let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        let c = Checkpoint::new(&self.origin, n, root, "")
+            .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        let text =
+            String::from_utf8(c.to_bytes()).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        Ok((self.key.sign(&text)?, n))
+    }
+
+    /// The audit path of leaf `index` in the tree of `size` leaves.
+    pub async fn inclusion(
+        &self,
+        store: &Store,
+        index: u64,
+        size: u64,
+    ) -> Result<Vec<String>, AuditLogError> {
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let mut cache = self.hashes.lock().await;
+        self.refresh(&mut cache, &mut conn, size).await?;
+        let p =
+            prove_record(size, index, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        Ok(p.iter().map(Hash::to_string).collect())
+    }
+
+    /// The consistency proof from `from` to `to` leaves.
+    pub async fn consistency(
+        &self,
+        store: &Store,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<String>, AuditLogError> {
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let n = Self::size(&mut conn).await?;
+        if from > to || to > n {
+            return Err(AuditLogError::Tlog(format!(
+                "need 0 <= from <= to <= {n} (the log's size), got from={from} to={to}"
+            )));
+        }
+        if from == 0 || from == to {
+            return Ok(Vec::new());
+        }
+        let mut cache = self.hashes.lock().await;
+        self.refresh(&mut cache, &mut conn, to).await?;
+        let p = prove_tree(to, from, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        Ok(p.iter().map(Hash::to_string).collect())
+    }
+
+    /// Leaves `from..to` (at most 1,000 at a time).
+    pub async fn leaves(
+        &self,
+        store: &Store,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<LeafRow>, AuditLogError> {
+        let to = to.min(from.saturating_add(1000));
+        let rows = sqlx::query(
+            "SELECT idx, note FROM log_leaves WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+        )
+        .bind(from as i64)
+        .bind(to as i64)
+        .fetch_all(&store.pool)
+        .await
+        .map_err(db("reading log leaves"))?;
+        rows.iter()
+            .map(|r| {
+                Ok(LeafRow {
+                    index: r
+                        .try_get::<i64, _>("idx")
+                        .map_err(db("reading log leaves"))? as u64,
+                    note: r.try_get("note").map_err(db("reading log leaves"))?,
+                })
+            })
+            .collect()
+    }
+
+    /// The latest leaf of a thread: its index and signed note.
+    pub async fn latest_head(
+        &self,
+        store: &Store,
+        thread_id: &str,
+    ) -> Result<Option<(u64, String)>, AuditLogError> {
+        let row = sqlx::query(
+            "SELECT idx, note FROM log_leaves WHERE thread_id = $1 ORDER BY idx DESC LIMIT 1",
+        )
+        .bind(thread_id)
+        .fetch_optional(&store.pool)
+        .await
+        .map_err(db("reading a thread's head"))?;
+        row.map(|r| {
+            Ok((
+                r.try_get::<i64, _>("idx")
+                    .map_err(db("reading a thread's head"))? as u64,
+                r.try_get("note").map_err(db("reading a thread's head"))?,
+            ))
+        })
+        .transpose()
+    }
+
+    /// Signs and logs the head of a trail whose last record is `last`.
+    pub async fn log_head(
+        &self,
+        store: &Store,
+        thread_id: &str,
+        last: &AuditRecord,
+    ) -> Result<u64, AuditLogError> {
+        self.append(
+            store,
+            &LogStatement {
+                deleted: false,
+                thread_id: thread_id.to_string(),
+                seq: last.seq,
+                head_hash: last.hash.clone(),
+            },
+        )
+        .await
+    }
+
+    /// A trail with its signed head, inclusion proof, checkpoint and (when `from` is given) a
+    /// consistency proof from that size.
+    pub async fn bundle(
+        &self,
+        store: &Store,
+        thread_id: &str,
+        trail: Vec<Value>,
+        from: Option<u64>,
+    ) -> Result<AuditBundle, AuditLogError> {
+        let head = self.latest_head(store, thread_id).await?;
+        let (checkpoint, size) = self.checkpoint(store).await?;
+        let (signed_head, inclusion) = match head {
+            Some((idx, note)) if idx < size => (
+                Some(note),
+                Some(Inclusion {
+                    leaf_index: idx,
+                    hashes: self.inclusion(store, idx, size).await?,
+                }),
+            ),
+            _ => (None, None),
+        };
+        let consistency = match from {
+            Some(f) => Some(Consistency {
+                from_size: f,
+                hashes: self.consistency(store, f, size).await?,
+            }),
+            None => None,
+        };
+        Ok(AuditBundle {
+            trail,
+            signed_head,
+            inclusion,
+            checkpoint: Some(checkpoint),
+            consistency,
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! The audit log's public material (verifier key, signed checkpoints, consistency proofs,
+//! leaves) and a thread's audit bundle (its trail with signed head and inclusion proof).
+
+use super::api::check_access;
+use super::auth::Caller;
+use super::error::ApiError;
+use crate::app::App;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::IntoResponse;
+use axum::{Extension, Json};
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+fn log_error(e: crate::audit_log::AuditLogError) -> ApiError {
+    ApiError::internal(e.to_string())
+}
+
+fn text(body: String) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], body)
+}
+
+/// `GET /.well-known/proofgate/audit-key`: the C2SP signed-note verifier key.
+pub async fn audit_key(State(app): State<Arc<App>>) -> impl IntoResponse {
+    text(format!("{}\n", app.log.key().verifier_key()))
+}
+
+/// `GET /api/log/checkpoint`: the current signed checkpoint (C2SP tlog-checkpoint).
+pub async fn checkpoint(State(app): State<Arc<App>>) -> Result<impl IntoResponse, ApiError> {
+    let (note, _) = app.log.checkpoint(&app.store).await.map_err(log_error)?;
+    Ok(text(note))
+}
+
+/// A range of tree sizes or leaf indexes.
+#[derive(Debug, Deserialize)]
+pub struct Range {
+    from: u64,
+    to: Option<u64>,
+}
+
+/// `GET /api/log/consistency?from=N&to=M`: the RFC 6962 consistency proof (base64 hashes).
+pub async fn consistency(
+    State(app): State<Arc<App>>,
+    Query(r): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let to = match r.to {
+        Some(t) => t,
+        None => app.log.checkpoint(&app.store).await.map_err(log_error)?.1,
+    };
+    let hashes = app
+        .log
+        .consistency(&app.store, r.from, to)
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(Json(
+        json!({"fromSize": r.from, "toSize": to, "hashes": hashes}),
+    ))
+}
+
+/// `GET /api/log/leaves?from=N&to=M`: the signed statements of leaves `N..M` (at most 1,000).
+pub async fn leaves(
+    State(app): State<Arc<App>>,
+    Query(r): Query<Range>,
+) -> Result<Json<Value>, ApiError> {
+    let to = r.to.unwrap_or(r.from.saturating_add(1000));
+    let rows = app
+        .log
+        .leaves(&app.store, r.from, to)
+        .await
+        .map_err(log_error)?;
+    Ok(Json(json!({ "leaves": rows })))
+}
+
+/// Optional size of a checkpoint the auditor saved, for a consistency proof.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleQuery {
+    from: Option<u64>,
+}
+
+/// `GET /api/threads/{id}/audit/bundle[?from=N]`: the trail with its signed head, inclusion
+/// proof, the signed checkpoint, and a consistency proof from size N when asked.
+pub async fn bundle(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<BundleQuery>,
+) -> Result<Json<Value>, ApiError> {
+    check_access(&app, &caller, &headers, &id).await?;
+    let trail = app.store.audit_trail(&id).await?;
+    if trail.is_empty() {
+        return Err(ApiError::not_found(format!(
+            "no audit trail for thread {id}"
+        )));
+    }
+    let bundle = app
+        .log
+        .bundle(&app.store, &id, trail, q.from)
+        .await
+        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    Ok(Json(
+        serde_json::to_value(bundle).map_err(|e| ApiError::internal(e.to_string()))?,
+    ))
+}

@@ -1,0 +1,73 @@
+//! Auditing in JavaScript with the same core functions as `proofgate audit`: the solver checks
+//! rebuilt from the auditor's policy (`planRechecks`; run them with z3-solver and compare with
+//! `answerMatches`), and the signed head, log inclusion and consistency (`verifyTrust`).
+
+use crate::to_js;
+use proofgate_core::audit::bundle::{verify_trust, AuditBundle};
+use proofgate_core::audit::recheck::{answer_matches, plan_rechecks};
+use proofgate_core::audit::AuditRecord;
+use proofgate_core::policy::smtlib::Expected;
+use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TS_AUDIT: &'static str = r#"
+export interface PlannedCheck { record: number; finding: number; kind: string; meaning: string; script: string; expected: "sat" | "unsat" }
+export interface RecheckPlan { policyContentHash: string; checks: PlannedCheck[]; problems: { record: number; detail: string }[] }
+export interface TrustCheck { ok: boolean; detail: string }
+export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }
+"#;
+
+/// The records of a trail or of an audit bundle (`{trail: [...], ...}`).
+fn records(json: &str) -> Result<Vec<AuditRecord>, JsError> {
+    let value: serde_json::Value = serde_json::from_str(json)
+        .map_err(|e| JsError::new(&format!("proofgate: the trail is not JSON: {e}")))?;
+    let list = match value {
+        serde_json::Value::Object(mut o) => o.remove("trail").unwrap_or_default(),
+        v => v,
+    };
+    serde_json::from_value(list).map_err(|e| {
+        JsError::new(&format!(
+            "proofgate: the trail's records are malformed: {e}"
+        ))
+    })
+}
+
+/// The solver checks for every finding of `trail` (a trail or bundle, as JSON text), rebuilt
+/// from `policy` (the auditor's own policy JSON), and the problems that fail the audit outright.
+#[wasm_bindgen(js_name = planRechecks, unchecked_return_type = "RecheckPlan")]
+pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
+    let def = PolicyDefinition::from_json(policy)
+        .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
+    let model = PolicyModel::from_definition(def, None)
+        .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
+    to_js(&plan_rechecks(&records(trail)?, &model))
+}
+
+/// Whether a solver's complete output is exactly the expected `sat`/`unsat`.
+#[wasm_bindgen(js_name = answerMatches)]
+pub fn answer_matches_js(output: &str, expected: &str) -> bool {
+    let expected = match expected {
+        "sat" => Expected::Sat,
+        "unsat" => Expected::Unsat,
+        _ => return false,
+    };
+    answer_matches(output, expected)
+}
+
+/// Checks an audit bundle's signed head, inclusion proof and (with `savedCheckpoint`)
+/// consistency against the server's verifier key.
+#[wasm_bindgen(js_name = verifyTrust, unchecked_return_type = "TrustReport")]
+pub fn verify_trust_js(
+    bundle: &str,
+    verifier_key: &str,
+    saved_checkpoint: Option<String>,
+) -> Result<JsValue, JsError> {
+    let bundle: AuditBundle = serde_json::from_str(bundle)
+        .map_err(|e| JsError::new(&format!("proofgate: the bundle is malformed: {e}")))?;
+    to_js(&verify_trust(
+        &bundle,
+        verifier_key,
+        saved_checkpoint.as_deref(),
+    ))
+}
