@@ -14,6 +14,7 @@
 #![warn(missing_docs)]
 
 pub mod audit;
+pub mod conversation;
 pub mod decision;
 pub mod findings;
 pub mod policy;

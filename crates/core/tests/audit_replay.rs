@@ -9,12 +9,15 @@
 use proofgate_core::audit::{
     replay, replay_json, verify_chain, AuditRecord, RecordKind, ReplayProblem, ReplayReport,
 };
+use proofgate_core::conversation::{ConversationTurn, TurnRole};
 use proofgate_core::findings::{
     ContradictionFinding, Finding, Rule, SatisfiableFinding, Statement, Translation, ValidFinding,
 };
 use proofgate_core::policy::PolicyDefinition;
 use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
-use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
+use proofgate_core::thread::{
+    ChatbotReply, GivenAnswer, GivenToolCall, Input, Thread, ThreadConfig, ToolCall,
+};
 use proofgate_core::translation::TranslationConfig;
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -326,6 +329,123 @@ fn translated_loop() -> Thread {
     t
 }
 
+fn conversation() -> Vec<ConversationTurn> {
+    vec![
+        ConversationTurn::new(TurnRole::System, "You are the park's friendly assistant."),
+        ConversationTurn::new(TurnRole::User, "I am 70 years old."),
+        ConversationTurn::new(TurnRole::Assistant, "Thanks, noted."),
+        ConversationTurn::new(TurnRole::User, "How much is my ticket?"),
+    ]
+}
+
+/// A thread whose answer rests on a fact from an earlier turn.
+fn conversation_loop() -> Thread {
+    let t0 = 1_700_000_200_000;
+    let mut t = Thread::for_reply(
+        translation_config(),
+        "fixture-3",
+        "How much is my ticket?",
+        conversation(),
+        ChatbotReply::Answer(GivenAnswer {
+            text: "You pay 5 dollars.".into(),
+            model: Some("upstream".into()),
+            source: "upstream".into(),
+        }),
+        t0,
+    )
+    .expect("valid thread");
+    let reply = r#"{"pairs": [{"premises": [{"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 2)"}], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
+    let mut valid = ValidFinding {
+        translation: translation("5 dollars"),
+        supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+        ..Default::default()
+    };
+    if let Some(t) = valid.translation.as_mut() {
+        t.premises = Some(vec![Statement::new(
+            "(= age 70)",
+            "The visitor is 70 (turn 2)",
+        )]);
+    }
+    for (i, input) in [0u32, 1]
+        .into_iter()
+        .map(|translator| Input::TranslatorReplied {
+            translator,
+            attempt: 0,
+            text: reply.into(),
+            model: Some("translator".into()),
+            now: t0 + 1 + u64::from(translator),
+        })
+        .chain([Input::Validated {
+            findings: vec![Finding::Valid(valid)],
+            evidence: None,
+            now: t0 + 3,
+        }])
+        .enumerate()
+    {
+        t.handle(input).unwrap_or_else(|e| panic!("input {i}: {e}"));
+    }
+    t
+}
+
+fn tool_call_thread() -> Thread {
+    Thread::for_reply(
+        translation_config(),
+        "fixture-4",
+        "How much is my ticket?",
+        conversation(),
+        ChatbotReply::ToolCall(GivenToolCall {
+            calls: vec![ToolCall {
+                id: Some("call_1".into()),
+                name: "ticket_price".into(),
+                arguments: r#"{"age": 70}"#.into(),
+            }],
+            text: None,
+            model: Some("upstream".into()),
+        }),
+        1_700_000_300_000,
+    )
+    .expect("valid thread")
+}
+
+#[test]
+fn the_conversation_reaches_translators_and_replays() {
+    let t = conversation_loop();
+    assert_eq!(
+        t.outcome().map(|o| o.status),
+        Some(proofgate_core::OutcomeStatus::Valid)
+    );
+    let prompt = &t.audit_trail()[1].body["calls"][0]["messages"][0]["content"];
+    assert!(
+        prompt.as_str().unwrap().contains("I am 70 years old."),
+        "{prompt}"
+    );
+    let sources = &t.steps()[0].validation.as_ref().unwrap().premise_sources;
+    assert_eq!(
+        (sources[0].turn, sources[0].role),
+        (Some(2), Some(TurnRole::User))
+    );
+    let report = replay(t.audit_trail());
+    assert!(report.ok, "{report:?}");
+    // The conversation is part of the record: changing an earlier turn breaks replay.
+    let mut forged = t.audit_trail().to_vec();
+    forged[0].body["conversation"][1]["text"] = json!("I am 30 years old.");
+    forged[0].hash = forged[0].expected_hash();
+    assert!(!replay(&forged).ok);
+}
+
+#[test]
+fn a_tool_call_is_recorded_and_replays_as_tool_call() {
+    let t = tool_call_thread();
+    let outcome = t.outcome().expect("finished");
+    assert_eq!(outcome.status, proofgate_core::OutcomeStatus::ToolCall);
+    assert!(!outcome.verified && outcome.answer.is_none());
+    let kinds: Vec<RecordKind> = t.audit_trail().iter().map(|r| r.kind).collect();
+    assert_eq!(kinds, vec![RecordKind::ThreadStarted, RecordKind::ToolCall]);
+    let report = replay(t.audit_trail());
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.status, Some(proofgate_core::OutcomeStatus::ToolCall));
+}
+
 #[test]
 fn translator_replies_are_recorded_and_replayed() {
     let t = translated_loop();
@@ -470,6 +590,8 @@ fn fixture_cases() -> Value {
     let mut one_byte = as_json(&translated);
     one_byte[4]["body"]["text"] = json!(GOOD_REPLY.replace("70", "71"));
     cases.push(("translated-altered-reply", one_byte));
+    cases.push(("conversation", as_json(conversation_loop().audit_trail())));
+    cases.push(("tool-call", as_json(tool_call_thread().audit_trail())));
 
     Value::Array(
         cases

@@ -83,7 +83,7 @@ pub async fn translate(
     answer: &str,
 ) -> Result<Vec<TranslatorOutput>, TranslateError> {
     let vocabulary: PolicyModel = config.vocabulary_model().map_err(TranslateError::Round)?;
-    let mut round = TranslationRound::new(config, TranslationTexts { question, answer });
+    let mut round = TranslationRound::new(config, TranslationTexts::new(question, answer));
     let mut calls = round.pending_calls();
     while !calls.is_empty() {
         let results =

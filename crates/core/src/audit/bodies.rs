@@ -1,6 +1,7 @@
 //! Typed bodies of the first and the final record.
 
 use super::FORMAT_VERSION;
+use crate::conversation::ConversationTurn;
 use crate::thread::{ClarificationExchange, Outcome, ThreadConfig};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +24,41 @@ pub struct ThreadStarted {
     /// answer pasted in to be checked) instead of asking the thread's LLM for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub given_answer: Option<GivenAnswer>,
+    /// The app's whole conversation before the answer (system prompt, earlier turns, tool
+    /// calls and results), when the caller sent one: translators read it as context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<Vec<ConversationTurn>>,
+    /// The chatbot's reply was a call of the app's tools, not an answer: the thread records
+    /// it and ends with TOOL_CALL (nothing to verify until the tool results come back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<GivenToolCall>,
+}
+
+/// A reply of the chatbot that calls the app's tools instead of answering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GivenToolCall {
+    /// The calls, in order.
+    pub calls: Vec<ToolCall>,
+    /// Text the reply carried alongside the calls, if any (never returned as an answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// The model that wrote it, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+}
+
+/// One tool call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolCall {
+    /// The call's id, when the API gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The tool (function) name.
+    pub name: String,
+    /// Its arguments, as the model wrote them (usually JSON).
+    pub arguments: String,
 }
 
 /// An answer supplied with the question rather than generated for it.
@@ -48,6 +84,8 @@ impl ThreadStarted {
             question,
             config,
             given_answer: None,
+            conversation: None,
+            tool_call: None,
         }
     }
 }

@@ -28,7 +28,7 @@ mod record;
 mod replay;
 pub mod transparency;
 
-pub use bodies::{FinalRecord, GivenAnswer, ThreadStarted};
+pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{
     replay, replay_json, verify_chain, verify_chain_json, ChainReport, ReplayFailure,

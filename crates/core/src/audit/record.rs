@@ -54,6 +54,8 @@ pub enum RecordKind {
     Unverified,
     /// Final: the thread failed.
     Error,
+    /// Final: the chatbot called the app's tools; the calls were returned, nothing verified.
+    ToolCall,
 }
 
 impl RecordKind {
@@ -80,6 +82,7 @@ impl RecordKind {
             RecordKind::NotCovered => "NOT_COVERED",
             RecordKind::Unverified => "UNVERIFIED",
             RecordKind::Error => "ERROR",
+            RecordKind::ToolCall => "TOOL_CALL",
         }
     }
 
@@ -120,6 +123,7 @@ impl RecordKind {
             OutcomeStatus::NotCovered => RecordKind::NotCovered,
             OutcomeStatus::Unverified => RecordKind::Unverified,
             OutcomeStatus::Error => RecordKind::Error,
+            OutcomeStatus::ToolCall => RecordKind::ToolCall,
         }
     }
 

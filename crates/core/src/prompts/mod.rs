@@ -361,3 +361,27 @@ mod tests {
         assert!(!prompt.contains("DECISION: ASK_QUESTIONS"));
     }
 }
+
+/// The one message appended to the app's own conversation when the rewriter is called in the
+/// app's voice (`[rewriter] context = "app"`): it says who is speaking and that the app's
+/// instructions above still hold, then carries the loop's prompt (findings and instructions)
+/// unchanged.
+pub fn in_app_conversation(prompt: &str) -> String {
+    format!(
+        "[This message is from proofgate, the policy checker in front of this assistant, not \
+         from the user.] Your reply to the conversation above is being checked against the \
+         policy. Keep following the instructions, persona, language and format of the \
+         conversation above, and do not call tools: answer with text only, in the format asked \
+         for below.\n\n{prompt}"
+    )
+}
+
+#[cfg(test)]
+mod in_app_tests {
+    #[test]
+    fn the_framing_keeps_the_prompt_and_names_its_author() {
+        let p = super::in_app_conversation("DECISION: REWRITE ...");
+        assert!(p.starts_with("[This message is from proofgate"));
+        assert!(p.ends_with("DECISION: REWRITE ..."));
+    }
+}

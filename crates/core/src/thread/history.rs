@@ -46,6 +46,9 @@ pub struct Validation {
     /// The validator's proof material, verbatim.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evidence: Option<Value>,
+    /// Which conversation turn each premise came from (threads with a conversation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub premise_sources: Vec<crate::conversation::PremiseSource>,
     /// When it finished.
     pub at: u64,
 }

@@ -48,8 +48,9 @@ pub use io::{Effect, Input, LlmPurpose};
 pub use outcome::{Outcome, OutcomeStatus};
 pub use state::{Phase, ThreadState};
 
-pub use crate::audit::GivenAnswer;
 use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
+pub use crate::audit::{GivenAnswer, GivenToolCall, ToolCall};
+use crate::conversation::{premise_sources, ConversationTurn};
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
 use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
@@ -79,7 +80,24 @@ pub struct Thread {
     state: ThreadState,
     steps: Vec<Step>,
     clarifications: Vec<ClarificationExchange>,
+    /// The app's conversation before the answer (recorded in THREAD_STARTED).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    conversation: Vec<ConversationTurn>,
+    /// The app's own request, for the caller to send the rewriter with each prompt (its
+    /// system prompt, history and model parameters); opaque to the loop and not recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    app_request: Option<Value>,
     audit_trail: Vec<AuditRecord>,
+}
+
+/// How a thread for the app's chatbot reply starts: the reply is an answer to verify, or a
+/// call of the app's tools.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChatbotReply {
+    /// An answer: validated first.
+    Answer(GivenAnswer),
+    /// Tool calls: recorded, and the thread ends with TOOL_CALL.
+    ToolCall(GivenToolCall),
 }
 
 fn is_blank(s: &str) -> bool {
@@ -162,6 +180,42 @@ impl Thread {
         Thread::from_started(started, now)
     }
 
+    /// Creates a thread for the chatbot's `reply` in the app's `conversation` (the request's
+    /// messages, as text turns; `question` is its last user message). An answer is validated
+    /// with the conversation as the translators' context; tool calls end the thread with
+    /// TOOL_CALL. Both are recorded in THREAD_STARTED, so replay reproduces them.
+    pub fn for_reply(
+        config: ThreadConfig,
+        thread_id: impl Into<String>,
+        question: impl Into<String>,
+        conversation: Vec<ConversationTurn>,
+        reply: ChatbotReply,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
+        let mut started = ThreadStarted::new(thread_id.into(), question.into(), config);
+        started.conversation = (!conversation.is_empty()).then_some(conversation);
+        match reply {
+            ChatbotReply::Answer(a) => started.given_answer = Some(a),
+            ChatbotReply::ToolCall(c) => started.tool_call = Some(c),
+        }
+        Thread::from_started(started, now)
+    }
+
+    /// Keeps the app's own request with the thread (see [`Thread::app_request`]).
+    pub fn set_app_request(&mut self, request: Value) {
+        self.app_request = Some(request);
+    }
+
+    /// The app's own request, as the caller stored it: the rewriter is called in it.
+    pub fn app_request(&self) -> Option<&Value> {
+        self.app_request.as_ref()
+    }
+
+    /// The app's conversation before the answer; empty for a lone question.
+    pub fn conversation(&self) -> &[ConversationTurn] {
+        &self.conversation
+    }
+
     /// Creates the thread a THREAD_STARTED record describes (used by replay, so that the
     /// recorded start is reproduced exactly).
     pub(crate) fn from_started(started: ThreadStarted, now: u64) -> Result<Thread, ThreadError> {
@@ -178,9 +232,14 @@ impl Thread {
                 return Err(ThreadError::EmptyAnswer);
             }
         }
-        let prompt = match &started.given_answer {
-            Some(_) => String::new(),
-            None => prompts::initial_answer(&started.question, &started.config.policy),
+        if started.given_answer.is_some() && started.tool_call.is_some() {
+            return Err(ThreadError::InvalidConfig(
+                "a thread starts from an answer or from tool calls, not both".into(),
+            ));
+        }
+        let prompt = match (&started.given_answer, &started.tool_call) {
+            (Some(_), _) | (_, Some(_)) => String::new(),
+            (None, None) => prompts::initial_answer(&started.question, &started.config.policy),
         };
         let mut thread = Thread {
             id: started.thread_id.clone(),
@@ -197,9 +256,25 @@ impl Thread {
                 now,
             )],
             clarifications: Vec::new(),
+            conversation: started.conversation.clone().unwrap_or_default(),
+            app_request: None,
             audit_trail: Vec::new(),
         };
         thread.append(RecordKind::ThreadStarted, now, to_body(&started));
+        if let Some(call) = started.tool_call {
+            let outcome = Outcome {
+                status: OutcomeStatus::ToolCall,
+                answer: None,
+                warning: None,
+                findings: Vec::new(),
+                iterations: 0,
+                verified: false,
+                model: call.model,
+                reason: None,
+            };
+            thread.finish(outcome, None, now);
+            return Ok(thread);
+        }
         if let Some(given) = started.given_answer {
             if let Some(step) = thread.steps.last_mut() {
                 step.reply = Some(LlmReply {
@@ -512,6 +587,7 @@ impl Thread {
                 TranslationTexts {
                     question: &self.question,
                     answer: &answer,
+                    conversation: &self.conversation,
                 },
             );
             let calls = round.pending_calls();
@@ -560,7 +636,7 @@ impl Thread {
             Ok(text) => {
                 let vocabulary = config
                     .vocabulary_model()
-                    .map_err(|e| ThreadError::InvalidConfig(e))?;
+                    .map_err(ThreadError::InvalidConfig)?;
                 round.on_reply(&config, &vocabulary, translator, attempt, &text)?
             }
             Err(reason) => {
@@ -631,7 +707,7 @@ impl Thread {
         evidence: Option<Value>,
         now: u64,
     ) -> Result<Effect, ThreadError> {
-        let (answer, role) = match &self.state {
+        let (answer, role, sources) = match &self.state {
             ThreadState::Validate {
                 answer,
                 role,
@@ -642,7 +718,11 @@ impl Thread {
                     check_findings(config, translations, &findings)
                         .map_err(ThreadError::FindingsMismatch)?;
                 }
-                (answer.clone(), *role)
+                let sources = translations
+                    .as_deref()
+                    .map(|t| premise_sources(&self.conversation, t))
+                    .unwrap_or_default();
+                (answer.clone(), *role, sources)
             }
             _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
         };
@@ -653,6 +733,7 @@ impl Thread {
             findings: findings.clone(),
             verdict: verdict.clone(),
             evidence,
+            premise_sources: sources,
             at: now,
         });
         let returned = self.steps.len() - 1;

@@ -25,6 +25,10 @@ pub enum OutcomeStatus {
     Unverified,
     /// The LLM or the validator failed; no answer.
     Error,
+    /// The chatbot called the app's tools instead of answering: nothing to verify yet; the
+    /// calls go back to the app, and the request with the tool results starts the next
+    /// thread, whose answer is verified.
+    ToolCall,
 }
 
 impl OutcomeStatus {
@@ -38,6 +42,7 @@ impl OutcomeStatus {
             OutcomeStatus::MaxIterations => "MAX_ITERATIONS",
             OutcomeStatus::Unverified => "UNVERIFIED",
             OutcomeStatus::Error => "ERROR",
+            OutcomeStatus::ToolCall => "TOOL_CALL",
         }
     }
 }

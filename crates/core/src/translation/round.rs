@@ -307,13 +307,7 @@ mod tests {
     fn a_bad_reply_is_repaired_once_then_counts_as_nothing() {
         let c = config(2);
         let v = c.vocabulary_model().unwrap();
-        let mut r = TranslationRound::new(
-            &c,
-            TranslationTexts {
-                question: "q",
-                answer: "a",
-            },
-        );
+        let mut r = TranslationRound::new(&c, TranslationTexts::new("q", "a"));
         assert_eq!(r.pending_calls().len(), 2);
         assert_eq!(r.on_reply(&c, &v, 0, 0, GOOD).unwrap(), None);
         let repair = r.on_reply(&c, &v, 1, 0, "not json").unwrap().unwrap();
@@ -343,13 +337,7 @@ mod tests {
     #[test]
     fn all_endpoints_failing_is_reported() {
         let c = config(2);
-        let mut r = TranslationRound::new(
-            &c,
-            TranslationTexts {
-                question: "q",
-                answer: "a",
-            },
-        );
+        let mut r = TranslationRound::new(&c, TranslationTexts::new("q", "a"));
         r.on_failure(0, 0, "503").unwrap();
         assert_eq!(r.all_unavailable(), None);
         r.on_failure(1, 0, "timeout").unwrap();

@@ -1,0 +1,200 @@
+//! The app's conversation around an answer: the system prompt, earlier user and assistant
+//! turns, tool calls and tool results. Translators read it as context (facts from it may
+//! become premises; claims come only from the answer), and each premise is traced back to the
+//! turn it came from.
+
+use crate::translation::TranslatorOutput;
+use serde::{Deserialize, Serialize};
+
+/// Who said a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TurnRole {
+    /// The app's instructions.
+    System,
+    /// The end user.
+    User,
+    /// The chatbot (an earlier answer, or a tool call it made).
+    Assistant,
+    /// A tool's result, returned by the app.
+    Tool,
+}
+
+impl TurnRole {
+    /// Lower-case name, as in JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TurnRole::System => "system",
+            TurnRole::User => "user",
+            TurnRole::Assistant => "assistant",
+            TurnRole::Tool => "tool",
+        }
+    }
+}
+
+/// One turn of the conversation, as text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConversationTurn {
+    /// Who said it.
+    pub role: TurnRole,
+    /// What was said; tool calls are rendered as text (`called NAME with ARGS`).
+    pub text: String,
+}
+
+impl ConversationTurn {
+    /// A turn.
+    pub fn new(role: TurnRole, text: impl Into<String>) -> ConversationTurn {
+        ConversationTurn {
+            role,
+            text: text.into(),
+        }
+    }
+}
+
+/// Where one premise of a validation came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PremiseSource {
+    /// The premise in SMT-LIB, as a translator wrote it.
+    pub logic: String,
+    /// Its natural-language text, when the translator gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub natural_language: Option<String>,
+    /// The conversation turn (1-based, as numbered in the translator prompt) it came from;
+    /// `None` when it comes from the answer itself or no turn mentions it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// The role of that turn.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<TurnRole>,
+}
+
+/// The citation a translator puts at the end of a premise's natural language, e.g.
+/// `(turn 2)`.
+fn cited_turn(text: &str) -> Option<u32> {
+    let low = text.to_ascii_lowercase();
+    let at = low.rfind("(turn ")?;
+    let rest = &low[at + 6..];
+    let end = rest.find(')')?;
+    rest[..end].trim().parse().ok()
+}
+
+/// Words and numbers of a text that say something (numbers, and words of 4+ letters).
+fn tokens(text: &str) -> Vec<String> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '.'))
+        .map(|t| t.trim_matches('.').to_lowercase())
+        .filter(|t| t.chars().any(|c| c.is_ascii_digit()) || t.chars().count() >= 4)
+        .collect()
+}
+
+/// The turn that best explains a premise's text: numbers count more than words; ties go to
+/// the later turn; `None` when no turn shares anything with it.
+fn best_turn(conversation: &[ConversationTurn], text: &str) -> Option<u32> {
+    let wanted = tokens(text);
+    let mut best: Option<(usize, u32)> = None;
+    for (i, turn) in conversation.iter().enumerate() {
+        let have = tokens(&turn.text);
+        let score: usize = wanted
+            .iter()
+            .filter(|w| have.contains(w))
+            .map(|w| {
+                if w.chars().any(|c| c.is_ascii_digit()) {
+                    3
+                } else {
+                    1
+                }
+            })
+            .sum();
+        if score > 0 && best.is_none_or(|(s, _)| score >= s) {
+            best = Some((score, u32::try_from(i + 1).unwrap_or(u32::MAX)));
+        }
+    }
+    best.map(|(_, t)| t)
+}
+
+/// Which turn each distinct premise of the translations came from: the turn a translator
+/// cited (`(turn N)` at the end of its natural language), or else the turn whose text shares
+/// the most numbers and words with it. Deterministic, so replay re-derives it.
+pub fn premise_sources(
+    conversation: &[ConversationTurn],
+    translations: &[TranslatorOutput],
+) -> Vec<PremiseSource> {
+    if conversation.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<PremiseSource> = Vec::new();
+    for premise in translations
+        .iter()
+        .flat_map(|t| &t.pairs)
+        .flat_map(|p| &p.premises)
+    {
+        let Some(logic) = premise.logic.clone() else {
+            continue;
+        };
+        if out.iter().any(|s| s.logic == logic) {
+            continue;
+        }
+        let nl = premise.natural_language.clone();
+        let text = nl.clone().unwrap_or_else(|| logic.clone());
+        let turn = cited_turn(&text)
+            .filter(|t| *t >= 1 && (*t as usize) <= conversation.len())
+            .or_else(|| best_turn(conversation, &text));
+        out.push(PremiseSource {
+            logic,
+            natural_language: nl,
+            role: turn.and_then(|t| conversation.get(t as usize - 1).map(|c| c.role)),
+            turn,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::findings::Statement;
+    use crate::translation::PairInput;
+
+    fn statement(logic: &str, nl: &str) -> Statement {
+        Statement {
+            logic: Some(logic.into()),
+            natural_language: Some(nl.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn premises_are_traced_to_cited_or_matching_turns() {
+        let conversation = vec![
+            ConversationTurn::new(TurnRole::System, "You are the park's assistant."),
+            ConversationTurn::new(TurnRole::User, "I am 70 years old."),
+            ConversationTurn::new(TurnRole::Assistant, "Noted."),
+            ConversationTurn::new(TurnRole::Tool, "{\"season\": \"low\"}"),
+            ConversationTurn::new(TurnRole::User, "How much do I pay?"),
+        ];
+        let out = TranslatorOutput {
+            pairs: vec![PairInput {
+                premises: vec![
+                    statement("(= customerAge 70)", "The visitor is 70 years old"),
+                    statement("isLowSeason", "It is the low season (turn 4)"),
+                    statement("(not usesCredits)", "No credits"),
+                ],
+                claims: vec![],
+            }],
+            ..Default::default()
+        };
+        let sources = premise_sources(&conversation, &[out.clone(), out]);
+        assert_eq!(sources.len(), 3);
+        assert_eq!(
+            (sources[0].turn, sources[0].role),
+            (Some(2), Some(TurnRole::User))
+        );
+        assert_eq!(
+            (sources[1].turn, sources[1].role),
+            (Some(4), Some(TurnRole::Tool))
+        );
+        assert_eq!(sources[2].turn, None);
+        assert!(premise_sources(&[], &[]).is_empty());
+    }
+}
