@@ -51,10 +51,14 @@ bold "3. A demo conversation through the proxy (POST $url/v1/chat/completions)"
 python3 scripts/demo_conversation.py "$url"
 
 bold "5. Verifying the trails without trusting the server (proofgate audit)"
-echo "   hash chain + replay of every loop decision (proofgate-core), then every recorded finding's"
-echo "   SMT-LIB re-checked by an independent z3 process"
+echo "   hash chain + replay of every loop decision (proofgate-core); every finding's solver checks"
+echo "   rebuilt from the auditor's own copy of the policy and run by an independent z3 process;"
+echo "   the server's Ed25519 signature on each trail's head and its inclusion in the append-only log"
+key=$("$pg" audit-key --config examples/demo/proofgate.toml)
+echo "   verifier key: $key"
 for trail in "$work"/trail-*.json; do
-  "$pg" audit "$trail" > "$trail.verified" || true
+  "$pg" audit "$trail" --policy examples/policies/park-admission.json --public-key "$key" \
+    > "$trail.verified" 2>/dev/null || true
   python3 scripts/demo_summary.py "$trail.verified" "$(basename "$trail")"
 done
 echo

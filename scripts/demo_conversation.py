@@ -84,10 +84,11 @@ assert t2b == t2 and pg2b["verdict"] == "VALID", pg2b
 
 print("\n\033[1m== 4. The audit trails\033[0m")
 for t in (t1, t2):
-    trail = get(f"/api/threads/{t}/audit")
+    bundle = get(f"/api/threads/{t}/audit/bundle")
+    trail = bundle["trail"]
     kinds = [r["kind"] for r in trail]
     path = f"target/demo/trail-{t}.json"
     with open(path, "w") as f:
-        json.dump(trail, f)
+        json.dump(bundle, f)
     print(f"  {URL}/api/threads/{t}/audit  ({len(trail)} records: {' > '.join(kinds)})")
     print(f"    saved to {path}")

@@ -7,7 +7,9 @@ v = json.load(open(sys.argv[1]))
 r = v["replay"]
 good = sum(c["ok"] for c in v["checks"])
 state = "ok" if r["ok"] else "FAILED at record %s" % r.get("failure", {}).get("index")
+trust = v.get("trust") or {}
+signed = "signed head and log inclusion ok" if trust.get("ok") else "signature/log NOT ok"
 print(f"   {sys.argv[2]}: replay {state} ({r['verifiedRecords']}/{r['records']} records, "
-      f"final status {r.get('status')}); z3 agrees on {good}/{len(v['checks'])} checks"
+      f"final status {r.get('status')}); z3 agrees on {good}/{len(v['checks'])} checks; {signed}"
       + ("" if v["ok"] else "  <-- NOT VERIFIED"))
 sys.exit(0 if v["ok"] else 1)

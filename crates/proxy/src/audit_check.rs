@@ -1,48 +1,67 @@
-//! `proofgate audit verify`: checks an audit trail without trusting the server that wrote it:
-//! the hash chain and every decision of the loop (replayed by the core), then every finding's
-//! logic re-checked by an independent `z3` process on the recorded SMT-LIB scripts.
+//! `proofgate audit`: checks a trail without trusting the server that wrote it.
+//!
+//! 1. The hash chain and every decision of the loop, replayed by the core.
+//! 2. Every finding's logic, from the auditor's own policy: the core rebuilds each solver check
+//!    from the recorded premises and claims (the scripts stored in the trail are never run),
+//!    and an independent `z3` process must answer exactly what the finding requires.
+//! 3. With the server's verifier key: the signed head matches the trail's last record, the head
+//!    is in the append-only log under a signed checkpoint, and (with a checkpoint saved
+//!    earlier) the log still extends it.
 
-use proofgate_core::audit::{replay_json, ReplayReport};
+use proofgate_core::audit::bundle::{verify_trust, AuditBundle, TrustReport};
+use proofgate_core::audit::recheck::{answer_matches, plan_rechecks, RecheckProblem};
+use proofgate_core::audit::{replay_json, AuditRecord, ReplayReport};
+use proofgate_core::policy::PolicyModel;
 use serde::Serialize;
 use serde_json::Value;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// The result of one re-checked script.
+/// The result of one re-checked finding check.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScriptCheck {
     /// The VALIDATED record's position in the trail.
-    pub record: u64,
+    pub record: usize,
     /// The finding's position in that validation.
-    pub finding: u64,
+    pub finding: usize,
     /// The finding's kind.
     pub kind: String,
     /// What the check establishes.
     pub meaning: String,
     /// What the finding requires.
     pub expected: String,
-    /// What z3 answered (`sat`, `unsat`, `unknown`, or an error).
+    /// What z3 printed (its complete output, trimmed), or an error.
     pub answer: String,
-    /// Whether they agree.
+    /// Whether they agree exactly.
     pub ok: bool,
 }
 
-/// Everything `audit verify` found.
+/// Everything `proofgate audit` found.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditVerification {
     /// The core's replay of the trail.
     pub replay: ReplayReport,
-    /// Every recorded solver check, re-run.
+    /// The auditor's policy's content hash.
+    pub policy_content_hash: String,
+    /// Problems found before any solver ran (policy version, findings without checks).
+    pub problems: Vec<RecheckProblem>,
+    /// Every rebuilt solver check, run.
     pub checks: Vec<ScriptCheck>,
-    /// True when the replay and every check pass.
+    /// Signature, inclusion and consistency, when a verifier key was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trust: Option<TrustReport>,
+    /// Every failure, one line each, naming the record.
+    pub failures: Vec<String>,
+    /// True when everything holds.
     pub ok: bool,
 }
 
-/// Runs one SMT-LIB script through the `z3` binary and returns its first answer line.
+/// Runs one SMT-LIB script through the `z3` binary and returns its complete output, trimmed.
 pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
     let child = Command::new(z3)
+        .arg("-smt2")
         .arg("-in")
         .arg(format!("-T:{}", timeout_ms.div_ceil(1000).max(1)))
         .stdin(Stdio::piped())
@@ -57,49 +76,113 @@ pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
         let _ = stdin.write_all(script.as_bytes());
     }
     match child.wait_with_output() {
-        Ok(out) => {
-            let text = String::from_utf8_lossy(&out.stdout);
-            text.lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty())
-                .unwrap_or("error: no answer")
-                .to_string()
-        }
+        Ok(out) => String::from_utf8_lossy(&out.stdout).trim().to_string(),
         Err(e) => format!("error: {e}"),
     }
 }
 
-/// Replays `trail_json` and re-checks every recorded finding script with `z3`.
-pub fn verify(trail_json: &[u8], z3: &str, timeout_ms: u64) -> AuditVerification {
-    let replay = replay_json(trail_json);
-    let records: Vec<Value> = serde_json::from_slice(trail_json).unwrap_or_default();
+/// The trail's records and the bundle, from a trail (a JSON array of records) or an audit
+/// bundle (`{"trail": [...], "signedHead": ..., ...}`).
+fn read(input: &[u8]) -> Result<(Value, Option<AuditBundle>), String> {
+    let value: Value = serde_json::from_slice(input).map_err(|e| format!("not JSON: {e}"))?;
+    if value.is_object() {
+        let bundle: AuditBundle =
+            serde_json::from_value(value).map_err(|e| format!("not an audit bundle: {e}"))?;
+        return Ok((Value::Array(bundle.trail.clone()), Some(bundle)));
+    }
+    Ok((value, None))
+}
+
+/// Audits `input` (a trail or an audit bundle) against the auditor's `policy`; with
+/// `verifier_key`, also the signature and log inclusion (and consistency with
+/// `saved_checkpoint`).
+pub fn verify(
+    input: &[u8],
+    policy: &PolicyModel,
+    verifier_key: Option<&str>,
+    saved_checkpoint: Option<&str>,
+    z3: &str,
+    timeout_ms: u64,
+) -> AuditVerification {
+    let mut failures = Vec::new();
+    let (trail, bundle) = match read(input) {
+        Ok(x) => x,
+        Err(e) => {
+            failures.push(e);
+            (Value::Array(Vec::new()), None)
+        }
+    };
+    let trail_text = serde_json::to_vec(&trail).unwrap_or_default();
+    let replay = replay_json(&trail_text);
+    if let Some(f) = &replay.failure {
+        failures.push(format!("replay: {f}"));
+    }
+    let records: Vec<AuditRecord> = serde_json::from_value(trail).unwrap_or_default();
+    let plan = plan_rechecks(&records, policy);
+    for p in &plan.problems {
+        failures.push(format!("record {}: {}", p.record, p.detail));
+    }
     let mut checks = Vec::new();
-    for r in records
-        .iter()
-        .filter(|r| r["kind"].as_str() == Some("VALIDATED"))
-    {
-        let seq = r["seq"].as_u64().unwrap_or(0);
-        for f in r
-            .pointer("/body/evidence/checks")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
-            for c in f["checks"].as_array().into_iter().flatten() {
-                let expected = c["expected"].as_str().unwrap_or("").to_string();
-                let answer = run_z3(z3, c["script"].as_str().unwrap_or(""), timeout_ms);
-                checks.push(ScriptCheck {
-                    record: seq,
-                    finding: f["finding"].as_u64().unwrap_or(0),
-                    kind: f["kind"].as_str().unwrap_or("").to_string(),
-                    meaning: c["meaning"].as_str().unwrap_or("").to_string(),
-                    ok: answer == expected,
-                    expected,
-                    answer,
-                });
+    for c in plan.checks {
+        let answer = run_z3(z3, &c.script, timeout_ms);
+        let ok = answer_matches(&answer, c.expected);
+        if !ok {
+            failures.push(format!(
+                "record {} finding {} ({}): {}: z3 answered `{answer}`, the finding requires `{}`",
+                c.record,
+                c.finding,
+                c.kind,
+                c.meaning,
+                c.expected.as_str()
+            ));
+        }
+        checks.push(ScriptCheck {
+            record: c.record,
+            finding: c.finding,
+            kind: c.kind,
+            meaning: c.meaning,
+            expected: c.expected.as_str().to_string(),
+            answer,
+            ok,
+        });
+    }
+    let trust = verifier_key.map(|key| match &bundle {
+        Some(b) => verify_trust(b, key, saved_checkpoint),
+        None => {
+            let missing = proofgate_core::audit::bundle::TrustCheck {
+                ok: false,
+                detail: "a plain trail carries no signature: audit the bundle from \
+                         GET /api/threads/{id}/audit/bundle"
+                    .into(),
+            };
+            TrustReport {
+                signature: missing.clone(),
+                inclusion: missing,
+                consistency: None,
+                checkpoint: None,
+                ok: false,
+            }
+        }
+    });
+    if let Some(t) = &trust {
+        for (what, c) in [
+            ("signature", Some(&t.signature)),
+            ("inclusion", Some(&t.inclusion)),
+            ("consistency", t.consistency.as_ref()),
+        ] {
+            if let Some(c) = c.filter(|c| !c.ok) {
+                failures.push(format!("{what}: {}", c.detail));
             }
         }
     }
-    let ok = replay.ok && checks.iter().all(|c| c.ok);
-    AuditVerification { replay, checks, ok }
+    let ok = failures.is_empty() && replay.ok;
+    AuditVerification {
+        replay,
+        policy_content_hash: plan.policy_content_hash,
+        problems: plan.problems,
+        checks,
+        trust,
+        failures,
+        ok,
+    }
 }

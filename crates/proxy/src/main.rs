@@ -1,6 +1,7 @@
 //! The `proofgate` command line.
 
 mod keys_cmd;
+mod log_cmd;
 mod policy_cmd;
 
 use anyhow::{Context, Result};
@@ -53,16 +54,41 @@ enum Command {
         listen: Option<String>,
     },
     /// Check an audit trail without trusting the server: hash chain, replay of every loop
-    /// decision, and every finding's logic re-checked by an independent z3 process.
+    /// decision, every finding's logic rebuilt from YOUR policy and re-checked by an
+    /// independent z3 process (scripts stored in the trail are never run), and with
+    /// --public-key the server's signature and the trail's inclusion in the append-only log.
+    /// Exit 0 only when everything holds.
     Audit {
-        /// The trail (JSON array of records, as GET /api/threads/{id}/audit returns), or `-`.
+        /// The audit bundle (GET /api/threads/{id}/audit/bundle) or a plain trail (GET
+        /// /api/threads/{id}/audit), or `-`.
         file: PathBuf,
-        /// The z3 binary used to re-check the recorded SMT-LIB scripts.
+        /// The policy the answers must follow (the auditor's own copy).
+        #[arg(long)]
+        policy: PathBuf,
+        /// The server's verifier key (`name+id+base64`, from /.well-known/proofgate/audit-key
+        /// or `proofgate audit-key`), or a file holding it.
+        #[arg(long)]
+        public_key: Option<String>,
+        /// A signed checkpoint saved earlier (GET /api/log/checkpoint): the log must extend it.
+        #[arg(long)]
+        checkpoint: Option<PathBuf>,
+        /// The z3 binary used to re-check the findings.
         #[arg(long, default_value = "z3")]
         z3: String,
-        /// Time limit per script, in milliseconds.
+        /// Time limit per check, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+    },
+    /// Print the audit verifier key (C2SP signed-note), creating the signing key if needed.
+    AuditKey {
+        /// TOML configuration ([audit] signing_key_path, [storage] url).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// The append-only log of trails.
+    Log {
+        #[command(subcommand)]
+        command: log_cmd::LogCommand,
     },
     /// Create, list and revoke API keys (in the storage the configuration names).
     Keys {
@@ -154,20 +180,60 @@ fn load_findings(path: &Path, text: &str) -> Result<Vec<Finding>> {
     }
 }
 
+/// A verifier key given inline, or the file holding it.
+fn key_text(arg: &str) -> Result<String> {
+    let path = Path::new(arg);
+    if path.is_file() {
+        return Ok(std::fs::read_to_string(path)
+            .with_context(|| path.display().to_string())?
+            .trim()
+            .to_string());
+    }
+    Ok(arg.trim().to_string())
+}
+
 fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Audit {
             file,
+            policy,
+            public_key,
+            checkpoint,
             z3,
             timeout_ms,
         } => {
             let text = read_input(&file)?;
-            let v = proofgate_proxy::audit_check::verify(text.as_bytes(), &z3, timeout_ms);
+            let model = proofgate_proxy::app::load_policy(&policy, None)?;
+            let key = public_key.map(|k| key_text(&k)).transpose()?;
+            let saved = checkpoint
+                .map(|p| std::fs::read_to_string(&p).with_context(|| p.display().to_string()))
+                .transpose()?;
+            let v = proofgate_proxy::audit_check::verify(
+                text.as_bytes(),
+                &model,
+                key.as_deref(),
+                saved.as_deref(),
+                &z3,
+                timeout_ms,
+            );
             println!("{}", serde_json::to_string_pretty(&v)?);
+            for f in &v.failures {
+                eprintln!("audit: {f}");
+            }
             if !v.ok {
                 return Ok(ExitCode::from(1));
             }
         }
+        Command::AuditKey { config } => {
+            let config = proofgate_proxy::config::Config::load(config.as_deref())?;
+            let key = proofgate_proxy::audit_log::AuditKey::load_or_create(
+                config.audit.signing_key.as_deref(),
+                &config.audit.key_path(&config.storage.url),
+                config.audit.key_name(),
+            )?;
+            println!("{}", key.verifier_key());
+        }
+        Command::Log { command } => return log_cmd::run(command),
         Command::Serve { config, listen } => {
             proofgate_proxy::server::run(config.as_deref(), listen)?;
         }

@@ -100,6 +100,8 @@ fn audit_verify_with_independent_z3(trail: &[AuditRecord]) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
         .arg("audit")
         .arg(&path)
+        .arg("--policy")
+        .arg(repo_root().join("examples/policies/park-admission.json"))
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -117,6 +119,8 @@ fn audit_verify_with_independent_z3(trail: &[AuditRecord]) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
         .arg("audit")
         .arg(&path)
+        .arg("--policy")
+        .arg(repo_root().join("examples/policies/park-admission.json"))
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));

@@ -224,6 +224,8 @@ async fn fail_open_is_recorded_with_the_answer_and_the_reason() {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
         .arg("audit")
         .arg(&path)
+        .arg("--policy")
+        .arg(scripted::repo_root().join("examples/policies/park-admission.json"))
         .output()
         .unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -124,6 +124,9 @@ translator_count = 3
 
 [storage]
 url = "sqlite://{{dir}}/proofgate.sqlite"
+
+[audit]
+signing_key_path = "{{dir}}/audit.key"
 {tables}
 "#
     )

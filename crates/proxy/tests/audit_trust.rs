@@ -1,0 +1,491 @@
+//! An audit trail nobody has to trust (issue 11), end to end over `proofgate serve`: a genuine
+//! trail passes `proofgate audit --policy --public-key --checkpoint`; each tampering fails with
+//! a message naming the record; a trail cannot make the auditor's machine write a file; a
+//! kill -9 loses no record; conversation expiry keeps trails; replicas share one log.
+
+mod proxy;
+mod scripted;
+
+use proxy::{config, temp_dir, Proxy};
+use scripted::{repo_root, Server};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const Q1: &str = "I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?";
+const REWRITTEN: &str = "In the low season the fee is $37.50; your 40% senior discount brings it to $22.50, plus a $10 discount processing fee, so $32.50 before tax.";
+
+fn demo_script() -> Value {
+    serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap()
+}
+
+fn park() -> PathBuf {
+    repo_root().join("examples/policies/park-admission.json")
+}
+
+async fn ask(proxy: &Proxy, question: &str) -> Value {
+    reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": question}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn text(proxy: &Proxy, path: &str) -> String {
+    reqwest::get(format!("{}{path}", proxy.url))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+async fn json_get(proxy: &Proxy, path: &str) -> Value {
+    serde_json::from_str(&text(proxy, path).await).unwrap()
+}
+
+/// Runs `proofgate audit` on `bundle` with the auditor's policy and key; returns (ok, report,
+/// stderr).
+fn audit(
+    dir: &Path,
+    bundle: &Value,
+    policy: &Path,
+    key: &str,
+    checkpoint: Option<&str>,
+) -> (bool, Value, String) {
+    let path = dir.join(format!("bundle-{}.json", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&path, serde_json::to_vec(bundle).unwrap()).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proofgate"));
+    cmd.arg("audit")
+        .arg(&path)
+        .arg("--policy")
+        .arg(policy)
+        .arg("--public-key")
+        .arg(key);
+    if let Some(c) = checkpoint {
+        let cp = dir.join("saved-checkpoint");
+        std::fs::write(&cp, c).unwrap();
+        cmd.arg("--checkpoint").arg(cp);
+    }
+    let out = cmd.output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (
+        out.status.success(),
+        report,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// Re-hashes and re-links every record from `from` on, as whoever holds the database could.
+fn rebuild_chain(trail: &mut [Value], from: usize) {
+    let mut records: Vec<proofgate_core::AuditRecord> =
+        serde_json::from_value(Value::Array(trail.to_vec())).unwrap();
+    for i in from..records.len() {
+        if i > 0 {
+            records[i].prev = records[i - 1].hash.clone();
+        }
+        records[i].hash = records[i].expected_hash();
+    }
+    for (t, r) in trail.iter_mut().zip(records) {
+        *t = serde_json::to_value(r).unwrap();
+    }
+}
+
+fn validated_index(trail: &[Value]) -> usize {
+    trail
+        .iter()
+        .rposition(|r| r["kind"] == "VALIDATED")
+        .unwrap()
+}
+
+#[tokio::test]
+async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start("trust", &config(&format!("{}/v1", llm.url()), "", ""));
+    let dir = temp_dir("trust-audit");
+    let saved_before = text(&proxy, "/api/log/checkpoint").await;
+    let r = ask(&proxy, Q1).await;
+    assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+    let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+
+    // The key from the server equals the one the operator's CLI prints from the key file.
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let cli = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["audit-key", "--config"])
+        .arg(proxy.config_path())
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&cli.stdout).trim(), key);
+    let checkpoint = text(&proxy, "/api/log/checkpoint").await;
+    assert!(
+        checkpoint.starts_with("proofgate.local/audit-log\n"),
+        "{checkpoint}"
+    );
+
+    // Genuine: passes, also against a checkpoint saved before the conversation.
+    let size_before: u64 = saved_before.lines().nth(1).unwrap().parse().unwrap();
+    let bundle = json_get(
+        &proxy,
+        &format!("/api/threads/{thread}/audit/bundle?from={size_before}"),
+    )
+    .await;
+    let (ok, report, err) = audit(&dir, &bundle, &park(), &key, Some(&saved_before));
+    assert!(ok, "{report}\n{err}");
+    assert_eq!(report["trust"]["ok"], true);
+    assert!(report["checks"].as_array().unwrap().len() >= 3);
+
+    // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
+    let mut forged = bundle.clone();
+    let text_all = serde_json::to_string(&forged["trail"])
+        .unwrap()
+        .replace("$32.50", "$12.50");
+    forged["trail"] = serde_json::from_str(&text_all).unwrap();
+    let trail = forged["trail"].as_array_mut().unwrap();
+    rebuild_chain(trail, 0);
+    let last = trail.len() - 1;
+    let (ok, report, _) = audit(&dir, &forged, &park(), &key, None);
+    assert!(!ok);
+    let failures = report["failures"].to_string();
+    assert!(
+        failures.contains(&format!("record {last}")) && failures.contains("altered"),
+        "{failures}"
+    );
+
+    // 2. A stored check script changed (never run): the chain names the record; rebuilt, the
+    //    signature fails.
+    let v = validated_index(bundle["trail"].as_array().unwrap());
+    let mut changed = bundle.clone();
+    changed["trail"][v]["body"]["evidence"]["checks"][0]["checks"][0]["script"] =
+        json!("(check-sat)");
+    let (ok, report, _) = audit(&dir, &changed, &park(), &key, None);
+    assert!(!ok);
+    assert_eq!(report["replay"]["failure"]["index"], v, "{report}");
+    rebuild_chain(changed["trail"].as_array_mut().unwrap(), v);
+    let (ok, report, _) = audit(&dir, &changed, &park(), &key, None);
+    assert!(
+        !ok && report["trust"]["signature"]["ok"] == false,
+        "{report}"
+    );
+
+    // 3. Check scripts removed: the same.
+    let mut removed = bundle.clone();
+    removed["trail"][v]["body"]["evidence"]
+        .as_object_mut()
+        .unwrap()
+        .remove("checks");
+    let (ok, report, _) = audit(&dir, &removed, &park(), &key, None);
+    assert!(!ok);
+    assert_eq!(report["replay"]["failure"]["index"], v, "{report}");
+
+    // 4. The auditor's policy differs by one rule: the validation names its policy version.
+    let mut policy: Value =
+        serde_json::from_str(&std::fs::read_to_string(park()).unwrap()).unwrap();
+    policy["rules"].as_array_mut().unwrap().pop();
+    let other = dir.join("park-changed.json");
+    std::fs::write(&other, serde_json::to_vec(&policy).unwrap()).unwrap();
+    let (ok, report, _) = audit(&dir, &bundle, &other, &key, None);
+    assert!(!ok);
+    let failures = report["failures"].to_string();
+    assert!(
+        failures.contains(&format!("record {v}")) && failures.contains("auditor's policy"),
+        "{failures}"
+    );
+
+    // 5. Another server's key: the signature fails.
+    let (ok, _, _) = audit(
+        &dir,
+        &bundle,
+        &park(),
+        "other+01020304+AQAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        None,
+    );
+    assert!(!ok);
+
+    // 6. The thread deleted from the database: `log verify` against the saved checkpoint
+    //    names it; then the log itself cut back: the saved checkpoint no longer fits.
+    let saved = dir.join("checkpoint");
+    std::fs::write(&saved, &checkpoint).unwrap();
+    let log_verify = || {
+        Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args([
+                "log",
+                "verify",
+                "--server",
+                &proxy.url,
+                "--public-key",
+                &key,
+                "--api-key",
+                "any",
+            ])
+            .arg("--checkpoint")
+            .arg(&saved)
+            .output()
+            .unwrap()
+    };
+    let out = log_verify();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    sqlite(&db, &format!(
+        "DELETE FROM audit_records WHERE thread_id = '{thread}'; DELETE FROM threads WHERE id = '{thread}';"
+    ));
+    let out = log_verify();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!out.status.success());
+    assert!(
+        stdout.contains(&thread) && stdout.contains("no deletion was logged"),
+        "{stdout}"
+    );
+    sqlite(
+        &db,
+        "DELETE FROM log_leaves WHERE idx = (SELECT MAX(idx) FROM log_leaves);",
+    );
+    let out = log_verify();
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(!out.status.success());
+    assert!(
+        stdout.contains("shrank") || stdout.contains("rewritten"),
+        "{stdout}"
+    );
+}
+
+fn sqlite(db: &Path, sql: &str) {
+    let out = Command::new("python3")
+        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start("smuggle", &config(&format!("{}/v1", llm.url()), "", ""));
+    let r = ask(&proxy, Q1).await;
+    let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let mut bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let dir = temp_dir("smuggle-audit");
+    let target = dir.join("written-by-the-trail.txt");
+    let evil = format!(
+        "(set-option :regular-output-channel \"{}\")\n(echo \"pwned\")\n(check-sat)\n",
+        target.display()
+    );
+    let v = validated_index(bundle["trail"].as_array().unwrap());
+    // In every stored script, and smuggled into a premise's logic too.
+    let t = &mut bundle["trail"][v]["body"];
+    for f in t["evidence"]["checks"].as_array_mut().unwrap() {
+        for c in f["checks"].as_array_mut().unwrap() {
+            c["script"] = json!(evil);
+        }
+    }
+    let premise = &mut t["findings"][0]["valid"]["translation"]["premises"][0]["logic"];
+    *premise = json!(format!("true) {evil} (assert true"));
+    rebuild_chain(bundle["trail"].as_array_mut().unwrap(), v);
+    let (ok, report, _) = audit(&dir, &bundle, &park(), &key, None);
+    assert!(!ok, "{report}");
+    assert!(
+        !target.exists(),
+        "the trail made the auditor's solver write a file"
+    );
+    assert!(!report.to_string().contains("pwned"), "{report}");
+}
+
+#[tokio::test]
+async fn expired_conversations_keep_their_trails() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "ttl",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[server]\nmaintenance_interval_ms = 100\n",
+        )
+        .replace("[storage]\n", "[storage]\nthread_ttl_secs = 1\n"),
+    );
+    let r = ask(&proxy, Q1).await;
+    assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+    let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    assert!(bundle["trail"].as_array().unwrap().len() > 5, "{bundle}");
+    let (ok, report, err) = audit(&temp_dir("ttl-audit"), &bundle, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+    assert!(text(&proxy, &format!("/api/threads/{thread}/audit"))
+        .await
+        .contains(REWRITTEN));
+}
+
+#[tokio::test]
+async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
+    // The rewriter answers slowly: the server is killed while it waits.
+    let mut script = demo_script();
+    for rule in script["rules"].as_array_mut().unwrap() {
+        if rule["match"] == "DECISION" || rule["match"].to_string().contains("DECISION") {
+            rule["delay_ms"] = json!(4_000);
+        }
+    }
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start(
+        "kill9",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[server]\nmaintenance_interval_ms = 200\nresume_after_ms = 500\n",
+        ),
+    );
+    let url = proxy.url.clone();
+    let request = tokio::spawn(async move {
+        reqwest::Client::new()
+            .post(format!("{url}/v1/chat/completions"))
+            .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
+            .send()
+            .await
+    });
+    // Wait until the thread has recorded its first validation and asked the rewriter.
+    let mut thread = String::new();
+    let mut before = Vec::new();
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let list = json_get(&proxy, "/api/threads").await;
+        if let Some(id) = list["threads"][0]["id"].as_str() {
+            thread = id.to_string();
+            let trail = json_get(&proxy, &format!("/api/threads/{thread}/audit")).await;
+            if trail
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["kind"] == "CALL_LLM")
+            {
+                before = trail.as_array().unwrap().clone();
+                break;
+            }
+        }
+    }
+    assert!(!before.is_empty(), "the thread never reached the rewriter");
+    let proxy = proxy.restart(); // SIGKILL, then start again on the same database
+    let _ = request.await;
+    let after = json_get(&proxy, &format!("/api/threads/{thread}/audit")).await;
+    assert_eq!(
+        &after.as_array().unwrap()[..before.len()],
+        &before[..],
+        "records written before the kill are kept"
+    );
+    let records: Vec<proofgate_core::AuditRecord> = serde_json::from_value(after).unwrap();
+    assert!(proofgate_core::replay(&records).ok);
+    // The interrupted thread is resumed (or closed with a recorded ERROR), never lost.
+    let mut status = String::new();
+    for _ in 0..150 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        status = json_get(&proxy, &format!("/api/threads/{thread}")).await["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if status == "done" || status == "error" {
+            break;
+        }
+    }
+    assert!(status == "done" || status == "error", "status {status}");
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let (ok, report, err) = audit(&temp_dir("kill9-audit"), &bundle, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+}
+
+#[tokio::test]
+async fn two_replicas_append_to_one_log_on_postgres() {
+    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+        eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
+        return;
+    };
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let shared = temp_dir("replica-key").join("audit.key");
+    let cfg = config(&format!("{}/v1", llm.url()), "", "")
+        .replace("sqlite://{dir}/proofgate.sqlite", &pg)
+        .replace("{dir}/audit.key", &shared.display().to_string());
+    let a = Proxy::start("log-replica-a", &cfg);
+    let b = Proxy::start("log-replica-b", &cfg);
+    let key = text(&a, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    assert_eq!(
+        key,
+        text(&b, "/.well-known/proofgate/audit-key").await.trim()
+    );
+    let saved = text(&a, "/api/log/checkpoint").await;
+    // Both replicas append at once.
+    let (ra, rb) = tokio::join!(ask(&a, Q1), ask(&b, Q1));
+    let dir = temp_dir("replica-audit");
+    for (proxy, r) in [(&a, ra), (&b, rb)] {
+        let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+        let bundle = json_get(proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+        let (ok, report, err) = audit(&dir, &bundle, &park(), &key, Some(&saved));
+        assert!(ok, "{report}\n{err}");
+    }
+    // One sequence: both replicas publish the same tree, consistent with the saved checkpoint.
+    let (ca, cb) = (
+        text(&a, "/api/log/checkpoint").await,
+        text(&b, "/api/log/checkpoint").await,
+    );
+    assert_eq!(
+        ca.lines().take(3).collect::<Vec<_>>(),
+        cb.lines().take(3).collect::<Vec<_>>()
+    );
+    let cp = dir.join("saved");
+    std::fs::write(&cp, &saved).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args([
+            "log",
+            "verify",
+            "--server",
+            &b.url,
+            "--public-key",
+            &key,
+            "--api-key",
+            "any",
+        ])
+        .arg("--checkpoint")
+        .arg(&cp)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
