@@ -35,6 +35,11 @@ fn bench(
     queries: &[Vec<TranslatorOutput>],
     runs: usize,
 ) -> Duration {
+    if let Some(filter) = std::env::var_os("BENCH_FILTER") {
+        if !name.contains(filter.to_string_lossy().as_ref()) {
+            return Duration::ZERO;
+        }
+    }
     let start = Instant::now();
     let reasoner = Reasoner::new(policy, CheckOptions::default()).expect("encodes");
     let load = start.elapsed();

@@ -3,12 +3,14 @@
 
 use crate::encode::{model_value, EncodeError, Vocabulary};
 use crate::options::CheckOptions;
+use crate::slice::{Components, Slice};
 use crate::triviality::{trivial_finding, PairNeed};
 use proofgate_core::findings::{
     ContradictionFinding, EmptyFinding, Finding, LogicWarning, LogicWarningType, Rule,
     SatisfiableFinding, Scenario, Statement, Translation, ValidFinding,
 };
 use proofgate_core::policy::{Expr, PolicyModel, Term};
+use std::cell::OnceCell;
 use std::collections::{BTreeSet, HashMap};
 use z3::ast::Bool;
 use z3::{Model, Params, SatResult, Solver};
@@ -50,6 +52,22 @@ pub struct Reasoner<'m> {
     literal_index: HashMap<String, usize>,
     pub(crate) rule_formulas: Vec<Bool>,
     pub(crate) solver: Solver,
+    /// A solver with no rule in it, for what must hold "without any rule" (logic warnings,
+    /// triviality, agreement between translators). Made once: a new Z3 solver per question
+    /// costs about a millisecond, far more than the question.
+    pub(crate) bare: Solver,
+    /// Connected components of the rules' variables, for slicing.
+    components: Components,
+    /// Whether the whole rule set is satisfiable, decided once, on first use.
+    consistency: OnceCell<Consistency>,
+}
+
+/// Whether the whole rule set is satisfiable. Slicing is exact only when it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Consistency {
+    Consistent,
+    Inconsistent,
+    Unknown,
 }
 
 /// A failure to load the policy into the solver (a bug, not a user error).
@@ -80,6 +98,9 @@ impl<'m> Reasoner<'m> {
             literals.push(lit);
             rule_formulas.push(f);
         }
+        let names: Vec<String> = vocab.variables().iter().map(|(n, _)| n.clone()).collect();
+        let components = Components::new(&names, model.rules().iter().map(|r| &r.expr));
+        let bare = new_solver(options.timeout_ms);
         Ok(Reasoner {
             model,
             options,
@@ -88,7 +109,61 @@ impl<'m> Reasoner<'m> {
             literal_index,
             rule_formulas,
             solver,
+            bare,
+            components,
+            consistency: OnceCell::new(),
         })
+    }
+
+    /// Decides, once, whether the whole rule set is consistent (what slicing needs). Checks do
+    /// this on first use; a long-lived worker calls it up front so the first request does not
+    /// pay for it.
+    pub fn warm_up(&self) {
+        self.consistency();
+    }
+
+    fn consistency(&self) -> Consistency {
+        *self
+            .consistency
+            .get_or_init(|| match self.solve(&self.all_rules(), &[]) {
+                Outcome::Sat(_) => Consistency::Consistent,
+                Outcome::Unsat(_) => Consistency::Inconsistent,
+                Outcome::Unknown => Consistency::Unknown,
+            })
+    }
+
+    /// The rules and variables a check of these statements needs: the cone of influence of
+    /// their variables when the policy is consistent (see `slice.rs` for why that is exact),
+    /// else everything.
+    pub(crate) fn slice_for(
+        &self,
+        premises: &[CheckedStatementInput],
+        claims: &[CheckedStatementInput],
+    ) -> Slice {
+        if self.options.slice_rules && self.consistency() == Consistency::Consistent {
+            self.components
+                .slice(premises.iter().chain(claims).map(|s| &s.expr))
+        } else {
+            self.full_slice()
+        }
+    }
+
+    pub(crate) fn full_slice(&self) -> Slice {
+        Slice {
+            rules: self.all_rules(),
+            vars: (0..self.vocab.variables().len()).collect(),
+        }
+    }
+
+    /// Whether `fs` together are satisfiable with no rule at all (on the rule-free solver).
+    pub(crate) fn without_rules(&self, fs: &[&Bool]) -> SatResult {
+        self.bare.push();
+        for f in fs {
+            self.bare.assert(*f);
+        }
+        let r = self.bare.check();
+        self.bare.pop(1);
+        r
     }
 
     /// The options in force.
@@ -183,18 +258,24 @@ impl<'m> Reasoner<'m> {
         };
         let logic_warning = self.logic_warning(premises, claims, &p, &c);
 
+        let slice = self.slice_for(premises, claims);
         self.solver.push();
-        let finding = self.decide(&p, &c, premises, claims, translation, logic_warning);
+        let finding = self.decide(
+            &slice,
+            (&p, &c),
+            (premises, claims),
+            translation,
+            logic_warning,
+        );
         self.solver.pop(1);
         finding
     }
 
     fn decide(
         &self,
-        p: &Bool,
-        c: &Bool,
-        premises: &[CheckedStatementInput],
-        claims: &[CheckedStatementInput],
+        slice: &Slice,
+        (p, c): (&Bool, &Bool),
+        (premises, claims): (&[CheckedStatementInput], &[CheckedStatementInput]),
         translation: Translation,
         logic_warning: Option<LogicWarning>,
     ) -> Finding {
@@ -206,7 +287,7 @@ impl<'m> Reasoner<'m> {
         self.solver.assert(p_lit.implies(p));
         self.solver.assert(c_lit.implies(c));
         self.solver.assert(n_lit.implies(c.not()));
-        let all = self.all_rules();
+        let all = &slice.rules;
         let too_complex = || Finding::TooComplex(EmptyFinding::default());
         let contradiction = |core: Vec<usize>, fixed: &[Bool]| ContradictionFinding {
             translation: Some(translation.clone()),
@@ -222,7 +303,7 @@ impl<'m> Reasoner<'m> {
 
         // IMPOSSIBLE: M |= not P. With no premises this asks whether the rules alone
         // are contradictory, which makes every pair impossible.
-        match self.solve(&all, std::slice::from_ref(&p_lit)) {
+        match self.solve(all, std::slice::from_ref(&p_lit)) {
             Outcome::Unknown => return too_complex(),
             Outcome::Unsat(core) => {
                 return Finding::Impossible(contradiction(core, std::slice::from_ref(&p_lit)))
@@ -237,14 +318,14 @@ impl<'m> Reasoner<'m> {
         }
         // INVALID: M and P |= not C.
         let pc = [p_lit.clone(), c_lit];
-        let true_model = match self.solve(&all, &pc) {
+        let true_model = match self.solve(all, &pc) {
             Outcome::Unknown => return too_complex(),
             Outcome::Unsat(core) => return Finding::Invalid(contradiction(core, &pc)),
             Outcome::Sat(m) => m,
         };
         // VALID: M and P |= C, proved by unsat of M and P and not C.
         let pn = [p_lit, n_lit];
-        match self.solve(&all, &pn) {
+        match self.solve(all, &pn) {
             Outcome::Unknown => too_complex(),
             Outcome::Unsat(core) => {
                 let support = self.minimise(core, &pn);
@@ -258,7 +339,8 @@ impl<'m> Reasoner<'m> {
                             .map(String::from),
                     );
                 }
-                let true_model = self.simplest_model(&pc, true_model, self.scenario_deadline());
+                let true_model =
+                    self.simplest_model(slice, &pc, true_model, self.scenario_deadline());
                 Finding::Valid(ValidFinding {
                     translation: Some(translation),
                     claims_true_scenario: Some(self.scenario(&true_model, &vars)),
@@ -269,8 +351,8 @@ impl<'m> Reasoner<'m> {
             }
             Outcome::Sat(false_model) => {
                 let (true_model, false_model) =
-                    self.explaining_pair((p, c), &pc, &pn, true_model, false_model);
-                let diff = self.differing_variables(&true_model, &false_model);
+                    self.explaining_pair(slice, (p, c), &pc, &pn, true_model, false_model);
+                let diff = self.differing_variables(slice, &true_model, &false_model);
                 let vars = statement_vars(premises, claims);
                 Finding::Satisfiable(SatisfiableFinding {
                     translation: Some(translation),
@@ -299,11 +381,10 @@ impl<'m> Reasoner<'m> {
         p: &Bool,
         c: &Bool,
     ) -> Option<LogicWarning> {
-        let solver = new_solver(self.options.timeout_ms);
         let verdict = |f: &Bool| -> Option<LogicWarningType> {
-            if solver_says_unsat(&solver, f) {
+            if self.without_rules(&[f]) == SatResult::Unsat {
                 Some(LogicWarningType::AlwaysFalse)
-            } else if solver_says_unsat(&solver, &f.not()) {
+            } else if self.without_rules(&[&f.not()]) == SatResult::Unsat {
                 Some(LogicWarningType::AlwaysTrue)
             } else {
                 None
@@ -335,11 +416,13 @@ impl<'m> Reasoner<'m> {
         })
     }
 
-    /// Variables whose values differ between two models, in schema order.
-    pub(crate) fn differing_variables(&self, a: &Model, b: &Model) -> Vec<String> {
-        self.vocab
-            .variables()
+    /// Variables of the slice whose values differ between two models, in schema order.
+    pub(crate) fn differing_variables(&self, slice: &Slice, a: &Model, b: &Model) -> Vec<String> {
+        let all = self.vocab.variables();
+        slice
+            .vars
             .iter()
+            .filter_map(|&i| all.get(i))
             .filter(|(name, sort)| {
                 let Some(var) = self.vocab.var(name) else {
                     return false;

@@ -25,6 +25,7 @@ mod lint;
 mod options;
 mod policy_diff;
 mod scenario;
+mod slice;
 mod testing;
 mod triviality;
 mod validate;

@@ -15,6 +15,9 @@ pub struct CheckOptions {
     pub max_formula_nodes: usize,
     /// Most premise/claim pairs per translator; more is TOO_COMPLEX.
     pub max_pairs: usize,
+    /// Check each pair against the rules connected to its variables only (exact when the
+    /// policy is consistent, and only then used). Off: every rule, every time.
+    pub slice_rules: bool,
 }
 
 impl Default for CheckOptions {
@@ -25,6 +28,7 @@ impl Default for CheckOptions {
             max_statement_chars: 10_000,
             max_formula_nodes: 5_000,
             max_pairs: 100,
+            slice_rules: true,
         }
     }
 }

@@ -13,6 +13,7 @@
 //! so far are used (each is a real model of rules, premises and claims, never a guess).
 
 use crate::check::{Outcome, Reasoner};
+use crate::slice::Slice;
 use proofgate_core::findings::Scenario;
 use proofgate_core::policy::Sort;
 use std::collections::BTreeSet;
@@ -59,50 +60,87 @@ impl Reasoner<'_> {
         l
     }
 
-    fn schema_vars(&self) -> Vec<(Dynamic, Sort)> {
-        self.vocab
-            .variables()
+    /// The slice's variables, in schema order.
+    fn schema_vars(&self, slice: &Slice) -> Vec<(Dynamic, Sort)> {
+        let all = self.vocab.variables();
+        slice
+            .vars
             .iter()
+            .filter_map(|&i| all.get(i))
             .filter_map(|(name, sort)| Some((self.vocab.var(name)?.clone(), sort.clone())))
             .collect()
     }
 
-    /// The simplest model of the rules and `fixed` (assumption literals), starting from
-    /// `model`, which must be one.
-    pub(crate) fn simplest_model(&self, fixed: &[Bool], model: Model, deadline: Instant) -> Model {
-        let all = self.all_rules();
-        let vars = self.schema_vars();
+    /// Keeps each of `pins` (in order) that the rules allow together with `assumptions` and
+    /// the pins kept before it, as trying them one by one would, but with one solver call for
+    /// a run of pins that all fit: the run is tried whole, and split in halves when it does
+    /// not fit. Kept pins are added to `assumptions` and their ids to `kept`; `best` stays a
+    /// model of all of them.
+    #[allow(clippy::too_many_arguments)]
+    fn keep_pins(
+        &self,
+        rules: &[usize],
+        assumptions: &mut Vec<Bool>,
+        best: &mut Model,
+        pins: &[(usize, Bool)],
+        kept: &mut BTreeSet<usize>,
+        deadline: Instant,
+    ) {
+        if pins.is_empty() || Instant::now() >= deadline {
+            return;
+        }
+        let before = assumptions.len();
+        let already = pins.iter().all(|(_, eq)| holds(best, eq));
+        assumptions.extend(pins.iter().map(|(_, eq)| self.pin(eq)));
+        let fits = already
+            || match self.solve(rules, assumptions) {
+                Outcome::Sat(m) => {
+                    *best = m;
+                    true
+                }
+                _ => false,
+            };
+        if fits {
+            kept.extend(pins.iter().map(|(id, _)| *id));
+            return;
+        }
+        assumptions.truncate(before);
+        if pins.len() > 1 {
+            let (head, tail) = pins.split_at(pins.len() / 2);
+            self.keep_pins(rules, assumptions, best, head, kept, deadline);
+            self.keep_pins(rules, assumptions, best, tail, kept, deadline);
+        }
+    }
+
+    /// The simplest model of the slice's rules and `fixed` (assumption literals), starting
+    /// from `model`, which must be one.
+    pub(crate) fn simplest_model(
+        &self,
+        slice: &Slice,
+        fixed: &[Bool],
+        model: Model,
+        deadline: Instant,
+    ) -> Model {
+        let all = &slice.rules;
+        let vars = self.schema_vars(slice);
         let mut assumptions = fixed.to_vec();
         let mut best = model;
         let mut pinned_zero = BTreeSet::new();
         for wanted in 0..3 {
-            for (i, (var, sort)) in vars.iter().enumerate() {
-                if rank(sort) != Some(wanted) {
-                    continue;
-                }
-                if Instant::now() >= deadline {
-                    return best;
-                }
-                let Some(simple) = simple_value(sort) else {
-                    continue;
-                };
-                let eq = var.eq(&simple);
-                let already = holds(&best, &eq);
-                assumptions.push(self.pin(&eq));
-                if already {
-                    pinned_zero.insert(i);
-                    continue;
-                }
-                match self.solve(&all, &assumptions) {
-                    Outcome::Sat(m) => {
-                        best = m;
-                        pinned_zero.insert(i);
-                    }
-                    _ => {
-                        assumptions.pop();
-                    }
-                }
-            }
+            let pins: Vec<(usize, Bool)> = vars
+                .iter()
+                .enumerate()
+                .filter(|(_, (_, sort))| rank(sort) == Some(wanted))
+                .filter_map(|(i, (var, sort))| Some((i, var.eq(&simple_value(sort)?))))
+                .collect();
+            self.keep_pins(
+                all,
+                &mut assumptions,
+                &mut best,
+                &pins,
+                &mut pinned_zero,
+                deadline,
+            );
         }
         // Counts that cannot be 0: the smallest magnitude the rest allows.
         for (i, (var, _)) in vars.iter().enumerate() {
@@ -123,7 +161,7 @@ impl Reasoner<'_> {
                 let lit = self.pin(&within);
                 let mut tried = assumptions.clone();
                 tried.push(lit);
-                match self.solve(&all, &tried) {
+                match self.solve(all, &tried) {
                     Outcome::Sat(m) => {
                         hi = m
                             .eval(&x, true)
@@ -148,6 +186,7 @@ impl Reasoner<'_> {
     /// which must be one.
     pub(crate) fn closest_model(
         &self,
+        slice: &Slice,
         hard: &[Bool],
         fixed: &[Bool],
         target: &Model,
@@ -155,38 +194,31 @@ impl Reasoner<'_> {
         deadline: Instant,
     ) -> Model {
         let same: Vec<Bool> = self
-            .schema_vars()
+            .schema_vars(slice)
             .iter()
             .filter_map(|(var, _)| Some(var.eq(&target.eval(var, true)?)))
             .collect();
-        if let Some(m) = self.closest_by_optimizer(hard, &same, deadline) {
+        if let Some(m) = self.closest_by_optimizer(slice, hard, &same, deadline) {
             return m;
         }
-        let all = self.all_rules();
         let mut assumptions = fixed.to_vec();
         let mut best = model;
-        for eq in &same {
-            if Instant::now() >= deadline {
-                break;
-            }
-            let already = holds(&best, eq);
-            assumptions.push(self.pin(eq));
-            if already {
-                continue;
-            }
-            match self.solve(&all, &assumptions) {
-                Outcome::Sat(m) => best = m,
-                _ => {
-                    assumptions.pop();
-                }
-            }
-        }
+        let pins: Vec<(usize, Bool)> = same.into_iter().enumerate().collect();
+        self.keep_pins(
+            &slice.rules,
+            &mut assumptions,
+            &mut best,
+            &pins,
+            &mut BTreeSet::new(),
+            deadline,
+        );
         best
     }
 
     /// MaxSAT over the equalities `same`, with every rule and `hard` asserted.
     fn closest_by_optimizer(
         &self,
+        slice: &Slice,
         hard: &[Bool],
         same: &[Bool],
         deadline: Instant,
@@ -201,7 +233,11 @@ impl Reasoner<'_> {
                 .max(1),
         );
         opt.set_params(&params);
-        for f in self.rule_formulas.iter().chain(hard) {
+        let rules = slice
+            .rules
+            .iter()
+            .filter_map(|&i| self.rule_formulas.get(i));
+        for f in rules.chain(hard) {
             opt.assert(f);
         }
         for eq in same {
@@ -218,6 +254,7 @@ impl Reasoner<'_> {
     /// `p`, `c` the formulas behind them).
     pub(crate) fn explaining_pair(
         &self,
+        slice: &Slice,
         (p, c): (&Bool, &Bool),
         pc: &[Bool],
         pn: &[Bool],
@@ -225,8 +262,9 @@ impl Reasoner<'_> {
         false_model: Model,
     ) -> (Model, Model) {
         let deadline = self.scenario_deadline();
-        let true_model = self.simplest_model(pc, true_model, deadline);
+        let true_model = self.simplest_model(slice, pc, true_model, deadline);
         let false_model = self.closest_model(
+            slice,
             &[p.clone(), c.not()],
             pn,
             &true_model,

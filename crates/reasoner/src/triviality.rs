@@ -4,7 +4,7 @@
 //! NO_TRANSLATIONS finding ("not covered by the policy") that carries the pair and an
 //! ALWAYS_TRUE logic warning, so the reader sees why.
 
-use crate::check::{new_solver, CheckedStatementInput, Reasoner};
+use crate::check::{CheckedStatementInput, Reasoner};
 use proofgate_core::findings::{
     EmptyFinding, Extra, Finding, LogicWarning, LogicWarningType, Translation,
 };
@@ -57,10 +57,7 @@ impl Reasoner<'_> {
         if claims.is_empty() {
             return PairNeed::Trivial(Triviality::NoClaims);
         }
-        let solver = new_solver(self.options.timeout_ms);
-        solver.assert(p);
-        solver.assert(c.not());
-        match solver.check() {
+        match self.without_rules(&[p, &c.not()]) {
             SatResult::Sat => PairNeed::Policy,
             SatResult::Unsat => PairNeed::Trivial(Triviality::FollowsWithoutPolicy),
             SatResult::Unknown => PairNeed::Unknown,

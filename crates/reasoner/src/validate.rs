@@ -2,9 +2,7 @@
 //! the solver, pairs the translators do not agree on become TRANSLATION_AMBIGUOUS, and the
 //! others are checked against the policy.
 
-use crate::check::{
-    expr_size, new_solver, translation_of, CheckedStatementInput, Reasoner, Untranslated,
-};
+use crate::check::{expr_size, translation_of, CheckedStatementInput, Reasoner, Untranslated};
 use proofgate_core::findings::{
     EmptyFinding, Finding, TranslationAmbiguousFinding, TranslationOption,
 };
@@ -13,7 +11,7 @@ use proofgate_core::translation::{PairInput, TranslatorOutput};
 use serde_json::json;
 use std::collections::BTreeSet;
 use z3::ast::Bool;
-use z3::{SatResult, Solver};
+use z3::SatResult;
 
 /// A statement in the translations that is not valid against the policy's schema.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -200,12 +198,8 @@ impl Reasoner<'_> {
         else {
             return false;
         };
-        let solver = new_solver(self.options.timeout_ms);
-        solver.assert(fact);
-        solver.assert(&p);
-        let non_vacuous = solver.check() == SatResult::Sat;
-        solver.assert(c.not());
-        non_vacuous && solver.check() == SatResult::Unsat
+        self.without_rules(&[fact, &p]) == SatResult::Sat
+            && self.without_rules(&[fact, &p, &c.not()]) == SatResult::Unsat
     }
 
     /// Indices of candidates that are not equivalent (premises and claims both) to an
@@ -245,12 +239,15 @@ impl Reasoner<'_> {
         else {
             return false;
         };
-        let solver = new_solver(self.options.timeout_ms);
         let same = |x: &[CheckedStatementInput], y: &[CheckedStatementInput]| -> bool {
+            // The same expressions (what k translators agreeing usually write) need no solver.
+            if x.len() == y.len() && x.iter().zip(y).all(|(a, b)| a.expr == b.expr) {
+                return true;
+            }
             let (Ok(x), Ok(y)) = (self.conjunction(x), self.conjunction(y)) else {
                 return false;
             };
-            proved(&solver, &x.iff(&y))
+            self.without_rules(&[&x.iff(&y).not()]) == SatResult::Unsat
         };
         same(pa, pb) && same(ca, cb)
     }
@@ -332,31 +329,23 @@ impl Reasoner<'_> {
         b: &Bool,
         vars: &[String],
     ) -> Option<proofgate_core::findings::Scenario> {
-        let solver = new_solver(self.options.timeout_ms);
         for f in [
             Bool::and(&[a.clone(), b.not()]),
             Bool::and(&[b.clone(), a.not()]),
         ] {
-            solver.push();
-            solver.assert(&f);
-            if solver.check() == SatResult::Sat {
-                if let Some(m) = solver.get_model() {
-                    solver.pop(1);
-                    return Some(self.scenario(&m, vars));
-                }
+            self.bare.push();
+            self.bare.assert(&f);
+            let found = (self.bare.check() == SatResult::Sat)
+                .then(|| self.bare.get_model())
+                .flatten()
+                .map(|m| self.scenario(&m, vars));
+            self.bare.pop(1);
+            if found.is_some() {
+                return found;
             }
-            solver.pop(1);
         }
         None
     }
-}
-
-fn proved(solver: &Solver, f: &Bool) -> bool {
-    solver.push();
-    solver.assert(f.not());
-    let r = solver.check();
-    solver.pop(1);
-    r == SatResult::Unsat
 }
 
 fn collect_untranslated(translations: &[TranslatorOutput]) -> Untranslated {
