@@ -20,6 +20,26 @@ _proofgate_bootstrap() {
 
   as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
+  # Package fetches fail transiently (a mirror's hiccup once broke a Chromium install): each
+  # client retries its own downloads, and a failed step is run again after a pause.
+  retrying() {
+    local attempt
+    for attempt in 1 2 3; do
+      "$@" && return 0
+      log "failed (attempt $attempt of 3): $*"
+      [ "$attempt" = 3 ] || sleep $((attempt * 10))
+    done
+    return 1
+  }
+  apt_get() {
+    retrying as_root env DEBIAN_FRONTEND=noninteractive apt-get \
+      -o Acquire::Retries=5 -o Acquire::http::Timeout=60 "$@"
+  }
+  pip_get() {
+    retrying python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+      --retries 5 --timeout 60 "$@"
+  }
+
   export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
 
   # Debian packages: the newer rustc with std sources for the wasm32 build, lld for linking it.
@@ -32,8 +52,8 @@ _proofgate_bootstrap() {
   fi
   if [ ${#need_apt[@]} -gt 0 ]; then
     log "apt-get install ${need_apt[*]}"
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq "${need_apt[@]}" >/dev/null
   fi
 
   # Python tools: just, and Z3 (the PyPI wheel ships libz3.so + headers + the z3 binary).
@@ -41,13 +61,14 @@ _proofgate_bootstrap() {
   command -v just >/dev/null 2>&1 || pip_install+=("rust-just==${JUST_VERSION}")
   python3 -c "import z3, sys; sys.exit(0 if z3.get_version_string()=='${Z3_VERSION%.*}' else 1)" 2>/dev/null \
     || pip_install+=("z3-solver==${Z3_VERSION}")
-  # Real clients for the end-to-end tests: the official OpenAI client and boto3.
+  # Real clients for the end-to-end tests: the official OpenAI and Anthropic clients, boto3.
   if [ "$setup_mode" = all ]; then
     python3 -c "import openai, boto3" 2>/dev/null || pip_install+=(openai boto3)
+    python3 -c "import anthropic" 2>/dev/null || pip_install+=(anthropic)
   fi
   if [ ${#pip_install[@]} -gt 0 ]; then
     log "pip install ${pip_install[*]}"
-    python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "${pip_install[@]}"
+    pip_get "${pip_install[@]}"
   fi
   hash -r
 
@@ -67,22 +88,23 @@ _proofgate_bootstrap() {
     log "cargo install wasm-bindgen-cli ${WASM_BINDGEN_VERSION} (about 4 minutes, once)"
     # --locked pins webpki-roots 1.0.11, which the registry mirror here does not serve; the
     # CLI's own version is still exact.
-    cargo install -q wasm-bindgen-cli --version "${WASM_BINDGEN_VERSION}"
+    retrying cargo install -q wasm-bindgen-cli --version "${WASM_BINDGEN_VERSION}"
   fi
 
   # --- web UI (web/, tests/web/): Chromium for the browser tests; npm packages from the lockfiles,
   # installed again only when a lockfile is newer than what npm ci last installed.
   if ! command -v chromium >/dev/null 2>&1; then
     log "apt-get install chromium chromium-driver"
-    as_root apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium chromium-driver >/dev/null
+    apt_get update -qq
+    apt_get install -y -qq chromium chromium-driver >/dev/null
   fi
   _pg_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
   for _pg_dir in "$_pg_root/web" "$_pg_root/tests/web"; do
     if [ ! -f "$_pg_dir/node_modules/.package-lock.json" ] \
       || [ "$_pg_dir/package-lock.json" -nt "$_pg_dir/node_modules/.package-lock.json" ]; then
       log "npm ci in ${_pg_dir#"$_pg_root"/}"
-      (cd "$_pg_dir" && npm ci --no-audit --no-fund --loglevel=error)
+      (cd "$_pg_dir" && retrying npm ci --no-audit --no-fund --loglevel=error \
+        --fetch-retries=5 --fetch-retry-mintimeout=2000 --fetch-retry-maxtimeout=60000)
     fi
   done
   # --- end web UI ---

@@ -2,7 +2,7 @@
 //! effects the thread asks for (LLM calls, validations) and feeds the results back. Every
 //! decision is the thread's; this only moves bytes and measures waits.
 
-use crate::config::{Config, FailureMode, ValidatorKind};
+use crate::config::{Config, FailureMode, RewriterContext, ValidatorKind};
 use crate::llm::{ChatMessage, LlmClient};
 use crate::metrics::{Metrics, Stage};
 use crate::storage::{Store, StoredThread};
@@ -124,12 +124,15 @@ impl App {
             )?)),
             None => None,
         };
+        let metrics = Metrics::new();
         let upstream = LlmClient::new(config.upstream.clone())
             .await
-            .map_err(|e| other(&e))?;
+            .map_err(|e| other(&e))?
+            .counting_retries(metrics.retry_counter("upstream"));
         let rewriter = LlmClient::new(config.rewriter().clone())
             .await
-            .map_err(|e| other(&e))?;
+            .map_err(|e| other(&e))?
+            .counting_retries(metrics.retry_counter("rewriter"));
         let validator = match config.validator.kind {
             ValidatorKind::Local => {
                 let model = policy.clone().ok_or_else(|| {
@@ -137,7 +140,12 @@ impl App {
                 })?;
                 let mut translators = Vec::new();
                 for t in config.translators() {
-                    translators.push(LlmClient::new(t).await.map_err(|e| other(&e))?);
+                    translators.push(
+                        LlmClient::new(t)
+                            .await
+                            .map_err(|e| other(&e))?
+                            .counting_retries(metrics.retry_counter("translator")),
+                    );
                 }
                 let options = CheckOptions {
                     timeout_ms: u32::try_from(config.validator.solver_timeout_ms)
@@ -193,7 +201,7 @@ impl App {
         Ok(App {
             config,
             store,
-            metrics: Metrics::new(),
+            metrics,
             upstream,
             rewriter,
             validator,
@@ -261,6 +269,7 @@ type InFlight = futures::stream::FuturesUnordered<
 /// `in_flight`, and the next reply to arrive is the input.
 async fn perform(
     app: &App,
+    thread: &Thread,
     effect: &Effect,
     waits: &mut Waits,
     in_flight: &mut InFlight,
@@ -326,7 +335,21 @@ async fn perform(
         }
         Effect::CallLlm { prompt, .. } => {
             let started = Instant::now();
-            let reply = app.rewriter.complete(&[ChatMessage::user(prompt)]).await;
+            // In the app's voice: the app's own request plus one message with the findings.
+            let in_app = (app.config.rewriter().context == RewriterContext::App)
+                .then(|| thread.app_request())
+                .flatten();
+            let reply = match in_app {
+                Some(request) => {
+                    app.rewriter
+                        .complete_in(
+                            request,
+                            &proofgate_core::prompts::in_app_conversation(prompt),
+                        )
+                        .await
+                }
+                None => app.rewriter.complete(&[ChatMessage::user(prompt)]).await,
+            };
             let took = started.elapsed();
             waits.rewriter += took;
             app.metrics.observe(Stage::Rewriter, took);
@@ -391,7 +414,7 @@ pub async fn drive(
     waits: &mut Waits,
 ) -> Result<Effect, DriveError> {
     let mut in_flight = InFlight::new();
-    while let Some(input) = perform(app, &effect, waits, &mut in_flight).await {
+    while let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await {
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
     }
@@ -424,7 +447,7 @@ pub async fn drive_durably(
         *saved = thread.audit_trail().len();
     }
     let mut in_flight = InFlight::new();
-    while let Some(input) = perform(app, &effect, waits, &mut in_flight).await {
+    while let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await {
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
         persist(app, thread, *saved, None).await?;

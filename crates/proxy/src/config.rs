@@ -252,7 +252,8 @@ impl AuditConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmEndpoint {
-    /// `openai` (any OpenAI-compatible `/chat/completions`) or `bedrock` (Converse API).
+    /// `openai` (any OpenAI-compatible `/chat/completions`), `anthropic` (Messages API) or
+    /// `bedrock` (Converse API).
     #[serde(default)]
     pub kind: LlmKind,
     /// Base URL including the version prefix, e.g. `https://api.openai.com/v1`.
@@ -278,6 +279,39 @@ pub struct LlmEndpoint {
     /// 400 naming `response_format` also falls back once to the plain prompt.
     #[serde(default = "default_true")]
     pub structured_output: bool,
+    /// How often a call is retried after a connection error, 408, 409, 429 or 5xx (with
+    /// exponential backoff and jitter, honouring `Retry-After`, within `timeout_ms` and the
+    /// request's deadline). 0 turns retries off.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// The `anthropic-version` header, for `kind = "anthropic"`.
+    #[serde(default = "default_anthropic_version")]
+    pub anthropic_version: String,
+    /// For the rewriter: `app` (default) calls it with the app's own request (system prompt,
+    /// history, tool results, model parameters; tools not offered) plus one message with the
+    /// findings, so rewrites keep the app's persona, language and format; `minimal` sends
+    /// only proofgate's prompt. Ignored for the upstream and translators.
+    #[serde(default)]
+    pub context: RewriterContext,
+}
+
+/// What the rewriter is called with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum RewriterContext {
+    /// The app's own request plus proofgate's prompt.
+    #[default]
+    App,
+    /// proofgate's prompt alone.
+    Minimal,
+}
+
+fn default_max_retries() -> u32 {
+    3
+}
+
+fn default_anthropic_version() -> String {
+    "2023-06-01".into()
 }
 
 impl Default for LlmEndpoint {
@@ -291,6 +325,9 @@ impl Default for LlmEndpoint {
             region: None,
             timeout_ms: default_llm_timeout_ms(),
             structured_output: true,
+            max_retries: default_max_retries(),
+            anthropic_version: default_anthropic_version(),
+            context: RewriterContext::default(),
         }
     }
 }
@@ -312,6 +349,9 @@ pub enum LlmKind {
     Openai,
     /// Amazon Bedrock Converse.
     Bedrock,
+    /// The Anthropic Messages API (`POST {base_url}/messages`, `x-api-key`,
+    /// `anthropic-version`), e.g. `https://api.anthropic.com/v1`.
+    Anthropic,
 }
 
 /// Which validator checks answers.

@@ -2,6 +2,7 @@
 //! the HTTP server, LLM and validator clients, storage. Every decision of the rewriting loop
 //! is made by the core.
 
+pub mod anthropic;
 pub mod app;
 pub mod audit_check;
 pub mod audit_log;
@@ -15,6 +16,8 @@ pub mod keys;
 pub mod llm;
 pub mod metrics;
 pub mod openai;
+pub mod responses;
+pub mod retry;
 pub mod server;
 pub mod storage;
 pub mod translate;

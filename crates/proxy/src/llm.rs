@@ -1,6 +1,8 @@
-//! LLM clients: any OpenAI-compatible `/chat/completions` endpoint, or Bedrock Converse.
+//! LLM clients: any OpenAI-compatible `/chat/completions` endpoint, the Anthropic Messages
+//! API, or Bedrock Converse. Every call goes through the one retry policy ([`crate::retry`]).
 
 use crate::config::{LlmEndpoint, LlmKind};
+use crate::retry::{is_transient_status, Attempt, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -27,7 +29,8 @@ impl ChatMessage {
 /// What an LLM call failed with.
 #[derive(Debug, thiserror::Error)]
 pub enum LlmError {
-    /// The endpoint could not be reached, timed out, throttled or failed (5xx).
+    /// The endpoint could not be reached, timed out, throttled or failed (5xx), after the
+    /// retries.
     #[error("LLM endpoint {endpoint} is unavailable: {reason}")]
     Unavailable {
         /// The base URL or Bedrock model.
@@ -58,6 +61,37 @@ pub enum LlmError {
     Misconfigured(String),
 }
 
+/// One failed attempt of an HTTP call, before the retry policy decides.
+struct HttpAttempt {
+    error: LlmError,
+    transient: bool,
+    retry_after: Option<Duration>,
+}
+
+impl std::fmt::Display for HttpAttempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl Attempt for HttpAttempt {
+    fn is_transient(&self) -> bool {
+        self.transient
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+}
+
+impl Attempt for LlmError {
+    fn is_transient(&self) -> bool {
+        matches!(self, LlmError::Unavailable { .. })
+    }
+    fn retry_after(&self) -> Option<Duration> {
+        None
+    }
+}
+
 /// A chat completion's text and the model that wrote it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmReply {
@@ -72,6 +106,7 @@ pub struct LlmReply {
 pub struct LlmClient {
     endpoint: LlmEndpoint,
     http: reqwest::Client,
+    retry: RetryPolicy,
     #[cfg(feature = "bedrock")]
     bedrock: Option<crate::bedrock::Converse>,
 }
@@ -93,7 +128,7 @@ impl LlmClient {
             .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
         #[cfg(feature = "bedrock")]
         let bedrock = match endpoint.kind {
-            LlmKind::Openai => None,
+            LlmKind::Openai | LlmKind::Anthropic => None,
             LlmKind::Bedrock => Some(crate::bedrock::Converse::new(&endpoint).await),
         };
         #[cfg(not(feature = "bedrock"))]
@@ -101,6 +136,10 @@ impl LlmClient {
             return Err(no_bedrock());
         }
         Ok(LlmClient {
+            retry: RetryPolicy::new(
+                endpoint.max_retries,
+                Duration::from_millis(endpoint.timeout_ms),
+            ),
             endpoint,
             http,
             #[cfg(feature = "bedrock")]
@@ -113,27 +152,55 @@ impl LlmClient {
         &self.endpoint
     }
 
+    /// Counts this client's retries in `counter` (the `proofgate_llm_retries` metric).
+    pub fn counting_retries(
+        mut self,
+        counter: prometheus_client::metrics::counter::Counter,
+    ) -> Self {
+        self.retry.counter = Some(counter);
+        self
+    }
+
     fn url(&self) -> String {
-        format!(
-            "{}/chat/completions",
-            self.endpoint.base_url.trim_end_matches('/')
-        )
+        let path = match self.endpoint.kind {
+            LlmKind::Anthropic => "messages",
+            _ => "chat/completions",
+        };
+        format!("{}/{path}", self.endpoint.base_url.trim_end_matches('/'))
     }
 
     /// Sends an OpenAI chat-completions request body as is (apart from `model` when one is
     /// configured, and `stream`, which is always off: nothing unverified may stream through).
     /// `client_auth` is the caller's `Authorization` header, used when no key is configured.
-    pub async fn forward(
+    /// The reply is a chat completion whatever the endpoint's kind.
+    pub async fn forward(&self, body: Value, client_auth: Option<&str>) -> Result<Value, LlmError> {
+        Ok(self.forward_native(body, client_auth).await?.0)
+    }
+
+    /// As [`LlmClient::forward`], also returning the endpoint's own reply when it is not a
+    /// chat completion (an Anthropic message), so a tool-use reply can pass through as sent.
+    pub async fn forward_native(
         &self,
         mut body: Value,
         client_auth: Option<&str>,
-    ) -> Result<Value, LlmError> {
+    ) -> Result<(Value, Option<Value>), LlmError> {
         if self.endpoint.kind == LlmKind::Bedrock {
-            let messages: Vec<ChatMessage> =
-                serde_json::from_value(body.get("messages").cloned().unwrap_or(Value::Null))
-                    .map_err(|e| LlmError::Misconfigured(format!("messages: {e}")))?;
+            let messages: Vec<ChatMessage> = body
+                .get("messages")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|m| ChatMessage {
+                    role: m
+                        .get("role")
+                        .and_then(Value::as_str)
+                        .unwrap_or("user")
+                        .to_string(),
+                    content: crate::openai::message_text(m).unwrap_or_default(),
+                })
+                .collect();
             let reply = self.converse(&messages).await?;
-            return Ok(completion_body(&reply.model, &reply.text));
+            return Ok((completion_body(&reply.model, &reply.text), None));
         }
         if let Some(obj) = body.as_object_mut() {
             if let Some(model) = &self.endpoint.model {
@@ -142,32 +209,153 @@ impl LlmClient {
             obj.insert("stream".into(), json!(false));
             obj.remove("stream_options");
         }
-        let mut req = self.http.post(self.url()).json(&body);
-        if let Some(key) = &self.endpoint.api_key {
-            req = req.bearer_auth(key);
-        } else if let Some(auth) = client_auth {
-            req = req.header(reqwest::header::AUTHORIZATION, auth);
+        if self.endpoint.kind == LlmKind::Anthropic {
+            let message = self
+                .post_json(&crate::anthropic::request_from_chat(&body), client_auth)
+                .await?;
+            if message.get("type").and_then(Value::as_str) != Some("message") {
+                return Err(LlmError::BadResponse {
+                    endpoint: self.endpoint.base_url.clone(),
+                    reason: format!(
+                        "not a Messages API message: {}",
+                        truncate(&message.to_string(), 200)
+                    ),
+                });
+            }
+            return Ok((
+                crate::anthropic::completion_from_message(&message),
+                Some(message),
+            ));
         }
-        let resp = req.send().await.map_err(|e| self.unavailable(e))?;
+        Ok((self.post_json(&body, client_auth).await?, None))
+    }
+
+    /// POSTs `body` to the endpoint with the retry policy; the JSON reply.
+    async fn post_json(&self, body: &Value, client_auth: Option<&str>) -> Result<Value, LlmError> {
+        let what = format!("LLM endpoint {}", self.endpoint.base_url);
+        self.retry
+            .run(&what, || self.post_once(body, client_auth))
+            .await
+            .map_err(|a| a.error)
+    }
+
+    async fn post_once(
+        &self,
+        body: &Value,
+        client_auth: Option<&str>,
+    ) -> Result<Value, HttpAttempt> {
+        let mut req = self.http.post(self.url()).json(body);
+        match self.endpoint.kind {
+            LlmKind::Anthropic => {
+                req = req.header("anthropic-version", &self.endpoint.anthropic_version);
+                if let Some(key) = &self.endpoint.api_key {
+                    req = req.header("x-api-key", key);
+                }
+            }
+            _ => {
+                if let Some(key) = &self.endpoint.api_key {
+                    req = req.bearer_auth(key);
+                } else if let Some(auth) = client_auth {
+                    req = req.header(reqwest::header::AUTHORIZATION, auth);
+                }
+            }
+        }
+        let permanent = |error| HttpAttempt {
+            error,
+            transient: false,
+            retry_after: None,
+        };
+        let connection = |e: reqwest::Error| HttpAttempt {
+            error: self.unavailable(e),
+            transient: true,
+            retry_after: None,
+        };
+        let resp = req.send().await.map_err(connection)?;
         let status = resp.status();
-        let text = resp.text().await.map_err(|e| self.unavailable(e))?;
-        if status.is_server_error() || status.as_u16() == 429 {
-            return Err(LlmError::Unavailable {
-                endpoint: self.endpoint.base_url.clone(),
-                reason: format!("HTTP {status}: {}", truncate(&text, 500)),
+        let retry_after = crate::retry::retry_after(resp.headers(), self.retry.max_delay * 4);
+        let text = resp.text().await.map_err(connection)?;
+        if is_transient_status(status.as_u16()) {
+            let error = if status.is_server_error() || status.as_u16() == 429 {
+                LlmError::Unavailable {
+                    endpoint: self.endpoint.base_url.clone(),
+                    reason: format!("HTTP {status}: {}", truncate(&text, 500)),
+                }
+            } else {
+                LlmError::Rejected {
+                    endpoint: self.endpoint.base_url.clone(),
+                    status: status.as_u16(),
+                    body: text,
+                }
+            };
+            return Err(HttpAttempt {
+                error,
+                transient: true,
+                retry_after,
             });
         }
         if !status.is_success() {
-            return Err(LlmError::Rejected {
+            return Err(permanent(LlmError::Rejected {
                 endpoint: self.endpoint.base_url.clone(),
                 status: status.as_u16(),
                 body: text,
-            });
+            }));
         }
-        serde_json::from_str(&text).map_err(|e| LlmError::BadResponse {
-            endpoint: self.endpoint.base_url.clone(),
-            reason: format!("not JSON ({e}): {}", truncate(&text, 200)),
+        serde_json::from_str(&text).map_err(|e| {
+            permanent(LlmError::BadResponse {
+                endpoint: self.endpoint.base_url.clone(),
+                reason: format!("not JSON ({e}): {}", truncate(&text, 200)),
+            })
         })
+    }
+
+    /// One completion in the app's own conversation: `app_request` (the app's chat request,
+    /// as stored with the thread) with its tools removed and streaming off, plus one user
+    /// message, `prompt`. The model is this endpoint's when configured, else the app's.
+    pub async fn complete_in(
+        &self,
+        app_request: &Value,
+        prompt: &str,
+    ) -> Result<LlmReply, LlmError> {
+        let mut body = app_request.clone();
+        let Some(obj) = body.as_object_mut() else {
+            return self.complete(&[ChatMessage::user(prompt)]).await;
+        };
+        for key in [
+            "tools",
+            "tool_choice",
+            "functions",
+            "function_call",
+            "parallel_tool_calls",
+            "n",
+            "stream",
+            "stream_options",
+            "response_format",
+            "logprobs",
+            "top_logprobs",
+        ] {
+            obj.remove(key);
+        }
+        if let Some(t) = self.endpoint.temperature {
+            obj.insert("temperature".into(), json!(t));
+        }
+        let mut messages = obj
+            .get("messages")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        messages.push(json!({"role": "user", "content": prompt}));
+        obj.insert("messages".into(), Value::Array(messages));
+        let resp = self.forward(body, None).await?;
+        let text = completion_text(&resp).ok_or_else(|| LlmError::BadResponse {
+            endpoint: self.endpoint.base_url.clone(),
+            reason: "no choices[0].message.content".into(),
+        })?;
+        let model = resp
+            .get("model")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        Ok(LlmReply { text, model })
     }
 
     /// One completion for proofgate's own purposes (rewriting, translating).
@@ -247,7 +435,10 @@ impl LlmClient {
                 .bedrock
                 .as_ref()
                 .ok_or_else(|| LlmError::Misconfigured("Bedrock client not initialised".into()))?;
-            client.complete(&self.endpoint, messages).await
+            let what = format!("Bedrock Converse {}", self.endpoint.base_url);
+            self.retry
+                .run(&what, || client.complete(&self.endpoint, messages))
+                .await
         }
         #[cfg(not(feature = "bedrock"))]
         {

@@ -24,6 +24,13 @@ pub struct VerdictLabels {
     pub verdict: String,
 }
 
+/// Labels of the retry counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RetryLabels {
+    /// `upstream`, `rewriter` or `translator`.
+    pub llm: String,
+}
+
 /// Which latency a sample measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -46,6 +53,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     verdicts: Family<VerdictLabels, Counter>,
+    retries: Family<RetryLabels, Counter>,
     iterations: Histogram,
     upstream: Histogram,
     rewriter: Histogram,
@@ -85,6 +93,12 @@ impl Metrics {
             "Final verdicts of answered requests",
             verdicts.clone(),
         );
+        let retries = Family::<RetryLabels, Counter>::default();
+        registry.register(
+            "llm_retries",
+            "Retried LLM calls (connection errors, 408, 409, 429, 5xx) by LLM role",
+            retries.clone(),
+        );
         registry.register("iterations", "Validations per answer", iterations.clone());
         registry.register(
             "upstream_seconds",
@@ -116,6 +130,7 @@ impl Metrics {
             registry,
             requests,
             verdicts,
+            retries,
             iterations,
             upstream,
             rewriter,
@@ -134,6 +149,15 @@ impl Metrics {
                 status,
             })
             .inc();
+    }
+
+    /// The counter of retried calls to the LLM in `role` (shared with its client).
+    pub fn retry_counter(&self, role: &str) -> Counter {
+        self.retries
+            .get_or_create(&RetryLabels {
+                llm: role.to_string(),
+            })
+            .clone()
     }
 
     /// Counts a verdict and the iterations it took.

@@ -1,6 +1,8 @@
 //! The OpenAI chat-completions wire format as the proxy sees it: reading the client's request,
 //! and writing verified answers back (JSON or server-sent events).
 
+use proofgate_core::conversation::{ConversationTurn, TurnRole};
+use proofgate_core::thread::{GivenToolCall, ToolCall};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -29,6 +31,9 @@ pub enum RequestError {
     /// No user message to answer.
     #[error("the request has no user message with text content to answer")]
     NoUserMessage,
+    /// More than one choice asked for.
+    #[error("only n = 1 is supported: proofgate verifies one answer per request (got n = {0})")]
+    SeveralChoices(u64),
 }
 
 /// The text of a message's `content`: a string, or the text parts of a content array.
@@ -89,6 +94,10 @@ impl ChatRequest {
         if question.trim().is_empty() {
             return Err(RequestError::NoUserMessage);
         }
+        match body.get("n").and_then(Value::as_u64) {
+            Some(n) if n > 1 => return Err(RequestError::SeveralChoices(n)),
+            _ => {}
+        }
         Ok(ChatRequest {
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
             model: body
@@ -110,6 +119,157 @@ impl ChatRequest {
             .map(Vec::as_slice)
             .unwrap_or(&[])
     }
+
+    /// The whole conversation as text turns, for the translators: every message, with an
+    /// assistant's tool calls rendered as `called NAME with ARGS` and tool results as tool
+    /// turns.
+    pub fn conversation(&self) -> Vec<ConversationTurn> {
+        let mut turns = Vec::new();
+        for m in self.messages() {
+            let role = match m.get("role").and_then(Value::as_str) {
+                Some("system" | "developer") => TurnRole::System,
+                Some("assistant") => TurnRole::Assistant,
+                Some("tool" | "function") => TurnRole::Tool,
+                _ => TurnRole::User,
+            };
+            let mut text = message_text(m).unwrap_or_default();
+            if let Some(calls) = tool_calls_of_message(m) {
+                for c in calls {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&format!("called {} with {}", c.name, c.arguments));
+                }
+            }
+            if !text.trim().is_empty() {
+                turns.push(ConversationTurn::new(role, text));
+            }
+        }
+        turns
+    }
+
+    /// The request as kept with the thread for the rewriter: everything but the tools (the
+    /// rewriter is never offered them) and streaming.
+    pub fn for_rewriter(&self) -> Value {
+        let mut body = self.body.clone();
+        if let Some(obj) = body.as_object_mut() {
+            for key in [
+                "tools",
+                "tool_choice",
+                "functions",
+                "function_call",
+                "stream",
+                "stream_options",
+            ] {
+                obj.remove(key);
+            }
+        }
+        body
+    }
+}
+
+/// The tool calls of a message (`tool_calls`, or the legacy `function_call`), if any.
+fn tool_calls_of_message(message: &Value) -> Option<Vec<ToolCall>> {
+    let call = |id: Option<&Value>, f: &Value| ToolCall {
+        id: id.and_then(Value::as_str).map(str::to_string),
+        name: f
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string(),
+        arguments: match f.get("arguments") {
+            Some(Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None => String::new(),
+        },
+    };
+    let mut calls: Vec<ToolCall> = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c.get("function").map(|f| call(c.get("id"), f)))
+        .collect();
+    if let Some(f) = message.get("function_call").filter(|f| f.is_object()) {
+        calls.push(call(None, f));
+    }
+    (!calls.is_empty()).then_some(calls)
+}
+
+/// The tool calls of an upstream completion's first choice: the reply is not an answer but a
+/// call of the app's tools.
+pub fn tool_call_of(completion: &Value) -> Option<GivenToolCall> {
+    let message = completion.pointer("/choices/0/message")?;
+    let calls = tool_calls_of_message(message)?;
+    Some(GivenToolCall {
+        calls,
+        text: message_text(message).filter(|t| !t.trim().is_empty()),
+        model: completion
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+    })
+}
+
+/// A tool-call reply as returned to the client: the upstream's completion unchanged (it is
+/// not an answer, so there is nothing to verify in it: the app runs the tools and sends the
+/// results back), plus the `proofgate` object.
+pub fn tool_call_completion(mut upstream: Value, proofgate: Value) -> Value {
+    if let Some(obj) = upstream.as_object_mut() {
+        obj.insert("proofgate".into(), proofgate);
+    }
+    upstream
+}
+
+/// A tool-call completion as OpenAI server-sent events: a role chunk, one chunk per call
+/// with its id, name and arguments, a final chunk with `finish_reason` (as the upstream gave
+/// it) and the `proofgate` object, then `[DONE]`.
+pub fn tool_call_events(completion: &Value) -> Vec<String> {
+    let id = completion.get("id").cloned().unwrap_or(json!("chatcmpl"));
+    let created = completion.get("created").cloned().unwrap_or(json!(0));
+    let model = completion.get("model").cloned().unwrap_or(json!(""));
+    let chunk = |delta: Value, finish: Value| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]
+        })
+    };
+    let message = completion
+        .pointer("/choices/0/message")
+        .cloned()
+        .unwrap_or(json!({}));
+    let mut first = json!({"role": "assistant", "content": message.get("content").cloned().unwrap_or(Value::Null)});
+    if let Some(f) = message.get("function_call") {
+        first["function_call"] = f.clone();
+    }
+    let mut events = vec![chunk(first, Value::Null)];
+    for (i, c) in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let mut c = c.clone();
+        c["index"] = json!(i);
+        events.push(chunk(json!({"tool_calls": [c]}), Value::Null));
+    }
+    let finish = completion
+        .pointer("/choices/0/finish_reason")
+        .cloned()
+        .filter(|f| !f.is_null())
+        .unwrap_or(json!("tool_calls"));
+    let mut last = chunk(json!({}), finish);
+    if let Some(p) = completion.get("proofgate") {
+        last["proofgate"] = p.clone();
+    }
+    if let Some(u) = completion.get("usage") {
+        last["usage"] = u.clone();
+    }
+    events.push(last);
+    let mut out: Vec<String> = events.iter().map(Value::to_string).collect();
+    out.push("[DONE]".into());
+    out
 }
 
 /// Top-level members of an upstream completion that are copied into the response: they
@@ -259,6 +419,45 @@ mod tests {
         .unwrap();
         assert_eq!(next.conversation_before_last, stored);
         assert_ne!(conversation_key(&first), stored);
+    }
+
+    #[test]
+    fn tool_calls_are_found_and_the_conversation_has_every_turn() {
+        let r = ChatRequest::parse(req(json!([
+            {"role": "system", "content": "You are the park's assistant."},
+            {"role": "user", "content": "I am 70. How much?"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "season", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "low season"}
+        ])))
+        .unwrap();
+        let turns = r.conversation();
+        assert_eq!(turns.len(), 4);
+        assert_eq!(turns[2].text, "called season with {}");
+        assert_eq!(turns[3].role, TurnRole::Tool);
+        let upstream = json!({"model": "m", "choices": [{"index": 0, "finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_2", "type": "function", "function": {"name": "price", "arguments": "{\"age\":70}"}}]}}]});
+        let call = tool_call_of(&upstream).unwrap();
+        assert_eq!(call.calls[0].name, "price");
+        assert!(tool_call_of(&completion_body_for_test()).is_none());
+        let out = tool_call_completion(upstream.clone(), json!({"verdict": "TOOL_CALL"}));
+        assert_eq!(out["choices"], upstream["choices"]);
+        let events = tool_call_events(&out);
+        assert!(events[1].contains("call_2"));
+        assert!(events[2].contains("tool_calls") && events[2].contains("TOOL_CALL"));
+    }
+
+    fn completion_body_for_test() -> Value {
+        json!({"choices": [{"message": {"role": "assistant", "content": "text"}}]})
+    }
+
+    #[test]
+    fn several_choices_are_refused_clearly() {
+        let mut body = req(json!([{"role": "user", "content": "q"}]));
+        body["n"] = json!(2);
+        let e = ChatRequest::parse(body).unwrap_err();
+        assert!(e.to_string().contains("only n = 1 is supported"));
     }
 
     #[test]

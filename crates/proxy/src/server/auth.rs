@@ -136,14 +136,25 @@ pub fn end_user(headers: &HeaderMap) -> Option<&str> {
         .filter(|u| !u.is_empty())
 }
 
-/// The bearer token of a request, if it has one.
+/// The API key of a request, if it has one: its bearer token, or else its `x-api-key`
+/// header (how the Anthropic SDKs send their key).
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+    let from_authorization = || {
+        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?.trim();
+        let (scheme, token) = value.split_once(' ')?;
+        scheme
+            .eq_ignore_ascii_case("bearer")
+            .then(|| token.trim())
+            .filter(|t| !t.is_empty())
+    };
+    from_authorization().or_else(|| {
+        headers
+            .get("x-api-key")?
+            .to_str()
+            .ok()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+    })
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -236,6 +247,8 @@ mod tests {
         }
         let cases = [
             (&post, "/v1/chat/completions", Access::Needs(Scope::Chat)),
+            (&post, "/v1/responses", Access::Needs(Scope::Chat)),
+            (&post, "/v1/messages", Access::Needs(Scope::Chat)),
             (
                 &post,
                 "/guardrail/x/version/1/apply",

@@ -8,7 +8,10 @@ use crate::app::{
 };
 use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
-use crate::openai::{completion_events, conversation_key_after, verified_completion, ChatRequest};
+use crate::openai::{
+    completion_events, conversation_key_after, tool_call_completion, tool_call_events,
+    tool_call_of, verified_completion, ChatRequest,
+};
 use crate::storage::ThreadOwner;
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
@@ -16,7 +19,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use proofgate_core::thread::GivenAnswer;
+use proofgate_core::thread::{ChatbotReply, GivenAnswer};
 use proofgate_core::{Effect, Input, OutcomeStatus, Thread};
 use serde_json::{json, Value};
 use std::convert::Infallible;
@@ -26,11 +29,36 @@ use std::time::Instant;
 /// The header that names the thread (in responses, and in requests that answer questions).
 pub const THREAD_HEADER: &str = "x-proofgate-thread";
 
-/// A verified (or clearly marked) answer, ready to send.
-struct Answered {
-    completion: Value,
-    verdict: String,
-    thread_id: String,
+/// What the chatbot's reply became.
+pub(crate) enum Reply {
+    /// A verified (or clearly marked) answer, or follow-up questions: the text to return, and
+    /// the upstream completion whose allow-listed members describe the call.
+    Answer {
+        /// The text.
+        text: String,
+        /// The upstream's chat completion (or a minimal one when none was made).
+        upstream: Value,
+    },
+    /// Tool calls, returned unchanged: the upstream's completion, and its own reply when the
+    /// upstream speaks another API (an Anthropic message).
+    ToolCall {
+        /// The upstream's chat completion.
+        upstream: Value,
+        /// The upstream's native reply, when not a chat completion.
+        native: Option<Value>,
+    },
+}
+
+/// A request's result, ready to be written in any of the served APIs.
+pub(crate) struct Answered {
+    /// The answer or the tool calls.
+    pub reply: Reply,
+    /// `VALID`, `NEEDS_INPUT`, `TOOL_CALL`, ...
+    pub verdict: String,
+    /// The thread.
+    pub thread_id: String,
+    /// The `proofgate` object.
+    pub proofgate: Value,
 }
 
 /// The text shown in the chat when follow-up questions are needed.
@@ -107,7 +135,7 @@ async fn start_thread(
     req: &ChatRequest,
     headers: &HeaderMap,
     waits: &mut Waits,
-) -> Result<(Thread, Value), ApiError> {
+) -> Result<(Thread, Value, Option<Value>), ApiError> {
     // The client's own Authorization goes upstream only when it is not a proofgate key and
     // keys are off (then it may be the upstream's key); otherwise the configured key is used.
     let auth = (!app.config.auth.required && !caller.sent_proofgate_key())
@@ -115,35 +143,44 @@ async fn start_thread(
         .flatten()
         .and_then(|v| v.to_str().ok());
     let started = Instant::now();
-    let upstream = app.upstream.forward(req.body.clone(), auth).await;
+    let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
     waits.upstream += started.elapsed();
     app.metrics.observe(Stage::Upstream, started.elapsed());
-    let upstream = upstream.map_err(upstream_error)?;
-    let answer = completion_text(&upstream).unwrap_or_default();
-    if answer.trim().is_empty() {
-        return Err(ApiError::new(
-            StatusCode::BAD_GATEWAY,
-            "upstream_error",
-            "the upstream LLM returned no answer text (choices[0].message.content is empty)",
-        ));
-    }
-    let model = upstream
-        .get("model")
-        .and_then(Value::as_str)
-        .map(str::to_string);
-    let thread = Thread::with_answer(
+    let (upstream, native) = upstream.map_err(upstream_error)?;
+    let reply = match tool_call_of(&upstream) {
+        // Not an answer: recorded, and returned as it came once the thread has ended.
+        Some(call) => ChatbotReply::ToolCall(call),
+        None => {
+            let answer = completion_text(&upstream).unwrap_or_default();
+            if answer.trim().is_empty() {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    "the upstream LLM returned no answer text and no tool calls \
+                     (choices[0].message.content is empty)",
+                ));
+            }
+            ChatbotReply::Answer(GivenAnswer {
+                text: answer,
+                model: upstream
+                    .get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                source: "upstream".into(),
+            })
+        }
+    };
+    let mut thread = Thread::for_reply(
         app.thread_config.clone(),
         uuid::Uuid::new_v4().to_string(),
         req.question.clone(),
-        GivenAnswer {
-            text: answer,
-            model,
-            source: "upstream".into(),
-        },
+        req.conversation(),
+        reply,
         now_ms(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    Ok((thread, upstream))
+    thread.set_app_request(req.for_rewriter());
+    Ok((thread, upstream, native))
 }
 
 /// A thread awaiting answers that this request continues, if any: the caller's own thread
@@ -198,27 +235,28 @@ async fn resumable(
     }
 }
 
-async fn answer(
+/// Reads a JSON body, with a clear error when it is not JSON.
+pub(crate) fn json_body(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))
+}
+
+/// Answers one chat request (in the chat-completions shape, whichever API it came in):
+/// forwards it upstream or resumes the conversation's waiting thread, drives the loop, and
+/// returns the verified answer, the follow-up questions, or the tool calls.
+pub(crate) async fn answer_chat(
     app: &App,
     caller: &Caller,
     headers: &HeaderMap,
-    body: Bytes,
+    req: &ChatRequest,
     waits: &mut Waits,
-) -> Result<(Answered, bool), (ApiError, bool)> {
-    let value: Value = serde_json::from_slice(&body).map_err(|e| {
-        (
-            ApiError::bad_request(format!("the body is not JSON: {e}")),
-            false,
-        )
-    })?;
-    let req =
-        ChatRequest::parse(value).map_err(|e| (ApiError::bad_request(e.to_string()), false))?;
-    let stream = req.stream;
-    let fail = |e: ApiError| (e, stream);
-    let owner = caller.owner(end_user(&req));
+) -> Result<Answered, ApiError> {
+    let fail = |e: ApiError| e;
+    let owner = caller.owner(end_user(req));
+    let mut native = None;
 
     let (mut thread, upstream, effect, mut saved) =
-        match resumable(app, caller, &req, headers).await.map_err(fail)? {
+        match resumable(app, caller, req, headers).await.map_err(fail)? {
             Some((mut t, saved)) => {
                 let text = req.question.trim();
                 let input = if text.eq_ignore_ascii_case("skip") {
@@ -235,9 +273,10 @@ async fn answer(
                 (t, None, effect, saved)
             }
             None => {
-                let (t, upstream) = start_thread(app, caller, &req, headers, waits)
+                let (t, upstream, reply) = start_thread(app, caller, req, headers, waits)
                     .await
                     .map_err(fail)?;
+                native = reply;
                 // Recorded before the thread's first save: no saved thread lacks an owner.
                 app.store
                     .set_owner(t.id(), &owner, i64::try_from(now_ms()).unwrap_or(i64::MAX))
@@ -258,6 +297,21 @@ async fn answer(
         })?;
     let upstream = upstream.unwrap_or_else(|| completion_body(&req.model, ""));
 
+    if let Effect::Finish(outcome) = &effect {
+        if outcome.status == OutcomeStatus::ToolCall {
+            persist(app, &thread, saved, None)
+                .await
+                .map_err(|e| fail(e.into()))?;
+            let verdict = outcome.status.as_str().to_string();
+            app.metrics.verdict(&verdict, thread.iterations());
+            return Ok(Answered {
+                proofgate: proofgate_object(&thread, &effect, &verdict),
+                reply: Reply::ToolCall { upstream, native },
+                verdict,
+                thread_id: thread.id().to_string(),
+            });
+        }
+    }
     let (text, verdict, key) = match &effect {
         Effect::AskUser { questions, .. } => {
             let text = questions_text(questions);
@@ -324,22 +378,16 @@ async fn answer(
         .await
         .map_err(|e| fail(e.into()))?;
     app.metrics.verdict(&verdict, thread.iterations());
-    let completion = verified_completion(
-        upstream,
-        &text,
-        proofgate_object(&thread, &effect, &verdict),
-    );
-    Ok((
-        Answered {
-            completion,
-            verdict,
-            thread_id: thread.id().to_string(),
-        },
-        stream,
-    ))
+    Ok(Answered {
+        proofgate: proofgate_object(&thread, &effect, &verdict),
+        reply: Reply::Answer { text, upstream },
+        verdict,
+        thread_id: thread.id().to_string(),
+    })
 }
 
-fn sse(events: Vec<String>) -> Response {
+/// Server-sent events with data only (the OpenAI streams).
+pub(crate) fn sse(events: Vec<String>) -> Response {
     let stream = futures::stream::iter(
         events
             .into_iter()
@@ -348,46 +396,64 @@ fn sse(events: Vec<String>) -> Response {
     Sse::new(stream).into_response()
 }
 
-/// The handler.
-pub async fn chat_completions(
-    State(app): State<Arc<App>>,
-    Extension(caller): Extension<Caller>,
-    headers: HeaderMap,
+/// Server-sent events with a name each (the Responses and Messages streams).
+pub(crate) fn named_sse(events: Vec<(String, String)>) -> Response {
+    let stream = futures::stream::iter(
+        events
+            .into_iter()
+            .map(|(name, data)| Ok::<_, Infallible>(Event::default().event(name).data(data))),
+    );
+    Sse::new(stream).into_response()
+}
+
+/// How one served API writes results and errors.
+pub(crate) trait WireFormat {
+    /// A result as JSON or as a stream.
+    fn answered(&self, answered: Answered, stream: bool) -> Response;
+    /// An error, as JSON or (when the client asked for a stream) as its only event.
+    fn error(&self, error: ApiError, stream: bool) -> Response;
+}
+
+/// Runs one request of any served API: reads its body with `parse` into a chat request (and
+/// whether the client wants a stream), answers it, and writes the result with `format`,
+/// adding the `x-proofgate-*` headers and measuring proofgate's own time.
+pub(crate) async fn serve_chat<F: WireFormat>(
+    app: &App,
+    caller: &Caller,
+    headers: &HeaderMap,
     body: Bytes,
+    parse: impl FnOnce(Value) -> Result<ChatRequest, ApiError>,
+    format: F,
 ) -> Response {
     let started = Instant::now();
     let mut waits = Waits::default();
-    let result = answer(&app, &caller, &headers, body, &mut waits).await;
+    let mut stream = false;
+    let result = match json_body(&body).and_then(parse) {
+        Ok(req) => {
+            stream = req.stream;
+            answer_chat(app, caller, headers, &req, &mut waits).await
+        }
+        Err(e) => Err(e),
+    };
     let overhead = started.elapsed().saturating_sub(waits.total());
     app.metrics.observe(Stage::Overhead, overhead);
     let overhead_ms = format!("{:.3}", overhead.as_secs_f64() * 1000.0);
     let mut response = match result {
-        Ok((a, stream)) => {
-            let mut r = if stream {
-                sse(completion_events(&a.completion))
-            } else {
-                Json(a.completion).into_response()
-            };
+        Ok(a) => {
+            let (verdict, thread_id) = (a.verdict.clone(), a.thread_id.clone());
+            let mut r = format.answered(a, stream);
             let h = r.headers_mut();
-            if let Ok(v) = HeaderValue::from_str(&a.verdict) {
+            if let Ok(v) = HeaderValue::from_str(&verdict) {
                 h.insert("x-proofgate-verdict", v);
             }
-            if let Ok(v) = HeaderValue::from_str(&a.thread_id) {
+            if let Ok(v) = HeaderValue::from_str(&thread_id) {
                 h.insert(THREAD_HEADER, v);
             }
             r
         }
-        Err((e, true)) => {
-            // Nothing unverified has been sent; the stream carries only the error.
-            let mut events = vec![e.body().to_string()];
-            events.push("[DONE]".into());
-            let mut r = sse(events);
-            r.headers_mut()
-                .insert("x-proofgate-verdict", HeaderValue::from_static("ERROR"));
-            r
-        }
-        Err((e, false)) => {
-            let mut r = e.into_response();
+        Err(e) => {
+            // Nothing unverified has been sent; a stream carries only the error.
+            let mut r = format.error(e, stream);
             r.headers_mut()
                 .insert("x-proofgate-verdict", HeaderValue::from_static("ERROR"));
             r
@@ -397,4 +463,49 @@ pub async fn chat_completions(
         response.headers_mut().insert("x-proofgate-overhead-ms", v);
     }
     response
+}
+
+/// The chat-completions wire format.
+struct ChatCompletions;
+
+impl WireFormat for ChatCompletions {
+    fn answered(&self, a: Answered, stream: bool) -> Response {
+        match a.reply {
+            Reply::Answer { text, upstream } => {
+                let completion = verified_completion(upstream, &text, a.proofgate);
+                if stream {
+                    sse(completion_events(&completion))
+                } else {
+                    Json(completion).into_response()
+                }
+            }
+            Reply::ToolCall { upstream, .. } => {
+                let completion = tool_call_completion(upstream, a.proofgate);
+                if stream {
+                    sse(tool_call_events(&completion))
+                } else {
+                    Json(completion).into_response()
+                }
+            }
+        }
+    }
+
+    fn error(&self, e: ApiError, stream: bool) -> Response {
+        if stream {
+            sse(vec![e.body().to_string(), "[DONE]".into()])
+        } else {
+            e.into_response()
+        }
+    }
+}
+
+/// The handler of `POST /v1/chat/completions`.
+pub async fn chat_completions(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let parse = |v: Value| ChatRequest::parse(v).map_err(|e| ApiError::bad_request(e.to_string()));
+    serve_chat(&app, &caller, &headers, body, parse, ChatCompletions).await
 }

@@ -8,7 +8,9 @@ pub mod error;
 pub mod guardrail;
 pub mod keys;
 pub mod limits;
+pub mod messages;
 pub mod policies;
+pub mod responses;
 pub mod summary;
 
 use crate::app::{drive, from_stored, now_ms, persist, App, Waits};
@@ -137,6 +139,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
             .allow_methods([Method::GET, Method::POST, Method::DELETE])
             .allow_headers(names(&[
                 "authorization",
+                "x-api-key",
                 "content-type",
                 chat::THREAD_HEADER,
                 auth::USER_HEADER,
@@ -160,6 +163,8 @@ pub fn router(app: Arc<App>) -> Router {
     let cors = cors(&app.config.server.cors_origins);
     let router = Router::new()
         .route("/v1/chat/completions", post(chat::chat_completions))
+        .route("/v1/responses", post(responses::responses))
+        .route("/v1/messages", post(messages::messages))
         .route(
             "/guardrail/{id}/version/{version}/apply",
             post(guardrail::apply_guardrail),

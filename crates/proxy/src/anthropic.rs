@@ -1,0 +1,551 @@
+//! The Anthropic Messages API as the proxy sees it, translated to and from the OpenAI
+//! chat-completions shape the rest of the proxy works in: requests and replies of an
+//! `anthropic` upstream, the client's `POST /v1/messages` request, and verified answers (JSON
+//! or the SSE event sequence the official SDK reads). Like the chat-completions answer, a
+//! verified message is built from an allow-list.
+
+use serde_json::{json, Map, Value};
+
+/// `max_tokens` is required by the Messages API; used when the chat request has none.
+pub const DEFAULT_MAX_TOKENS: u64 = 1024;
+
+fn text_of_content(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// An OpenAI chat-completions body as a Messages API request (for an `anthropic` upstream,
+/// rewriter or translator): system messages become `system`, assistant tool calls `tool_use`
+/// blocks, tool messages `tool_result` blocks in a user turn, tools and `tool_choice` their
+/// Anthropic forms.
+pub fn request_from_chat(chat: &Value) -> Value {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    let push = |messages: &mut Vec<Value>, role: &str, blocks: Vec<Value>| {
+        // Consecutive turns of one role merge (the API wants them alternating).
+        if let Some(last) = messages.last_mut() {
+            if last["role"] == role {
+                if let Some(c) = last["content"].as_array_mut() {
+                    c.extend(blocks);
+                    return;
+                }
+            }
+        }
+        messages.push(json!({"role": role, "content": blocks}));
+    };
+    for m in chat
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        let text = m.get("content").map(text_of_content).unwrap_or_default();
+        match role {
+            "system" | "developer" => system.push(text),
+            "assistant" => {
+                let mut blocks = Vec::new();
+                if !text.is_empty() {
+                    blocks.push(json!({"type": "text", "text": text}));
+                }
+                for call in m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let args = call
+                        .pointer("/function/arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}");
+                    blocks.push(json!({
+                        "type": "tool_use",
+                        "id": call.get("id").cloned().unwrap_or(json!("toolu_0")),
+                        "name": call.pointer("/function/name").cloned().unwrap_or(json!("")),
+                        "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
+                    }));
+                }
+                if !blocks.is_empty() {
+                    push(&mut messages, "assistant", blocks);
+                }
+            }
+            "tool" | "function" => push(
+                &mut messages,
+                "user",
+                vec![json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.get("tool_call_id").cloned().unwrap_or(json!("")),
+                    "content": text,
+                })],
+            ),
+            _ => push(
+                &mut messages,
+                "user",
+                vec![json!({"type": "text", "text": text})],
+            ),
+        }
+    }
+    let mut out = Map::new();
+    out.insert(
+        "model".into(),
+        chat.get("model").cloned().unwrap_or(json!("")),
+    );
+    out.insert("messages".into(), Value::Array(messages));
+    let max = chat
+        .get("max_tokens")
+        .or_else(|| chat.get("max_completion_tokens"))
+        .and_then(Value::as_u64)
+        .unwrap_or(DEFAULT_MAX_TOKENS);
+    out.insert("max_tokens".into(), json!(max));
+    if !system.is_empty() {
+        out.insert("system".into(), json!(system.join("\n\n")));
+    }
+    for key in ["temperature", "top_p", "metadata"] {
+        if let Some(v) = chat.get(key).filter(|v| !v.is_null()) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    match chat.get("stop") {
+        Some(Value::String(s)) => {
+            out.insert("stop_sequences".into(), json!([s]));
+        }
+        Some(Value::Array(a)) => {
+            out.insert("stop_sequences".into(), Value::Array(a.clone()));
+        }
+        _ => {}
+    }
+    if let Some(tools) = chat.get("tools").and_then(Value::as_array) {
+        let tools: Vec<Value> = tools
+            .iter()
+            .filter_map(|t| t.get("function"))
+            .map(|f| {
+                json!({
+                    "name": f.get("name").cloned().unwrap_or(json!("")),
+                    "description": f.get("description").cloned().unwrap_or(json!("")),
+                    "input_schema": f.get("parameters").cloned()
+                        .unwrap_or(json!({"type": "object", "properties": {}})),
+                })
+            })
+            .collect();
+        if !tools.is_empty() {
+            out.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    if let Some(choice) = chat.get("tool_choice") {
+        let c = match choice {
+            Value::String(s) if s == "required" => Some(json!({"type": "any"})),
+            Value::String(s) if s == "none" => Some(json!({"type": "none"})),
+            Value::String(_) => Some(json!({"type": "auto"})),
+            Value::Object(_) => choice
+                .pointer("/function/name")
+                .map(|n| json!({"type": "tool", "name": n})),
+            _ => None,
+        };
+        if let (Some(c), true) = (c, out.contains_key("tools")) {
+            out.insert("tool_choice".into(), c);
+        }
+    }
+    Value::Object(out)
+}
+
+/// A Messages API reply as an OpenAI chat completion: text blocks joined as the content,
+/// `tool_use` blocks as `tool_calls`.
+pub fn completion_from_message(message: &Value) -> Value {
+    let blocks = message
+        .get("content")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let text: Vec<&str> = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+        .collect();
+    let calls: Vec<Value> = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .map(|b| {
+            json!({
+                "id": b.get("id").cloned().unwrap_or(json!("")),
+                "type": "function",
+                "function": {
+                    "name": b.get("name").cloned().unwrap_or(json!("")),
+                    "arguments": b.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into()),
+                }
+            })
+        })
+        .collect();
+    let mut msg = json!({
+        "role": "assistant",
+        "content": if text.is_empty() { Value::Null } else { json!(text.join("")) },
+    });
+    if !calls.is_empty() {
+        msg["tool_calls"] = Value::Array(calls);
+    }
+    let finish = match message.get("stop_reason").and_then(Value::as_str) {
+        Some("tool_use") => "tool_calls",
+        Some("max_tokens") => "length",
+        _ => "stop",
+    };
+    let usage = message.get("usage");
+    let n = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    json!({
+        "id": message.get("id").cloned().unwrap_or(json!("msg")),
+        "object": "chat.completion",
+        "created": 0,
+        "model": message.get("model").cloned().unwrap_or(json!("")),
+        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": n("input_tokens"),
+            "completion_tokens": n("output_tokens"),
+            "total_tokens": n("input_tokens") + n("output_tokens"),
+        }
+    })
+}
+
+/// A client's `POST /v1/messages` request as an OpenAI chat-completions body: `system`
+/// becomes a system message, `tool_use` blocks assistant `tool_calls`, `tool_result` blocks
+/// tool messages; tools and `tool_choice` their OpenAI forms.
+pub fn chat_from_request(req: &Value) -> Value {
+    let mut messages = Vec::new();
+    match req.get("system") {
+        Some(Value::String(s)) => messages.push(json!({"role": "system", "content": s})),
+        Some(v @ Value::Array(_)) => {
+            messages.push(json!({"role": "system", "content": text_of_content(v)}))
+        }
+        _ => {}
+    }
+    for m in req
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        let content = m.get("content").cloned().unwrap_or(Value::Null);
+        let blocks = match content {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(a) => a,
+            _ => Vec::new(),
+        };
+        let kind = |b: &Value| {
+            b.get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string()
+        };
+        let texts: Vec<String> = blocks
+            .iter()
+            .filter(|b| kind(b) == "text")
+            .filter_map(|b| b.get("text").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        if role == "assistant" {
+            let calls: Vec<Value> = blocks
+                .iter()
+                .filter(|b| kind(b) == "tool_use")
+                .map(|b| {
+                    json!({"id": b.get("id").cloned().unwrap_or(json!("")), "type": "function",
+                           "function": {"name": b.get("name").cloned().unwrap_or(json!("")),
+                                        "arguments": b.get("input").map(Value::to_string)
+                                            .unwrap_or_else(|| "{}".into())}})
+                })
+                .collect();
+            let mut msg = json!({"role": "assistant",
+                                 "content": if texts.is_empty() { Value::Null } else { json!(texts.join("\n")) }});
+            if !calls.is_empty() {
+                msg["tool_calls"] = Value::Array(calls);
+            }
+            messages.push(msg);
+            continue;
+        }
+        for b in blocks.iter().filter(|b| kind(b) == "tool_result") {
+            messages.push(json!({
+                "role": "tool",
+                "tool_call_id": b.get("tool_use_id").cloned().unwrap_or(json!("")),
+                "content": b.get("content").map(text_of_content).unwrap_or_default(),
+            }));
+        }
+        if !texts.is_empty() {
+            messages.push(json!({"role": "user", "content": texts.join("\n")}));
+        }
+    }
+    let mut out = Map::new();
+    out.insert(
+        "model".into(),
+        req.get("model").cloned().unwrap_or(json!("")),
+    );
+    out.insert("messages".into(), Value::Array(messages));
+    for (from, to) in [
+        ("max_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("stream", "stream"),
+        ("stop_sequences", "stop"),
+    ] {
+        if let Some(v) = req.get(from).filter(|v| !v.is_null()) {
+            out.insert(to.into(), v.clone());
+        }
+    }
+    if let Some(user) = req.pointer("/metadata/user_id").and_then(Value::as_str) {
+        out.insert("user".into(), json!(user));
+    }
+    if let Some(tools) = req.get("tools").and_then(Value::as_array) {
+        let tools: Vec<Value> = tools
+            .iter()
+            .filter(|t| t.get("input_schema").is_some())
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.get("name").cloned().unwrap_or(json!("")),
+                    "description": t.get("description").cloned().unwrap_or(json!("")),
+                    "parameters": t.get("input_schema").cloned().unwrap_or(json!({})),
+                }})
+            })
+            .collect();
+        if !tools.is_empty() {
+            out.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    if let Some(choice) = req.get("tool_choice") {
+        let c = match choice.get("type").and_then(Value::as_str) {
+            Some("any") => json!("required"),
+            Some("none") => json!("none"),
+            Some("tool") => {
+                json!({"type": "function", "function": {"name": choice.get("name").cloned().unwrap_or(json!(""))}})
+            }
+            _ => json!("auto"),
+        };
+        out.insert("tool_choice".into(), c);
+    }
+    Value::Object(out)
+}
+
+/// The verified answer as a Messages API message, from an allow-list: the upstream's `id`
+/// (when it looks like a message id), `model` and token counts; one text block; the
+/// `proofgate` object.
+pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Value {
+    let usage = completion.get("usage");
+    let n = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    let id = completion
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|id| id.starts_with("msg"))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
+    json!({
+        "id": id,
+        "type": "message",
+        "role": "assistant",
+        "model": completion.get("model").and_then(Value::as_str).unwrap_or(""),
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "stop_sequence": null,
+        "usage": {"input_tokens": n("prompt_tokens"), "output_tokens": n("completion_tokens")},
+        "proofgate": proofgate,
+    })
+}
+
+/// A tool-use reply as a Messages API message: the upstream's own message when it is
+/// Anthropic-shaped, else the OpenAI completion's tool calls as `tool_use` blocks.
+pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: Value) -> Value {
+    let mut msg = match native {
+        Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => m.clone(),
+        _ => {
+            let message = completion.pointer("/choices/0/message");
+            let mut blocks = Vec::new();
+            if let Some(t) = message
+                .and_then(|m| m.get("content"))
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
+                blocks.push(json!({"type": "text", "text": t}));
+            }
+            for c in message
+                .and_then(|m| m.get("tool_calls"))
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let args = c
+                    .pointer("/function/arguments")
+                    .and_then(Value::as_str)
+                    .unwrap_or("{}");
+                blocks.push(json!({
+                    "type": "tool_use",
+                    "id": c.get("id").cloned().unwrap_or(json!("")),
+                    "name": c.pointer("/function/name").cloned().unwrap_or(json!("")),
+                    "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
+                }));
+            }
+            let mut m = verified_message(completion, "", Value::Null);
+            m["content"] = Value::Array(blocks);
+            m["stop_reason"] = json!("tool_use");
+            m
+        }
+    };
+    msg["proofgate"] = proofgate;
+    msg
+}
+
+/// A message as the SSE sequence the official SDKs read: `message_start`, then per content
+/// block `content_block_start`, deltas (`text_delta` or `input_json_delta`) and
+/// `content_block_stop`, then `message_delta` (stop reason, output tokens, and the
+/// `proofgate` object) and `message_stop`. Each item is (event name, JSON data).
+pub fn message_events(message: &Value) -> Vec<(String, String)> {
+    let mut start = message.clone();
+    if let Some(obj) = start.as_object_mut() {
+        obj.insert("content".into(), json!([]));
+        obj.insert("stop_reason".into(), Value::Null);
+        obj.insert("stop_sequence".into(), Value::Null);
+        obj.remove("proofgate");
+    }
+    let mut events = vec![(
+        "message_start",
+        json!({"type": "message_start", "message": start}),
+    )];
+    for (i, block) in message
+        .get("content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        match block.get("type").and_then(Value::as_str) {
+            Some("tool_use") => {
+                let mut empty = block.clone();
+                empty["input"] = json!({});
+                events.push((
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i, "content_block": empty}),
+                ));
+                events.push((
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": i, "delta": {
+                        "type": "input_json_delta",
+                        "partial_json": block.get("input").map(Value::to_string).unwrap_or_else(|| "{}".into())
+                    }}),
+                ));
+            }
+            _ => {
+                let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                events.push((
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": i,
+                           "content_block": {"type": "text", "text": ""}}),
+                ));
+                let chars: Vec<char> = text.chars().collect();
+                for piece in chars.chunks(64) {
+                    events.push((
+                        "content_block_delta",
+                        json!({"type": "content_block_delta", "index": i,
+                               "delta": {"type": "text_delta", "text": piece.iter().collect::<String>()}}),
+                    ));
+                }
+            }
+        }
+        events.push((
+            "content_block_stop",
+            json!({"type": "content_block_stop", "index": i}),
+        ));
+    }
+    let mut delta = json!({
+        "type": "message_delta",
+        "delta": {"stop_reason": message.get("stop_reason").cloned().unwrap_or(json!("end_turn")),
+                  "stop_sequence": null},
+        "usage": {"output_tokens": message.pointer("/usage/output_tokens").cloned().unwrap_or(json!(0))},
+    });
+    if let Some(p) = message.get("proofgate") {
+        delta["proofgate"] = p.clone();
+    }
+    events.push(("message_delta", delta));
+    events.push(("message_stop", json!({"type": "message_stop"})));
+    events
+        .into_iter()
+        .map(|(e, d)| (e.to_string(), d.to_string()))
+        .collect()
+}
+
+/// An error as the Messages API writes it.
+pub fn error_body(code: &str, message: &str) -> Value {
+    json!({"type": "error", "error": {"type": code, "message": message}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_conversation_with_tools_survives_both_ways() {
+        let req = json!({
+            "model": "claude", "max_tokens": 300, "system": "Be brief.",
+            "tools": [{"name": "price", "description": "d", "input_schema": {"type": "object"}}],
+            "messages": [
+                {"role": "user", "content": "How much at 70?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "price", "input": {"age": 70}}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "$30"}]}
+            ]
+        });
+        let chat = chat_from_request(&req);
+        assert_eq!(chat["messages"][0]["role"], "system");
+        assert_eq!(
+            chat["messages"][2]["tool_calls"][0]["function"]["name"],
+            "price"
+        );
+        assert_eq!(chat["messages"][3]["role"], "tool");
+        assert_eq!(chat["messages"][3]["content"], "$30");
+        assert_eq!(chat["tools"][0]["function"]["name"], "price");
+        let back = request_from_chat(&chat);
+        assert_eq!(back["system"], "Be brief.");
+        assert_eq!(back["max_tokens"], 300);
+        assert_eq!(back["messages"][1]["content"][0]["input"]["age"], 70);
+        assert_eq!(back["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
+        assert_eq!(back["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn replies_become_completions_and_events_carry_the_text() {
+        let reply = json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "c",
+            "content": [{"type": "text", "text": "Hi"}, {"type": "tool_use", "id": "t", "name": "f", "input": {"a": 1}}],
+            "stop_reason": "tool_use", "usage": {"input_tokens": 3, "output_tokens": 4}});
+        let c = completion_from_message(&reply);
+        assert_eq!(c["choices"][0]["message"]["content"], "Hi");
+        assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            c["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"],
+            "{\"a\":1}"
+        );
+        let m = verified_message(&c, "verified", json!({"verdict": "VALID"}));
+        let events = message_events(&m);
+        let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop"
+            ]
+        );
+        assert!(events[2].1.contains("verified"));
+        assert!(!events[0].1.contains("verified"));
+    }
+}

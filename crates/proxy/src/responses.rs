@@ -1,0 +1,354 @@
+//! The OpenAI Responses API (`POST /v1/responses`) as the proxy sees it: the client's request
+//! translated to the chat-completions shape the rest of the proxy works in (the upstream is
+//! called with Chat Completions), and verified answers written back as a `response` object
+//! (JSON, or the SSE events the official SDKs read). Built from an allow-list, like the
+//! chat-completions answer.
+
+use serde_json::{json, Map, Value};
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| {
+                matches!(
+                    p.get("type").and_then(Value::as_str),
+                    Some("input_text" | "output_text" | "text")
+                )
+            })
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+/// A Responses API request as a chat-completions body: `instructions` becomes the system
+/// message, input messages keep their roles, `function_call` items become assistant tool
+/// calls and `function_call_output` items tool messages; function tools, `tool_choice`,
+/// `max_output_tokens`, `temperature`, `top_p`, `user` and `stream` carry over.
+pub fn chat_from_request(req: &Value) -> Value {
+    let mut messages = Vec::new();
+    if let Some(i) = req.get("instructions").and_then(Value::as_str) {
+        messages.push(json!({"role": "system", "content": i}));
+    }
+    match req.get("input") {
+        Some(Value::String(s)) => messages.push(json!({"role": "user", "content": s})),
+        Some(Value::Array(items)) => {
+            for item in items {
+                match item.get("type").and_then(Value::as_str) {
+                    Some("function_call") => {
+                        let call = json!({
+                            "id": item.get("call_id").cloned().unwrap_or(json!("")),
+                            "type": "function",
+                            "function": {"name": item.get("name").cloned().unwrap_or(json!("")),
+                                         "arguments": item.get("arguments").cloned().unwrap_or(json!("{}"))}
+                        });
+                        // Parallel calls of one turn join the assistant message before them.
+                        match messages.last_mut() {
+                            Some(last)
+                                if last["role"] == "assistant"
+                                    && last.get("tool_calls").is_some() =>
+                            {
+                                if let Some(c) = last["tool_calls"].as_array_mut() {
+                                    c.push(call);
+                                }
+                            }
+                            _ => messages.push(json!({"role": "assistant", "content": null,
+                                                      "tool_calls": [call]})),
+                        }
+                    }
+                    Some("function_call_output") => messages.push(json!({
+                        "role": "tool",
+                        "tool_call_id": item.get("call_id").cloned().unwrap_or(json!("")),
+                        "content": item.get("output").map(content_text).unwrap_or_default(),
+                    })),
+                    Some("message") | None => {
+                        let role = match item.get("role").and_then(Value::as_str) {
+                            Some("developer" | "system") => "system",
+                            Some("assistant") => "assistant",
+                            _ => "user",
+                        };
+                        let text = item.get("content").map(content_text).unwrap_or_default();
+                        messages.push(json!({"role": role, "content": text}));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        _ => {}
+    }
+    let mut out = Map::new();
+    out.insert(
+        "model".into(),
+        req.get("model").cloned().unwrap_or(json!("")),
+    );
+    out.insert("messages".into(), Value::Array(messages));
+    for (from, to) in [
+        ("max_output_tokens", "max_tokens"),
+        ("temperature", "temperature"),
+        ("top_p", "top_p"),
+        ("stream", "stream"),
+        ("user", "user"),
+        ("parallel_tool_calls", "parallel_tool_calls"),
+    ] {
+        if let Some(v) = req.get(from).filter(|v| !v.is_null()) {
+            out.insert(to.into(), v.clone());
+        }
+    }
+    if let Some(tools) = req.get("tools").and_then(Value::as_array) {
+        let tools: Vec<Value> = tools
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.get("name").cloned().unwrap_or(json!("")),
+                    "description": t.get("description").cloned().unwrap_or(json!("")),
+                    "parameters": t.get("parameters").cloned().unwrap_or(json!({})),
+                }})
+            })
+            .collect();
+        if !tools.is_empty() {
+            out.insert("tools".into(), Value::Array(tools));
+        }
+    }
+    if let Some(choice) = req.get("tool_choice") {
+        let c = match choice {
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
+                json!({"type": "function", "function": {"name": o.get("name").cloned().unwrap_or(json!(""))}})
+            }
+            other => other.clone(),
+        };
+        out.insert("tool_choice".into(), c);
+    }
+    Value::Object(out)
+}
+
+fn base_response(completion: &Value, output: Vec<Value>, proofgate: Value) -> Value {
+    let usage = completion.get("usage");
+    let n = |k: &str| {
+        usage
+            .and_then(|u| u.get(k))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    json!({
+        "id": format!("resp_{}", uuid::Uuid::new_v4().simple()),
+        "object": "response",
+        "created_at": completion.get("created").and_then(Value::as_u64).unwrap_or(0),
+        "status": "completed",
+        "error": null,
+        "incomplete_details": null,
+        "model": completion.get("model").and_then(Value::as_str).unwrap_or(""),
+        "output": output,
+        "parallel_tool_calls": true,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": n("prompt_tokens"),
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": n("completion_tokens"),
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": n("prompt_tokens") + n("completion_tokens"),
+        },
+        "proofgate": proofgate,
+    })
+}
+
+/// The verified answer as a `response` object: one assistant message with one `output_text`
+/// part (what the SDKs' `output_text` reads), the upstream's model and token counts, and the
+/// `proofgate` object; nothing else of the upstream's reply.
+pub fn verified_response(completion: &Value, text: &str, proofgate: Value) -> Value {
+    let item = json!({
+        "type": "message",
+        "id": format!("msg_{}", uuid::Uuid::new_v4().simple()),
+        "status": "completed",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    });
+    base_response(completion, vec![item], proofgate)
+}
+
+/// A tool-call reply as a `response` object: one `function_call` item per call.
+pub fn tool_call_response(completion: &Value, proofgate: Value) -> Value {
+    let items = completion
+        .pointer("/choices/0/message/tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let call_id = c.get("id").and_then(Value::as_str).unwrap_or("");
+            json!({
+                "type": "function_call",
+                "id": format!("fc_{}", call_id.trim_start_matches("call_")),
+                "call_id": call_id,
+                "name": c.pointer("/function/name").cloned().unwrap_or(json!("")),
+                "arguments": c.pointer("/function/arguments").cloned().unwrap_or(json!("{}")),
+                "status": "completed",
+            })
+        })
+        .collect();
+    base_response(completion, items, proofgate)
+}
+
+/// A response as the SSE events the official SDKs read, each (event name, JSON data) with a
+/// `sequence_number`: `response.created`, `response.in_progress`, per output item
+/// `response.output_item.added`, its parts and deltas (`response.content_part.added`,
+/// `response.output_text.delta`, `response.output_text.done`, `response.content_part.done`,
+/// or `response.function_call_arguments.delta`/`.done`), `response.output_item.done`, then
+/// `response.completed` with the whole response (and its `proofgate` object).
+pub fn response_events(response: &Value) -> Vec<(String, String)> {
+    let mut events: Vec<(&str, Value)> = Vec::new();
+    let mut empty = response.clone();
+    empty["output"] = json!([]);
+    empty["status"] = json!("in_progress");
+    if let Some(o) = empty.as_object_mut() {
+        o.remove("proofgate");
+        o.insert("usage".into(), Value::Null);
+    }
+    events.push(("response.created", json!({"response": empty})));
+    events.push(("response.in_progress", json!({"response": empty})));
+    for (i, item) in response
+        .get("output")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let id = item.get("id").cloned().unwrap_or(json!(""));
+        let mut added = item.clone();
+        added["status"] = json!("in_progress");
+        if item.get("type").and_then(Value::as_str) == Some("function_call") {
+            added["arguments"] = json!("");
+            events.push((
+                "response.output_item.added",
+                json!({"output_index": i, "item": added}),
+            ));
+            let args = item.get("arguments").cloned().unwrap_or(json!("{}"));
+            events.push((
+                "response.function_call_arguments.delta",
+                json!({"output_index": i, "item_id": id, "delta": args}),
+            ));
+            events.push((
+                "response.function_call_arguments.done",
+                json!({"output_index": i, "item_id": id, "arguments": args}),
+            ));
+        } else {
+            added["content"] = json!([]);
+            events.push((
+                "response.output_item.added",
+                json!({"output_index": i, "item": added}),
+            ));
+            for (j, part) in item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .enumerate()
+            {
+                let text = part.get("text").and_then(Value::as_str).unwrap_or("");
+                let at = json!({"output_index": i, "content_index": j, "item_id": id});
+                let with = |mut v: Value, extra: Value| {
+                    if let (Some(o), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                        o.extend(e.clone());
+                    }
+                    v
+                };
+                events.push((
+                    "response.content_part.added",
+                    with(
+                        at.clone(),
+                        json!({"part": {"type": "output_text", "text": "", "annotations": []}}),
+                    ),
+                ));
+                let chars: Vec<char> = text.chars().collect();
+                for piece in chars.chunks(64) {
+                    events.push((
+                        "response.output_text.delta",
+                        with(
+                            at.clone(),
+                            json!({"delta": piece.iter().collect::<String>(), "logprobs": []}),
+                        ),
+                    ));
+                }
+                events.push((
+                    "response.output_text.done",
+                    with(at.clone(), json!({"text": text, "logprobs": []})),
+                ));
+                events.push((
+                    "response.content_part.done",
+                    with(at, json!({"part": part})),
+                ));
+            }
+        }
+        events.push((
+            "response.output_item.done",
+            json!({"output_index": i, "item": item}),
+        ));
+    }
+    events.push(("response.completed", json!({"response": response})));
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(seq, (name, mut data))| {
+            data["type"] = json!(name);
+            data["sequence_number"] = json!(seq);
+            (name.to_string(), data.to_string())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_with_tool_outputs_become_chat_messages() {
+        let chat = chat_from_request(&json!({
+            "model": "m", "instructions": "Be brief.", "max_output_tokens": 100,
+            "tools": [{"type": "function", "name": "price", "parameters": {"type": "object"}}],
+            "input": [
+                {"role": "user", "content": "How much at 70?"},
+                {"type": "function_call", "call_id": "call_1", "name": "price", "arguments": "{\"age\":70}"},
+                {"type": "function_call_output", "call_id": "call_1", "output": "$30"}
+            ]
+        }));
+        assert_eq!(chat["messages"][0]["content"], "Be brief.");
+        assert_eq!(
+            chat["messages"][2]["tool_calls"][0]["function"]["name"],
+            "price"
+        );
+        assert_eq!(chat["messages"][3]["role"], "tool");
+        assert_eq!(chat["max_tokens"], 100);
+        assert_eq!(chat["tools"][0]["function"]["name"], "price");
+        let s = chat_from_request(&json!({"model": "m", "input": "Hi"}));
+        assert_eq!(s["messages"][0], json!({"role": "user", "content": "Hi"}));
+    }
+
+    #[test]
+    fn events_rebuild_the_verified_text() {
+        let r = verified_response(
+            &json!({"model": "m", "usage": {"prompt_tokens": 2, "completion_tokens": 3}}),
+            &"x".repeat(100),
+            json!({"verdict": "VALID"}),
+        );
+        assert_eq!(r["output"][0]["content"][0]["type"], "output_text");
+        assert_eq!(r["usage"]["total_tokens"], 5);
+        let events = response_events(&r);
+        assert_eq!(events[0].0, "response.created");
+        assert_eq!(events.last().unwrap().0, "response.completed");
+        let text: String = events
+            .iter()
+            .filter(|(e, _)| e == "response.output_text.delta")
+            .map(|(_, d)| {
+                serde_json::from_str::<Value>(d).unwrap()["delta"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(text, "x".repeat(100));
+        assert!(!events[0].1.contains("proofgate"));
+    }
+}

@@ -1,0 +1,253 @@
+//! The one retry policy for every outbound LLM call (upstream, rewriter, translators,
+//! Converse): connection errors, 408, 409, 429 and 5xx are retried with exponential backoff
+//! and jitter, honouring `Retry-After`, at most `max_retries` times and never past the call's
+//! time budget. The request's own deadline bounds it too: the server drops the whole request
+//! future when it passes, retries included.
+
+use backon::{ExponentialBuilder, Retryable};
+use prometheus_client::metrics::counter::Counter;
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+/// Whether an HTTP status is worth retrying.
+pub fn is_transient_status(status: u16) -> bool {
+    matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
+}
+
+/// The delay a `Retry-After` header asks for (seconds, or an HTTP date), capped at `cap`.
+pub fn retry_after(headers: &reqwest::header::HeaderMap, cap: Duration) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
+    let value = value.trim();
+    let delay = match value.parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+        _ => {
+            let at = httpdate_to_system_time(value)?;
+            at.duration_since(std::time::SystemTime::now())
+                .unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(delay.min(cap))
+}
+
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form `Retry-After` dates take.
+fn httpdate_to_system_time(s: &str) -> Option<std::time::SystemTime> {
+    let parts: Vec<&str> = s.split_whitespace().collect();
+    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
+        return None;
+    };
+    let months = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = months.iter().position(|m| m == month)? as i64 + 1;
+    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
+    let hms: Vec<i64> = time.split(':').filter_map(|p| p.parse().ok()).collect();
+    let [h, m, sec] = hms.as_slice() else {
+        return None;
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
+    u64::try_from(secs)
+        .ok()
+        .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s))
+}
+
+/// One failed attempt: whether it may be retried, and how long the server asked to wait.
+pub trait Attempt {
+    /// Worth another try.
+    fn is_transient(&self) -> bool;
+    /// The server's `Retry-After`, if it sent one.
+    fn retry_after(&self) -> Option<Duration>;
+}
+
+/// How a client retries.
+#[derive(Debug, Clone)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first backoff.
+    pub min_delay: Duration,
+    /// The longest single backoff.
+    pub max_delay: Duration,
+    /// The time all waits together may take.
+    pub budget: Duration,
+    /// Counts every retry (the `proofgate_llm_retries_total` metric), when set.
+    pub counter: Option<Counter>,
+}
+
+impl RetryPolicy {
+    /// The policy for an endpoint: `max_retries`, backoff from 250 ms up to 8 s, all waits
+    /// within `timeout`.
+    pub fn new(max_retries: u32, timeout: Duration) -> RetryPolicy {
+        RetryPolicy {
+            max_retries,
+            min_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(8),
+            budget: timeout,
+            counter: None,
+        }
+    }
+
+    /// Runs `call` until it succeeds, fails permanently, or the retries or the budget run out;
+    /// the last error is returned.
+    pub async fn run<T, E, F, Fut>(&self, what: &str, call: F) -> Result<T, E>
+    where
+        E: Attempt + std::fmt::Display,
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let started = Instant::now();
+        let budget = self.budget;
+        let backoff = ExponentialBuilder::default()
+            .with_min_delay(self.min_delay)
+            .with_max_delay(self.max_delay)
+            .with_max_times(self.max_retries as usize)
+            .with_jitter();
+        call.retry(backoff)
+            .sleep(tokio::time::sleep)
+            .when(|e: &E| e.is_transient())
+            .adjust(move |e: &E, planned: Option<Duration>| {
+                // `None` stops: no retries left, or the wait would overrun the budget.
+                let wait = match (planned, e.retry_after()) {
+                    (None, _) => return None,
+                    (Some(_), Some(asked)) => asked,
+                    (Some(p), None) => p,
+                };
+                (started.elapsed() + wait < budget).then_some(wait)
+            })
+            .notify(|e: &E, wait: Duration| {
+                if let Some(c) = &self.counter {
+                    c.inc();
+                }
+                tracing::warn!("{what}: {e}; retrying in {} ms", wait.as_millis());
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[derive(Debug)]
+    struct Failure(bool, Option<Duration>);
+    impl std::fmt::Display for Failure {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "failure")
+        }
+    }
+    impl Attempt for Failure {
+        fn is_transient(&self) -> bool {
+            self.0
+        }
+        fn retry_after(&self) -> Option<Duration> {
+            self.1
+        }
+    }
+
+    fn policy(n: u32) -> RetryPolicy {
+        RetryPolicy {
+            min_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(5),
+            counter: Some(Counter::default()),
+            ..RetryPolicy::new(n, Duration::from_secs(5))
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried_and_counted() {
+        let calls = AtomicU32::new(0);
+        let p = policy(3);
+        let r: Result<u32, Failure> = p
+            .run("test", || async {
+                match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 | 1 => Err(Failure(true, None)),
+                    n => Ok(n),
+                }
+            })
+            .await;
+        assert_eq!(r.unwrap(), 2);
+        assert_eq!(p.counter.as_ref().unwrap().get(), 2);
+    }
+
+    #[tokio::test]
+    async fn permanent_failures_and_exhausted_retries_stop() {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), Failure> = policy(3)
+            .run("test", || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(Failure(false, None))
+            })
+            .await;
+        assert!(r.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        calls.store(0, Ordering::SeqCst);
+        let _ = policy(2)
+            .run("test", || async {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err::<(), _>(Failure(true, None))
+            })
+            .await;
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn retry_after_is_honoured_within_the_budget() {
+        let started = Instant::now();
+        let calls = AtomicU32::new(0);
+        let r: Result<(), Failure> = policy(3)
+            .run("test", || async {
+                match calls.fetch_add(1, Ordering::SeqCst) {
+                    0 => Err(Failure(true, Some(Duration::from_millis(300)))),
+                    _ => Ok(()),
+                }
+            })
+            .await;
+        assert!(r.is_ok());
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        // A Retry-After beyond the budget is not waited for.
+        let p = RetryPolicy {
+            budget: Duration::from_millis(100),
+            ..policy(3)
+        };
+        let started = Instant::now();
+        let r: Result<(), Failure> = p
+            .run("test", || async {
+                Err(Failure(true, Some(Duration::from_secs(30))))
+            })
+            .await;
+        assert!(r.is_err());
+        assert!(started.elapsed() < Duration::from_secs(1));
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert(reqwest::header::RETRY_AFTER, "2".parse().unwrap());
+        assert_eq!(
+            retry_after(&h, Duration::from_secs(60)),
+            Some(Duration::from_secs(2))
+        );
+        h.insert(
+            reqwest::header::RETRY_AFTER,
+            "Sun, 06 Nov 1994 08:49:37 GMT".parse().unwrap(),
+        );
+        assert_eq!(
+            retry_after(&h, Duration::from_secs(60)),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            httpdate_to_system_time("Sun, 06 Nov 1994 08:49:37 GMT"),
+            Some(std::time::UNIX_EPOCH + Duration::from_secs(784_111_777))
+        );
+        assert!(is_transient_status(503) && is_transient_status(429));
+        assert!(!is_transient_status(400) && !is_transient_status(404));
+    }
+}

@@ -1,0 +1,68 @@
+//! `POST /v1/messages`: the Anthropic Messages API, verified the same way as chat
+//! completions. The request is read into the chat-completions shape, answered by the same
+//! loop, and written back as a message (JSON or the SSE sequence the official SDK reads);
+//! tool-use replies pass through like tool calls.
+
+use super::auth::Caller;
+use super::chat::{named_sse, serve_chat, Answered, Reply, WireFormat};
+use super::error::ApiError;
+use crate::anthropic::{
+    chat_from_request, error_body, message_events, tool_use_message, verified_message,
+};
+use crate::app::App;
+use crate::openai::ChatRequest;
+use axum::body::Bytes;
+use axum::extract::{Extension, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The Messages API wire format.
+struct Messages;
+
+impl WireFormat for Messages {
+    fn answered(&self, a: Answered, stream: bool) -> Response {
+        let message = match a.reply {
+            Reply::Answer { text, upstream } => verified_message(&upstream, &text, a.proofgate),
+            Reply::ToolCall { upstream, native } => {
+                tool_use_message(&upstream, native.as_ref(), a.proofgate)
+            }
+        };
+        if stream {
+            named_sse(message_events(&message))
+        } else {
+            Json(message).into_response()
+        }
+    }
+
+    fn error(&self, e: ApiError, stream: bool) -> Response {
+        let body = error_body(e.code, &e.message);
+        if stream {
+            named_sse(vec![("error".into(), body.to_string())])
+        } else {
+            (e.status, Json(body)).into_response()
+        }
+    }
+}
+
+/// Reads a Messages API request.
+fn parse(body: Value) -> Result<ChatRequest, ApiError> {
+    if body.get("messages").and_then(Value::as_array).is_none() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object with a `messages` array (Anthropic Messages API)",
+        ));
+    }
+    ChatRequest::parse(chat_from_request(&body)).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// The handler.
+pub async fn messages(
+    State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    serve_chat(&app, &caller, &headers, body, parse, Messages).await
+}
