@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { start, newPage, shot, dist } from './harness.mjs';
+import { start, newPage, shot, dist, root } from './harness.mjs';
 
 const Q1 = 'I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?';
 const Q2 = 'I am 70. How much will I pay in total for admission?';
@@ -157,7 +157,8 @@ async function trailOf(id) {
 
 test('load a trail in the verifier and see every record pass', async () => {
   await page.goto(`${env.url}/#/chat/${threads.q2}`);
-  await page.click('[data-action=verify]');
+  // This thread's link, not the previous page's (the page re-renders after the hash change).
+  await page.click(`[data-action=verify][href*="${encodeURIComponent(encodeURIComponent(threads.q2))}"]`);
   const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail]');
   await box.waitFor({ timeout: Z3_TIMEOUT });
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
@@ -207,8 +208,9 @@ test('load the same trail with one altered record and see that record flagged', 
   await page.waitForFunction(() => !document.querySelector('table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
   assert.match(await page.locator('.first-failure').textContent(), new RegExp(`#${j} \\(VALIDATED\\)`));
   assert.match(await page.locator(`#rec-${j} .why`).textContent(), /hash mismatch/);
-  // Z3 also disagrees with the forged answer.
-  assert.match(await page.locator(`#rec-${j} td:nth-child(5)`).textContent(), /Z3 differs/);
+  // The stored answer is not what is checked: the checks are rebuilt from the policy, and Z3
+  // confirms the real finding; the forgery is caught by the chain.
+  assert.match(await page.locator(`#rec-${j} td:nth-child(5)`).textContent(), /Z3 agrees/);
   await shot(page, 'verifier-forged-solver-answer-flagged');
   noProblems(page);
 });
@@ -219,7 +221,8 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   writeFileSync(file, JSON.stringify(trail));
   const tamperedFile = path.join(env.work, 'trail-tampered.json');
   const tampered = structuredClone(trail);
-  tampered[3].body.answer += ' (edited)';
+  const k = trail.findIndex((r) => r.kind === 'CHECK');
+  tampered[k].body.answer += ' (edited)';
   writeFileSync(tamperedFile, JSON.stringify(tampered));
 
   // A plain static host: chain and replay run; Z3 is reported unavailable.
@@ -228,6 +231,8 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   await p.waitForSelector('body[data-ready]');
   assert.equal(await p.evaluate(() => crossOriginIsolated), false);
   assert.match(await p.locator('[data-z3=unavailable]').textContent(), /not cross-origin isolated/);
+  // The auditor brings the policy.
+  await p.setInputFiles('#policy-file', path.join(root, 'examples/policies/park-admission.json'));
   await p.setInputFiles('#trail-file', file);
   const box = p.locator('.verdict-box[data-outcome]');
   await box.waitFor();
@@ -236,7 +241,7 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   await shot(p, 'verifier-static-host-no-z3');
   await p.setInputFiles('#trail-file', tamperedFile);
   await p.locator('.verdict-box[data-outcome=fail]').waitFor();
-  assert.match(await p.locator('.first-failure').textContent(), /#3 \(VALIDATE\)/);
+  assert.match(await p.locator('.first-failure').textContent(), new RegExp(`#${k} \\(CHECK\\)`));
   noProblems(p);
   await p.context().close();
 

@@ -83,7 +83,7 @@ export const createThread = (question, answer, settings) =>
 export const answerThread = (id, answers) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { answers, wait: false });
 export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { skip: true, wait: false });
 export const serverConfig = () => call('GET', '/api/config');
-export const auditUrl = (id) => `/api/threads/${encodeURIComponent(id)}/audit`;
+export const auditUrl = (id) => `/api/threads/${encodeURIComponent(id)}/audit/bundle`;
 export const healthz = () => call('GET', '/healthz');
 /** Who this key is and what its scopes allow: {authRequired, id, name, scopes, allows}. */
 export const me = () => call('GET', '/api/me');

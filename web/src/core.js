@@ -1,5 +1,7 @@
 // The proofgate core (npm package `proofgate`, wasm), initialised once with its embedded bytes.
-import initWasm, { replayAudit, verifyChain, aggregateVerdict } from 'proofgate';
+import initWasm, {
+  replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust,
+} from 'proofgate';
 import wasmBytes from 'proofgate-wasm';
 
 let ready = null;
@@ -8,4 +10,4 @@ export function wasm() {
   return ready;
 }
 
-export { replayAudit, verifyChain, aggregateVerdict };
+export { replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust };

@@ -1,10 +1,13 @@
-// The audit verifier: loads a trail (file, paste or URL) and, in the page, checks its hash
-// chain and replays every decision with the proofgate core (wasm), then re-runs every
-// finding's recorded SMT-LIB with Z3. Works from static files; without cross-origin isolation
-// Z3 is reported unavailable and the chain and replay checks still run.
+// The audit verifier: loads a trail or audit bundle (file, paste or URL) and, in the page,
+// checks its hash chain and replays every decision with the proofgate core (wasm); rebuilds
+// every finding's solver checks from the auditor's own policy (never from scripts stored in
+// the trail) and runs them with Z3; and, with the server's verifier key, checks the signed head,
+// the trail's inclusion in the append-only log and (with a saved checkpoint) the log's
+// consistency. Works from static files; without cross-origin isolation Z3 is reported
+// unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -17,11 +20,15 @@ const PROBLEMS = {
   REJECTED_INPUT: 'replaying this input was rejected by the loop',
   DIFFERS: 'replaying the loop produced something different from this record',
   MISSING: 'the trail ends before a record the loop requires',
-  Z3_DIFFERS: 'Z3 in this page gives a different answer than the recorded one',
-  Z3_ERROR: 'Z3 could not run the recorded script',
+  Z3_DIFFERS: 'Z3 in this page does not confirm the finding (checks rebuilt from your policy)',
+  Z3_ERROR: 'Z3 could not run a check',
+  POLICY: 'the finding cannot be confirmed against your policy',
+  SIGNATURE: 'the trail does not end with the head the server signed',
 };
 
 const view = { source: null, text: null, result: null };
+// What the auditor brings: the policy, the server's verifier key, a checkpoint saved earlier.
+const auditor = { policy: null, policySource: null, key: '', checkpoint: '' };
 
 /** Accepts a bare array of records or an object holding one. */
 function recordsOf(data) {
@@ -41,8 +48,11 @@ async function verify(text, source, out) {
   view.source = source;
   clear(out);
   let records;
+  let isBundle = false;
   try {
-    records = recordsOf(JSON.parse(text));
+    const data = JSON.parse(text);
+    isBundle = !Array.isArray(data) && data && Array.isArray(data.trail);
+    records = recordsOf(data);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
       h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
@@ -53,10 +63,27 @@ async function verify(text, source, out) {
   const firstStructural = [chain.failure, replay.failure].filter(Boolean).sort((a, b) => a.index - b.index)[0] || null;
   const structIdx = firstStructural ? firstStructural.index : Infinity;
 
-  const withChecks = records.map((r, i) => ({ i, checks: (r?.body?.evidence?.checks || []).flatMap((c) => (c.checks || []).map((x) => ({ ...x, finding: c.finding, kind: c.kind }))) }))
-    .filter((x) => x.checks.length > 0);
+  // The solver checks, rebuilt by the core from the recorded premises/claims and the auditor's
+  // policy; the scripts stored in the trail are never run.
+  let plan = null;
+  let planError = null;
+  if (auditor.policy) {
+    try { plan = planRechecks(text, auditor.policy); } catch (e) { planError = e.message; }
+  }
+  const withChecks = [];
+  for (const c of plan?.checks || []) {
+    let wc = withChecks.find((x) => x.i === c.record);
+    if (!wc) { wc = { i: c.record, checks: [] }; withChecks.push(wc); }
+    wc.checks.push(c);
+  }
   const totalChecks = withChecks.reduce((n, x) => n + x.checks.length, 0);
   const z3Why = totalChecks ? z3Unavailable() : null;
+  // Signature, inclusion, consistency: only for bundles, with the server's verifier key.
+  let trust = null;
+  let trustError = null;
+  if (auditor.key && isBundle) {
+    try { trust = verifyTrust(text, auditor.key, auditor.checkpoint || undefined); } catch (e) { trustError = e.message; }
+  }
 
   const summary = h('div', { class: 'verdict-box pending', role: 'status', 'aria-live': 'polite' });
   const failureBox = h('div', { class: 'failure-box' });
@@ -81,7 +108,20 @@ async function verify(text, source, out) {
       h('td', {}, h('code', {}, r?.kind || '?'), h('div', { class: 'muted small' }, fmtTime(r?.at))),
       h('td', {}, h('code', { class: 'hash', title: r?.hash || '' }, (r?.hash || '').slice(0, 8))),
       chainCell, logicCell, h('td', {}, why, det));
-    return { tr, chainCell, logicCell, why, state: i < structIdx ? 'pass' : i === structIdx ? 'fail' : 'skip' };
+    const row = { tr, chainCell, logicCell, why, state: i < structIdx ? 'pass' : i === structIdx ? 'fail' : 'skip' };
+    const problems = (plan?.problems || []).filter((p) => p.record === i);
+    if (problems.length) {
+      clear(logicCell).appendChild(mark('fail', 'not confirmable'));
+      const text = `${PROBLEMS.POLICY}: ${problems.map((p) => p.detail).join('; ')}`;
+      why.textContent = why.textContent ? `${why.textContent}. ${text}` : text;
+      row.state = 'fail';
+    }
+    if (trust && !trust.signature.ok && i === records.length - 1) {
+      const text = `${PROBLEMS.SIGNATURE}: ${trust.signature.detail}`;
+      why.textContent = why.textContent ? `${why.textContent}. ${text}` : text;
+      row.state = 'fail';
+    }
+    return row;
   });
 
   out.append(
@@ -92,21 +132,36 @@ async function verify(text, source, out) {
       h('thead', {}, h('tr', {}, ['#', 'Kind', 'Hash', 'Chain and replay', 'Logic (Z3)', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, rows.map((r) => r.tr)))));
 
+  function trustLines() {
+    if (!isBundle) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: this is a plain trail; load the audit bundle (/api/threads/<id>/audit/bundle).');
+    if (!auditor.key) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: give the server\'s verifier key.');
+    if (trustError) return h('li', { 'data-check': 'signature', class: 'fail' }, `Signature and log: ${trustError}`);
+    const line = (name, label, c) => h('li', { 'data-check': name, class: c.ok ? 'pass' : 'fail' }, `${c.ok ? '✓' : '✗'} ${label}: ${c.detail}`);
+    return [
+      line('signature', 'Signature', trust.signature),
+      line('inclusion', 'Inclusion in the log', trust.inclusion),
+      trust.consistency ? line('consistency', 'Consistency with your saved checkpoint', trust.consistency) : null,
+    ];
+  }
+
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');
     const first = failures[0];
-    const ok = !first && chain.ok && replay.ok;
+    const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError;
     summary.className = `verdict-box ${ok ? 'pass' : first ? 'fail' : 'pending'}`;
-    summary.dataset.outcome = ok && z3State !== 'running' ? 'pass' : first ? 'fail' : 'pending';
+    summary.dataset.outcome = ok && z3State !== 'running' ? 'pass' : first || !ok ? 'fail' : 'pending';
     clear(summary).append(
-      h('h3', {}, ok ? (z3State === 'running' ? '… Checking the logic with Z3' : '✓ Every record passes') : first ? `✗ Record ${first.i} fails` : '…'),
+      h('h3', {}, ok ? (z3State === 'running' ? '… Checking the logic with Z3' : '✓ Every record passes') : first ? `✗ Record ${first.i} fails` : '✗ The trail is not the server\'s signed, logged trail'),
       h('ul', {},
         h('li', {}, chain.ok ? `Hash chain intact: ${chain.verifiedRecords}/${chain.records} records` : `Hash chain broken at record ${chain.failure?.index}`),
         h('li', {}, replay.ok ? `Replay: every decision of the loop reproduced (outcome ${replay.status || 'none'}), head ${(replay.headHash || '').slice(0, 16)}…` : `Replay stops at record ${replay.failure?.index} (${replay.failure?.problem})`),
-        h('li', {}, totalChecks === 0 ? 'No recorded solver checks in this trail (e.g. findings from Amazon Bedrock).'
-          : z3Why ? `Logic not re-checked: ${z3Why}`
-            : z3State === 'running' ? `Re-running ${totalChecks} recorded solver checks with Z3…`
-              : `Logic: ${rows.filter((r) => r.z3ok).length} of ${withChecks.length} records with solver checks confirmed by Z3 (${totalChecks} checks)`)));
+        h('li', { 'data-check': 'logic' }, !auditor.policy ? 'Logic not re-checked: load your copy of the policy to rebuild and run every finding\'s solver checks.'
+          : planError ? `Logic not re-checked: ${planError}`
+            : totalChecks === 0 ? `No finding in this trail needs a solver check (policy ${plan?.policyContentHash?.slice(0, 20)}…).`
+              : z3Why ? `Logic not re-checked: ${z3Why}`
+                : z3State === 'running' ? `Running ${totalChecks} solver checks rebuilt from your policy with Z3…`
+                  : `Logic: ${rows.filter((r) => r.z3ok).length} of ${withChecks.length} validations confirmed by Z3 from your policy (${totalChecks} checks; scripts stored in the trail are not run)`),
+        trustLines()));
     clear(failureBox);
     if (first) {
       failureBox.append(h('div', { class: 'first-failure', role: 'alert' },
@@ -127,8 +182,8 @@ async function verify(text, source, out) {
       for (const c of wc.checks) {
         try {
           const got = await runScript(c.script);
-          if (got === c.expected) agree++;
-          else problems.push(`finding ${c.finding + 1} (${c.kind}): "${c.meaning}" — Z3 says ${got}, the record says ${c.expected}`);
+          if (answerMatches(got, c.expected)) agree++;
+          else problems.push(`finding ${c.finding + 1} (${c.kind}): "${c.meaning}" — Z3 says ${got.trim()}, the finding requires ${c.expected}`);
         } catch (e) {
           problems.push(`finding ${c.finding + 1}: ${e.message}`);
         }
@@ -146,11 +201,56 @@ async function verify(text, source, out) {
   announce(summary.querySelector('h3')?.textContent || 'Verified');
 }
 
+/** The auditor's inputs: policy, verifier key, saved checkpoint. When the page is served by
+ * proofgate, the server's own policy and key are offered as defaults and labelled as such. */
+async function auditorInputs() {
+  const policyFile = h('input', { type: 'file', id: 'policy-file', accept: '.json,application/json' });
+  const policyNote = h('p', { class: 'muted small', id: 'policy-source' });
+  const key = h('input', { type: 'text', id: 'audit-key', spellcheck: 'false', placeholder: 'name+1a2b3c4d+AeXa…', value: auditor.key });
+  const checkpoint = h('textarea', { id: 'saved-checkpoint', rows: '3', spellcheck: 'false', placeholder: 'proofgate.local/audit-log\n42\nroot…\n\n— proofgate …' }, auditor.checkpoint);
+  const showPolicy = () => {
+    policyNote.textContent = auditor.policy ? `Policy: ${auditor.policySource}` : 'No policy loaded: the logic is not re-checked.';
+  };
+  policyFile.addEventListener('change', async () => {
+    const f = policyFile.files?.[0];
+    if (!f) return;
+    auditor.policy = await f.text();
+    auditor.policySource = `${f.name} (your copy)`;
+    showPolicy();
+    if (view.text) await verify(view.text, view.source, document.getElementById('verify-out'));
+  });
+  key.addEventListener('input', () => { auditor.key = key.value.trim(); });
+  checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
+  if (api.serverAvailable()) {
+    try {
+      if (!auditor.key) {
+        const res = await fetch('/.well-known/proofgate/audit-key');
+        if (res.ok) { auditor.key = (await res.text()).trim(); key.value = auditor.key; }
+      }
+      if (!auditor.policy) {
+        const list = await api.policies();
+        const p = (list?.policies || list || [])[0];
+        if (p?.definition) {
+          auditor.policy = JSON.stringify(p.definition);
+          auditor.policySource = `served by this server (${p.contentHash?.slice(0, 20)}…); for a full audit load your own copy`;
+        }
+      }
+    } catch { /* offline or no read scope: the auditor loads them */ }
+  }
+  showPolicy();
+  return h('fieldset', { class: 'auditor' },
+    h('legend', {}, 'What you bring'),
+    h('div', { class: 'source' }, h('label', { for: 'policy-file' }, 'Your copy of the policy (JSON)'), policyFile, policyNote),
+    h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key),
+    h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (optional)'), checkpoint));
+}
+
 export async function renderVerifier(main, r) {
   const out = h('div', { class: 'verify-out', id: 'verify-out' });
   const file = h('input', { type: 'file', id: 'trail-file', accept: '.json,application/json' });
   const paste = h('textarea', { id: 'trail-text', rows: '6', spellcheck: 'false', placeholder: '[{"seq": 0, "prev": "000…", "kind": "THREAD_STARTED", …}, …]' });
-  const url = h('input', { type: 'text', id: 'trail-url', placeholder: '/api/threads/<id>/audit', value: r.query.get('url') || '' });
+  const url = h('input', { type: 'text', id: 'trail-url', placeholder: '/api/threads/<id>/audit/bundle', value: r.query.get('url') || '' });
+  const inputs = await auditorInputs();
   const err = h('p', { class: 'error', role: 'alert' });
   file.addEventListener('change', async () => {
     const f = file.files?.[0];
@@ -164,8 +264,11 @@ export async function renderVerifier(main, r) {
     const u = url.value.trim();
     if (!u) { err.textContent = 'Give a URL first.'; url.focus(); return; }
     try {
+      // With a saved checkpoint, ask for the consistency proof from its size.
+      const savedSize = Number((auditor.checkpoint || '').split('\n')[1]);
+      const withProof = savedSize > 0 && !/[?&]from=/.test(u) ? `${u}${u.includes('?') ? '&' : '?'}from=${savedSize}` : u;
       // This server's trails need the tab's key; it is never sent to another origin.
-      const res = await api.fetchWithKey(u);
+      const res = await api.fetchWithKey(withProof);
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
       await verify(await res.text(), u, out);
     } catch (e) {
@@ -175,12 +278,13 @@ export async function renderVerifier(main, r) {
   const z3note = z3Unavailable();
   clear(main).appendChild(h('div', { class: 'page verify' },
     h('h2', { tabindex: '-1', id: 'verify-title' }, 'Audit verifier'),
-    h('p', {}, 'Checks a thread\'s audit trail in this page, without trusting the server: the SHA-256 hash chain, a replay of every decision of the rewriting loop with the proofgate core (WebAssembly), and every finding\'s recorded logic re-run with Z3.'),
+    h('p', {}, 'Checks a thread\'s audit trail in this page, without trusting the server: the SHA-256 hash chain, a replay of every decision of the rewriting loop with the proofgate core (WebAssembly), every finding\'s solver checks rebuilt from your policy and run with Z3 (scripts stored in the trail are never run), and the server\'s signature and the append-only log.'),
     z3note ? h('p', { class: 'warning', 'data-z3': 'unavailable' }, z3note, ' The chain and replay checks still run.') : null,
+    inputs,
     h('div', { class: 'sources' },
       h('div', { class: 'source' }, h('label', { for: 'trail-file' }, 'Open a file'), file),
       h('form', { class: 'source', onsubmit: fromUrl },
-        h('label', { for: 'trail-url' }, 'Load from a URL (a thread\'s /audit)'), url,
+        h('label', { for: 'trail-url' }, 'Load from a URL (a thread\'s /audit/bundle)'), url,
         h('button', { type: 'submit', 'data-action': 'load-url' }, 'Load and verify')),
       h('form', {
         class: 'source wide',

@@ -440,7 +440,8 @@ impl TransparencyLog {
             ),
             _ => (None, None),
         };
-        let consistency = match from {
+        // A saved size beyond the current log gets no proof: the auditor sees it shrank.
+        let consistency = match from.filter(|f| *f <= size) {
             Some(f) => Some(Consistency {
                 from_size: f,
                 hashes: self.consistency(store, f, size).await?,

@@ -71,3 +71,12 @@ pub fn verify_trust_js(
         saved_checkpoint.as_deref(),
     ))
 }
+
+/// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools
+/// that build or inspect trails.
+#[wasm_bindgen(js_name = recordHash)]
+pub fn record_hash_js(record: &str) -> Result<String, JsError> {
+    let record: AuditRecord = serde_json::from_str(record)
+        .map_err(|e| JsError::new(&format!("proofgate: the record is malformed: {e}")))?;
+    Ok(record.expected_hash())
+}

@@ -72,9 +72,16 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
         ..Default::default()
     };
     for (i, r) in trail.iter().enumerate() {
-        if r.kind != RecordKind::Validated {
-            continue;
-        }
+        // Every validation, and the outcome the user got (its findings are the last
+        // validation's, re-checked here as returned).
+        let findings_at = match r.kind {
+            RecordKind::Validated => "/findings",
+            RecordKind::ValidResponse
+            | RecordKind::ImpossibleResponse
+            | RecordKind::MaxIterationsReached
+            | RecordKind::NotCovered => "/outcome/findings",
+            _ => continue,
+        };
         let problem = |detail: String| RecheckProblem { record: i, detail };
         if let Some(recorded) = r
             .body
@@ -88,17 +95,22 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                 continue;
             }
         }
-        let findings: Vec<Finding> =
-            match serde_json::from_value(r.body.get("findings").cloned().unwrap_or_default()) {
-                Ok(f) => f,
-                Err(e) => {
-                    plan.problems
-                        .push(problem(format!("the findings cannot be read: {e}")));
-                    continue;
-                }
-            };
-        for fc in policy.finding_checks(&findings) {
+        let findings: Vec<Finding> = match serde_json::from_value(
+            r.body.pointer(findings_at).cloned().unwrap_or_default(),
+        ) {
+            Ok(f) => f,
+            Err(e) => {
+                plan.problems
+                    .push(problem(format!("the findings cannot be read: {e}")));
+                continue;
+            }
+        };
+        for mut fc in policy.finding_checks(&findings) {
             let kind = findings[fc.finding].kind();
+            if !fc.checks.is_empty() {
+                fc.checks
+                    .extend(policy.needs_policy_check(&findings[fc.finding]));
+            }
             if needs_checks(kind) && fc.checks.is_empty() {
                 plan.problems.push(problem(format!(
                     "finding {} ({}) cannot be re-checked against the auditor's policy: no \
