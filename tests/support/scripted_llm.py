@@ -16,6 +16,13 @@ back that long (to test timeouts and restarts mid-call). `requires_field` / `wit
 rule applies only when the request body has (or lacks) that top-level member (e.g.
 `response_format`). `choice_extra` / `message_extra`: members merged into the reply's
 choices[0] / its message (e.g. `logprobs`, `refusal`), to test what the proxy lets through.
+`tool_calls`: [{"name", "arguments", "id"?}] answers with those tool calls (content null,
+finish_reason "tool_calls") instead of text. `retry_after`: the Retry-After header of an
+error reply. `unless`: substrings that must NOT occur (e.g. a tool result not sent yet).
+
+POST .../messages answers in the Anthropic Messages API's shape (the same rules; text from the
+system prompt, text blocks and tool results; `tool_calls` become `tool_use` blocks), so the
+same script can stand in for an Anthropic upstream.
 Prints "listening on PORT" on stdout once ready. GET /_requests returns what it received.
 """
 import argparse
@@ -48,6 +55,10 @@ def pick(script, text, req=None):
         needles = rule["match"] if isinstance(rule["match"], list) else [rule["match"]]
         if not all(n.lower() in low for n in needles):
             continue
+        unless = rule.get("unless", [])
+        unless = unless if isinstance(unless, list) else [unless]
+        if any(n.lower() in low for n in unless):
+            continue
         if "times" in rule and rule["used"] >= rule["times"]:
             continue
         reply = rule.get("reply", "")
@@ -60,15 +71,32 @@ def pick(script, text, req=None):
     return 500, "scripted_llm: no recorded reply matches this request", {"match": None}, 0
 
 
+def anthropic_text(content):
+    """The text of an Anthropic `system` or message `content`: text blocks and tool results."""
+    if isinstance(content, str):
+        return content
+    out = []
+    for block in content or []:
+        if block.get("type") == "text":
+            out.append(block.get("text", ""))
+        elif block.get("type") == "tool_result":
+            out.append(anthropic_text(block.get("content", "")))
+        elif block.get("type") == "tool_use":
+            out.append(json.dumps(block.get("input", {})))
+    return "\n".join(out)
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, fmt, *args):  # quiet; we print our own lines
         pass
 
-    def send(self, status, body, content_type="application/json"):
+    def send(self, status, body, content_type="application/json", headers=None):
         data = body.encode() if isinstance(body, str) else body
         self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -91,21 +119,52 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError:
             self.send(400, json.dumps({"error": {"message": "body is not JSON"}}))
             return
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        anthropic = self.path.rstrip("/").endswith("/messages")
+        if not (anthropic or self.path.rstrip("/").endswith("/chat/completions")):
             self.send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
             return
         messages = req.get("messages", [])
-        text = "\n".join(str(m.get("content", "")) for m in messages)
+        text = "\n".join([anthropic_text(req.get("system", ""))] if anthropic else []
+                         + [anthropic_text(m.get("content", "")) if anthropic
+                            else str(m.get("content", "")) for m in messages])
         with LOCK:
             RECEIVED.append({"path": self.path, "body": req,
-                             "authorization": self.headers.get("authorization")})
+                             "authorization": self.headers.get("authorization"),
+                             "x-api-key": self.headers.get("x-api-key"),
+                             "anthropic-version": self.headers.get("anthropic-version")})
             status, reply, rule, delay = pick(self.server.script, text, req)
         time.sleep(delay)
         model = req.get("model") or "recorded"
         print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule['match'])} (HTTP {status})",
               file=sys.stderr, flush=True)
         if status != 200:
-            self.send(status, json.dumps({"error": {"message": reply, "type": "scripted_error"}}))
+            headers = {"retry-after": str(rule["retry_after"])} if "retry_after" in rule else None
+            self.send(status, json.dumps({"error": {"message": reply, "type": "scripted_error"}}),
+                      headers=headers)
+            return
+        calls = [{"id": c.get("id", f"call_{i}"), "type": "function",
+                  "function": {"name": c["name"],
+                               "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
+                               else json.dumps(c.get("arguments", {}))}}
+                 for i, c in enumerate(rule.get("tool_calls", []))]
+        if anthropic:
+            blocks = ([{"type": "text", "text": reply}] if reply and not calls else []) + [
+                {"type": "tool_use", "id": c["id"].replace("call_", "toolu_"),
+                 "name": c["function"]["name"], "input": json.loads(c["function"]["arguments"])}
+                for c in calls]
+            self.send(200, json.dumps({
+                "id": "msg_recorded", "type": "message", "role": "assistant", "model": model,
+                "content": blocks, "stop_reason": "tool_use" if calls else "end_turn",
+                "stop_sequence": None,
+                "usage": {"input_tokens": len(text.split()), "output_tokens": len(reply.split())}}))
+            return
+        if calls:
+            self.send(200, json.dumps({
+                "id": "chatcmpl-recorded", "object": "chat.completion", "created": int(time.time()),
+                "model": model,
+                "choices": [{"index": 0, "finish_reason": "tool_calls",
+                             "message": {"role": "assistant", "content": None, "tool_calls": calls}}],
+                "usage": {"prompt_tokens": len(text.split()), "completion_tokens": 1, "total_tokens": len(text.split()) + 1}}))
             return
         if req.get("stream"):
             chunks = [reply[i:i + 16] for i in range(0, len(reply), 16)] or [""]

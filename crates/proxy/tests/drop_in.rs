@@ -1,0 +1,162 @@
+//! proofgate in front of an ordinary modern chatbot (issue 13), end to end over loopback with
+//! real processes: the official `openai` and `anthropic` Python clients
+//! (tests/e2e/drop_in_clients.py) against two `proofgate serve`, one with an OpenAI-shaped
+//! and one with an Anthropic-shaped scripted upstream. Tool calls pass through, tool results
+//! and earlier turns reach the translators, rewrites are made in the app's own request, one
+//! 429 from the upstream, the rewriter or a translator is retried, a persistent 5xx fails
+//! closed, n > 1 is refused, and the Responses and Messages APIs answer verified.
+
+mod proxy;
+mod scripted;
+
+use proxy::{config, Proxy};
+use scripted::{repo_root, Server};
+use serde_json::{json, Value};
+
+const SENIOR: &str = "As a visitor aged 70 you are in the senior age class.";
+const SYSTEM: &str =
+    "You are ParkBot, the park's assistant. Always answer in English, in one sentence.";
+
+fn pair(premises: Value, claims: &[&str]) -> String {
+    json!({"pairs": [{"premises": premises, "claims": claims}],
+           "untranslatedPremises": [], "untranslatedClaims": []})
+    .to_string()
+}
+
+fn script() -> Value {
+    let senior = pair(json!(["(= customerAge 70)"]), &["(= ageClass SENIOR)"]);
+    json!({"rules": [
+        // Translators.
+        {"match": ["You translate", "earlier-case", "I am 70 years old", "your age class is senior"],
+         "reply": pair(json!([{"logic": "(= customerAge 70)", "naturalLanguage": "The visitor is 70 (turn 2)"}]),
+                       &["(= ageClass SENIOR)"])},
+        // Without the earlier turn the age is unknown: SATISFIABLE, and a follow-up question.
+        {"match": ["You translate", "your age class is senior"],
+         "reply": pair(json!([]), &["(= ageClass SENIOR)"])},
+        {"match": ["You translate", "retry-translator-case"], "status": 429, "times": 1,
+         "retry_after": "0", "reply": "rate limited"},
+        {"match": ["You translate", "visitor age is 70", "senior age class"], "reply": senior},
+        {"match": ["You translate", "senior age class"], "unless": ["tool-case"], "reply": senior},
+        {"match": ["You translate", "you are an adult"],
+         "reply": pair(json!(["(= customerAge 70)"]), &["(= ageClass ADULT)"])},
+        // The rewriter: one 429, then the rewrite.
+        {"match": ["DECISION", "rewrite-case"], "status": 429, "times": 1, "reply": "slow down"},
+        {"match": ["DECISION", "rewrite-case"], "reply": format!("DECISION: REWRITE\nANSWER: {SENIOR}")},
+        // The chatbot (OpenAI- and Anthropic-shaped).
+        {"match": "tool-case", "unless": ["visitor age is 70"], "reply": "",
+         "tool_calls": [{"id": "call_age1", "name": "lookup_visitor_age", "arguments": {}}]},
+        {"match": "earlier-case", "reply": "Then your age class is senior."},
+        {"match": "rewrite-case", "reply": "You are an adult."},
+        {"match": "retry-upstream-case", "status": 429, "times": 1, "retry_after": "0",
+         "reply": "rate limited"},
+        {"match": "always-down-case", "status": 503, "reply": "down for maintenance"},
+        {"match": "-case", "reply": SENIOR}
+    ]})
+}
+
+fn anthropic_config(llm: &str) -> String {
+    config(&format!("{llm}/v1"), "", "").replacen(
+        &format!("[upstream]\nbase_url = \"{llm}/v1\"\nmodel = \"recorded-chatbot\""),
+        &format!(
+            "[upstream]\nkind = \"anthropic\"\nbase_url = \"{llm}/v1\"\napi_key = \"sk-ant-test\"\nmodel = \"claude-recorded\""
+        ),
+        1,
+    )
+}
+
+fn text_of(request: &Value) -> String {
+    request["body"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| m["content"].to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn metric(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(name))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[test]
+fn official_clients_use_proofgate_as_a_drop_in() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let openai_proxy = Proxy::start("drop-in-openai", &config(&format!("{}/v1", llm.url()), "", ""));
+    let anthropic_config = anthropic_config(&llm.url());
+    assert!(anthropic_config.contains("kind = \"anthropic\""));
+    let anthropic_proxy = Proxy::start("drop-in-anthropic", &anthropic_config);
+
+    let out = std::process::Command::new("python3")
+        .arg(repo_root().join("tests/e2e/drop_in_clients.py"))
+        .arg(&openai_proxy.url)
+        .arg(&anthropic_proxy.url)
+        .output()
+        .expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(stdout.contains("all drop-in checks passed"), "{stdout}");
+
+    let received = llm.received();
+    // The translators received the tool result and the earlier turn.
+    let translators: Vec<&Value> = received
+        .iter()
+        .filter(|r| text_of(r).contains("You translate"))
+        .collect();
+    assert!(translators
+        .iter()
+        .any(|r| text_of(r).contains("tool-case") && text_of(r).contains("visitor age is 70")));
+    assert!(translators
+        .iter()
+        .any(|r| text_of(r).contains("earlier-case") && text_of(r).contains("I am 70 years old")));
+    // Every rewriter request is the app's own: its system prompt first, its temperature, no
+    // tools, and proofgate's message last.
+    let rewrites: Vec<&Value> = received
+        .iter()
+        .filter(|r| text_of(r).contains("DECISION"))
+        .collect();
+    assert!(rewrites.len() >= 2, "the 429 and its retry: {rewrites:?}");
+    for r in &rewrites {
+        let messages = r["body"]["messages"].as_array().unwrap();
+        assert_eq!(messages[0], json!({"role": "system", "content": SYSTEM}), "{r}");
+        assert!(r["body"].get("tools").is_none(), "{r}");
+        let last = messages.last().unwrap()["content"].as_str().unwrap();
+        assert!(last.starts_with("[This message is from proofgate"), "{last}");
+    }
+    // The Anthropic upstream got its own API: x-api-key, anthropic-version, system, no stream.
+    let anthropic: Vec<&Value> = received
+        .iter()
+        .filter(|r| r["path"].as_str().unwrap_or("").ends_with("/messages"))
+        .collect();
+    assert!(!anthropic.is_empty());
+    for r in &anthropic {
+        assert_eq!(r["x-api-key"], "sk-ant-test");
+        assert_eq!(r["anthropic-version"], "2023-06-01");
+        assert_eq!(r["body"]["system"], SYSTEM);
+        assert!(r["body"].get("stream").is_none(), "{r}");
+    }
+    // A persistent 503 was tried 1 + max_retries (3) times, then failed closed.
+    let down = received
+        .iter()
+        .filter(|r| text_of(r).contains("always-down-case"))
+        .count();
+    assert_eq!(down, 4);
+
+    let metrics = std::process::Command::new("curl")
+        .args(["-s", &format!("{}/metrics", openai_proxy.url)])
+        .output()
+        .expect("curl runs");
+    let metrics = String::from_utf8_lossy(&metrics.stdout);
+    for role in ["upstream", "rewriter", "translator"] {
+        let n = metric(
+            &metrics,
+            &format!("proofgate_llm_retries_total{{llm=\"{role}\"}}"),
+        );
+        assert!(n >= 1.0, "{role} retries: {n}\n{metrics}");
+    }
+}
