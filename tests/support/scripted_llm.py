@@ -124,9 +124,10 @@ class Handler(BaseHTTPRequestHandler):
             self.send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
             return
         messages = req.get("messages", [])
-        text = "\n".join([anthropic_text(req.get("system", ""))] if anthropic else []
-                         + [anthropic_text(m.get("content", "")) if anthropic
-                            else str(m.get("content", "")) for m in messages])
+        parts = [anthropic_text(req.get("system", ""))] if anthropic else []
+        parts += [anthropic_text(m.get("content", "")) if anthropic else str(m.get("content", ""))
+                  for m in messages]
+        text = "\n".join(parts)
         with LOCK:
             RECEIVED.append({"path": self.path, "body": req,
                              "authorization": self.headers.get("authorization"),
