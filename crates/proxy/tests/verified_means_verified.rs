@@ -78,8 +78,7 @@ async fn ask(proxy: &Proxy, question: &str, stream: bool) -> (String, Value, Str
         let last = text
             .lines()
             .filter_map(|l| l.strip_prefix("data: "))
-            .filter(|l| *l != "[DONE]")
-            .last()
+            .rfind(|l| *l != "[DONE]")
             .unwrap();
         serde_json::from_str::<Value>(last).unwrap()["proofgate"].clone()
     } else {
