@@ -86,7 +86,10 @@ fn metric(metrics: &str, name: &str) -> f64 {
 #[test]
 fn official_clients_use_proofgate_as_a_drop_in() {
     let llm = Server::python("scripted_llm.py", &script());
-    let openai_proxy = Proxy::start("drop-in-openai", &config(&format!("{}/v1", llm.url()), "", ""));
+    let openai_proxy = Proxy::start(
+        "drop-in-openai",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
     let anthropic_config = anthropic_config(&llm.url());
     assert!(anthropic_config.contains("kind = \"anthropic\""));
     let anthropic_proxy = Proxy::start("drop-in-anthropic", &anthropic_config);
@@ -123,10 +126,17 @@ fn official_clients_use_proofgate_as_a_drop_in() {
     assert!(rewrites.len() >= 2, "the 429 and its retry: {rewrites:?}");
     for r in &rewrites {
         let messages = r["body"]["messages"].as_array().unwrap();
-        assert_eq!(messages[0], json!({"role": "system", "content": SYSTEM}), "{r}");
+        assert_eq!(
+            messages[0],
+            json!({"role": "system", "content": SYSTEM}),
+            "{r}"
+        );
         assert!(r["body"].get("tools").is_none(), "{r}");
         let last = messages.last().unwrap()["content"].as_str().unwrap();
-        assert!(last.starts_with("[This message is from proofgate"), "{last}");
+        assert!(
+            last.starts_with("[This message is from proofgate"),
+            "{last}"
+        );
     }
     // The Anthropic upstream got its own API: x-api-key, anthropic-version, system, no stream.
     let anthropic: Vec<&Value> = received
