@@ -52,12 +52,20 @@ def iterations(thread_id):
             print(f"      validation {v['iteration']}: {v['verdict']['verdict']}")
             kinds = [list(f.keys())[0] for f in v["findings"]]
             print(f"        findings: {kinds}")
+            for src in v.get("premiseSources", []):
+                where = f"turn {src['turn']} ({src['role']})" if src.get("turn") else "the answer"
+                print(f"        premise {src['logic']} comes from {where} of the conversation")
     return t
 
 
-def turn(messages, label):
-    print(f"\n  [{label}] user: {messages[-1]['content']}")
-    headers, body = post("/v1/chat/completions", {"model": "demo", "messages": messages})
+def turn(messages, label, tools=None):
+    last = messages[-1]
+    who = "tool result" if last["role"] == "tool" else "user"
+    print(f"\n  [{label}] {who}: {last['content']}")
+    request = {"model": "demo", "messages": messages}
+    if tools:
+        request["tools"] = tools
+    headers, body = post("/v1/chat/completions", request)
     pg = body["proofgate"]
     thread = headers.get("x-proofgate-thread")
     print(f"  thread {thread}")
@@ -65,9 +73,15 @@ def turn(messages, label):
     print(f"  => verdict {headers.get('x-proofgate-verdict')} after {pg['iterations']} validation(s); "
           f"proofgate's own overhead {headers.get('x-proofgate-overhead-ms')} ms (debug build; just bench measures release)")
     findings(pg["findings"])
+    message = body["choices"][0]["message"]
+    if message.get("tool_calls"):
+        print("  assistant (what the app receives): tool calls, passed through unchanged")
+        for c in message["tool_calls"]:
+            print(f"      {c['function']['name']}({c['function']['arguments']})  id {c['id']}")
+        return thread, message, pg
     print("  assistant (what the app receives):")
-    show(body["choices"][0]["message"]["content"])
-    return thread, body["choices"][0]["message"]["content"], pg
+    show(message["content"])
+    return thread, message["content"], pg
 
 
 q1 = "I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?"
@@ -82,8 +96,28 @@ conv += [{"role": "assistant", "content": reply}, {"role": "user", "content": "L
 t2b, _, pg2b = turn(conv, "question 2, continued: the user answers the follow-up questions")
 assert t2b == t2 and pg2b["verdict"] == "VALID", pg2b
 
+SYSTEM = "You are ParkBot, the park's assistant. Answer in one friendly sentence."
+conv = [{"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "I am 70 years old."},
+        {"role": "assistant", "content": "Thanks, noted."},
+        {"role": "user", "content": "Which age class am I in?"}]
+t3, _, pg3 = turn(conv, "question 3: a multi-turn conversation; the age was said two turns earlier")
+assert pg3["verdict"] == "VALID", pg3
+
+tools = [{"type": "function", "function": {
+    "name": "lookup_ticket", "description": "Ticket details: the holder's age",
+    "parameters": {"type": "object", "properties": {"ticket": {"type": "string"}}}}}]
+conv = [{"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "Which age class is the holder of ticket T-1234 in?"}]
+t4, call, pg4 = turn(conv, "question 4: the chatbot calls the app's tool", tools)
+assert pg4["verdict"] == "TOOL_CALL", pg4
+conv += [{"role": "assistant", "content": None, "tool_calls": call["tool_calls"]},
+         {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"], "content": '{"holderAge": 70}'}]
+t5, _, pg5 = turn(conv, "question 4, continued: the app sends the tool's result", tools)
+assert pg5["verdict"] == "VALID", pg5
+
 print("\n\033[1m== 4. The audit trails\033[0m")
-for t in (t1, t2):
+for t in (t1, t2, t3, t4, t5):
     bundle = get(f"/api/threads/{t}/audit/bundle")
     trail = bundle["trail"]
     kinds = [r["kind"] for r in trail]
