@@ -34,9 +34,29 @@ function stepView(step, i, rules) {
     v ? h('section', { class: 'validation', 'aria-label': `Validation of iteration ${v.iteration}` },
       h('h4', {}, 'Validation: ', kindBadge(v.verdict?.verdict), v.verdict?.warning ? h('span', { class: 'muted' }, ` · ${v.verdict.warning}`) : null,
         v.evidence?.validator ? h('span', { class: 'muted' }, ` · validator ${v.evidence.validator}${v.evidence.translators ? `, ${v.evidence.translators} translators` : ''}`) : null),
+      premiseSourcesView(v.premiseSources),
       v.findings.length === 0 ? h('p', { class: 'muted' }, 'No findings.') : null,
       v.findings.map((f, j) => findingView(f, j, rules, checksFor(v.evidence, j))))
       : null);
+}
+
+/** Where each premise came from: the conversation turn (as numbered for the translators). */
+function premiseSourcesView(sources) {
+  if (!sources?.length) return null;
+  return h('div', { class: 'premise-sources' },
+    h('h5', {}, 'Premises and the turns they came from'),
+    h('ul', {}, sources.map((s) => h('li', { dataset: { turn: s.turn ? String(s.turn) : '' } },
+      h('code', {}, s.logic),
+      s.naturalLanguage ? ` (${s.naturalLanguage})` : null,
+      h('span', { class: 'muted' }, s.turn ? ` · turn ${s.turn}, ${s.role}` : ' · from the answer')))));
+}
+
+/** The app's conversation the answer was checked in, numbered as the translators saw it. */
+function conversationView(turns) {
+  if (!turns?.length) return null;
+  return h('details', { class: 'conversation' },
+    h('summary', {}, `Conversation (${turns.length} turn${turns.length === 1 ? '' : 's'}), the translators' context`),
+    h('ol', {}, turns.map((t) => h('li', {}, h('strong', {}, `${t.role}: `), t.text))));
 }
 
 export function debugPanel(thread, rules) {
@@ -44,6 +64,7 @@ export function debugPanel(thread, rules) {
   const clar = thread.clarifications || [];
   return h('div', { class: 'debug-body' },
     h('p', { class: 'muted' }, `${thread.iterations} iteration${thread.iterations === 1 ? '' : 's'} · phase ${thread.phase}`),
+    conversationView(thread.conversation),
     steps.length === 0 ? h('p', { class: 'muted' }, 'No steps yet.') : null,
     steps.map((s, i) => stepView(s, i, rules)),
     clar.length ? h('section', { class: 'clarifications' }, h('h3', {}, 'Follow-up questions'),

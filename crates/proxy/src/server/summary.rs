@@ -90,6 +90,7 @@ pub fn thread_view(thread: &Thread, status: &str) -> Value {
         "config": thread.config(),
         "steps": thread.steps(),
         "clarifications": thread.clarifications(),
+        "conversation": thread.conversation(),
         "pending": pending,
         "outcome": thread.outcome(),
         "verdict": thread.outcome().map(|o| o.status.as_str()),
