@@ -38,6 +38,7 @@ export const OUTCOME_LABELS = {
   IMPOSSIBLE: 'IMPOSSIBLE',
   NOT_COVERED: 'NOT COVERED',
   ERROR: 'ERROR',
+  TOOL_CALL: 'TOOL CALL',
 };
 
 const OUTCOME_HINTS = {
@@ -47,6 +48,7 @@ const OUTCOME_HINTS = {
   IMPOSSIBLE: 'The question\'s premises contradict the policy.',
   NOT_COVERED: 'The policy does not cover this question.',
   ERROR: 'The thread failed.',
+  TOOL_CALL: 'The chatbot called the app\'s tools; the answer that follows the tool results is verified.',
 };
 
 export function outcomeBadge(status) {

@@ -36,7 +36,8 @@ export type Input =
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }
   | { type: "Failed"; reason: string; now?: number };
-export type OutcomeStatus = "VALID" | "VALID_WITH_WARNING" | "NOT_COVERED" | "IMPOSSIBLE" | "MAX_ITERATIONS" | "ERROR";
+export type OutcomeStatus = "VALID" | "VALID_WITH_WARNING" | "NOT_COVERED" | "IMPOSSIBLE" | "MAX_ITERATIONS"
+  | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 export interface Outcome {
   status: OutcomeStatus;
   /** Exactly the text whose findings are below; absent only for ERROR. */
@@ -73,11 +74,14 @@ export interface Step {
   note?: string;
   answer?: string;
   role?: "ANSWER" | "IMPOSSIBLE_EXPLANATION";
-  validation?: { iteration: number; findings: Finding[]; verdict: AggregateVerdict; evidence?: unknown; at: number };
+  validation?: { iteration: number; findings: Finding[]; verdict: AggregateVerdict; evidence?: unknown;
+    /** Which conversation turn (1-based) each premise came from, for threads with a conversation. */
+    premiseSources?: { logic: string; naturalLanguage?: string; turn?: number; role?: "system" | "user" | "assistant" | "tool" }[];
+    at: number };
 }
 export type RecordKind = "THREAD_STARTED" | "LLM_REPLIED" | "VALIDATED" | "USER_ANSWERED" | "USER_SKIPPED"
   | "TICK" | "FAILED" | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
-  | "IMPOSSIBLE_RESPONSE" | "NOT_COVERED" | "ERROR";
+  | "IMPOSSIBLE_RESPONSE" | "NOT_COVERED" | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 /** One audit record; `hash` is SHA-256 over the canonical JSON of the other fields. */
 export interface AuditRecord { seq: number; prev: string; at: number; kind: RecordKind; body: any; hash: string }
 export type ReplayProblem = "EMPTY" | "MALFORMED" | "HASH_MISMATCH" | "SEQ_MISMATCH" | "BROKEN_LINK"
