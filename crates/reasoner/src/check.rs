@@ -10,8 +10,9 @@ use proofgate_core::findings::{
     SatisfiableFinding, Scenario, Statement, Translation, ValidFinding,
 };
 use proofgate_core::policy::{Expr, PolicyModel, Term};
-use std::cell::OnceCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap};
+use std::rc::Rc;
 use z3::ast::Bool;
 use z3::{Model, Params, SatResult, Solver};
 
@@ -47,27 +48,57 @@ pub struct Reasoner<'m> {
     pub(crate) model: &'m PolicyModel,
     pub(crate) options: CheckOptions,
     pub(crate) vocab: Vocabulary,
-    /// One assumption literal per rule, `literal => rule` asserted in `solver`.
-    literals: Vec<Bool>,
-    literal_index: HashMap<String, usize>,
     pub(crate) rule_formulas: Vec<Bool>,
-    pub(crate) solver: Solver,
+    /// Every rule, asserted once.
+    full: Rc<LoadedRules>,
+    /// The rules the current check uses: `full`, or a slice's (see `check_pair`).
+    active: RefCell<Rc<LoadedRules>>,
+    /// Solvers for recently used slices, most recent last: a slice of a large policy is
+    /// checked in a solver holding only its rules, since a check costs time in proportion to
+    /// everything asserted, used or not.
+    sliced: RefCell<Vec<(Vec<usize>, Rc<LoadedRules>)>>,
     /// A solver with no rule in it, for what must hold "without any rule" (logic warnings,
     /// triviality, agreement between translators). Made once: a new Z3 solver per question
     /// costs about a millisecond, far more than the question.
     pub(crate) bare: Solver,
     /// Connected components of the rules' variables, for slicing.
     components: Components,
-    /// Whether the whole rule set is satisfiable, decided once, on first use.
-    consistency: OnceCell<Consistency>,
+    /// The components not proved consistent (inconsistent, or the solver could not tell),
+    /// decided once, on first use. Every slice includes them.
+    unproved: OnceCell<Vec<usize>>,
 }
 
-/// Whether the whole rule set is satisfiable. Slicing is exact only when it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Consistency {
-    Consistent,
-    Inconsistent,
-    Unknown,
+/// Slice solvers kept per worker.
+const SLICE_SOLVERS: usize = 64;
+
+/// Rules asserted in a solver, each behind an assumption literal (`literal => rule`), so a
+/// check picks the rules it uses and unsat cores name rules.
+pub(crate) struct LoadedRules {
+    pub(crate) solver: Solver,
+    /// Rule index -> its literal.
+    literals: HashMap<usize, Bool>,
+    /// Literal (as text) -> rule index.
+    literal_index: HashMap<String, usize>,
+}
+
+impl LoadedRules {
+    fn new<'a>(timeout_ms: u32, rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
+        let solver = new_solver(timeout_ms);
+        let mut literals = HashMap::new();
+        let mut literal_index = HashMap::new();
+        for (i, f) in rules {
+            // Fresh constants cannot collide with policy variables, whatever they are named.
+            let lit = Bool::fresh_const("rule");
+            solver.assert(lit.implies(f));
+            literal_index.insert(lit.to_string(), i);
+            literals.insert(i, lit);
+        }
+        LoadedRules {
+            solver,
+            literals,
+            literal_index,
+        }
+    }
 }
 
 /// A failure to load the policy into the solver (a bug, not a user error).
@@ -82,22 +113,18 @@ impl<'m> Reasoner<'m> {
     /// Encodes every rule of `model` for Z3.
     pub fn new(model: &'m PolicyModel, options: CheckOptions) -> Result<Reasoner<'m>, LoadError> {
         let vocab = Vocabulary::new(model.schema());
-        let solver = new_solver(options.timeout_ms);
-        let mut literals = Vec::new();
-        let mut literal_index = HashMap::new();
         let mut rule_formulas = Vec::new();
-        for (i, rule) in model.rules().iter().enumerate() {
+        for rule in model.rules() {
             let f = vocab.formula(&rule.expr).map_err(|source| LoadError {
                 rule: rule.id.clone(),
                 source,
             })?;
-            // Fresh constants cannot collide with policy variables, whatever they are named.
-            let lit = Bool::fresh_const("rule");
-            solver.assert(lit.implies(&f));
-            literal_index.insert(lit.to_string(), i);
-            literals.push(lit);
             rule_formulas.push(f);
         }
+        let full = Rc::new(LoadedRules::new(
+            options.timeout_ms,
+            rule_formulas.iter().enumerate(),
+        ));
         let names: Vec<String> = vocab.variables().iter().map(|(n, _)| n.clone()).collect();
         let components = Components::new(&names, model.rules().iter().map(|r| &r.expr));
         let bare = new_solver(options.timeout_ms);
@@ -105,47 +132,59 @@ impl<'m> Reasoner<'m> {
             model,
             options,
             vocab,
-            literals,
-            literal_index,
             rule_formulas,
-            solver,
+            active: RefCell::new(full.clone()),
+            full,
+            sliced: RefCell::new(Vec::new()),
             bare,
             components,
-            consistency: OnceCell::new(),
+            unproved: OnceCell::new(),
         })
     }
 
-    /// Decides, once, whether the whole rule set is consistent (what slicing needs). Checks do
-    /// this on first use; a long-lived worker calls it up front so the first request does not
-    /// pay for it.
+    /// Decides, once, which groups of connected rules are consistent (what slicing needs).
+    /// Checks do this on first use; a long-lived worker calls it up front so the first request
+    /// does not pay for it.
     pub fn warm_up(&self) {
-        self.consistency();
+        self.unproved();
     }
 
-    fn consistency(&self) -> Consistency {
-        *self
-            .consistency
-            .get_or_init(|| match self.solve(&self.all_rules(), &[]) {
-                Outcome::Sat(_) => Consistency::Consistent,
-                Outcome::Unsat(_) => Consistency::Inconsistent,
-                Outcome::Unknown => Consistency::Unknown,
-            })
+    /// Components not proved consistent. The whole policy is consistent iff every component
+    /// is (they share no variable), so each is checked on its own: many small checks instead
+    /// of one over every rule, which at ten times Bedrock's limits runs out of time.
+    fn unproved(&self) -> &[usize] {
+        self.unproved.get_or_init(|| {
+            (0..self.components.len())
+                .filter(|&c| {
+                    let rules = self.components.rules(c);
+                    if rules.is_empty() {
+                        return false;
+                    }
+                    let solver = new_solver(self.options.timeout_ms);
+                    for &r in rules {
+                        solver.assert(&self.rule_formulas[r]);
+                    }
+                    solver.check() != SatResult::Sat
+                })
+                .collect()
+        })
     }
 
-    /// The rules and variables a check of these statements needs: the cone of influence of
-    /// their variables when the policy is consistent (see `slice.rs` for why that is exact),
-    /// else everything.
+    /// The rules and variables a check of these statements needs: those connected to their
+    /// variables, plus every group of rules not proved consistent (see `slice.rs` for why
+    /// that is exact).
     pub(crate) fn slice_for(
         &self,
         premises: &[CheckedStatementInput],
         claims: &[CheckedStatementInput],
     ) -> Slice {
-        if self.options.slice_rules && self.consistency() == Consistency::Consistent {
-            self.components
-                .slice(premises.iter().chain(claims).map(|s| &s.expr))
-        } else {
-            self.full_slice()
+        if !self.options.slice_rules {
+            return self.full_slice();
         }
+        self.components.slice(
+            premises.iter().chain(claims).map(|s| &s.expr),
+            self.unproved(),
+        )
     }
 
     pub(crate) fn full_slice(&self) -> Slice {
@@ -183,21 +222,59 @@ impl<'m> Reasoner<'m> {
         )
     }
 
-    /// Checks `with` (rule indices) together with the fixed assumption literals.
+    /// The solver of the current check.
+    pub(crate) fn loaded(&self) -> Rc<LoadedRules> {
+        self.active.borrow().clone()
+    }
+
+    /// The solver for a slice's rules: the full one when the slice is every rule, else one
+    /// holding only the slice's rules (kept for the next checks of the same slice).
+    fn loaded_for(&self, rules: &[usize]) -> Rc<LoadedRules> {
+        if rules.len() == self.rule_formulas.len() {
+            return self.full.clone();
+        }
+        let mut cache = self.sliced.borrow_mut();
+        if let Some(at) = cache.iter().position(|(r, _)| r == rules) {
+            let hit = cache.remove(at);
+            let loaded = hit.1.clone();
+            cache.push(hit);
+            return loaded;
+        }
+        let loaded = Rc::new(LoadedRules::new(
+            self.options.timeout_ms,
+            rules.iter().map(|&i| (i, &self.rule_formulas[i])),
+        ));
+        if cache.len() >= SLICE_SOLVERS {
+            cache.remove(0);
+        }
+        cache.push((rules.to_vec(), loaded.clone()));
+        loaded
+    }
+
+    /// Checks `with` (rule indices) together with the fixed assumption literals, in the
+    /// current check's solver. A rule that solver does not hold makes the answer unknown
+    /// (never a proof).
     pub(crate) fn solve(&self, rules: &[usize], fixed: &[Bool]) -> Outcome {
-        let mut assumptions: Vec<Bool> = rules.iter().map(|&i| self.literals[i].clone()).collect();
+        let loaded = self.loaded();
+        let mut assumptions = Vec::with_capacity(rules.len() + fixed.len());
+        for i in rules {
+            match loaded.literals.get(i) {
+                Some(l) => assumptions.push(l.clone()),
+                None => return Outcome::Unknown,
+            }
+        }
         assumptions.extend_from_slice(fixed);
-        match self.solver.check_assumptions(&assumptions) {
-            SatResult::Sat => match self.solver.get_model() {
+        let solver = &loaded.solver;
+        match solver.check_assumptions(&assumptions) {
+            SatResult::Sat => match solver.get_model() {
                 Some(m) => Outcome::Sat(m),
                 None => Outcome::Unknown,
             },
             SatResult::Unsat => {
-                let core = self
-                    .solver
+                let core = solver
                     .get_unsat_core()
                     .iter()
-                    .filter_map(|l| self.literal_index.get(&l.to_string()).copied())
+                    .filter_map(|l| loaded.literal_index.get(&l.to_string()).copied())
                     .collect();
                 Outcome::Unsat(core)
             }
@@ -232,7 +309,7 @@ impl<'m> Reasoner<'m> {
     }
 
     pub(crate) fn all_rules(&self) -> Vec<usize> {
-        (0..self.literals.len()).collect()
+        (0..self.rule_formulas.len()).collect()
     }
 
     /// The finding for one pair. `confidence` goes into the translation as is.
@@ -259,7 +336,9 @@ impl<'m> Reasoner<'m> {
         let logic_warning = self.logic_warning(premises, claims, &p, &c);
 
         let slice = self.slice_for(premises, claims);
-        self.solver.push();
+        let loaded = self.loaded_for(&slice.rules);
+        let previous = self.active.replace(loaded.clone());
+        loaded.solver.push();
         let finding = self.decide(
             &slice,
             (&p, &c),
@@ -267,7 +346,8 @@ impl<'m> Reasoner<'m> {
             translation,
             logic_warning,
         );
-        self.solver.pop(1);
+        loaded.solver.pop(1);
+        self.active.replace(previous);
         finding
     }
 
@@ -284,9 +364,10 @@ impl<'m> Reasoner<'m> {
             Bool::fresh_const("claims"),
             Bool::fresh_const("not_claims"),
         );
-        self.solver.assert(p_lit.implies(p));
-        self.solver.assert(c_lit.implies(c));
-        self.solver.assert(n_lit.implies(c.not()));
+        let solver = &self.loaded().solver;
+        solver.assert(p_lit.implies(p));
+        solver.assert(c_lit.implies(c));
+        solver.assert(n_lit.implies(c.not()));
         let all = &slice.rules;
         let too_complex = || Finding::TooComplex(EmptyFinding::default());
         let contradiction = |core: Vec<usize>, fixed: &[Bool]| ContradictionFinding {

@@ -56,7 +56,7 @@ impl Reasoner<'_> {
     /// push/pop removes it), for use as an assumption.
     fn pin(&self, f: &Bool) -> Bool {
         let l = Bool::fresh_const("pin");
-        self.solver.assert(l.implies(f));
+        self.loaded().solver.assert(l.implies(f));
         l
     }
 

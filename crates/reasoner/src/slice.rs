@@ -9,9 +9,10 @@
 //! answer: IMPOSSIBLE, INVALID and VALID come out the same, unsat cores of the sliced check are
 //! cores of the full one, and a model of the slice extends to one of the whole policy (any
 //! model of R_out on the other variables). So slicing is used only once the full rule set has
-//! been proved consistent; an inconsistent policy (every pair IMPOSSIBLE) or one the solver
-//! cannot decide is checked whole, as before. Rules without variables are true in a consistent
-//! policy and belong to no slice.
+//! been proved satisfiable: R_out is made of components (groups of rules connected through
+//! shared variables) each proved consistent on its own, and a component that is not (it is
+//! inconsistent, which makes every pair IMPOSSIBLE, or the solver could not tell) goes into
+//! every slice. Rules without variables form one more component of their own.
 
 use proofgate_core::policy::Expr;
 use std::collections::{BTreeSet, HashMap};
@@ -74,9 +75,14 @@ impl Components {
         for (v, &c) in of_var.iter().enumerate() {
             comp_vars[c].push(v);
         }
+        // The last component: rules without variables (true or false whatever the values).
+        comp_rules.push(Vec::new());
+        comp_vars.push(Vec::new());
+        let ground = comp_rules.len() - 1;
         for (r, vs) in rule_vars.iter().enumerate() {
-            if let Some(&v) = vs.first() {
-                comp_rules[of_var[v]].push(r);
+            match vs.first() {
+                Some(&v) => comp_rules[of_var[v]].push(r),
+                None => comp_rules[ground].push(r),
             }
         }
         Components {
@@ -87,9 +93,24 @@ impl Components {
         }
     }
 
-    /// The rules and variables connected to the variables of `exprs`.
-    pub(crate) fn slice<'a>(&self, exprs: impl Iterator<Item = &'a Expr>) -> Slice {
-        let mut comps = BTreeSet::new();
+    /// Number of components.
+    pub(crate) fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// The rules of component `c`.
+    pub(crate) fn rules(&self, c: usize) -> &[usize] {
+        &self.rules[c]
+    }
+
+    /// The rules and variables connected to the variables of `exprs`, plus those of the
+    /// components `always`.
+    pub(crate) fn slice<'a>(
+        &self,
+        exprs: impl Iterator<Item = &'a Expr>,
+        always: &[usize],
+    ) -> Slice {
+        let mut comps: BTreeSet<usize> = always.iter().copied().collect();
         for e in exprs {
             for name in e.variables() {
                 if let Some(&v) = self.index.get(name) {
@@ -108,12 +129,6 @@ impl Components {
         rules.sort_unstable();
         vars.sort_unstable();
         Slice { rules, vars }
-    }
-
-    /// Number of components (for tests and benchmarks).
-    #[cfg(test)]
-    pub(crate) fn count(&self) -> usize {
-        self.rules.len()
     }
 }
 
@@ -149,23 +164,27 @@ mod tests {
         let model = PolicyModel::from_definition(def, None).unwrap();
         let names: Vec<String> = model.schema().variables().map(|v| v.name.clone()).collect();
         let comps = Components::new(&names, model.rules().iter().map(|r| &r.expr));
-        // {a, b, x, y} joined by R1, R3, R2; {c} alone.
-        assert_eq!(comps.count(), 2);
+        // {a, b, x, y} joined by R1, R3, R2; {c} alone; R4 without variables.
+        assert_eq!(comps.len(), 3);
+        assert_eq!(comps.rules(2), &[3]);
         let a = model.check_statement("a").unwrap().expr;
-        let s = comps.slice(std::iter::once(&a));
+        let s = comps.slice(std::iter::once(&a), &[]);
         assert_eq!(s.rules, vec![0, 1, 2]);
         assert_eq!(s.vars, vec![0, 1, 3, 4]);
         let c = model.check_statement("c").unwrap().expr;
-        let s = comps.slice(std::iter::once(&c));
+        let s = comps.slice(std::iter::once(&c), &[]);
         assert!(s.rules.is_empty());
         assert_eq!(s.vars, vec![2]);
         let t = model.check_statement("true").unwrap().expr;
         assert_eq!(
-            comps.slice(std::iter::once(&t)),
+            comps.slice(std::iter::once(&t), &[]),
             Slice {
                 rules: vec![],
                 vars: vec![]
             }
         );
+        // A component not proved consistent goes into every slice.
+        let s = comps.slice(std::iter::once(&c), &[2]);
+        assert_eq!(s.rules, vec![3]);
     }
 }
