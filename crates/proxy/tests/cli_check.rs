@@ -283,3 +283,26 @@ fn existing_subcommands_still_work() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"]["verdict"], "VALID");
 }
+
+#[test]
+fn trivial_pairs_are_not_covered_never_valid() {
+    let dir = scratch("trivial");
+    for (name, premises, claims) in [
+        ("empty", r#"["(= ageClass SENIOR)"]"#, "[]"),
+        ("true", r#"["(= ageClass SENIOR)"]"#, r#"["true"]"#),
+        ("restated", r#"["(= ageClass SENIOR)"]"#, r#"["(= ageClass SENIOR)"]"#),
+        ("no-rule", r#"["(= cashAmount 32.5)"]"#, r#"["(>= cashAmount 30.0)"]"#),
+    ] {
+        let t = write(
+            &dir,
+            &format!("{name}.json"),
+            &format!(r#"{{"translations": [[{{"premises": {premises}, "claims": {claims}}}]]}}"#),
+        );
+        let out = check(&example("park-admission.json"), &t);
+        assert!(out.status.success(), "{name}: {}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let f = &v["findings"][0];
+        assert!(f.get("valid").is_none(), "{name}: {v}");
+        assert_eq!(f["noTranslations"]["logicWarning"]["type"], "ALWAYS_TRUE", "{name}: {v}");
+    }
+}
