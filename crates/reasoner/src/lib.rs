@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod cache;
 mod check;
 mod encode;
 mod gen_tests;
@@ -30,6 +31,7 @@ mod testing;
 mod triviality;
 mod validate;
 
+pub use cache::{CacheStats, FindingsCache, FindingsKey};
 pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
 pub use encode::EncodeError;
 pub use gen_tests::{

@@ -1,0 +1,165 @@
+//! Findings already computed, shared by the workers of a pool and across requests.
+//!
+//! Findings are a pure function of the policy and the k translations (for fixed check
+//! options): the key is the policy's content hash and the translations as JSON, compared in
+//! full (no digest, so no collision can return another question's findings). TOO_COMPLEX is
+//! never kept: a solver timeout depends on the load at the time, not only on the input.
+
+use crate::TranslatorOutput;
+use proofgate_core::findings::{Finding, FindingKind};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Translations larger than this (as JSON) are not kept: they would crowd out many small ones.
+const MAX_KEY_BYTES: usize = 16 * 1024;
+
+/// What a cache entry is looked up by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FindingsKey {
+    policy_hash: String,
+    translations: String,
+}
+
+impl FindingsKey {
+    /// The key of `translations` checked against the policy whose content hash is
+    /// `policy_hash`; `None` when they are too large to keep.
+    pub fn new(policy_hash: &str, translations: &[TranslatorOutput]) -> Option<FindingsKey> {
+        let translations = serde_json::to_string(translations).ok()?;
+        (translations.len() <= MAX_KEY_BYTES).then(|| FindingsKey {
+            policy_hash: policy_hash.to_string(),
+            translations,
+        })
+    }
+}
+
+/// Hits and misses since the cache was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CacheStats {
+    /// Lookups that found findings.
+    pub hits: u64,
+    /// Lookups that did not.
+    pub misses: u64,
+    /// Entries held.
+    pub entries: usize,
+}
+
+/// A bounded map from [`FindingsKey`] to findings; the least recently used entry goes first.
+pub struct FindingsCache {
+    capacity: usize,
+    state: Mutex<State>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    entries: HashMap<FindingsKey, (u64, Arc<Vec<Finding>>)>,
+    clock: u64,
+}
+
+impl FindingsCache {
+    /// A cache of at most `capacity` entries (0 keeps nothing).
+    pub fn new(capacity: usize) -> FindingsCache {
+        FindingsCache {
+            capacity,
+            state: Mutex::new(State::default()),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// The findings kept for `key`.
+    pub fn get(&self, key: &FindingsKey) -> Option<Vec<Finding>> {
+        let found = self.state.lock().ok().and_then(|mut s| {
+            s.clock += 1;
+            let now = s.clock;
+            s.entries.get_mut(key).map(|(used, f)| {
+                *used = now;
+                f.clone()
+            })
+        });
+        let counter = if found.is_some() {
+            &self.hits
+        } else {
+            &self.misses
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        found.map(|f| f.as_ref().clone())
+    }
+
+    /// Keeps `findings` for `key`, unless one of them is TOO_COMPLEX.
+    pub fn insert(&self, key: FindingsKey, findings: &[Finding]) {
+        if self.capacity == 0 || findings.iter().any(|f| f.kind() == FindingKind::TooComplex) {
+            return;
+        }
+        let Ok(mut s) = self.state.lock() else { return };
+        s.clock += 1;
+        let now = s.clock;
+        if s.entries.len() >= self.capacity && !s.entries.contains_key(&key) {
+            // Linear in the capacity, which is small; a lookup stays O(1).
+            let oldest = s
+                .entries
+                .iter()
+                .min_by_key(|(_, (used, _))| *used)
+                .map(|(k, _)| k.clone());
+            if let Some(k) = oldest {
+                s.entries.remove(&k);
+            }
+        }
+        s.entries.insert(key, (now, Arc::new(findings.to_vec())));
+    }
+
+    /// Hits, misses and size.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            entries: self.state.lock().map(|s| s.entries.len()).unwrap_or(0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proofgate_core::findings::EmptyFinding;
+
+    fn key(n: usize) -> FindingsKey {
+        let t = crate::parse_translations(
+            &serde_json::json!({"translations": [[{"premises": [format!("(= x {n})")], "claims": ["y"]}]]})
+                .to_string(),
+        )
+        .unwrap();
+        FindingsKey::new("hash", &t).unwrap()
+    }
+
+    #[test]
+    fn bounded_least_recently_used_first_and_never_too_complex() {
+        let cache = FindingsCache::new(2);
+        let found = vec![Finding::NoTranslations(EmptyFinding::default())];
+        cache.insert(key(1), &found);
+        cache.insert(key(2), &found);
+        assert!(cache.get(&key(1)).is_some());
+        cache.insert(key(3), &found);
+        // 2 was the least recently used.
+        assert!(cache.get(&key(2)).is_none());
+        assert!(cache.get(&key(1)).is_some());
+        assert!(cache.get(&key(3)).is_some());
+        cache.insert(key(4), &[Finding::TooComplex(EmptyFinding::default())]);
+        assert!(cache.get(&key(4)).is_none());
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (3, 2, 2));
+    }
+
+    #[test]
+    fn the_policy_is_part_of_the_key() {
+        let t = crate::parse_translations(
+            &serde_json::json!({"translations": [[{"premises": ["x"], "claims": ["y"]}]]})
+                .to_string(),
+        )
+        .unwrap();
+        assert_ne!(FindingsKey::new("a", &t), FindingsKey::new("b", &t));
+        assert_eq!(FindingsKey::new("a", &t), FindingsKey::new("a", &t.clone()));
+    }
+}
