@@ -32,6 +32,36 @@ pub struct GenerateOptions {
     pub check: CheckOptions,
     /// How many of a rule's variables are tried as the claim, at most.
     pub claim_variables: usize,
+    /// Set from outside (e.g. when the client that asked has gone) to stop the generation
+    /// before the next rule.
+    pub cancel: Option<CancelFlag>,
+}
+
+/// A flag that stops a generation when set (two are equal when they are the same flag).
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(pub std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl PartialEq for CancelFlag {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl CancelFlag {
+    /// Stops the generation before its next rule.
+    pub fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+    /// Whether it was set.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl GenerateOptions {
+    fn cancelled(&self) -> bool {
+        self.cancel.as_ref().is_some_and(CancelFlag::is_cancelled)
+    }
 }
 
 impl Default for GenerateOptions {
@@ -39,6 +69,7 @@ impl Default for GenerateOptions {
         GenerateOptions {
             check: CheckOptions::default(),
             claim_variables: 8,
+            cancel: None,
         }
     }
 }
@@ -70,6 +101,9 @@ pub enum GenerateError {
     /// Every question would be IMPOSSIBLE, so no case says anything.
     #[error("the rules {} contradict each other, so every check is IMPOSSIBLE: fix them first (see `proofgate policy lint`)", .0.join(", "))]
     Contradictory(Vec<String>),
+    /// The generation was cancelled (the client that asked for it has gone).
+    #[error("the generation was cancelled")]
+    Cancelled,
     /// The solver could not decide whether the rules are consistent.
     #[error("the solver could not decide within the time limit whether the rules are consistent: raise the timeout")]
     TooComplex,
@@ -99,6 +133,9 @@ pub fn generate_tests(
     };
     let mut notes = Vec::new();
     for (index, rule) in model.rules().iter().enumerate() {
+        if options.cancelled() {
+            return Err(GenerateError::Cancelled);
+        }
         let mut without_def = model.definition().clone();
         without_def.rules.retain(|r| r.id != rule.id);
         // Removing a rule from a policy that loads cannot break it.

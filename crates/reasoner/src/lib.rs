@@ -35,7 +35,7 @@ pub use cache::{CacheStats, FindingsCache, FindingsKey};
 pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
 pub use encode::EncodeError;
 pub use gen_tests::{
-    generate_tests, GenerateError, GenerateOptions, GeneratedTests, GenerationNote,
+    generate_tests, CancelFlag, GenerateError, GenerateOptions, GeneratedTests, GenerationNote,
 };
 pub use lint::{lint, LintIssue, LintKind, LintReport, Severity, TooComplex};
 pub use options::CheckOptions;

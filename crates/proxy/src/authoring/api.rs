@@ -13,6 +13,7 @@ use proofgate_reasoner::{
     PolicyDiff, TestReport,
 };
 use serde::{Deserialize, Serialize};
+use proofgate_reasoner::CancelFlag;
 
 /// Body of `POST /api/policies/lint` and `POST /api/policies/gen-tests`.
 #[derive(Debug, Clone, Deserialize)]
@@ -68,6 +69,23 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| AuthoringError::Internal(format!("solver worker: {e}")))?
 }
 
+/// Sets its flag when dropped: held by a request's future, it tells the solver job that the
+/// client has gone (disconnect or deadline) so the job stops instead of keeping a core busy.
+pub struct CancelOnDrop(pub CancelFlag);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+/// `options` with a cancel flag that the returned guard sets when it is dropped.
+fn cancellable(mut options: GenerateOptions) -> (GenerateOptions, CancelOnDrop) {
+    let flag = options.cancel.clone().unwrap_or_default();
+    options.cancel = Some(flag.clone());
+    (options, CancelOnDrop(flag))
+}
+
 /// Lints a policy: unused names, type errors, contradictions, always-true rules, disjoint
 /// groups. A policy with errors is still linted (the errors are issues, not a failure).
 pub async fn lint_policy(
@@ -95,6 +113,8 @@ pub async fn gen_tests(
     definition: PolicyDefinition,
     options: GenerateOptions,
 ) -> Result<GeneratedSuite, AuthoringError> {
+    // Dropped with this future when the client goes: the generation stops at the next rule.
+    let (options, _cancel) = cancellable(options);
     blocking(move || {
         let model = model(definition)?;
         let generated = generate_tests(&model, &options)?;
@@ -112,6 +132,7 @@ pub async fn diff(
     new: PolicyDefinition,
     options: GenerateOptions,
 ) -> Result<PolicyDiff, AuthoringError> {
+    let (options, _cancel) = cancellable(options);
     blocking(move || {
         let old = model(old)?;
         let new = model(new)?;
@@ -133,6 +154,17 @@ pub async fn formalize_document(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dropped_request_cancels_its_generation() {
+        let (options, guard) = cancellable(GenerateOptions::default());
+        drop(guard); // as when the client disconnects or the deadline passes
+        let model = model(park()).unwrap();
+        assert!(matches!(
+            generate_tests(&model, &options),
+            Err(proofgate_reasoner::GenerateError::Cancelled)
+        ));
+    }
 
     const PARK: &str = include_str!("../../../../examples/policies/park-admission.json");
 
