@@ -290,8 +290,16 @@ fn trivial_pairs_are_not_covered_never_valid() {
     for (name, premises, claims) in [
         ("empty", r#"["(= ageClass SENIOR)"]"#, "[]"),
         ("true", r#"["(= ageClass SENIOR)"]"#, r#"["true"]"#),
-        ("restated", r#"["(= ageClass SENIOR)"]"#, r#"["(= ageClass SENIOR)"]"#),
-        ("no-rule", r#"["(= cashAmount 32.5)"]"#, r#"["(>= cashAmount 30.0)"]"#),
+        (
+            "restated",
+            r#"["(= ageClass SENIOR)"]"#,
+            r#"["(= ageClass SENIOR)"]"#,
+        ),
+        (
+            "no-rule",
+            r#"["(= cashAmount 32.5)"]"#,
+            r#"["(>= cashAmount 30.0)"]"#,
+        ),
     ] {
         let t = write(
             &dir,
@@ -303,6 +311,9 @@ fn trivial_pairs_are_not_covered_never_valid() {
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         let f = &v["findings"][0];
         assert!(f.get("valid").is_none(), "{name}: {v}");
-        assert_eq!(f["noTranslations"]["logicWarning"]["type"], "ALWAYS_TRUE", "{name}: {v}");
+        assert_eq!(
+            f["noTranslations"]["logicWarning"]["type"], "ALWAYS_TRUE",
+            "{name}: {v}"
+        );
     }
 }
