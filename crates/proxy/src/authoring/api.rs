@@ -8,12 +8,12 @@ use super::test_runner::{run_suite, Translators};
 use super::AuthoringError;
 use crate::llm::LlmClient;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, PolicyTestSuite};
+use proofgate_reasoner::CancelFlag;
 use proofgate_reasoner::{
     diff_policies, generate_tests, lint, CheckOptions, GenerateOptions, GenerationNote, LintReport,
     PolicyDiff, TestReport,
 };
 use serde::{Deserialize, Serialize};
-use proofgate_reasoner::CancelFlag;
 
 /// Body of `POST /api/policies/lint` and `POST /api/policies/gen-tests`.
 #[derive(Debug, Clone, Deserialize)]
