@@ -8,7 +8,9 @@ use crate::translate::{translate, TranslateError};
 use proofgate_core::policy::PolicyModel;
 use proofgate_core::translation::TranslationConfig;
 use proofgate_core::Finding;
-use proofgate_reasoner::{CheckOptions, Reasoner, TranslatorOutput};
+use proofgate_reasoner::{
+    CacheStats, CheckOptions, FindingsCache, FindingsKey, Reasoner, TranslatorOutput,
+};
 use serde_json::{json, Value};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -52,13 +54,20 @@ struct Job {
 /// Worker threads that each own a [`Reasoner`] (Z3 objects are bound to the thread that made
 /// them), so the policy is encoded once per worker, not once per request. The job queue is
 /// bounded (callers wait for room, and stop waiting when their request ends), and a job whose
-/// caller has gone is skipped rather than solved.
+/// caller has gone is skipped rather than solved. Findings are kept in a bounded cache shared
+/// by the workers, keyed by the policy's content hash and the translations (findings are a
+/// pure function of those), so a repeated question costs no solver time.
 pub struct ReasonerPool {
     jobs: tokio::sync::mpsc::Sender<Job>,
+    cache: Arc<FindingsCache>,
+    policy_hash: String,
 }
 
 /// Queued solver jobs per worker, at most.
 const QUEUE_PER_WORKER: usize = 16;
+
+/// Findings kept for repeated questions (each entry's translations are at most 16 KiB).
+const CACHED_FINDINGS: usize = 1024;
 
 impl ReasonerPool {
     /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
@@ -84,6 +93,9 @@ impl ReasonerPool {
                             return;
                         }
                     };
+                    // Which groups of rules are consistent (for slicing): now, not on the
+                    // first request.
+                    reasoner.warm_up();
                     loop {
                         let job = match rx.lock() {
                             Ok(mut guard) => guard.blocking_recv(),
@@ -104,11 +116,36 @@ impl ReasonerPool {
                 })
                 .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
         }
-        Ok(ReasonerPool { jobs: tx })
+        Ok(ReasonerPool {
+            jobs: tx,
+            cache: Arc::new(FindingsCache::new(CACHED_FINDINGS)),
+            policy_hash: model.definition().content_hash(),
+        })
     }
 
-    /// Checks k translations; returns the findings and the solver time.
+    /// Hits and misses of the findings cache.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// Checks k translations; returns the findings and the solver time (zero for findings
+    /// from the cache).
     pub async fn validate(
+        &self,
+        translations: Vec<TranslatorOutput>,
+    ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
+        let key = FindingsKey::new(&self.policy_hash, &translations);
+        if let Some(findings) = key.as_ref().and_then(|k| self.cache.get(k)) {
+            return Ok((findings, Duration::ZERO));
+        }
+        let (findings, solver_time) = self.solve(translations).await?;
+        if let Some(key) = key {
+            self.cache.insert(key, &findings);
+        }
+        Ok((findings, solver_time))
+    }
+
+    async fn solve(
         &self,
         translations: Vec<TranslatorOutput>,
     ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
@@ -245,5 +282,33 @@ impl Validator {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proofgate_core::policy::PolicyDefinition;
+
+    const PARK: &str = include_str!("../../../examples/policies/park-admission.json");
+    const PARK_T: &str =
+        include_str!("../../../examples/policies/park-senior-low-season.translations.json");
+
+    #[tokio::test]
+    async fn a_repeated_question_comes_from_the_cache_unchanged() {
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
+        );
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1).unwrap();
+        let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
+        let (first, _) = pool.validate(t.clone()).await.unwrap();
+        let (again, time) = pool.validate(t).await.unwrap();
+        assert_eq!(
+            serde_json::to_value(&first).unwrap(),
+            serde_json::to_value(&again).unwrap()
+        );
+        assert_eq!(time, Duration::ZERO);
+        let stats = pool.cache_stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (1, 1, 1));
     }
 }
