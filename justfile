@@ -45,8 +45,13 @@ bench-reasoner:
 bench-proxy:
     cargo bench -p proofgate-proxy --bench overhead
 
-# All benchmarks.
-bench: bench-reasoner bench-proxy
+# Audit replay in Node through the npm package (records per second).
+bench-replay: wasm
+    cd crates/wasm && node bench/replay.mjs
+
+# All benchmarks (a few minutes): every figure of issue 15 but the side-by-side proxy table,
+# which ../shared/bench/side-by-side.sh measures (nginx, wrk, optionally LiteLLM).
+bench: bench-reasoner bench-proxy bench-replay
 
 # Build the page (chat, debug panel, proof view, audit verifier, policy viewer) into web/dist,
 # which `proofgate serve` serves at / (server.web_dir).

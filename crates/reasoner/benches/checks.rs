@@ -3,7 +3,9 @@
 //! Prints medians; run with `cargo bench -p proofgate-reasoner` or `just bench-reasoner`.
 
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
-use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner, TranslatorOutput};
+use proofgate_reasoner::{
+    parse_translations, CheckOptions, FindingsCache, FindingsKey, Reasoner, TranslatorOutput,
+};
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
@@ -27,18 +29,29 @@ fn model(json: &str) -> PolicyModel {
     .expect("valid policy")
 }
 
-/// Times `validate` over `queries` (round robin) `runs` times; returns the median and the
-/// finding kinds seen.
+/// A benchmark's figures.
+#[derive(Default, Clone, Copy)]
+struct Figures {
+    median: Duration,
+    max: Duration,
+    too_complex: usize,
+}
+
+fn skipped(name: &str) -> bool {
+    std::env::var_os("BENCH_FILTER")
+        .is_some_and(|filter| !name.contains(filter.to_string_lossy().as_ref()))
+}
+
+/// Times `validate` over `queries` (round robin) `runs` times; returns the median, the max and
+/// how many findings were TOO_COMPLEX.
 fn bench(
     name: &str,
     policy: &PolicyModel,
     queries: &[Vec<TranslatorOutput>],
     runs: usize,
-) -> Duration {
-    if let Some(filter) = std::env::var_os("BENCH_FILTER") {
-        if !name.contains(filter.to_string_lossy().as_ref()) {
-            return Duration::ZERO;
-        }
+) -> Figures {
+    if skipped(name) {
+        return Figures::default();
     }
     let start = Instant::now();
     let reasoner = Reasoner::new(policy, CheckOptions::default()).expect("encodes");
@@ -61,6 +74,7 @@ fn bench(
         *times.iter().max().unwrap_or(&Duration::ZERO),
     );
     let m = median(times);
+    let too_complex = kinds.get("TOO_COMPLEX").copied().unwrap_or(0);
     println!(
         "{name:<44} rules={:<6} vars={:<5} load={:>9.1?} check median={:>9.2?} min={:>9.2?} max={:>9.2?} runs={runs} findings={kinds:?}",
         policy.rules().len(),
@@ -70,7 +84,44 @@ fn bench(
         min,
         max,
     );
+    Figures {
+        median: m,
+        max,
+        too_complex,
+    }
+}
+
+/// A repeated question through the proxy's findings cache: key, lookup, copy of the findings.
+fn bench_cached(name: &str, policy: &PolicyModel, query: &[TranslatorOutput]) -> Duration {
+    if skipped(name) {
+        return Duration::ZERO;
+    }
+    let reasoner = Reasoner::new(policy, CheckOptions::default()).expect("encodes");
+    let cache = FindingsCache::new(1024);
+    let hash = policy.definition().content_hash();
+    let key = FindingsKey::new(&hash, query).expect("small");
+    cache.insert(key, &reasoner.validate(query).expect("well-formed query"));
+    let mut times = Vec::new();
+    for _ in 0..1001 {
+        let t = Instant::now();
+        let key = FindingsKey::new(&hash, query).expect("small");
+        let found = cache.get(&key).expect("cached");
+        std::hint::black_box(found);
+        times.push(t.elapsed());
+    }
+    let m = median(times);
+    println!("{name:<44} check median={m:>9.2?} (findings cache hit)");
     m
+}
+
+fn ratio(name: &str, got: Duration, target: Duration) {
+    if got > Duration::ZERO {
+        println!(
+            "  {name:<42} {got:>9.2?}  target {target:>7.0?}  {:>6.2}x the target {}",
+            got.as_secs_f64() / target.as_secs_f64(),
+            if got <= target { "(met)" } else { "(NOT met)" }
+        );
+    }
 }
 
 /// A deterministic pseudo-random sequence (no dependency, no seed from the clock).
@@ -186,12 +237,14 @@ fn main() {
     println!("proofgate-reasoner benchmark (median wall time per validate call, one translation)");
 
     let park = model(PARK);
-    bench(
+    let park_t = parse_translations(PARK_T).unwrap();
+    let park_fig = bench(
         "park admission: senior/low season (SAT)",
         &park,
-        &[parse_translations(PARK_T).unwrap()],
+        std::slice::from_ref(&park_t),
         runs,
     );
+    let park_cached = bench_cached("park admission, repeated question", &park, &park_t);
     let airline = model(AIRLINE);
     bench(
         "airline: denied boarding (IMPOSSIBLE)",
@@ -213,14 +266,42 @@ fn main() {
             (150, 60, 15, 1, "generated, connected (small, test mode)"),
         ]
     };
+    let mut generated_figs = Vec::new();
     for &(rules, vars, types, sections, name) in scales {
+        if skipped(name) {
+            generated_figs.push(Figures::default());
+            continue;
+        }
         let policy = model(&generated(rules, vars, types, sections));
         let queries = generated_queries(vars, types, sections);
-        bench(
+        generated_figs.push(bench(
             name,
             &policy,
             &queries,
             if full && rules > 10_000 { 9 } else { runs },
+        ));
+    }
+    if full {
+        let ms = Duration::from_millis;
+        println!("against issue 15's targets (one run; compare ratios, the machine is shared):");
+        ratio("park check (median)", park_fig.median, ms(1));
+        ratio("park check, repeated (cache hit)", park_cached, ms(1));
+        ratio(
+            "1x Bedrock limits (median)",
+            generated_figs[0].median,
+            ms(10),
         );
+        ratio(
+            "10x Bedrock limits (median)",
+            generated_figs[1].median,
+            ms(500),
+        );
+        ratio("10x Bedrock limits (max)", generated_figs[1].max, ms(2_000));
+        if generated_figs[1].median > Duration::ZERO {
+            println!(
+                "  10x Bedrock limits TOO_COMPLEX findings: {} (target 0)",
+                generated_figs[1].too_complex
+            );
+        }
     }
 }

@@ -1,0 +1,37 @@
+// Node replay throughput of the npm package (`just bench-replay`): every fixture trail that
+// replays intact (crates/wasm/tests/fixtures), replayed from JSON text again and again; prints
+// the median time per trail and records per second. Build the package first (`just wasm`).
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { replayAudit } from 'proofgate';
+
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+const cases = JSON.parse(readFileSync(here('../tests/fixtures/replay-cases.json'), 'utf8'));
+const seconds = Number(process.env.REPLAY_SECONDS || 2);
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+console.log('proofgate npm package: audit replay in Node (from JSON text, as a verifier reads a file)');
+let totalRecords = 0;
+let totalMs = 0;
+for (const { name, trail, report } of cases.filter((c) => c.report.ok)) {
+  const text = JSON.stringify(trail);
+  if (!replayAudit(text).ok) throw new Error(`${name} no longer replays: ${JSON.stringify(report)}`);
+  for (let i = 0; i < 50; i++) replayAudit(text); // warm up
+  const times = [];
+  const until = performance.now() + seconds * 1000;
+  while (performance.now() < until) {
+    const t = performance.now();
+    replayAudit(text);
+    times.push(performance.now() - t);
+  }
+  const ms = median(times);
+  totalRecords += trail.length;
+  totalMs += ms;
+  console.log(
+    `${name.padEnd(12)} records=${String(trail.length).padEnd(3)} size=${(text.length / 1024).toFixed(1).padStart(5)} KB ` +
+      `median=${(ms * 1000).toFixed(0).padStart(6)} µs  ${Math.round(trail.length / (ms / 1000)).toLocaleString('en')} records/s  runs=${times.length}`,
+  );
+}
+console.log(`all intact trails: ${Math.round(totalRecords / (totalMs / 1000)).toLocaleString('en')} records/s`);
