@@ -227,10 +227,11 @@ impl<'m> Reasoner<'m> {
         self.active.borrow().clone()
     }
 
-    /// The solver for a slice's rules: the full one when the slice is every rule, else one
-    /// holding only the slice's rules (kept for the next checks of the same slice).
+    /// The solver for a slice's rules: one holding only the slice's rules (kept for the next
+    /// checks of the same slice), or the full one (which holds every rule) when the slice is
+    /// more than half the policy, so the kept solvers stay small.
     fn loaded_for(&self, rules: &[usize]) -> Rc<LoadedRules> {
-        if rules.len() == self.rule_formulas.len() {
+        if rules.len() * 2 > self.rule_formulas.len() {
             return self.full.clone();
         }
         let mut cache = self.sliced.borrow_mut();
