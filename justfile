@@ -45,13 +45,17 @@ bench-reasoner:
 bench-proxy:
     cargo bench -p proofgate-proxy --bench overhead
 
+# What durable audit writes cost: one step on SQLite with synchronous=FULL vs NORMAL.
+bench-durability:
+    cargo bench -p proofgate-proxy --bench durability
+
 # Audit replay in Node through the npm package (records per second).
 bench-replay: wasm
     cd crates/wasm && node bench/replay.mjs
 
 # All benchmarks (a few minutes): every figure of issue 15 but the side-by-side proxy table,
 # which ../shared/bench/side-by-side.sh measures (nginx, wrk, optionally LiteLLM).
-bench: bench-reasoner bench-proxy bench-replay
+bench: bench-reasoner bench-proxy bench-durability bench-replay
 
 # Build the page (chat, debug panel, proof view, audit verifier, policy viewer) into web/dist,
 # which `proofgate serve` serves at / (server.web_dir).

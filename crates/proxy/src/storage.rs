@@ -79,9 +79,24 @@ pub struct Store {
     pub(crate) pool: AnyPool,
 }
 
+/// How SQLite commits reach the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SqliteSync {
+    /// `synchronous = FULL` (what the server uses): every commit is on disk before it returns.
+    Full,
+    /// `synchronous = NORMAL`: faster, but a power loss can drop the last commits. Only for
+    /// measuring what FULL costs (`just bench`); the server never uses it.
+    Normal,
+}
+
 impl Store {
     /// Opens (and for SQLite creates) the database and brings the schema up to date.
     pub async fn connect(url: &str) -> Result<Store, StorageError> {
+        Store::connect_with(url, SqliteSync::Full).await
+    }
+
+    /// [`Store::connect`] with the given SQLite durability.
+    pub async fn connect_with(url: &str, sync: SqliteSync) -> Result<Store, StorageError> {
         sqlx::any::install_default_drivers();
         let url = if let Some(rest) = url.strip_prefix("sqlite://") {
             if rest.contains("mode=") {
@@ -109,7 +124,11 @@ impl Store {
                         // each log leaf) is on disk before the loop goes on, so a power loss
                         // cannot drop a record whose effects were already returned.
                         sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
-                        sqlx::Executor::execute(&mut *conn, "PRAGMA synchronous = FULL").await?;
+                        let pragma = match sync {
+                            SqliteSync::Full => "PRAGMA synchronous = FULL",
+                            SqliteSync::Normal => "PRAGMA synchronous = NORMAL",
+                        };
+                        sqlx::Executor::execute(&mut *conn, pragma).await?;
                     }
                     Ok(())
                 })
