@@ -35,7 +35,10 @@ async fn steps(sync: SqliteSync) -> Vec<Duration> {
         };
         let record = json!({"seq": i % 10, "kind": "TRANSLATOR_REPLIED", "body": {"text": "x".repeat(400)}, "hash": format!("{i:064}")});
         let started = Instant::now();
-        store.save(&thread, &[((i % 10) as u64, record)]).await.unwrap();
+        store
+            .save(&thread, &[((i % 10) as u64, record)])
+            .await
+            .unwrap();
         log.append(
             &store,
             &LogStatement {
@@ -65,8 +68,16 @@ fn main() {
     let (f50, n50) = (full[STEPS / 2], normal[STEPS / 2]);
     let (f99, n99) = (full[STEPS * 99 / 100], normal[STEPS * 99 / 100]);
     println!("audit step (save thread + record, sign and log the head), {STEPS} steps, one run:");
-    println!("  SQLite synchronous=FULL   median {:.3} ms  p99 {:.3} ms", ms(f50), ms(f99));
-    println!("  SQLite synchronous=NORMAL median {:.3} ms  p99 {:.3} ms", ms(n50), ms(n99));
+    println!(
+        "  SQLite synchronous=FULL   median {:.3} ms  p99 {:.3} ms",
+        ms(f50),
+        ms(f99)
+    );
+    println!(
+        "  SQLite synchronous=NORMAL median {:.3} ms  p99 {:.3} ms",
+        ms(n50),
+        ms(n99)
+    );
     println!(
         "  FULL costs {:.2}x NORMAL at the median ({:+.3} ms per step)",
         ms(f50) / ms(n50).max(1e-9),
