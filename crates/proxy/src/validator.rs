@@ -119,7 +119,12 @@ impl ReasonerPool {
         Ok(ReasonerPool {
             jobs: tx,
             cache: Arc::new(FindingsCache::new(CACHED_FINDINGS)),
-            policy_hash: model.definition().content_hash(),
+            // Findings cite rules by the version's ARN too, so it is part of the key.
+            policy_hash: format!(
+                "{} {}",
+                model.definition().content_hash(),
+                model.version_arn()
+            ),
         })
     }
 
