@@ -279,6 +279,14 @@ fn translation_config() -> ThreadConfig {
     }
 }
 
+fn given_answer() -> GivenAnswer {
+    GivenAnswer {
+        text: "You pay 5 dollars.".into(),
+        model: Some("upstream".into()),
+        source: "upstream".into(),
+    }
+}
+
 const GOOD_REPLY: &str = r#"{"pairs": [{"premises": ["(= age 70)"], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
 
 /// A thread validated by two translators: one replies well, one needs a repair.
@@ -288,11 +296,7 @@ fn translated_loop() -> Thread {
         translation_config(),
         "fixture-2",
         "I am 70. How much is my ticket?",
-        GivenAnswer {
-            text: "You pay 5 dollars.".into(),
-            model: Some("upstream".into()),
-            source: "upstream".into(),
-        },
+        given_answer(),
         t0,
     )
     .expect("valid thread");
@@ -518,11 +522,7 @@ fn findings_that_no_translator_wrote_are_rejected() {
         translation_config(),
         "fixture-2",
         "I am 70. How much is my ticket?",
-        GivenAnswer {
-            text: "You pay 5 dollars.".into(),
-            model: Some("upstream".into()),
-            source: "upstream".into(),
-        },
+        given_answer(),
         trail[0].at,
     )
     .unwrap();

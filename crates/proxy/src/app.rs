@@ -257,12 +257,26 @@ pub struct DriveError {
     pub source: proofgate_core::ThreadError,
 }
 
+/// The local validator, or the input that fails a thread asking for translators or a local
+/// check from another validator (only a hand-edited stored thread can).
+fn local_validator(app: &App) -> Result<&LocalValidator, Input> {
+    match &app.validator {
+        Validator::Local(local) => Ok(local),
+        #[allow(unreachable_patterns)] // without the `bedrock` feature every validator is local
+        _ => Err(Input::Failed {
+            reason: "validator: the thread asks for translators or a local check, but the \
+                     validator is not local"
+                .into(),
+            now: now_ms(),
+        }),
+    }
+}
+
 /// Translator calls in flight while a thread translates.
 type InFlight = futures::stream::FuturesUnordered<
     std::pin::Pin<Box<dyn std::future::Future<Output = crate::translate::CallResult> + Send>>,
 >;
 
-#[allow(irrefutable_let_patterns)] // without the `bedrock` feature every validator is local
 /// Performs one effect (an LLM call, translator calls, a check or a validation) and returns
 /// the input it produced; `None` when the effect is for the caller (questions for the user,
 /// or the end). Translator calls run concurrently: each Translate effect adds its calls to
@@ -278,13 +292,9 @@ async fn perform(
     Some(match effect {
         Effect::AskUser { .. } | Effect::Finish(_) => return None,
         Effect::Translate { calls } => {
-            let Validator::Local(local) = &app.validator else {
-                return Some(Input::Failed {
-                    reason:
-                        "validator: the thread asks for translators, but the validator is not local"
-                            .into(),
-                    now: now_ms(),
-                });
+            let local = match local_validator(app) {
+                Ok(l) => l,
+                Err(input) => return Some(input),
             };
             for call in calls.iter().cloned() {
                 let clients = local.translators().to_vec();
@@ -306,11 +316,9 @@ async fn perform(
             }
         }
         Effect::Check { translations, .. } => {
-            let Validator::Local(local) = &app.validator else {
-                return Some(Input::Failed {
-                    reason: "validator: the thread asks for a local check, but the validator is not local".into(),
-                    now: now_ms(),
-                });
+            let local = match local_validator(app) {
+                Ok(l) => l,
+                Err(input) => return Some(input),
             };
             let started = Instant::now();
             let result = local.check(translations.clone()).await;

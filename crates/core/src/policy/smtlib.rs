@@ -117,7 +117,10 @@ impl PolicyModel {
         if f.kind() != crate::findings::FindingKind::Valid {
             return None;
         }
-        let (p, c) = self.premises_and_claims(f.translation()?)?;
+        let (p, c, claims) = self.premises_and_claims(f.translation()?)?;
+        if claims == 0 {
+            return None;
+        }
         Some(SolverCheck {
             meaning: "without any rule, the premises do not imply the claims (the proof needs \
                       the policy)"
@@ -130,9 +133,10 @@ impl PolicyModel {
         })
     }
 
-    /// The premises and the claims as SMT-LIB conjunctions, re-parsed and re-printed; `None`
-    /// when a statement does not check or there are no claims.
-    fn premises_and_claims(&self, t: &Translation) -> Option<(String, String)> {
+    /// The premises and the claims as SMT-LIB conjunctions, re-parsed and re-printed (so a
+    /// script never holds text that is not a term of the fragment), and how many claims there
+    /// are; `None` when a statement does not check.
+    fn premises_and_claims(&self, t: &Translation) -> Option<(String, String, usize)> {
         let parse = |list: &[crate::findings::Statement]| -> Option<Vec<String>> {
             list.iter()
                 .map(|s| {
@@ -143,37 +147,19 @@ impl PolicyModel {
         };
         let premises = parse(t.premises())?;
         let claims = parse(t.claims())?;
-        if claims.is_empty() {
-            return None;
-        }
         let conj = |xs: &[String]| match xs.len() {
             0 => "true".to_string(),
             1 => xs[0].clone(),
             _ => format!("(and {})", xs.join(" ")),
         };
-        Some((conj(&premises), conj(&claims)))
+        Some((conj(&premises), conj(&claims), claims.len()))
     }
 
     fn checks_for(&self, header: &str, f: &Finding, t: &Translation) -> Option<Vec<SolverCheck>> {
-        let parse = |list: &[crate::findings::Statement]| -> Option<Vec<String>> {
-            list.iter()
-                .map(|s| {
-                    let logic = s.logic.as_deref()?;
-                    self.check_statement(logic).ok().map(|c| c.term.to_string())
-                })
-                .collect()
-        };
-        let premises = parse(t.premises())?;
-        let claims = parse(t.claims())?;
-        let conj = |xs: &[String]| match xs.len() {
-            0 => "true".to_string(),
-            1 => xs[0].clone(),
-            _ => format!("(and {})", xs.join(" ")),
-        };
-        let (p, c) = (conj(&premises), conj(&claims));
+        let (p, c, claims) = self.premises_and_claims(t)?;
         use crate::findings::FindingKind as K;
         // A VALID with no claims proved nothing: no script can confirm it.
-        if f.kind() == K::Valid && claims.is_empty() {
+        if f.kind() == K::Valid && claims == 0 {
             return None;
         }
         let script = |extra: &str| format!("{header}(assert {p})\n{extra}(check-sat)\n");
