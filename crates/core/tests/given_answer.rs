@@ -72,3 +72,48 @@ fn an_empty_given_answer_is_refused() {
     let err = Thread::with_answer(ThreadConfig::default(), "t1", "Q?", given("  "), 1).unwrap_err();
     assert_eq!(err, ThreadError::EmptyAnswer);
 }
+
+/// Fail-open returns the chatbot's answer unchecked only when nothing refuted it: an answer
+/// the policy contradicted is never handed out, even when the rewriter then fails.
+#[test]
+fn fail_open_never_returns_an_answer_the_policy_contradicted() {
+    use proofgate_core::findings::{ContradictionFinding, Finding};
+    use proofgate_core::thread::{
+        FailureMode, GivenAnswer, Input, OutcomeStatus, Thread, ThreadConfig,
+    };
+    let config = ThreadConfig {
+        failure_mode: FailureMode::Open,
+        ..ThreadConfig::default()
+    };
+    let given = || GivenAnswer {
+        text: "You pay 10 dollars.".into(),
+        model: None,
+        source: "upstream".into(),
+    };
+    let failed = |now| Input::Failed {
+        reason: "down".into(),
+        now,
+    };
+    // The validator is down before anything was checked: UNVERIFIED with the answer.
+    let mut t = Thread::with_answer(config.clone(), "t1", "How much?", given(), 1).unwrap();
+    let outcome = match t.handle(failed(2)).unwrap() {
+        proofgate_core::Effect::Finish(o) => o,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Unverified);
+    assert_eq!(outcome.answer.as_deref(), Some("You pay 10 dollars."));
+    // Found INVALID, then the rewriter is down: ERROR, no answer.
+    let mut t = Thread::with_answer(config, "t2", "How much?", given(), 1).unwrap();
+    t.handle(Input::Validated {
+        findings: vec![Finding::Invalid(ContradictionFinding::default())],
+        evidence: None,
+        now: 2,
+    })
+    .unwrap();
+    let outcome = match t.handle(failed(3)).unwrap() {
+        proofgate_core::Effect::Finish(o) => o,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Error);
+    assert_eq!(outcome.answer, None);
+}

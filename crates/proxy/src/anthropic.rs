@@ -282,23 +282,17 @@ pub fn chat_from_request(req: &Value) -> Value {
             messages.push(json!({"role": "user", "content": texts.join("\n")}));
         }
     }
-    let mut out = Map::new();
-    out.insert(
-        "model".into(),
-        req.get("model").cloned().unwrap_or(json!("")),
+    let mut out = crate::openai::chat_body(
+        req,
+        messages,
+        &[
+            ("max_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("stream", "stream"),
+            ("stop_sequences", "stop"),
+        ],
     );
-    out.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
-        ("max_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("stream", "stream"),
-        ("stop_sequences", "stop"),
-    ] {
-        if let Some(v) = req.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), v.clone());
-        }
-    }
     if let Some(user) = req.pointer("/metadata/user_id").and_then(Value::as_str) {
         out.insert("user".into(), json!(user));
     }

@@ -323,23 +323,7 @@ async fn perform(
             let started = Instant::now();
             let result = local.check(translations.clone()).await;
             waits.validator += started.elapsed();
-            match result {
-                Ok(v) => {
-                    app.metrics.observe(Stage::Solver, v.solver_time);
-                    Input::Validated {
-                        findings: v.findings,
-                        evidence: Some(v.evidence),
-                        now: now_ms(),
-                    }
-                }
-                Err(e) => {
-                    waits.failed = Some(FailedCall::Validator);
-                    Input::Failed {
-                        reason: format!("validator: {e}"),
-                        now: now_ms(),
-                    }
-                }
-            }
+            validated(app, result, waits)
         }
         Effect::CallLlm { prompt, .. } => {
             let started = Instant::now();
@@ -379,31 +363,43 @@ async fn perform(
         Effect::Validate { question, answer } => {
             let started = Instant::now();
             let result = app.validator.validate(question, answer).await;
-            let took = started.elapsed();
-            waits.validator += took;
-            match result {
-                Ok(v) => {
-                    app.metrics.observe(Stage::Translation, v.translation_time);
-                    app.metrics.observe(Stage::Solver, v.solver_time);
-                    if !v.guardrail_time.is_zero() {
-                        app.metrics.observe(Stage::Guardrail, v.guardrail_time);
-                    }
-                    Input::Validated {
-                        findings: v.findings,
-                        evidence: Some(v.evidence),
-                        now: now_ms(),
-                    }
-                }
-                Err(e) => {
-                    waits.failed = Some(FailedCall::Validator);
-                    Input::Failed {
-                        reason: format!("validator: {e}"),
-                        now: now_ms(),
-                    }
-                }
-            }
+            waits.validator += started.elapsed();
+            validated(app, result, waits)
         }
     })
+}
+
+/// The input a validation (or local check) produced, with its stage times recorded.
+fn validated(
+    app: &App,
+    result: Result<crate::validator::Validation, crate::validator::ValidatorError>,
+    waits: &mut Waits,
+) -> Input {
+    match result {
+        Ok(v) => {
+            for (stage, took) in [
+                (Stage::Translation, v.translation_time),
+                (Stage::Solver, v.solver_time),
+                (Stage::Guardrail, v.guardrail_time),
+            ] {
+                if !took.is_zero() {
+                    app.metrics.observe(stage, took);
+                }
+            }
+            Input::Validated {
+                findings: v.findings,
+                evidence: Some(v.evidence),
+                now: now_ms(),
+            }
+        }
+        Err(e) => {
+            waits.failed = Some(FailedCall::Validator);
+            Input::Failed {
+                reason: format!("validator: {e}"),
+                now: now_ms(),
+            }
+        }
+    }
 }
 
 fn advance(thread: &mut Thread, input: Input) -> Result<Effect, DriveError> {

@@ -8,7 +8,7 @@
 //!    is in the append-only log under a signed checkpoint, and (with a checkpoint saved
 //!    earlier) the log still extends it.
 
-use proofgate_core::audit::bundle::{verify_trust, AuditBundle, TrustReport};
+use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, TrustReport};
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks, RecheckProblem};
 use proofgate_core::audit::{replay_json, AuditRecord, ReplayReport};
 use proofgate_core::policy::PolicyModel;
@@ -81,18 +81,6 @@ pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
     }
 }
 
-/// The trail's records and the bundle, from a trail (a JSON array of records) or an audit
-/// bundle (`{"trail": [...], "signedHead": ..., ...}`).
-fn read(input: &[u8]) -> Result<(Value, Option<AuditBundle>), String> {
-    let value: Value = serde_json::from_slice(input).map_err(|e| format!("not JSON: {e}"))?;
-    if value.is_object() {
-        let bundle: AuditBundle =
-            serde_json::from_value(value).map_err(|e| format!("not an audit bundle: {e}"))?;
-        return Ok((Value::Array(bundle.trail.clone()), Some(bundle)));
-    }
-    Ok((value, None))
-}
-
 /// Audits `input` (a trail or an audit bundle) against the auditor's `policy`; with
 /// `verifier_key`, also the signature and log inclusion (and consistency with
 /// `saved_checkpoint`).
@@ -105,8 +93,8 @@ pub fn verify(
     timeout_ms: u64,
 ) -> AuditVerification {
     let mut failures = Vec::new();
-    let (trail, bundle) = match read(input) {
-        Ok(x) => x,
+    let (trail, bundle) = match read_trail_or_bundle(input) {
+        Ok((records, bundle)) => (Value::Array(records), bundle),
         Err(e) => {
             failures.push(e);
             (Value::Array(Vec::new()), None)

@@ -346,14 +346,19 @@ impl LlmClient {
         messages.push(json!({"role": "user", "content": prompt}));
         obj.insert("messages".into(), Value::Array(messages));
         let resp = self.forward(body, None).await?;
-        let text = completion_text(&resp).ok_or_else(|| LlmError::BadResponse {
+        self.reply_of(&resp, "")
+    }
+
+    /// The text and model of a chat completion; `default_model` when it names none.
+    fn reply_of(&self, resp: &Value, default_model: &str) -> Result<LlmReply, LlmError> {
+        let text = completion_text(resp).ok_or_else(|| LlmError::BadResponse {
             endpoint: self.endpoint.base_url.clone(),
             reason: "no choices[0].message.content".into(),
         })?;
         let model = resp
             .get("model")
             .and_then(Value::as_str)
-            .unwrap_or_default()
+            .unwrap_or(default_model)
             .to_string();
         Ok(LlmReply { text, model })
     }
@@ -385,16 +390,7 @@ impl LlmClient {
             body["response_format"] = f;
         }
         let resp = self.forward(body, None).await?;
-        let text = completion_text(&resp).ok_or_else(|| LlmError::BadResponse {
-            endpoint: self.endpoint.base_url.clone(),
-            reason: "no choices[0].message.content".into(),
-        })?;
-        let model = resp
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(&model)
-            .to_string();
-        Ok(LlmReply { text, model })
+        self.reply_of(&resp, &model)
     }
 
     /// A completion whose reply should be JSON following `schema`: asks for structured output

@@ -272,6 +272,28 @@ pub fn tool_call_events(completion: &Value) -> Vec<String> {
     out
 }
 
+/// A chat-completions request body for `messages`, with the client's `model` and the members
+/// of `req` named in `params` (`(from, to)`, renamed, nulls left out): how the Responses and
+/// Messages APIs are put to a Chat Completions upstream.
+pub fn chat_body(
+    req: &Value,
+    messages: Vec<Value>,
+    params: &[(&str, &str)],
+) -> serde_json::Map<String, Value> {
+    let mut out = serde_json::Map::new();
+    out.insert(
+        "model".into(),
+        req.get("model").cloned().unwrap_or(json!("")),
+    );
+    out.insert("messages".into(), Value::Array(messages));
+    for (from, to) in params {
+        if let Some(v) = req.get(*from).filter(|v| !v.is_null()) {
+            out.insert((*to).into(), v.clone());
+        }
+    }
+    out
+}
+
 /// Top-level members of an upstream completion that are copied into the response: they
 /// describe the call, never carry its text. Everything else is dropped.
 pub const KEPT_COMPLETION_FIELDS: [&str; 5] =

@@ -4,7 +4,7 @@
 //! (JSON, or the SSE events the official SDKs read). Built from an allow-list, like the
 //! chat-completions answer.
 
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 
 fn content_text(content: &Value) -> String {
     match content {
@@ -79,24 +79,18 @@ pub fn chat_from_request(req: &Value) -> Value {
         }
         _ => {}
     }
-    let mut out = Map::new();
-    out.insert(
-        "model".into(),
-        req.get("model").cloned().unwrap_or(json!("")),
+    let mut out = crate::openai::chat_body(
+        req,
+        messages,
+        &[
+            ("max_output_tokens", "max_tokens"),
+            ("temperature", "temperature"),
+            ("top_p", "top_p"),
+            ("stream", "stream"),
+            ("user", "user"),
+            ("parallel_tool_calls", "parallel_tool_calls"),
+        ],
     );
-    out.insert("messages".into(), Value::Array(messages));
-    for (from, to) in [
-        ("max_output_tokens", "max_tokens"),
-        ("temperature", "temperature"),
-        ("top_p", "top_p"),
-        ("stream", "stream"),
-        ("user", "user"),
-        ("parallel_tool_calls", "parallel_tool_calls"),
-    ] {
-        if let Some(v) = req.get(from).filter(|v| !v.is_null()) {
-            out.insert(to.into(), v.clone());
-        }
-    }
     if let Some(tools) = req.get("tools").and_then(Value::as_array) {
         let tools: Vec<Value> = tools
             .iter()

@@ -3,7 +3,7 @@
 //! `answerMatches`), and the signed head, log inclusion and consistency (`verifyTrust`).
 
 use crate::to_js;
-use proofgate_core::audit::bundle::{verify_trust, AuditBundle};
+use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, AuditBundle};
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks};
 use proofgate_core::audit::AuditRecord;
 use proofgate_core::policy::smtlib::Expected;
@@ -20,13 +20,9 @@ export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; con
 
 /// The records of a trail or of an audit bundle (`{trail: [...], ...}`).
 fn records(json: &str) -> Result<Vec<AuditRecord>, JsError> {
-    let value: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| JsError::new(&format!("proofgate: the trail is not JSON: {e}")))?;
-    let list = match value {
-        serde_json::Value::Object(mut o) => o.remove("trail").unwrap_or_default(),
-        v => v,
-    };
-    serde_json::from_value(list).map_err(|e| {
+    let (records, _) = read_trail_or_bundle(json.as_bytes())
+        .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+    serde_json::from_value(serde_json::Value::Array(records)).map_err(|e| {
         JsError::new(&format!(
             "proofgate: the trail's records are malformed: {e}"
         ))

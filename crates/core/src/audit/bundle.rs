@@ -50,6 +50,22 @@ pub struct AuditBundle {
     pub consistency: Option<Consistency>,
 }
 
+/// Reads what an auditor was given: an audit bundle (`{"trail": [...], "signedHead": ...}`) or
+/// a plain trail (a JSON array of records). Returns the records and, for a bundle, the bundle.
+pub fn read_trail_or_bundle(json: &[u8]) -> Result<(Vec<Value>, Option<AuditBundle>), String> {
+    let value: Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+    match value {
+        Value::Array(records) => Ok((records, None)),
+        Value::Object(_) => {
+            let bundle: AuditBundle = serde_json::from_value(value).map_err(|e| {
+                format!("not an audit bundle ({{\"trail\": [...], \"signedHead\": ...}}): {e}")
+            })?;
+            Ok((bundle.trail.clone(), Some(bundle)))
+        }
+        _ => Err("expected an audit bundle (object) or a trail (array of records)".into()),
+    }
+}
+
 /// One trust check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -914,8 +914,18 @@ impl Thread {
     }
 
     fn fail(&mut self, reason: String, now: u64) -> Effect {
-        // Fail-open returns the chatbot's first answer unchecked, and says so in the trail.
-        let first = self.steps.first().and_then(|s| s.reply.as_ref());
+        // Fail-open returns the chatbot's first answer unchecked, and says so in the trail;
+        // never an answer the policy already contradicted (INVALID or IMPOSSIBLE).
+        let refuted = |s: &Step| {
+            s.validation.as_ref().is_some_and(|v| {
+                matches!(v.verdict.verdict, Verdict::Invalid | Verdict::Impossible)
+            })
+        };
+        let first = self
+            .steps
+            .first()
+            .filter(|s| !refuted(s))
+            .and_then(|s| s.reply.as_ref());
         if let (FailureMode::Open, Some(first)) = (self.config.failure_mode, first) {
             let outcome = Outcome {
                 status: OutcomeStatus::Unverified,
