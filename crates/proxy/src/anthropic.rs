@@ -359,18 +359,31 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
 /// A tool-use reply as a Messages API message: the upstream's own message when it is
 /// Anthropic-shaped, else the OpenAI completion's tool calls as `tool_use` blocks.
 pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: Value) -> Value {
+    // Only the tool_use blocks leave: text beside them was not verified (a model could put an
+    // answer there), and other blocks (thinking, ...) are not the app's to see unchecked.
     let mut msg = match native {
-        Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => m.clone(),
+        Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => {
+            let mut out = verified_message(completion, "", Value::Null);
+            for key in ["id", "model", "stop_sequence"] {
+                if let Some(v) = m.get(key).filter(|v| !v.is_null()) {
+                    out[key] = v.clone();
+                }
+            }
+            let blocks: Vec<Value> = m
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .cloned()
+                .collect();
+            out["content"] = Value::Array(blocks);
+            out["stop_reason"] = json!("tool_use");
+            out
+        }
         _ => {
             let message = completion.pointer("/choices/0/message");
             let mut blocks = Vec::new();
-            if let Some(t) = message
-                .and_then(|m| m.get("content"))
-                .and_then(Value::as_str)
-                .filter(|t| !t.is_empty())
-            {
-                blocks.push(json!({"type": "text", "text": t}));
-            }
             for c in message
                 .and_then(|m| m.get("tool_calls"))
                 .and_then(Value::as_array)

@@ -211,14 +211,33 @@ pub fn tool_call_of(completion: &Value) -> Option<GivenToolCall> {
     })
 }
 
-/// A tool-call reply as returned to the client: the upstream's completion unchanged (it is
-/// not an answer, so there is nothing to verify in it: the app runs the tools and sends the
-/// results back), plus the `proofgate` object.
-pub fn tool_call_completion(mut upstream: Value, proofgate: Value) -> Value {
-    if let Some(obj) = upstream.as_object_mut() {
-        obj.insert("proofgate".into(), proofgate);
+/// A tool-call reply as returned to the client: the upstream's calls (`tool_calls`, or the
+/// legacy `function_call`) as it made them, for the app to run; built like
+/// [`verified_completion`] from an allow-list. Text the upstream wrote beside its calls is
+/// dropped (`content: null`): it was not verified, and a model could put an answer there.
+pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
+    let mut out = verified_completion(upstream.clone(), "", proofgate);
+    let message = upstream
+        .pointer("/choices/0/message")
+        .cloned()
+        .unwrap_or_default();
+    let mut calls = json!({"role": "assistant", "content": null});
+    for key in ["tool_calls", "function_call"] {
+        if let Some(v) = message.get(key).filter(|v| !v.is_null()) {
+            calls[key] = v.clone();
+        }
     }
-    upstream
+    let finish = upstream
+        .pointer("/choices/0/finish_reason")
+        .filter(|f| f.is_string())
+        .cloned()
+        .unwrap_or(json!("tool_calls"));
+    if let Some(choice) = out.pointer_mut("/choices/0").and_then(Value::as_object_mut) {
+        choice.insert("message".into(), calls);
+        choice.insert("finish_reason".into(), finish);
+        choice.remove("logprobs");
+    }
+    out
 }
 
 /// A tool-call completion as OpenAI server-sent events: a role chunk, one chunk per call
@@ -560,5 +579,29 @@ mod tests {
         let last: Value = serde_json::from_str(&events[events.len() - 2]).unwrap();
         assert_eq!(last["choices"][0]["finish_reason"], "stop");
         assert_eq!(last["proofgate"]["v"], 1);
+    }
+}
+
+#[cfg(test)]
+mod tool_call_tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_call_carries_only_the_calls() {
+        let upstream = json!({"id": "c1", "model": "m", "x_leak": "LEAK",
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": {"content": [{"token": "LEAK"}]},
+              "message": {"role": "assistant", "content": "LEAK: you get a full refund", "refusal": "LEAK",
+                          "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "price", "arguments": "{}"}}]}}]});
+        let out = tool_call_completion(upstream, json!({"verdict": "TOOL_CALL"}));
+        assert!(!out.to_string().contains("LEAK"), "{out}");
+        assert_eq!(
+            out["choices"][0]["message"]["tool_calls"][0]["id"],
+            "call_1"
+        );
+        assert_eq!(out["choices"][0]["message"]["content"], Value::Null);
+        assert_eq!(out["choices"][0]["finish_reason"], "tool_calls");
+        for e in tool_call_events(&out) {
+            assert!(!e.contains("LEAK"), "{e}");
+        }
     }
 }
