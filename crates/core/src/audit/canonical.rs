@@ -16,6 +16,7 @@
 use super::RecordKind;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::fmt::Write;
 
 /// 2^53: integers below this are exact in an IEEE double (and in JavaScript).
 const EXACT_INTEGER_LIMIT: f64 = 9_007_199_254_740_992.0;
@@ -38,45 +39,93 @@ pub fn write_canonical(out: &mut String, value: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            out.push('{');
-            for (i, (k, v)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
+            // Sorted on the stack for the usual small objects (no allocation per object).
+            const SMALL: usize = 16;
+            static NULL: Value = Value::Null;
+            if map.len() <= SMALL {
+                let mut entries: [(&str, &Value); SMALL] = [("", &NULL); SMALL];
+                for (slot, (k, v)) in entries.iter_mut().zip(map) {
+                    *slot = (k.as_str(), v);
                 }
-                write_string(out, k);
-                out.push(':');
-                write_canonical(out, v);
+                let entries = &mut entries[..map.len()];
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_entries(out, entries.iter().copied());
+            } else {
+                let mut entries: Vec<(&str, &Value)> =
+                    map.iter().map(|(k, v)| (k.as_str(), v)).collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                write_entries(out, entries.into_iter());
             }
-            out.push('}');
         }
     }
+}
+
+/// Writes `{"k":v,...}` for entries already in key order (keys of a map are distinct, so the
+/// unstable sort above orders them exactly as a stable one would).
+fn write_entries<'a>(out: &mut String, entries: impl Iterator<Item = (&'a str, &'a Value)>) {
+    out.push('{');
+    for (i, (k, v)) in entries.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_canonical(out, v);
+    }
+    out.push('}');
 }
 
 fn write_number(out: &mut String, n: &serde_json::Number) {
+    // `write!` to a String cannot fail.
     if let Some(i) = n.as_i64() {
-        out.push_str(&i.to_string());
+        let _ = write!(out, "{i}");
     } else if let Some(u) = n.as_u64() {
-        out.push_str(&u.to_string());
+        let _ = write!(out, "{u}");
     } else if let Some(f) = n.as_f64() {
         if f.fract() == 0.0 && f.abs() < EXACT_INTEGER_LIMIT {
             // Exact: |f| < 2^53 fits an i64 without rounding.
-            out.push_str(&(f as i64).to_string());
+            let _ = write!(out, "{}", f as i64);
         } else {
-            out.push_str(&n.to_string());
+            let _ = write!(out, "{n}");
         }
     } else {
-        out.push_str(&n.to_string());
+        let _ = write!(out, "{n}");
     }
 }
 
+/// Writes `s` as a JSON string, escaped exactly as serde_json escapes it (the rules in the
+/// module documentation; a test compares the two on every ASCII character and more), without
+/// an allocation per string.
 fn write_string(out: &mut String, s: &str) {
-    // serde_json's string escaping is the one documented above; it cannot fail for a str.
-    match serde_json::to_string(s) {
-        Ok(quoted) => out.push_str(&quoted),
-        Err(_) => out.push_str("\"\""),
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            0x0c => "\\f",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        // Every byte escaped is ASCII, so `start..i` are character boundaries.
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
     }
+    out.push_str(&s[start..]);
+    out.push('"');
 }
 
 /// The canonical encoding of a whole value.
@@ -88,10 +137,10 @@ pub fn canonical_json(value: &Value) -> String {
 
 /// The hash of a record with these fields.
 pub fn record_hash(seq: u64, prev: &str, at: u64, kind: RecordKind, body: &Value) -> String {
-    let mut out = String::new();
     // Keys in sorted order: at, body, kind, prev, seq.
+    let mut out = String::with_capacity(256);
     out.push_str("{\"at\":");
-    out.push_str(&at.to_string());
+    let _ = write!(out, "{at}");
     out.push_str(",\"body\":");
     write_canonical(&mut out, body);
     out.push_str(",\"kind\":");
@@ -99,7 +148,7 @@ pub fn record_hash(seq: u64, prev: &str, at: u64, kind: RecordKind, body: &Value
     out.push_str(",\"prev\":");
     write_string(&mut out, prev);
     out.push_str(",\"seq\":");
-    out.push_str(&seq.to_string());
+    let _ = write!(out, "{seq}");
     out.push('}');
     hex::encode(Sha256::digest(out.as_bytes()))
 }
@@ -124,6 +173,33 @@ mod tests {
         let a: Value = serde_json::from_str("[1.0, -0.0, 1e3, 0.5, 1e300]").unwrap();
         assert_eq!(canonical_json(&a), "[1,0,1000,0.5,1e+300]");
         assert_eq!(canonical_json(&json!(u64::MAX)), u64::MAX.to_string());
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        let mut samples: Vec<String> = (0u32..0x80)
+            .chain([0x7f, 0xa0, 0x2028, 0x2029, 0xfeff, 0x1f600])
+            .filter_map(char::from_u32)
+            .map(|c| format!("a{c}b{c}"))
+            .collect();
+        samples.push("\u{0}\u{1f}\"\\ é \n\r\t\u{8}\u{c} \u{10ffff}".into());
+        samples.push(String::new());
+        for s in samples {
+            let mut out = String::new();
+            write_string(&mut out, &s);
+            assert_eq!(out, serde_json::to_string(&s).unwrap(), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn large_objects_are_sorted_too() {
+        let mut map = serde_json::Map::new();
+        for i in (0..40).rev() {
+            map.insert(format!("k{i:02}"), json!(i));
+        }
+        let text = canonical_json(&Value::Object(map));
+        assert!(text.starts_with(r#"{"k00":0,"k01":1,"#), "{text}");
+        assert!(text.ends_with(r#""k39":39}"#), "{text}");
     }
 
     #[test]

@@ -350,10 +350,25 @@ impl Thread {
         self.check_accepts(&input)?;
         // Work on a copy and commit only on success, so that an internal inconsistency found
         // half-way (e.g. hand-edited JSON) cannot leave a half-applied transition behind.
+        // The audit trail is not copied (it grows with every step, and replay handles every
+        // record): a transition only appends to it, so a failed one is undone by cutting it
+        // back to its length before.
+        let recorded = self.audit_trail.len();
+        let trail = std::mem::take(&mut self.audit_trail);
         let mut next = self.clone();
-        let effect = next.apply(input)?;
-        *self = next;
-        Ok(effect)
+        next.audit_trail = trail;
+        match next.apply(input) {
+            Ok(effect) => {
+                *self = next;
+                Ok(effect)
+            }
+            Err(e) => {
+                let mut trail = next.audit_trail;
+                trail.truncate(recorded);
+                self.audit_trail = trail;
+                Err(e)
+            }
+        }
     }
 
     /// The thread id.
