@@ -61,6 +61,9 @@ pub struct Reasoner<'m> {
     /// triviality, agreement between translators). Made once: a new Z3 solver per question
     /// costs about a millisecond, far more than the question.
     pub(crate) bare: Solver,
+    /// The model of nothing (every variable at its default value: false, 0, the first enum
+    /// value), made once: a witness that a formula it makes true is satisfiable.
+    default_model: OnceCell<Option<Model>>,
     /// Connected components of the rules' variables, for slicing.
     components: Components,
     /// The components not proved consistent (inconsistent, or the solver could not tell),
@@ -137,6 +140,7 @@ impl<'m> Reasoner<'m> {
             full,
             sliced: RefCell::new(Vec::new()),
             bare,
+            default_model: OnceCell::new(),
             components,
             unproved: OnceCell::new(),
         })
@@ -203,6 +207,21 @@ impl<'m> Reasoner<'m> {
         let r = self.bare.check();
         self.bare.pop(1);
         r
+    }
+
+    /// The model of no formula at all (see `default_model`).
+    pub(crate) fn default_model(&self) -> Option<&Model> {
+        self.default_model
+            .get_or_init(|| {
+                self.bare.push();
+                let model = match self.bare.check() {
+                    SatResult::Sat => self.bare.get_model(),
+                    _ => None,
+                };
+                self.bare.pop(1);
+                model
+            })
+            .as_ref()
     }
 
     /// The options in force.
@@ -334,31 +353,29 @@ impl<'m> Reasoner<'m> {
             (Ok(p), Ok(c)) => (p, c),
             _ => return Finding::TooComplex(EmptyFinding::default()),
         };
-        let logic_warning = self.logic_warning(premises, claims, &p, &c);
-
         let slice = self.slice_for(premises, claims);
         let loaded = self.loaded_for(&slice.rules);
         let previous = self.active.replace(loaded.clone());
         loaded.solver.push();
-        let finding = self.decide(
-            &slice,
-            (&p, &c),
-            (premises, claims),
-            translation,
-            logic_warning,
-        );
+        let finding = self.decide(&slice, (&p, &c), (premises, claims), translation);
         loaded.solver.pop(1);
         self.active.replace(previous);
         finding
     }
 
+    /// The first applicable finding of DESIGN.md's table: IMPOSSIBLE, trivial, INVALID, VALID,
+    /// SATISFIABLE. The solver calls are made in the order that answers the common cases with
+    /// the fewest: when the rules, premises and claims have a model, the premises are possible
+    /// (no IMPOSSIBLE call), and when the rules, premises and negated claims have one, the
+    /// claims need the policy (no triviality call); models found on the way also settle
+    /// what they can of the logic warnings. Every other answer is asked as before, so the
+    /// finding is the one the table gives.
     fn decide(
         &self,
         slice: &Slice,
         (p, c): (&Bool, &Bool),
         (premises, claims): (&[CheckedStatementInput], &[CheckedStatementInput]),
         translation: Translation,
-        logic_warning: Option<LogicWarning>,
     ) -> Finding {
         let (p_lit, c_lit, n_lit) = (
             Bool::fresh_const("premises"),
@@ -371,45 +388,73 @@ impl<'m> Reasoner<'m> {
         solver.assert(n_lit.implies(c.not()));
         let all = &slice.rules;
         let too_complex = || Finding::TooComplex(EmptyFinding::default());
-        let contradiction = |core: Vec<usize>, fixed: &[Bool]| ContradictionFinding {
-            translation: Some(translation.clone()),
-            contradicting_rules: Some(
-                self.minimise(core, fixed)
-                    .into_iter()
-                    .map(|i| self.rule_ref(i))
-                    .collect(),
-            ),
-            logic_warning: logic_warning.clone(),
-            extra: Default::default(),
-        };
+        let warning = |witnesses: &[&Model]| self.logic_warning(premises, claims, p, c, witnesses);
+        let contradiction =
+            |core: Vec<usize>, fixed: &[Bool], witnesses: &[&Model]| ContradictionFinding {
+                translation: Some(translation.clone()),
+                contradicting_rules: Some(
+                    self.minimise(core, fixed)
+                        .into_iter()
+                        .map(|i| self.rule_ref(i))
+                        .collect(),
+                ),
+                logic_warning: warning(witnesses),
+                extra: Default::default(),
+            };
 
+        // M and P and C: a model makes the premises possible (no IMPOSSIBLE) and the claims
+        // not contradicted (no INVALID).
+        let pc = [p_lit.clone(), c_lit];
+        let with_claims = self.solve(all, &pc);
         // IMPOSSIBLE: M |= not P. With no premises this asks whether the rules alone
         // are contradictory, which makes every pair impossible.
-        match self.solve(all, std::slice::from_ref(&p_lit)) {
-            Outcome::Unknown => return too_complex(),
-            Outcome::Unsat(core) => {
-                return Finding::Impossible(contradiction(core, std::slice::from_ref(&p_lit)))
-            }
-            Outcome::Sat(_) => {}
-        }
+        let premises_model = match &with_claims {
+            Outcome::Sat(_) => None,
+            _ => match self.solve(all, std::slice::from_ref(&p_lit)) {
+                Outcome::Unknown => return too_complex(),
+                Outcome::Unsat(core) => {
+                    return Finding::Impossible(contradiction(
+                        core,
+                        std::slice::from_ref(&p_lit),
+                        &[],
+                    ))
+                }
+                Outcome::Sat(m) => Some(m),
+            },
+        };
+        // M and P and not C: a model shows the claims need the policy (P and not C has a
+        // model without any rule), and that they do not follow (no VALID).
+        let pn = [p_lit, n_lit];
+        let without_claims = match (&with_claims, claims.is_empty()) {
+            (Outcome::Sat(_), false) => Some(self.solve(all, &pn)),
+            _ => None,
+        };
         // Soundness: a pair whose claims need no rule proves nothing about the policy.
-        match self.pair_need(claims, p, c) {
-            PairNeed::Policy => {}
-            PairNeed::Trivial(why) => return trivial_finding(why, translation, claims),
-            PairNeed::Unknown => return too_complex(),
+        if !matches!(without_claims, Some(Outcome::Sat(_))) {
+            match self.pair_need(claims, p, c) {
+                PairNeed::Policy => {}
+                PairNeed::Trivial(why) => return trivial_finding(why, translation, claims),
+                PairNeed::Unknown => return too_complex(),
+            }
         }
         // INVALID: M and P |= not C.
-        let pc = [p_lit.clone(), c_lit];
-        let true_model = match self.solve(all, &pc) {
+        let true_model = match with_claims {
             Outcome::Unknown => return too_complex(),
-            Outcome::Unsat(core) => return Finding::Invalid(contradiction(core, &pc)),
+            Outcome::Unsat(core) => {
+                let witnesses: Vec<&Model> = premises_model.iter().collect();
+                return Finding::Invalid(contradiction(core, &pc, &witnesses));
+            }
             Outcome::Sat(m) => m,
         };
         // VALID: M and P |= C, proved by unsat of M and P and not C.
-        let pn = [p_lit, n_lit];
-        match self.solve(all, &pn) {
+        let without_claims = match without_claims {
+            Some(outcome) => outcome,
+            None => self.solve(all, &pn),
+        };
+        match without_claims {
             Outcome::Unknown => too_complex(),
             Outcome::Unsat(core) => {
+                let logic_warning = warning(&[&true_model]);
                 let support = self.minimise(core, &pn);
                 let mut vars = statement_vars(premises, claims);
                 for &i in &support {
@@ -432,8 +477,9 @@ impl<'m> Reasoner<'m> {
                 })
             }
             Outcome::Sat(false_model) => {
+                let logic_warning = warning(&[&true_model, &false_model]);
                 let (true_model, false_model) =
-                    self.explaining_pair(slice, (p, c), &pc, &pn, true_model, false_model);
+                    self.explaining_pair(slice, &pc, &pn, true_model, false_model);
                 let diff = self.differing_variables(slice, &true_model, &false_model);
                 let vars = statement_vars(premises, claims);
                 Finding::Satisfiable(SatisfiableFinding {
@@ -455,18 +501,30 @@ impl<'m> Reasoner<'m> {
         Ok(Bool::and(&fs))
     }
 
-    /// Premises or claims that hold or fail with no rule at all.
+    /// Premises or claims that hold or fail with no rule at all. `witnesses` are models
+    /// already at hand (of anything): a formula one of them makes true is satisfiable, with
+    /// no solver call; the rest are asked of the rule-free solver.
     fn logic_warning(
         &self,
         premises: &[CheckedStatementInput],
         claims: &[CheckedStatementInput],
         p: &Bool,
         c: &Bool,
+        witnesses: &[&Model],
     ) -> Option<LogicWarning> {
+        let default = self.default_model();
+        let unsat = |f: &Bool| -> bool {
+            let witnessed = witnesses
+                .iter()
+                .copied()
+                .chain(default)
+                .any(|m| holds(m, f));
+            !witnessed && self.without_rules(&[f]) == SatResult::Unsat
+        };
         let verdict = |f: &Bool| -> Option<LogicWarningType> {
-            if self.without_rules(&[f]) == SatResult::Unsat {
+            if unsat(f) {
                 Some(LogicWarningType::AlwaysFalse)
-            } else if self.without_rules(&[&f.not()]) == SatResult::Unsat {
+            } else if unsat(&f.not()) {
                 Some(LogicWarningType::AlwaysTrue)
             } else {
                 None
@@ -542,6 +600,11 @@ impl<'m> Reasoner<'m> {
             extra: Default::default(),
         }
     }
+}
+
+/// Whether `f` is true in `model` (completed: variables it does not fix take default values).
+pub(crate) fn holds(model: &Model, f: &Bool) -> bool {
+    model.eval(f, true).and_then(|b| b.as_bool()) == Some(true)
 }
 
 pub(crate) fn new_solver(timeout_ms: u32) -> Solver {

@@ -6,20 +6,21 @@
 //! - *Simplest*: every flag pinned to false, then every count and amount to 0, in schema
 //!   order, each pin kept when the premises and rules allow it; counts that cannot be 0 are
 //!   then brought as close to 0 as they can be (binary search on the magnitude).
-//! - *Closest*: the fewest variables changed (Z3's optimizer as MaxSAT over one equality per
-//!   variable; when it gives up, equalities kept greedily one by one).
+//! - *Closest*: the fewest variables changed (MaxSAT over one equality per variable, on the
+//!   check's own solver: equalities kept greedily, then a cardinality constraint asks for
+//!   more until none is possible).
 //!
 //! Everything shares one deadline of the solver time limit; when it runs out, the models found
 //! so far are used (each is a real model of rules, premises and claims, never a guess).
 
-use crate::check::{Outcome, Reasoner};
+use crate::check::{holds, Outcome, Reasoner};
 use crate::slice::Slice;
 use proofgate_core::findings::Scenario;
 use proofgate_core::policy::Sort;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use z3::ast::{Bool, Dynamic, Int};
-use z3::{Model, Optimize, Params, SatResult};
+use z3::Model;
 
 /// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
 fn simple_value(sort: &Sort) -> Option<Dynamic> {
@@ -40,10 +41,6 @@ fn rank(sort: &Sort) -> Option<usize> {
         Sort::Real => Some(2),
         Sort::Enum(_) => None,
     }
-}
-
-fn holds(model: &Model, f: &Bool) -> bool {
-    model.eval(f, true).and_then(|b| b.as_bool()) == Some(true)
 }
 
 impl Reasoner<'_> {
@@ -72,10 +69,17 @@ impl Reasoner<'_> {
     }
 
     /// Keeps each of `pins` (in order) that the rules allow together with `assumptions` and
-    /// the pins kept before it, as trying them one by one would, but with one solver call for
-    /// a run of pins that all fit: the run is tried whole, and split in halves when it does
-    /// not fit. Kept pins are added to `assumptions` and their ids to `kept`; `best` stays a
-    /// model of all of them.
+    /// the pins kept before it, as trying them one by one would, with fewer solver calls:
+    ///
+    /// - a pin that `best` (a model of everything kept so far) satisfies is kept with no call;
+    /// - the pins `best` does not satisfy are asked together as a disjunction: when none of
+    ///   them can hold, none can later either (the kept set only grows), so they are all
+    ///   dropped with one call; when one can, its model becomes `best`;
+    /// - a run of pins that all fit is kept with one call, and split in halves when it does
+    ///   not fit.
+    ///
+    /// Kept pins are added to `assumptions` and their ids to `kept`; `best` stays a model of
+    /// all of them.
     #[allow(clippy::too_many_arguments)]
     fn keep_pins(
         &self,
@@ -89,17 +93,48 @@ impl Reasoner<'_> {
         if pins.is_empty() || Instant::now() >= deadline {
             return;
         }
-        let before = assumptions.len();
-        let already = pins.iter().all(|(_, eq)| holds(best, eq));
-        assumptions.extend(pins.iter().map(|(_, eq)| self.pin(eq)));
-        let fits = already
-            || match self.solve(rules, assumptions) {
-                Outcome::Sat(m) => {
-                    *best = m;
-                    true
+        let mut pins = self.keep_holding(assumptions, best, pins, kept);
+        if pins.is_empty() {
+            return;
+        }
+        // The head does not hold in `best`: can any of the pins that do not hold?
+        let open: Vec<&Bool> = pins
+            .iter()
+            .map(|(_, eq)| eq)
+            .filter(|eq| !holds(best, eq))
+            .collect();
+        assumptions.push(self.pin(&Bool::or(&open)));
+        let any = self.solve(rules, assumptions);
+        assumptions.pop();
+        match any {
+            Outcome::Unsat(_) => {
+                // None of them: the others hold in `best` and are kept, in order.
+                for (id, eq) in pins {
+                    if holds(best, eq) {
+                        assumptions.push(self.pin(eq));
+                        kept.insert(*id);
+                    }
                 }
-                _ => false,
-            };
+                return;
+            }
+            Outcome::Sat(m) => {
+                *best = m;
+                pins = self.keep_holding(assumptions, best, pins, kept);
+                if pins.is_empty() {
+                    return;
+                }
+            }
+            Outcome::Unknown => {}
+        }
+        let before = assumptions.len();
+        assumptions.extend(pins.iter().map(|(_, eq)| self.pin(eq)));
+        let fits = match self.solve(rules, assumptions) {
+            Outcome::Sat(m) => {
+                *best = m;
+                true
+            }
+            _ => false,
+        };
         if fits {
             kept.extend(pins.iter().map(|(id, _)| *id));
             return;
@@ -110,6 +145,26 @@ impl Reasoner<'_> {
             self.keep_pins(rules, assumptions, best, head, kept, deadline);
             self.keep_pins(rules, assumptions, best, tail, kept, deadline);
         }
+    }
+
+    /// Keeps the leading pins that `best` satisfies (no solver call: `best` is a model of
+    /// them and of everything kept before) and returns the rest.
+    fn keep_holding<'p>(
+        &self,
+        assumptions: &mut Vec<Bool>,
+        best: &Model,
+        mut pins: &'p [(usize, Bool)],
+        kept: &mut BTreeSet<usize>,
+    ) -> &'p [(usize, Bool)] {
+        while let Some(((id, eq), rest)) = pins.split_first() {
+            if !holds(best, eq) {
+                break;
+            }
+            assumptions.push(self.pin(eq));
+            kept.insert(*id);
+            pins = rest;
+        }
+        pins
     }
 
     /// The simplest model of the slice's rules and `fixed` (assumption literals), starting
@@ -154,8 +209,12 @@ impl Reasoner<'_> {
             hi = hi.abs();
             // |x| <= lo is known unsatisfiable (0 was tried), |x| <= hi is satisfiable.
             let mut lo = 0i64;
+            // Models tend to sit on the bound that keeps a count from 0, so the first try is
+            // just below the current magnitude: when that fails, the search is over.
+            let mut first = true;
             while hi - lo > 1 && Instant::now() < deadline {
-                let mid = lo + (hi - lo) / 2;
+                let mid = if first { hi - 1 } else { lo + (hi - lo) / 2 };
+                first = false;
                 let bound = Int::from_i64(mid);
                 let within = Bool::and(&[x.le(&bound), x.ge(bound.unary_minus())]);
                 let lit = self.pin(&within);
@@ -181,13 +240,18 @@ impl Reasoner<'_> {
         best
     }
 
-    /// The model of the rules and `hard` (formulas; `fixed` are the same as assumption
-    /// literals) that differs from `target` in the fewest variables, starting from `model`,
-    /// which must be one.
+    /// The model of the rules and `fixed` (assumption literals) that differs from `target`
+    /// in the fewest variables, starting from `model`, which must be one.
+    ///
+    /// MaxSAT over one equality per variable, on the check's own solver (no new solver, no
+    /// rule asserted again): the equalities are first kept greedily in schema order (a
+    /// maximal set, see `keep_pins`), then the solver is asked for a model keeping more of
+    /// them than the best so far (a cardinality constraint) until there is none, which proves
+    /// the best one has the fewest differences. When the deadline passes or the solver gives
+    /// up, the best model so far is used.
     pub(crate) fn closest_model(
         &self,
         slice: &Slice,
-        hard: &[Bool],
         fixed: &[Bool],
         target: &Model,
         model: Model,
@@ -198,12 +262,9 @@ impl Reasoner<'_> {
             .iter()
             .filter_map(|(var, _)| Some(var.eq(&target.eval(var, true)?)))
             .collect();
-        if let Some(m) = self.closest_by_optimizer(slice, hard, &same, deadline) {
-            return m;
-        }
         let mut assumptions = fixed.to_vec();
         let mut best = model;
-        let pins: Vec<(usize, Bool)> = same.into_iter().enumerate().collect();
+        let pins: Vec<(usize, Bool)> = same.iter().cloned().enumerate().collect();
         self.keep_pins(
             &slice.rules,
             &mut assumptions,
@@ -212,50 +273,30 @@ impl Reasoner<'_> {
             &mut BTreeSet::new(),
             deadline,
         );
-        best
-    }
-
-    /// MaxSAT over the equalities `same`, with every rule and `hard` asserted.
-    fn closest_by_optimizer(
-        &self,
-        slice: &Slice,
-        hard: &[Bool],
-        same: &[Bool],
-        deadline: Instant,
-    ) -> Option<Model> {
-        let remaining = deadline.checked_duration_since(Instant::now())?;
-        let opt = Optimize::new();
-        let mut params = Params::new();
-        params.set_u32(
-            "timeout",
-            u32::try_from(remaining.as_millis())
-                .unwrap_or(u32::MAX)
-                .max(1),
-        );
-        opt.set_params(&params);
-        let rules = slice
-            .rules
-            .iter()
-            .filter_map(|&i| self.rule_formulas.get(i));
-        for f in rules.chain(hard) {
-            opt.assert(f);
-        }
-        for eq in same {
-            opt.assert_soft(eq, 1u32, None);
-        }
-        match opt.check(&[]) {
-            SatResult::Sat => opt.get_model(),
-            _ => None,
+        let indicators: Vec<Bool> = same.iter().map(|eq| self.pin(eq)).collect();
+        let weighted: Vec<(&Bool, i32)> = indicators.iter().map(|l| (l, 1)).collect();
+        loop {
+            let kept = same.iter().filter(|eq| holds(&best, eq)).count();
+            if kept == same.len() || Instant::now() >= deadline {
+                return best;
+            }
+            let Ok(more) = i32::try_from(kept + 1) else {
+                return best;
+            };
+            let mut tried = fixed.to_vec();
+            tried.push(self.pin(&Bool::pb_ge(&weighted, more)));
+            match self.solve(&slice.rules, &tried) {
+                Outcome::Sat(m) => best = m,
+                _ => return best,
+            }
         }
     }
 
     /// The SATISFIABLE pair: the simplest claims-true model (`pc`: premises and claims
-    /// literals) and the claims-false model closest to it (`pn`: premises and not claims;
-    /// `p`, `c` the formulas behind them).
+    /// literals) and the claims-false model closest to it (`pn`: premises and not claims).
     pub(crate) fn explaining_pair(
         &self,
         slice: &Slice,
-        (p, c): (&Bool, &Bool),
         pc: &[Bool],
         pn: &[Bool],
         true_model: Model,
@@ -263,14 +304,7 @@ impl Reasoner<'_> {
     ) -> (Model, Model) {
         let deadline = self.scenario_deadline();
         let true_model = self.simplest_model(slice, pc, true_model, deadline);
-        let false_model = self.closest_model(
-            slice,
-            &[p.clone(), c.not()],
-            pn,
-            &true_model,
-            false_model,
-            deadline,
-        );
+        let false_model = self.closest_model(slice, pn, &true_model, false_model, deadline);
         (true_model, false_model)
     }
 
