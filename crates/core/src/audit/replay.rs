@@ -125,6 +125,18 @@ fn fail(
 /// Reads a JSON array of records, keeping every element that parses; a syntax error stops at
 /// the element it occurred in, so that it is blamed on the right record.
 fn parse_entries(json: &[u8]) -> Entries {
+    // An intact trail is read straight into records. A trail that does not read that way
+    // (bad syntax, an element that is not a record, a duplicated field) is read again element
+    // by element, which blames each problem on its record. Both read the same records from
+    // a trail that reads the first way: each element is the same JSON object, deserialized
+    // into the same struct, from text rather than from a parsed value.
+    match serde_json::from_slice::<Vec<AuditRecord>>(json) {
+        Ok(records) => records.into_iter().map(Ok).collect(),
+        Err(_) => parse_entries_one_by_one(json),
+    }
+}
+
+fn parse_entries_one_by_one(json: &[u8]) -> Entries {
     struct Collect<'a>(&'a mut Vec<Value>);
     impl<'de> Visitor<'de> for Collect<'_> {
         type Value = ();
