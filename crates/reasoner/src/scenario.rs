@@ -423,4 +423,162 @@ mod tests {
         let s = f.claims_true_scenario.unwrap();
         assert!(logic(&s).contains(&"(= age 1001)"), "{s:?}");
     }
+
+    mod exact {
+        //! The scenario search takes shortcuts (pins kept without a call, runs dropped with
+        //! one disjunction, MaxSAT on the check's solver); these compare its models with the
+        //! plain definitions on generated policies: the simplest model keeps exactly the pins
+        //! that trying them one by one keeps, and the closest model differs from the simplest
+        //! in as few variables as Z3's optimizer finds.
+        use crate::check::{holds, Outcome};
+        use crate::{CheckOptions, Reasoner};
+        use proofgate_core::policy::{PolicyDefinition, PolicyModel, Sort};
+        use proptest::prelude::*;
+        use z3::ast::{Bool, Int};
+        use z3::{Optimize, SatResult, Solver};
+
+        const BOOLS: usize = 5;
+        const INTS: usize = 3;
+
+        fn var(i: usize) -> String {
+            if i < BOOLS {
+                format!("b{i}")
+            } else {
+                format!("x{}", i - BOOLS)
+            }
+        }
+
+        fn atom(v: usize, k: i64, shape: u8) -> String {
+            if v < BOOLS {
+                if shape % 2 == 0 {
+                    var(v)
+                } else {
+                    format!("(not {})", var(v))
+                }
+            } else {
+                match shape % 3 {
+                    0 => format!("(> {} {k})", var(v)),
+                    1 => format!("(<= {} {k})", var(v)),
+                    _ => format!("(= {} {k})", var(v)),
+                }
+            }
+        }
+
+        fn atom_strategy() -> impl Strategy<Value = String> {
+            (0..BOOLS + INTS, 0i64..4, any::<u8>()).prop_map(|(v, k, s)| atom(v, k, s))
+        }
+
+        fn rule_strategy() -> impl Strategy<Value = String> {
+            prop_oneof![
+                (atom_strategy(), atom_strategy()).prop_map(|(a, b)| format!("(=> {a} {b})")),
+                (atom_strategy(), atom_strategy()).prop_map(|(a, b)| format!("(or {a} {b})")),
+                (0..INTS, 0..INTS).prop_map(|(a, b)| format!(
+                    "(<= {} {})",
+                    var(BOOLS + a),
+                    var(BOOLS + b)
+                )),
+                (atom_strategy(), atom_strategy(), atom_strategy())
+                    .prop_map(|(a, b, c)| format!("(=> (and {a} {b}) {c})")),
+            ]
+        }
+
+        fn policy(rules: &[String]) -> PolicyModel {
+            let variables: Vec<_> = (0..BOOLS + INTS)
+                .map(|i| {
+                    let ty = if i < BOOLS { "BOOL" } else { "INT" };
+                    serde_json::json!({"name": var(i), "type": ty, "description": var(i)})
+                })
+                .collect();
+            let rules: Vec<_> = rules
+                .iter()
+                .enumerate()
+                .map(|(i, e)| serde_json::json!({"id": format!("R{i}"), "expression": e}))
+                .collect();
+            let def = serde_json::json!({"variables": variables, "rules": rules});
+            PolicyModel::from_definition(
+                PolicyDefinition::from_json(&def.to_string()).unwrap(),
+                None,
+            )
+            .unwrap()
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
+
+            #[test]
+            fn scenarios_are_the_plain_definitions(
+                rules in prop::collection::vec(rule_strategy(), 1..8),
+                premise in atom_strategy(),
+                claim in atom_strategy(),
+            ) {
+                let model = policy(&rules);
+                let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+                let p = reasoner.vocab.formula(&model.check_statement(&premise).unwrap().expr).unwrap();
+                let c = reasoner.vocab.formula(&model.check_statement(&claim).unwrap().expr).unwrap();
+                let slice = reasoner.full_slice();
+                let loaded = reasoner.loaded();
+                loaded.solver.push();
+                let (pl, cl, nl) = (Bool::fresh_const("p"), Bool::fresh_const("c"), Bool::fresh_const("n"));
+                loaded.solver.assert(pl.implies(&p));
+                loaded.solver.assert(cl.implies(&c));
+                loaded.solver.assert(nl.implies(c.not()));
+                let pc = [pl.clone(), cl];
+                let pn = [pl, nl];
+                let found = match (reasoner.solve(&slice.rules, &pc), reasoner.solve(&slice.rules, &pn)) {
+                    (Outcome::Sat(t), Outcome::Sat(f)) => {
+                        Some(reasoner.explaining_pair(&slice, &pc, &pn, t, f))
+                    }
+                    _ => None,
+                };
+                loaded.solver.pop(1);
+                let Some((simplest, closest)) = found else { return Ok(()) };
+                let hard: Vec<Bool> = reasoner.rule_formulas.clone();
+                let sat = |extra: &[Bool]| {
+                    let s = Solver::new();
+                    for f in hard.iter().chain(extra) {
+                        s.assert(f);
+                    }
+                    s.check() == SatResult::Sat
+                };
+                prop_assert!(hard.iter().chain([&p, &c]).all(|f| holds(&simplest, f)));
+                prop_assert!(hard.iter().all(|f| holds(&closest, f)));
+                prop_assert!(holds(&closest, &p) && holds(&closest, &c.not()));
+                // Simplest: pins in order (flags false, then counts 0), each kept when it fits
+                // with those kept before; the model keeps exactly those.
+                let mut kept = vec![p.clone(), c.clone()];
+                for (name, sort) in reasoner.vocab.variables().iter().filter(|(_, s)| *s == Sort::Bool)
+                    .chain(reasoner.vocab.variables().iter().filter(|(_, s)| *s == Sort::Int))
+                {
+                    let v = reasoner.vocab.var(name).unwrap();
+                    let pin = match sort {
+                        Sort::Bool => v.as_bool().unwrap().not(),
+                        _ => v.as_int().unwrap().eq(Int::from_i64(0)),
+                    };
+                    let mut with = kept.clone();
+                    with.push(pin.clone());
+                    let fits = sat(&with);
+                    prop_assert_eq!(holds(&simplest, &pin), fits, "{} in {:?}", name, rules);
+                    if fits {
+                        kept = with;
+                    }
+                }
+                // Closest: as few differences from the simplest as the optimizer finds.
+                let same: Vec<Bool> = reasoner.vocab.variables().iter().map(|(name, _)| {
+                    let v = reasoner.vocab.var(name).unwrap();
+                    v.eq(simplest.eval(v, true).unwrap())
+                }).collect();
+                let opt = Optimize::new();
+                for f in hard.iter().chain([&p, &c.not()]) {
+                    opt.assert(f);
+                }
+                for eq in &same {
+                    opt.assert_soft(eq, 1u32, None);
+                }
+                prop_assert_eq!(opt.check(&[]), SatResult::Sat);
+                let best = opt.get_model().unwrap();
+                let count = |m: &z3::Model| same.iter().filter(|eq| holds(m, eq)).count();
+                prop_assert_eq!(count(&closest), count(&best), "{:?} {} {}", rules, premise, claim);
+            }
+        }
+    }
 }
