@@ -35,10 +35,33 @@ impl Expected {
 pub struct SolverCheck {
     /// What the check establishes, in words.
     pub meaning: String,
-    /// A complete SMT-LIB script ending in one `(check-sat)`.
+    /// A complete SMT-LIB script ending in one `(check-sat)`; or, when `after_policy` is
+    /// set, the check's own part only, to run after the policy's preamble.
     pub script: String,
     /// The answer that confirms the finding.
     pub expected: Expected,
+    /// Whether `script` runs after the policy version's preamble (its declarations and rules,
+    /// [`PolicyModel::smtlib_preamble`]) instead of holding it: trails record it so, once per
+    /// policy version (identified by the validation evidence's `policyContentHash`) rather
+    /// than in every check. [`PolicyModel::full_script`] puts the two together.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub after_policy: bool,
+}
+
+/// Why a recorded check's full script cannot be assembled.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AssembleError {
+    /// The check runs after a policy version's preamble, but none is named.
+    #[error("the check runs after the policy's declarations and rules, but no policy version is recorded for it")]
+    NoPolicyVersion,
+    /// The check was recorded against another policy version.
+    #[error("the check was recorded against policy {recorded}, not {this}")]
+    OtherPolicy {
+        /// The policy version recorded with the check.
+        recorded: String,
+        /// This policy's content hash.
+        this: String,
+    },
 }
 
 /// The checks for one finding.
@@ -91,11 +114,55 @@ impl PolicyModel {
         out
     }
 
+    /// What every full re-check script starts with: the declarations, then the rules.
+    pub fn smtlib_preamble(&self) -> String {
+        format!("{}{}", self.smtlib_declarations(), self.smtlib_rules())
+    }
+
+    /// The checks a trail records for a validation's findings: [`finding_checks`]
+    /// (Self::finding_checks) without the policy's preamble in each script (`after_policy`
+    /// set). The validation's evidence names the policy version (`policyContentHash`);
+    /// [`full_script`](Self::full_script) rebuilds each full script from it.
+    pub fn recorded_finding_checks(&self, findings: &[Finding]) -> Vec<FindingChecks> {
+        self.finding_checks_after(findings, "", true)
+    }
+
+    /// The complete script of a recorded check: `check.script` itself when it holds a whole
+    /// script (trails written before checks were recorded without the preamble), else this
+    /// policy's preamble followed by the check's own part, provided the check was recorded
+    /// against this policy version (`policy_content_hash`, from the validation's evidence).
+    pub fn full_script(
+        &self,
+        check: &SolverCheck,
+        policy_content_hash: Option<&str>,
+    ) -> Result<String, AssembleError> {
+        if !check.after_policy {
+            return Ok(check.script.clone());
+        }
+        let recorded = policy_content_hash.ok_or(AssembleError::NoPolicyVersion)?;
+        let this = self.definition().content_hash();
+        if recorded != this {
+            return Err(AssembleError::OtherPolicy {
+                recorded: recorded.to_string(),
+                this,
+            });
+        }
+        Ok(format!("{}{}", self.smtlib_preamble(), check.script))
+    }
+
     /// The re-check scripts for a validation's findings. Statements are re-parsed and
     /// re-printed, so a script never contains text that is not a term of the fragment; a
     /// statement that does not check against the policy yields no script for its finding.
     pub fn finding_checks(&self, findings: &[Finding]) -> Vec<FindingChecks> {
-        let header = format!("{}{}", self.smtlib_declarations(), self.smtlib_rules());
+        self.finding_checks_after(findings, &self.smtlib_preamble(), false)
+    }
+
+    fn finding_checks_after(
+        &self,
+        findings: &[Finding],
+        header: &str,
+        after_policy: bool,
+    ) -> Vec<FindingChecks> {
         findings
             .iter()
             .enumerate()
@@ -104,8 +171,11 @@ impl PolicyModel {
                 kind: f.kind().as_str().to_string(),
                 checks: f
                     .translation()
-                    .and_then(|t| self.checks_for(&header, f, t))
-                    .unwrap_or_default(),
+                    .and_then(|t| self.checks_for(header, f, t))
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|c| SolverCheck { after_policy, ..c })
+                    .collect(),
             })
             .collect()
     }
@@ -130,6 +200,7 @@ impl PolicyModel {
                 self.smtlib_declarations()
             ),
             expected: Expected::Sat,
+            after_policy: false,
         })
     }
 
@@ -167,6 +238,7 @@ impl PolicyModel {
             meaning: meaning.to_string(),
             script: script(&extra),
             expected,
+            after_policy: false,
         };
         Some(match f.kind() {
             K::Valid => vec![
@@ -269,6 +341,91 @@ mod tests {
         assert!(unsat
             .script
             .ends_with("(assert (= age 70))\n(assert (not (= fee 9.0)))\n(check-sat)\n"));
+    }
+
+    fn every_kind() -> Vec<Finding> {
+        use crate::findings::SatisfiableFinding;
+        let t = || translation(&["(= age 70)", "(= season LOW)"], &["(= fee 9.0)"]);
+        vec![
+            Finding::Valid(ValidFinding {
+                translation: t(),
+                ..Default::default()
+            }),
+            Finding::Invalid(ContradictionFinding {
+                translation: t(),
+                ..Default::default()
+            }),
+            Finding::Impossible(ContradictionFinding {
+                translation: t(),
+                ..Default::default()
+            }),
+            Finding::Satisfiable(SatisfiableFinding {
+                translation: t(),
+                ..Default::default()
+            }),
+        ]
+    }
+
+    #[test]
+    fn recorded_checks_leave_out_the_policy_and_assemble_to_the_full_scripts() {
+        let m = model();
+        let findings = every_kind();
+        let full = m.finding_checks(&findings);
+        let recorded = m.recorded_finding_checks(&findings);
+        let hash = m.definition().content_hash();
+        assert_eq!(full.len(), recorded.len());
+        let mut n = 0;
+        for (f, r) in full.iter().zip(&recorded) {
+            assert_eq!((f.finding, &f.kind), (r.finding, &r.kind));
+            assert_eq!(f.checks.len(), r.checks.len());
+            for (fc, rc) in f.checks.iter().zip(&r.checks) {
+                assert!(rc.after_policy && !fc.after_policy);
+                assert!(!rc.script.contains("declare-") && !rc.script.contains(":named"));
+                assert_eq!((&rc.meaning, rc.expected), (&fc.meaning, fc.expected));
+                assert_eq!(m.full_script(rc, Some(&hash)).unwrap(), fc.script);
+                n += 1;
+            }
+        }
+        assert_eq!(n, 6);
+        // The marker is in the recorded JSON; a check without it is read as a whole script.
+        let json = serde_json::to_value(&recorded[0].checks[0]).unwrap();
+        assert_eq!(json["afterPolicy"], true);
+        assert!(serde_json::to_value(&full[0].checks[0])
+            .unwrap()
+            .get("afterPolicy")
+            .is_none());
+    }
+
+    #[test]
+    fn old_checks_with_a_full_script_still_read_and_run_as_recorded() {
+        let m = model();
+        let full = m.finding_checks(&every_kind());
+        let old = serde_json::json!({"meaning": "m", "script": full[0].checks[0].script, "expected": "sat"});
+        let check: SolverCheck = serde_json::from_value(old).unwrap();
+        assert!(!check.after_policy);
+        // Whatever policy version is recorded (or none): the script is the whole script.
+        assert_eq!(
+            m.full_script(&check, None).unwrap(),
+            full[0].checks[0].script
+        );
+        assert_eq!(
+            m.full_script(&check, Some("sha256:other")).unwrap(),
+            full[0].checks[0].script
+        );
+    }
+
+    #[test]
+    fn a_recorded_check_assembles_only_with_its_own_policy_version() {
+        let m = model();
+        let check = &m.recorded_finding_checks(&every_kind())[0].checks[0];
+        assert_eq!(
+            m.full_script(check, None),
+            Err(AssembleError::NoPolicyVersion)
+        );
+        assert!(matches!(
+            m.full_script(check, Some("sha256:other")),
+            Err(AssembleError::OtherPolicy { .. })
+        ));
     }
 
     #[test]

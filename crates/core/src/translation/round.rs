@@ -43,9 +43,10 @@ impl TranslationConfig {
         }
     }
 
-    /// The vocabulary as a model for type-checking statements.
+    /// The vocabulary as a model for type-checking statements. It cites no policy version
+    /// (type-checking does not use one), so none is computed: replay builds it per reply.
     pub fn vocabulary_model(&self) -> Result<PolicyModel, String> {
-        PolicyModel::from_definition(self.vocabulary.clone(), None)
+        PolicyModel::from_definition(self.vocabulary.clone(), Some("vocabulary".into()))
             .map_err(|e| format!("the translation vocabulary does not load: {e}"))
     }
 }
