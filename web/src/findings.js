@@ -2,6 +2,22 @@
 // ambiguity options, logic warnings, and the recorded SMT-LIB checks (runnable in Z3).
 import { h, kindBadge, findingKind, pre } from './util.js';
 import { runScript, z3Unavailable } from './z3.js';
+import { policies } from './api.js';
+
+/**
+ * The whole SMT-LIB script of a recorded check. Trails record a check's own part only
+ * (`afterPolicy`), once per policy version: it runs after that version's declarations and
+ * rules, which the server's policy API serves (`smtlib`, by `contentHash`). Older trails
+ * hold the whole script in every check.
+ */
+export async function fullScript(c) {
+  if (!c.afterPolicy) return c.script;
+  if (!c.policyContentHash) throw new Error('the check runs after the policy, but no policy version is recorded for it');
+  const { policies: list } = await policies();
+  const p = (list || []).find((x) => x.contentHash === c.policyContentHash);
+  if (!p || typeof p.smtlib !== 'string') throw new Error(`this server does not serve policy ${c.policyContentHash}, which the check runs after`);
+  return p.smtlib + c.script;
+}
 
 function statementsTable(caption, statements) {
   if (!statements || statements.length === 0) return null;
@@ -118,7 +134,7 @@ export function checksView(checks, opts = {}) {
     try {
       for (const { c, result } of rows) {
         result.textContent = 'running…';
-        const out = await runScript(c.script);
+        const out = await runScript(await fullScript(c));
         const ok = out === c.expected;
         if (ok) agree++;
         result.replaceChildren(h('code', { class: 'z3-out' }, out), ' ', h('span', { class: ok ? 'mark pass' : 'mark fail' }, ok ? '✓ matches' : '✗ differs'));
@@ -147,7 +163,9 @@ export function checksView(checks, opts = {}) {
     unavailable ? h('p', { class: 'muted' }, unavailable) : null,
     status,
     h('details', {}, h('summary', {}, `SMT-LIB scripts (${rows.length})`),
-      checks.map((c, i) => h('div', {}, h('p', {}, `${i + 1}. ${c.meaning} — expected `, h('code', {}, c.expected)), pre(c.script, 'code smt')))));
+      checks.map((c, i) => h('div', {}, h('p', {}, `${i + 1}. ${c.meaning} — expected `, h('code', {}, c.expected),
+        c.afterPolicy ? ` (after the declarations and rules of policy ${c.policyContentHash || '(not recorded)'}, shown in the policy viewer)` : null),
+      pre(c.script, 'code smt')))));
 }
 
 /** One finding, in full. `evidenceChecks` are this finding's recorded checks, if any. */
@@ -175,5 +193,6 @@ export function findingView(f, index, rules, evidenceChecks) {
 /** Checks recorded for finding `index` in a validation's evidence. */
 export function checksFor(evidence, index) {
   const entry = (evidence?.checks || []).find((c) => c.finding === index);
-  return entry ? entry.checks : null;
+  // Each check keeps the policy version it runs after (the validation's).
+  return entry ? entry.checks.map((c) => ({ ...c, policyContentHash: evidence.policyContentHash })) : null;
 }
