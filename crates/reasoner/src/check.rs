@@ -514,7 +514,7 @@ impl<'m> Reasoner<'m> {
             Outcome::Sat(false_model) => {
                 let logic_warning = warning(&[&true_model, &false_model]);
                 let (true_model, false_model) =
-                    self.explaining_pair(slice, &pc, &pn, true_model, false_model);
+                    self.explaining_pair(slice, (p, c), &pc, &pn, true_model, false_model);
                 let diff = self.differing_variables(slice, &true_model, &false_model);
                 let vars = statement_vars(premises, claims);
                 Finding::Satisfiable(SatisfiableFinding {

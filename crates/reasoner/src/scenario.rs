@@ -20,7 +20,11 @@ use proofgate_core::policy::Sort;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 use z3::ast::{Bool, Dynamic, Int};
-use z3::Model;
+use z3::{Model, Optimize, Params, SatResult};
+
+/// Slices with at most this many variables get their closest model from the check's own
+/// solver; larger ones from Z3's optimizer.
+const SMALL_SLICE: usize = 64;
 
 /// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
 fn simple_value(sort: &Sort) -> Option<Dynamic> {
@@ -240,18 +244,22 @@ impl Reasoner<'_> {
         best
     }
 
-    /// The model of the rules and `fixed` (assumption literals) that differs from `target`
-    /// in the fewest variables, starting from `model`, which must be one.
+    /// The model of the rules and `hard` (formulas; `fixed` are the same as assumption
+    /// literals) that differs from `target` in the fewest variables, starting from `model`,
+    /// which must be one.
     ///
     /// MaxSAT over one equality per variable, on the check's own solver (no new solver, no
     /// rule asserted again): the equalities are first kept greedily in schema order (a
     /// maximal set, see `keep_pins`), then the solver is asked for a model keeping more of
     /// them than the best so far (a cardinality constraint) until there is none, which proves
     /// the best one has the fewest differences. When the deadline passes or the solver gives
-    /// up, the best model so far is used.
+    /// up, the best model so far is used. Slices of more than `SMALL_SLICE` variables go to
+    /// Z3's optimizer in a solver of their own instead (each cardinality step over hundreds of
+    /// variables costs more than one optimizer run), with the same search as the fallback.
     pub(crate) fn closest_model(
         &self,
         slice: &Slice,
+        hard: &[Bool],
         fixed: &[Bool],
         target: &Model,
         model: Model,
@@ -262,6 +270,11 @@ impl Reasoner<'_> {
             .iter()
             .filter_map(|(var, _)| Some(var.eq(&target.eval(var, true)?)))
             .collect();
+        if same.len() > SMALL_SLICE {
+            if let Some(m) = self.closest_by_optimizer(slice, hard, &same, deadline) {
+                return m;
+            }
+        }
         let mut assumptions = fixed.to_vec();
         let mut best = model;
         let pins: Vec<(usize, Bool)> = same.iter().cloned().enumerate().collect();
@@ -292,11 +305,47 @@ impl Reasoner<'_> {
         }
     }
 
+    /// MaxSAT over the equalities `same`, with every rule and `hard` asserted.
+    fn closest_by_optimizer(
+        &self,
+        slice: &Slice,
+        hard: &[Bool],
+        same: &[Bool],
+        deadline: Instant,
+    ) -> Option<Model> {
+        let remaining = deadline.checked_duration_since(Instant::now())?;
+        let opt = Optimize::new();
+        let mut params = Params::new();
+        params.set_u32(
+            "timeout",
+            u32::try_from(remaining.as_millis())
+                .unwrap_or(u32::MAX)
+                .max(1),
+        );
+        opt.set_params(&params);
+        let rules = slice
+            .rules
+            .iter()
+            .filter_map(|&i| self.rule_formulas.get(i));
+        for f in rules.chain(hard) {
+            opt.assert(f);
+        }
+        for eq in same {
+            opt.assert_soft(eq, 1u32, None);
+        }
+        match opt.check(&[]) {
+            SatResult::Sat => opt.get_model(),
+            _ => None,
+        }
+    }
+
     /// The SATISFIABLE pair: the simplest claims-true model (`pc`: premises and claims
-    /// literals) and the claims-false model closest to it (`pn`: premises and not claims).
+    /// literals) and the claims-false model closest to it (`pn`: premises and not claims;
+    /// `p`, `c` the formulas behind them).
     pub(crate) fn explaining_pair(
         &self,
         slice: &Slice,
+        (p, c): (&Bool, &Bool),
         pc: &[Bool],
         pn: &[Bool],
         true_model: Model,
@@ -304,7 +353,14 @@ impl Reasoner<'_> {
     ) -> (Model, Model) {
         let deadline = self.scenario_deadline();
         let true_model = self.simplest_model(slice, pc, true_model, deadline);
-        let false_model = self.closest_model(slice, pn, &true_model, false_model, deadline);
+        let false_model = self.closest_model(
+            slice,
+            &[p.clone(), c.not()],
+            pn,
+            &true_model,
+            false_model,
+            deadline,
+        );
         (true_model, false_model)
     }
 
@@ -526,7 +582,7 @@ mod tests {
                 let pn = [pl, nl];
                 let found = match (reasoner.solve(&slice.rules, &pc), reasoner.solve(&slice.rules, &pn)) {
                     (Outcome::Sat(t), Outcome::Sat(f)) => {
-                        Some(reasoner.explaining_pair(&slice, &pc, &pn, t, f))
+                        Some(reasoner.explaining_pair(&slice, (&p, &c), &pc, &pn, t, f))
                     }
                     _ => None,
                 };
