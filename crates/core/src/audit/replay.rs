@@ -535,3 +535,58 @@ fn value_difference(recorded: &Value, produced: &Value, path: &str) -> Option<St
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::thread::ThreadConfig;
+
+    fn trail() -> Vec<AuditRecord> {
+        let t = Thread::new(ThreadConfig::default(), "t-1", "How much is a ticket?", 5).unwrap();
+        t.audit_trail().to_vec()
+    }
+
+    #[test]
+    fn a_start_record_that_is_not_intact_names_no_version_or_thread() {
+        // Altered so that the machine starts differently, and altered so that it cannot start.
+        for (field, value) in [
+            ("question", Value::from("How much is a beer?")),
+            ("formatVersion", Value::from(99)),
+        ] {
+            let mut t = trail();
+            t[0].body[field] = value;
+            let report = replay(&t);
+            let failure = report.failure.unwrap();
+            assert_eq!(
+                (failure.index, failure.problem),
+                (0, ReplayProblem::HashMismatch)
+            );
+            assert_eq!((report.format_version, report.thread_id), (None, None));
+        }
+    }
+
+    #[test]
+    fn an_intact_start_that_cannot_be_replayed_names_its_version() {
+        let mut t = trail();
+        t[0].body["formatVersion"] = Value::from(99);
+        t[0].hash = t[0].expected_hash();
+        let report = replay(&t);
+        assert_eq!(
+            report.failure.unwrap().problem,
+            ReplayProblem::UnsupportedVersion
+        );
+        assert_eq!(report.format_version, Some(99));
+    }
+
+    #[test]
+    fn a_reproduced_record_with_another_stored_hash_is_altered() {
+        let mut t = trail();
+        let last = t.len() - 1;
+        t[last].hash = GENESIS_PREV.to_string();
+        let failure = replay(&t).failure.unwrap();
+        assert_eq!(
+            (failure.index, failure.problem),
+            (last, ReplayProblem::HashMismatch)
+        );
+    }
+}
