@@ -26,6 +26,9 @@ use z3::{Model, Optimize, Params, SatResult};
 /// solver; larger ones from Z3's optimizer.
 const SMALL_SLICE: usize = 64;
 
+/// Runs of at most this many pins are first asked whether any of them can hold.
+const ANY_RUN: usize = 16;
+
 /// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
 fn simple_value(sort: &Sort) -> Option<Dynamic> {
     match sort {
@@ -101,34 +104,38 @@ impl Reasoner<'_> {
         if pins.is_empty() {
             return;
         }
-        // The head does not hold in `best`: can any of the pins that do not hold?
-        let open: Vec<&Bool> = pins
-            .iter()
-            .map(|(_, eq)| eq)
-            .filter(|eq| !holds(best, eq))
-            .collect();
-        assumptions.push(self.pin(&Bool::or(&open)));
-        let any = self.solve(rules, assumptions);
-        assumptions.pop();
-        match any {
-            Outcome::Unsat(_) => {
-                // None of them: the others hold in `best` and are kept, in order.
-                for (id, eq) in pins {
-                    if holds(best, eq) {
-                        assumptions.push(self.pin(eq));
-                        kept.insert(*id);
+        // The head does not hold in `best`: can any of the pins that do not hold? (Asked of
+        // short runs only: a disjunction of hundreds of pins is a hard question, and long
+        // runs are halved first.)
+        if pins.len() <= ANY_RUN {
+            let open: Vec<&Bool> = pins
+                .iter()
+                .map(|(_, eq)| eq)
+                .filter(|eq| !holds(best, eq))
+                .collect();
+            assumptions.push(self.pin(&Bool::or(&open)));
+            let any = self.solve(rules, assumptions);
+            assumptions.pop();
+            match any {
+                Outcome::Unsat(_) => {
+                    // None of them: the others hold in `best` and are kept, in order.
+                    for (id, eq) in pins {
+                        if holds(best, eq) {
+                            assumptions.push(self.pin(eq));
+                            kept.insert(*id);
+                        }
                     }
-                }
-                return;
-            }
-            Outcome::Sat(m) => {
-                *best = m;
-                pins = self.keep_holding(assumptions, best, pins, kept);
-                if pins.is_empty() {
                     return;
                 }
+                Outcome::Sat(m) => {
+                    *best = m;
+                    pins = self.keep_holding(assumptions, best, pins, kept);
+                    if pins.is_empty() {
+                        return;
+                    }
+                }
+                Outcome::Unknown => {}
             }
-            Outcome::Unknown => {}
         }
         let before = assumptions.len();
         assumptions.extend(pins.iter().map(|(_, eq)| self.pin(eq)));
