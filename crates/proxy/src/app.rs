@@ -99,14 +99,24 @@ pub struct App {
     /// The local validator, for the ApplyGuardrail-compatible endpoint.
     pub thread_config: ThreadConfig,
     /// The signed, append-only log of every trail's head.
-    pub log: crate::audit_log::TransparencyLog,
+    pub log: Arc<crate::audit_log::TransparencyLog>,
+    /// Group commit of threads, records and leaves.
+    pub journal: crate::journal::Journal,
 }
 
 impl App {
     /// Connects storage, loads the policy into Z3 and builds the clients.
     pub async fn start(config: Config) -> Result<App, StartError> {
         let other = |e: &dyn std::fmt::Display| StartError::Other(e.to_string());
-        let store = Store::connect(&config.storage.url)
+        if config.storage.sqlite_synchronous == crate::storage::SqliteSync::Normal
+            && config.storage.url.starts_with("sqlite:")
+        {
+            tracing::warn!(
+                "storage.sqlite_synchronous = \"normal\": a power loss can lose the last \
+                 commits, and with them the trails of answers already given"
+            );
+        }
+        let store = Store::connect_with(&config.storage.url, config.storage.sqlite_synchronous)
             .await
             .map_err(|e| other(&e))?;
         let key = crate::audit_log::AuditKey::load_or_create(
@@ -115,8 +125,11 @@ impl App {
             config.audit.key_name(),
         )
         .map_err(|e| other(&e))?;
-        let log =
-            crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key);
+        let log = Arc::new(crate::audit_log::TransparencyLog::new(
+            config.audit.log_origin().to_string(),
+            key,
+        ));
+        let journal = crate::journal::Journal::start(store.clone(), log.clone());
         let policy = match &config.validator.policy {
             Some(p) => Some(Arc::new(load_policy(
                 p,
@@ -208,6 +221,7 @@ impl App {
             policy,
             thread_config,
             log,
+            journal,
         })
     }
 
@@ -436,28 +450,138 @@ pub enum DurableDriveError {
     Storage(#[from] crate::storage::StorageError),
 }
 
-/// Like [`drive`], saving the thread (and signing and logging its head) after every step
-/// before the loop goes on: a crash loses at most the step in flight, never the record of a
-/// step that had effects. `saved` is how many audit records are stored.
+/// Like [`drive`], writing each step ahead of the effect it asks for: before an LLM call or a
+/// validation, the thread's state and new records (with its signed head) are queued to the
+/// journal, which commits them while the call is in flight. A crash loses at most steps that
+/// nothing was answered from (the thread resumes from the last committed one); a failed write
+/// stops the loop. The terminal step (an answer, questions, an error) is the caller's to store
+/// with [`Saver::finish`], which waits until everything is durable, before anything is returned.
 pub async fn drive_durably(
     app: &App,
     thread: &mut Thread,
     mut effect: Effect,
     waits: &mut Waits,
-    saved: &mut usize,
+    saver: &mut Saver,
 ) -> Result<Effect, DurableDriveError> {
-    if thread.audit_trail().len() > *saved {
-        persist(app, thread, *saved, None).await?;
-        *saved = thread.audit_trail().len();
-    }
     let mut in_flight = InFlight::new();
-    while let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await {
+    loop {
+        if matches!(effect, Effect::AskUser { .. } | Effect::Finish(_)) {
+            return Ok(effect);
+        }
+        saver.save_soon(app, thread, None).await?;
+        let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await else {
+            return Ok(effect);
+        };
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
-        persist(app, thread, *saved, None).await?;
-        *saved = thread.audit_trail().len();
     }
-    Ok(effect)
+}
+
+/// Writes one thread's steps through the journal: queued at once, awaited together.
+pub struct Saver {
+    /// How many of the thread's audit records are queued or stored.
+    saved: usize,
+    /// Writes not known to be durable yet.
+    pending: Vec<crate::journal::Pending>,
+    /// The owner to record with the next write (a new thread's first).
+    owner: Option<(crate::storage::ThreadOwner, i64)>,
+}
+
+impl Saver {
+    /// For a thread of which `saved` audit records are stored.
+    pub fn new(saved: usize) -> Saver {
+        Saver {
+            saved,
+            pending: Vec::new(),
+            owner: None,
+        }
+    }
+
+    /// Records `owner` with the next write, i.e. before or with the thread's first save.
+    pub fn owned_by(&mut self, owner: crate::storage::ThreadOwner) {
+        self.owner = Some((owner, i64::try_from(now_ms()).unwrap_or(i64::MAX)));
+    }
+
+    /// Queues the thread's state and its records not queued yet (their head signed for the
+    /// log) without waiting; fails if an earlier write already failed.
+    pub async fn save_soon(
+        &mut self,
+        app: &App,
+        thread: &Thread,
+        conversation_key: Option<String>,
+    ) -> Result<(), crate::storage::StorageError> {
+        for p in &mut self.pending {
+            if let Some(Err(e)) = p.poll_done() {
+                return Err(e);
+            }
+        }
+        self.pending.retain_mut(|p| p.poll_done().is_none());
+        let write = step_write(app, thread, self.saved, conversation_key, self.owner.take())?;
+        self.saved = thread.audit_trail().len();
+        self.pending.push(app.journal.submit(write).await);
+        Ok(())
+    }
+
+    /// Queues the thread's final state for this request and waits until every write is
+    /// durable.
+    pub async fn finish(
+        &mut self,
+        app: &App,
+        thread: &Thread,
+        conversation_key: Option<String>,
+    ) -> Result<(), crate::storage::StorageError> {
+        self.save_soon(app, thread, conversation_key).await?;
+        let mut first_error = None;
+        for p in self.pending.drain(..) {
+            if let Err(e) = p.wait().await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// The write for a thread's state and its records from `saved` on, with the new head signed.
+fn step_write(
+    app: &App,
+    thread: &Thread,
+    saved: usize,
+    conversation_key: Option<String>,
+    owner: Option<(crate::storage::ThreadOwner, i64)>,
+) -> Result<crate::journal::Write, crate::storage::StorageError> {
+    let new = thread.audit_trail().get(saved..).unwrap_or_default();
+    let records = new
+        .iter()
+        .map(|r| {
+            serde_json::to_string(r)
+                .map(|json| (r.seq, json))
+                .map_err(|e| crate::storage::StorageError::Write(format!("audit record: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Sign the new head: the trail as it now ends is the server's word.
+    let leaves = match new.last() {
+        Some(last) => {
+            let statement = proofgate_core::audit::transparency::LogStatement {
+                deleted: false,
+                thread_id: thread.id().to_string(),
+                seq: last.seq,
+                head_hash: last.hash.clone(),
+            };
+            let note = app
+                .log
+                .key()
+                .sign(&statement.text())
+                .map_err(|e| crate::storage::StorageError::AuditLog(e.to_string()))?;
+            vec![(statement, note)]
+        }
+        None => Vec::new(),
+    };
+    Ok(crate::journal::Write {
+        owner: owner.map(|(o, at)| (thread.id().to_string(), o, at)),
+        thread: Some(to_stored(thread, conversation_key)),
+        records,
+        leaves,
+    })
 }
 
 /// A translator failure that ends the thread is the validator's.
@@ -468,15 +592,20 @@ fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
     }
 }
 
-/// Like [`drive`], saving the thread after every step so that others (the web UI polling
-/// `GET /api/threads/{id}`) see its progress. `saved` is how many audit records are stored.
+/// Like [`drive`], saving every step so that others (the web UI polling
+/// `GET /api/threads/{id}`) see its progress, and waiting for the last. `saved` is how many
+/// audit records are stored.
 pub async fn drive_saving_each_step(
     app: &App,
     thread: &mut Thread,
     effect: Effect,
     saved: &mut usize,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
-    Ok(drive_durably(app, thread, effect, &mut Waits::default(), saved).await?)
+    let mut saver = Saver::new(*saved);
+    let effect = drive_durably(app, thread, effect, &mut Waits::default(), &mut saver).await?;
+    saver.finish(app, thread, None).await?;
+    *saved = thread.audit_trail().len();
+    Ok(effect)
 }
 
 /// The status column for a thread.
@@ -517,26 +646,15 @@ pub fn from_stored(stored: &StoredThread, trail: Vec<Value>) -> Result<Thread, S
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))
 }
 
-/// Saves the thread and the audit records not saved yet (`saved` of them were).
+/// Saves the thread and the audit records not saved yet (`saved` of them were), signing and
+/// logging the new head, and waits until it is durable.
 pub async fn persist(
     app: &App,
     thread: &Thread,
     saved: usize,
     conversation_key: Option<String>,
 ) -> Result<(), crate::storage::StorageError> {
-    let new: Vec<(u64, Value)> = thread.audit_trail()[saved.min(thread.audit_trail().len())..]
-        .iter()
-        .map(|r| (r.seq, serde_json::to_value(r).unwrap_or(Value::Null)))
-        .collect();
-    app.store
-        .save(&to_stored(thread, conversation_key), &new)
-        .await?;
-    // Sign and log the new head: the trail as it now ends is the server's word.
-    if let Some(last) = thread.audit_trail().get(saved..).and_then(<[_]>::last) {
-        app.log
-            .log_head(&app.store, thread.id(), last)
-            .await
-            .map_err(|e| crate::storage::StorageError::AuditLog(e.to_string()))?;
-    }
-    Ok(())
+    Saver::new(saved)
+        .finish(app, thread, conversation_key)
+        .await
 }

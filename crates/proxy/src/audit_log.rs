@@ -70,7 +70,14 @@ impl AuditKey {
                 .to_string(),
             None => {
                 let (skey, vkey) = signed_note::generate_key(&mut rand_core::OsRng, name);
-                write_private(path, &skey).map_err(|e| key_err(e.to_string()))?;
+                if let Err(e) = write_private(path, &skey) {
+                    // Another server on the same storage created it first: use theirs.
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        std::thread::sleep(std::time::Duration::from_millis(200));
+                        return AuditKey::load_or_create(None, path, name);
+                    }
+                    return Err(key_err(e.to_string()));
+                }
                 tracing::warn!(
                     "created the audit signing key {} (keep it safe and out of the database); \
                      its verifier key is {vkey}",
@@ -158,6 +165,126 @@ impl HashReader for StoredHashes {
     }
 }
 
+/// Why a leaf was not appended.
+#[derive(Debug)]
+pub enum AppendError {
+    /// Another writer (a replica) took the index: roll back and try again.
+    Taken,
+    /// Anything else.
+    Failed(AuditLogError),
+}
+
+impl AppendError {
+    /// The error after too many tries.
+    pub fn exhausted() -> AuditLogError {
+        AuditLogError::Db("could not append to the log after 50 tries".into())
+    }
+}
+
+/// Appends leaves in one transaction, holding the log's hash cache so that no other append in
+/// this process interleaves; hashes of uncommitted leaves stay out of the cache until
+/// [`LogAppender::committed`].
+pub struct LogAppender<'a> {
+    log: &'a TransparencyLog,
+    cache: tokio::sync::MutexGuard<'a, StoredHashes>,
+    /// The index of the next leaf, once the log's size was read in this transaction.
+    next: Option<u64>,
+    /// Stored hashes written in this transaction, following the cache's.
+    pending: Vec<Hash>,
+}
+
+/// The cached hashes followed by this transaction's.
+struct WithPending<'a>(&'a StoredHashes, &'a [Hash]);
+
+impl HashReader for WithPending<'_> {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        let base = self.0 .0.len() as u64;
+        indexes
+            .iter()
+            .map(|&i| {
+                if i < base {
+                    Ok(self.0 .0[i as usize])
+                } else {
+                    self.1
+                        .get((i - base) as usize)
+                        .copied()
+                        .ok_or(tlog_tiles::Error::IndexesNotInTree)
+                }
+            })
+            .collect()
+    }
+}
+
+impl LogAppender<'_> {
+    /// Appends `statement`, signed as `note`, as the next leaf; returns its index.
+    pub async fn push(
+        &mut self,
+        conn: &mut sqlx::AnyConnection,
+        statement: &LogStatement,
+        note: &str,
+    ) -> Result<u64, AppendError> {
+        let n = match self.next {
+            Some(n) => n,
+            None => {
+                let n = TransparencyLog::size(conn)
+                    .await
+                    .map_err(AppendError::Failed)?;
+                self.log
+                    .refresh(&mut self.cache, conn, n)
+                    .await
+                    .map_err(AppendError::Failed)?;
+                // Hashes past the stored log (a log cut back) are not this tree's.
+                self.cache.0.truncate(stored_hash_count(n) as usize);
+                n
+            }
+        };
+        let text = statement.text();
+        let new = stored_hashes(n, text.as_bytes(), &WithPending(&self.cache, &self.pending))
+            .map_err(|e| AppendError::Failed(AuditLogError::Tlog(e.to_string())))?;
+        let inserted = sqlx::query(
+            "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+        .bind(n as i64)
+        .bind(&statement.thread_id)
+        .bind(statement.seq as i64)
+        .bind(&statement.head_hash)
+        .bind(i64::from(statement.deleted))
+        .bind(note)
+        .bind(crate::app::now_ms() as i64)
+        .execute(&mut *conn)
+        .await;
+        if inserted.is_err() {
+            // Another replica took index n (or the database is busy): the caller rolls back.
+            return Err(AppendError::Taken);
+        }
+        let first = stored_hash_index(0, n);
+        let mut sql = String::from("INSERT INTO log_hashes (idx, hash) VALUES ");
+        for i in 0..new.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("(${}, ${})", 2 * i + 1, 2 * i + 2));
+        }
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (i, h) in new.iter().enumerate() {
+            q = q.bind((first + i as u64) as i64).bind(h.to_string());
+        }
+        q.execute(&mut *conn).await.map_err(|e| {
+            AppendError::Failed(AuditLogError::Db(format!("storing log hashes: {e}")))
+        })?;
+        self.pending.extend(new);
+        self.next = Some(n + 1);
+        Ok(n)
+    }
+
+    /// The transaction committed: its hashes join the cache.
+    pub fn committed(mut self) {
+        let pending = std::mem::take(&mut self.pending);
+        self.cache.0.extend(pending);
+    }
+}
+
 /// The append-only log.
 pub struct TransparencyLog {
     origin: String,
@@ -239,62 +366,45 @@ impl TransparencyLog {
         Ok(n as u64)
     }
 
-    /// Signs `statement` and appends it as the next leaf; returns the leaf's index. Replicas
-    /// appending at once: the index is the primary key, so the loser retries at the next one.
+    /// Signs `statement` and appends it as the next leaf, in its own transaction; returns the
+    /// leaf's index. (The chat path appends through the journal, a batch per commit.)
     pub async fn append(
         &self,
         store: &Store,
         statement: &LogStatement,
     ) -> Result<u64, AuditLogError> {
-        let text = statement.text();
-        let note = self.key.sign(&text)?;
-        let mut cache = self.hashes.lock().await;
+        let note = self.key.sign(&statement.text())?;
         for _ in 0..50 {
             let mut tx = store
                 .pool
                 .begin()
                 .await
                 .map_err(db("starting a transaction"))?;
-            let n = Self::size(&mut tx).await?;
-            self.refresh(&mut cache, &mut tx, n).await?;
-            let new = stored_hashes(n, text.as_bytes(), &*cache)
-                .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
-            let inserted = sqlx::query(
-                "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
-            )
-            .bind(n as i64)
-            .bind(&statement.thread_id)
-            .bind(statement.seq as i64)
-            .bind(&statement.head_hash)
-            .bind(i64::from(statement.deleted))
-            .bind(&note)
-            .bind(crate::app::now_ms() as i64)
-            .execute(&mut *tx)
-            .await;
-            if inserted.is_err() {
-                // Another replica took index n: read what it wrote and try the next one.
-                let _ = tx.rollback().await;
-                continue;
+            let mut appender = self.appender().await;
+            match appender.push(&mut tx, statement, &note).await {
+                Ok(n) => {
+                    tx.commit().await.map_err(db("committing a log leaf"))?;
+                    appender.committed();
+                    return Ok(n);
+                }
+                Err(AppendError::Taken) => {
+                    let _ = tx.rollback().await;
+                }
+                Err(AppendError::Failed(e)) => return Err(e),
             }
-            let first = stored_hash_index(0, n);
-            for (i, h) in new.iter().enumerate() {
-                sqlx::query("INSERT INTO log_hashes (idx, hash) VALUES ($1, $2)")
-                    .bind((first + i as u64) as i64)
-                    .bind(h.to_string())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db("storing log hashes"))?;
-            }
-            tx.commit().await.map_err(db("committing a log leaf"))?;
-            if cache.0.len() as u64 == first {
-                cache.0.extend(new);
-            }
-            return Ok(n);
         }
-        Err(AuditLogError::Db(
-            "could not append to the log after 50 tries".into(),
-        ))
+        Err(AppendError::exhausted())
+    }
+
+    /// Appends leaves inside a caller's transaction: hold the returned appender until the
+    /// transaction is committed (then call [`LogAppender::committed`]) or rolled back.
+    pub async fn appender(&self) -> LogAppender<'_> {
+        LogAppender {
+            log: self,
+            cache: self.hashes.lock().await,
+            next: None,
+            pending: Vec::new(),
+        }
     }
 
     /// The current signed checkpoint (C2SP tlog-checkpoint) and its size.

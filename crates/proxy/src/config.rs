@@ -497,6 +497,11 @@ pub struct StorageConfig {
     /// Their audit trails are kept (see `[audit] retention_days`).
     #[serde(default = "default_thread_ttl_secs")]
     pub thread_ttl_secs: u64,
+    /// SQLite's `synchronous`: `"full"` (default: every commit is on disk before an answer
+    /// leaves) or `"normal"` (a kill -9 loses nothing, a power loss can lose the last commits,
+    /// and answers already given with them). Ignored for PostgreSQL.
+    #[serde(default)]
+    pub sqlite_synchronous: crate::storage::SqliteSync,
 }
 
 impl Default for StorageConfig {
@@ -504,6 +509,7 @@ impl Default for StorageConfig {
         StorageConfig {
             url: default_storage_url(),
             thread_ttl_secs: default_thread_ttl_secs(),
+            sqlite_synchronous: crate::storage::SqliteSync::default(),
         }
     }
 }

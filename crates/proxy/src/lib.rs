@@ -12,6 +12,7 @@ pub mod bedrock;
 #[cfg(feature = "bedrock")]
 pub mod bedrock_policy;
 pub mod config;
+pub mod journal;
 pub mod keys;
 pub mod llm;
 pub mod metrics;

@@ -34,6 +34,9 @@ pub enum StorageError {
     /// The audit log failed.
     #[error("storage: audit log: {0}")]
     AuditLog(String),
+    /// A queued write (see `journal`) failed.
+    #[error("storage: {0}")]
+    Write(String),
     /// The URL is not one proofgate can use.
     #[error("storage: unsupported URL {0:?}: use sqlite://FILE or postgres://USER:PASS@HOST/DB")]
     UnsupportedUrl(String),
@@ -73,6 +76,31 @@ pub struct ThreadOwner {
     pub user: String,
 }
 
+/// Inserts or updates a thread's row.
+pub(crate) async fn upsert_thread(
+    conn: &mut sqlx::AnyConnection,
+    thread: &StoredThread,
+) -> Result<(), StorageError> {
+    sqlx::query(
+        "INSERT INTO threads (id, status, question, conversation_key, state, created_at, updated_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
+         conversation_key = excluded.conversation_key, state = excluded.state, \
+         updated_at = excluded.updated_at",
+    )
+    .bind(&thread.id)
+    .bind(&thread.status)
+    .bind(&thread.question)
+    .bind(thread.conversation_key.clone())
+    .bind(thread.state.to_string())
+    .bind(thread.created_at)
+    .bind(thread.updated_at)
+    .execute(&mut *conn)
+    .await
+    .map_err(db(format!("saving thread {}", thread.id)))?;
+    Ok(())
+}
+
 /// The store.
 #[derive(Clone)]
 pub struct Store {
@@ -80,12 +108,15 @@ pub struct Store {
 }
 
 /// How SQLite commits reach the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SqliteSync {
-    /// `synchronous = FULL` (what the server uses): every commit is on disk before it returns.
+    /// `synchronous = FULL` (the default): every commit is on disk before it returns.
+    #[default]
     Full,
-    /// `synchronous = NORMAL`: faster, but a power loss can drop the last commits. Only for
-    /// measuring what FULL costs (`just bench`); the server never uses it.
+    /// `synchronous = NORMAL`: a crash of the process loses nothing, but a power loss can drop
+    /// the last commits. An operator's choice (`[storage] sqlite_synchronous`), and what
+    /// `just bench` compares FULL with.
     Normal,
 }
 
@@ -113,8 +144,9 @@ impl Store {
         };
         let sqlite = url.starts_with("sqlite:");
         let pool = AnyPoolOptions::new()
-            // One writer for SQLite avoids "database is locked" under concurrent requests.
-            .max_connections(if sqlite { 1 } else { 10 })
+            // SQLite in WAL mode: readers run beside the one writer (the journal's group
+            // commits); other writers wait on the busy timeout rather than fail.
+            .max_connections(if sqlite { 4 } else { 10 })
             // Fail fast with a clear error rather than hanging a request or a start.
             .acquire_timeout(std::time::Duration::from_secs(5))
             .after_connect(move |conn, _| {
@@ -151,23 +183,7 @@ impl Store {
             .begin()
             .await
             .map_err(db("starting a transaction"))?;
-        sqlx::query(
-            "INSERT INTO threads (id, status, question, conversation_key, state, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7) \
-             ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
-             conversation_key = excluded.conversation_key, state = excluded.state, \
-             updated_at = excluded.updated_at",
-        )
-        .bind(&thread.id)
-        .bind(&thread.status)
-        .bind(&thread.question)
-        .bind(thread.conversation_key.clone())
-        .bind(thread.state.to_string())
-        .bind(thread.created_at)
-        .bind(thread.updated_at)
-        .execute(&mut *tx)
-        .await
-        .map_err(db(format!("saving thread {}", thread.id)))?;
+        upsert_thread(&mut tx, thread).await?;
         for (seq, record) in new_records {
             let seq = i64::try_from(*seq).unwrap_or(i64::MAX);
             sqlx::query("INSERT INTO audit_records (thread_id, seq, record) VALUES ($1, $2, $3)")
@@ -231,9 +247,11 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<StoredThread>, StorageError> {
         let rows = sqlx::query(
-            "SELECT t.* FROM threads t JOIN thread_owners o ON o.thread_id = t.id \
-             WHERE t.conversation_key = $1 AND t.status = $2 \
-             AND o.owner_key = $3 AND o.end_user = $4 \
+            // Found by the conversation's index, then the owner checked per row: joining on
+            // the owner first would scan every thread of that key (all of them with one key).
+            "SELECT t.* FROM threads t WHERE t.conversation_key = $1 AND t.status = $2 \
+             AND EXISTS (SELECT 1 FROM thread_owners o WHERE o.thread_id = t.id \
+             AND o.owner_key = $3 AND o.end_user = $4) \
              ORDER BY t.updated_at DESC LIMIT $5",
         )
         .bind(key)

@@ -4,7 +4,7 @@ use super::auth::Caller;
 use super::error::ApiError;
 use super::summary::proofgate_object;
 use crate::app::{
-    drive_durably, from_stored, now_ms, persist, App, DurableDriveError, FailedCall, Waits,
+    drive_durably, from_stored, now_ms, App, DurableDriveError, FailedCall, Saver, Waits,
 };
 use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
@@ -255,7 +255,7 @@ pub(crate) async fn answer_chat(
     let owner = caller.owner(end_user(req));
     let mut native = None;
 
-    let (mut thread, upstream, effect, mut saved) =
+    let (mut thread, upstream, effect, saved) =
         match resumable(app, caller, req, headers).await.map_err(fail)? {
             Some((mut t, saved)) => {
                 let text = req.question.trim();
@@ -277,17 +277,18 @@ pub(crate) async fn answer_chat(
                     .await
                     .map_err(fail)?;
                 native = reply;
-                // Recorded before the thread's first save: no saved thread lacks an owner.
-                app.store
-                    .set_owner(t.id(), &owner, i64::try_from(now_ms()).unwrap_or(i64::MAX))
-                    .await
-                    .map_err(|e| fail(e.into()))?;
                 let effect = t.start();
                 (t, Some(upstream), effect, 0)
             }
         };
-    // Each step is saved (and its head signed and logged) before the loop goes on.
-    let effect = drive_durably(app, &mut thread, effect, waits, &mut saved)
+    // Each step is written (and its head signed and logged) ahead of the call it asks for;
+    // nothing is answered before every write is durable.
+    let mut saver = Saver::new(saved);
+    if upstream.is_some() {
+        // Recorded with the thread's first save: no saved thread lacks an owner.
+        saver.owned_by(owner.clone());
+    }
+    let effect = drive_durably(app, &mut thread, effect, waits, &mut saver)
         .await
         .map_err(|e| {
             fail(match e {
@@ -299,7 +300,8 @@ pub(crate) async fn answer_chat(
 
     if let Effect::Finish(outcome) = &effect {
         if outcome.status == OutcomeStatus::ToolCall {
-            persist(app, &thread, saved, None)
+            saver
+                .finish(app, &thread, None)
                 .await
                 .map_err(|e| fail(e.into()))?;
             let verdict = outcome.status.as_str().to_string();
@@ -326,7 +328,8 @@ pub(crate) async fn answer_chat(
                 OutcomeStatus::Error => {
                     let reason = outcome.reason.clone().unwrap_or_default();
                     {
-                        persist(app, &thread, saved, None)
+                        saver
+                            .finish(app, &thread, None)
                             .await
                             .map_err(|e| fail(e.into()))?;
                         let (status, code) = match waits.failed {
@@ -374,7 +377,8 @@ pub(crate) async fn answer_chat(
             )))
         }
     };
-    persist(app, &thread, saved, key)
+    saver
+        .finish(app, &thread, key)
         .await
         .map_err(|e| fail(e.into()))?;
     app.metrics.verdict(&verdict, thread.iterations());

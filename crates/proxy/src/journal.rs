@@ -1,0 +1,246 @@
+//! Group commit for threads, audit records and log leaves. Every write of the chat path goes to
+//! one writer task, which commits whatever is queued in one transaction: with
+//! `synchronous = FULL` that is one `fsync` for all the requests waiting, not one per step and
+//! request. A write is durable when its [`Pending`] resolves; nothing is answered before.
+
+use crate::audit_log::{AppendError, TransparencyLog};
+use crate::storage::{StorageError, Store, StoredThread, ThreadOwner};
+use proofgate_core::audit::transparency::LogStatement;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// At most this many writes per transaction (a bound on the statement's size and the time a
+/// transaction holds SQLite's write lock).
+const MAX_BATCH: usize = 256;
+/// Writes waiting for the writer; more wait for room (backpressure, not memory).
+const QUEUE: usize = 4096;
+/// Rows per multi-row INSERT (3 parameters each, under SQLite's 999 of old versions).
+const ROWS_PER_INSERT: usize = 300;
+
+/// One step's writes, stored atomically (alone or with others).
+#[derive(Debug, Default)]
+pub struct Write {
+    /// Who the thread belongs to (thread id, owner, time): recorded once, the first owner stays.
+    pub owner: Option<(String, ThreadOwner, i64)>,
+    /// The thread's state.
+    pub thread: Option<StoredThread>,
+    /// New audit records of that thread: (seq, JSON).
+    pub records: Vec<(u64, String)>,
+    /// Signed log statements (statement, its signed note) to append as leaves.
+    pub leaves: Vec<(LogStatement, String)>,
+}
+
+impl Write {
+    fn is_empty(&self) -> bool {
+        self.owner.is_none()
+            && self.thread.is_none()
+            && self.records.is_empty()
+            && self.leaves.is_empty()
+    }
+}
+
+type Done = oneshot::Sender<Result<(), Arc<str>>>;
+
+/// The queue to the writer task.
+#[derive(Clone)]
+pub struct Journal {
+    queue: mpsc::Sender<(Write, Done)>,
+}
+
+/// A submitted write; resolves once it is committed (or failed).
+pub struct Pending(oneshot::Receiver<Result<(), Arc<str>>>);
+
+impl Pending {
+    /// Waits until the write is durable.
+    pub async fn wait(self) -> Result<(), StorageError> {
+        match self.0.await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(StorageError::Write(e.to_string())),
+            Err(_) => Err(StorageError::Write("the writer stopped".into())),
+        }
+    }
+
+    /// `Some(result)` when the write has finished, `None` while it is queued or in progress.
+    pub fn poll_done(&mut self) -> Option<Result<(), StorageError>> {
+        match self.0.try_recv() {
+            Ok(Ok(())) => Some(Ok(())),
+            Ok(Err(e)) => Some(Err(StorageError::Write(e.to_string()))),
+            Err(oneshot::error::TryRecvError::Empty) => None,
+            Err(oneshot::error::TryRecvError::Closed) => {
+                Some(Err(StorageError::Write("the writer stopped".into())))
+            }
+        }
+    }
+}
+
+impl Journal {
+    /// Starts the writer task on `store`, appending leaves to `log`.
+    pub fn start(store: Store, log: Arc<TransparencyLog>) -> Journal {
+        let (queue, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(writer(store, log, rx));
+        Journal { queue }
+    }
+
+    /// Queues `write`; it is stored after every write queued before it.
+    pub async fn submit(&self, write: Write) -> Pending {
+        let (done, rx) = oneshot::channel();
+        if write.is_empty() {
+            let _ = done.send(Ok(()));
+        } else if let Err(mpsc::error::SendError((_, done))) = self.queue.send((write, done)).await
+        {
+            let _ = done.send(Err("the writer stopped".into()));
+        }
+        Pending(rx)
+    }
+
+    /// Stores `write` and waits until it is durable.
+    pub async fn write(&self, write: Write) -> Result<(), StorageError> {
+        self.submit(write).await.wait().await
+    }
+}
+
+async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<(Write, Done)>) {
+    let mut batch: Vec<(Write, Done)> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let writes: Vec<&Write> = batch.iter().map(|(w, _)| w).collect();
+        match commit(&store, &log, &writes).await {
+            Ok(()) => {
+                for (_, done) in batch.drain(..) {
+                    let _ = done.send(Ok(()));
+                }
+            }
+            // One bad write must not fail the others: store them one by one.
+            Err(_) if batch.len() > 1 => {
+                for (w, done) in batch.drain(..) {
+                    let result = commit(&store, &log, &[&w]).await;
+                    let _ = done.send(result.map_err(|e| Arc::from(e.to_string())));
+                }
+            }
+            Err(e) => {
+                tracing::error!("storing a step failed: {e}");
+                let e: Arc<str> = Arc::from(e.to_string());
+                for (_, done) in batch.drain(..) {
+                    let _ = done.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// Commits `writes` in one transaction, retrying when another replica took a log index.
+async fn commit(
+    store: &Store,
+    log: &TransparencyLog,
+    writes: &[&Write],
+) -> Result<(), StorageError> {
+    for _ in 0..50 {
+        let mut tx = store
+            .pool
+            .begin()
+            .await
+            .map_err(crate::storage::db("starting a transaction"))?;
+        let mut appender = log.appender().await;
+        match store_all(&mut tx, &mut appender, writes).await {
+            Ok(()) => {
+                tx.commit()
+                    .await
+                    .map_err(crate::storage::db("committing"))?;
+                appender.committed();
+                return Ok(());
+            }
+            Err(Retry::Taken) => {
+                let _ = tx.rollback().await;
+            }
+            Err(Retry::Failed(e)) => {
+                let _ = tx.rollback().await;
+                return Err(e);
+            }
+        }
+    }
+    Err(StorageError::AuditLog(AppendError::exhausted().to_string()))
+}
+
+enum Retry {
+    Taken,
+    Failed(StorageError),
+}
+
+impl From<StorageError> for Retry {
+    fn from(e: StorageError) -> Retry {
+        Retry::Failed(e)
+    }
+}
+
+async fn store_all(
+    conn: &mut sqlx::AnyConnection,
+    appender: &mut crate::audit_log::LogAppender<'_>,
+    writes: &[&Write],
+) -> Result<(), Retry> {
+    for (id, owner, at) in writes.iter().filter_map(|w| w.owner.as_ref()) {
+        sqlx::query(
+            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
+        )
+        .bind(id)
+        .bind(&owner.key)
+        .bind(&owner.user)
+        .bind(at)
+        .execute(&mut *conn)
+        .await
+        .map_err(crate::storage::db(format!(
+            "recording the owner of thread {id}"
+        )))?;
+    }
+    // A thread's state: only the newest of the batch is stored (each replaces the last).
+    let mut newest: Vec<&StoredThread> = Vec::new();
+    for t in writes.iter().filter_map(|w| w.thread.as_ref()) {
+        match newest.iter_mut().find(|n| n.id == t.id) {
+            Some(n) => *n = t,
+            None => newest.push(t),
+        }
+    }
+    for thread in newest {
+        crate::storage::upsert_thread(conn, thread).await?;
+    }
+    let records: Vec<(&str, u64, &str)> = writes
+        .iter()
+        .filter_map(|w| w.thread.as_ref().map(|t| (t.id.as_str(), &w.records)))
+        .flat_map(|(id, rs)| rs.iter().map(move |(seq, r)| (id, *seq, r.as_str())))
+        .collect();
+    for chunk in records.chunks(ROWS_PER_INSERT) {
+        let mut sql = String::from("INSERT INTO audit_records (thread_id, seq, record) VALUES ");
+        for i in 0..chunk.len() {
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
+        }
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (id, seq, record) in chunk {
+            q = q
+                .bind(*id)
+                .bind(i64::try_from(*seq).unwrap_or(i64::MAX))
+                .bind(*record);
+        }
+        q.execute(&mut *conn)
+            .await
+            .map_err(crate::storage::db("appending audit records"))?;
+    }
+    for (statement, note) in writes.iter().flat_map(|w| w.leaves.iter()) {
+        match appender.push(conn, statement, note).await {
+            Ok(_) => {}
+            Err(AppendError::Taken) => return Err(Retry::Taken),
+            Err(AppendError::Failed(e)) => {
+                return Err(Retry::Failed(StorageError::AuditLog(e.to_string())))
+            }
+        }
+    }
+    Ok(())
+}
