@@ -170,12 +170,34 @@ async fn invalid_answer_is_rewritten_to_valid() {
         .iter()
         .rfind(|r| r.kind.as_str() == "VALIDATED")
         .unwrap();
-    let check = &validated.body["evidence"]["checks"][0]["checks"][1];
+    let evidence = &validated.body["evidence"];
+    let check = &evidence["checks"][0]["checks"][1];
     assert_eq!(check["expected"], "unsat");
-    assert!(check["script"]
+    // The policy is recorded once per version (its content hash), not in every check: the
+    // check holds its own part, and the policy's preamble completes it.
+    assert_eq!(check["afterPolicy"], true);
+    assert!(!check["script"]
         .as_str()
         .unwrap()
         .contains("(declare-const customerAge Int)"));
+    let policy = proofgate_core::policy::PolicyModel::from_definition(
+        proofgate_core::policy::PolicyDefinition::from_json(
+            &std::fs::read_to_string(
+                scripted::repo_root().join("examples/policies/park-admission.json"),
+            )
+            .unwrap(),
+        )
+        .unwrap(),
+        None,
+    )
+    .unwrap();
+    let recorded: proofgate_core::policy::smtlib::SolverCheck =
+        serde_json::from_value(check.clone()).unwrap();
+    let script = policy
+        .full_script(&recorded, evidence["policyContentHash"].as_str())
+        .unwrap();
+    assert!(script.contains("(declare-const customerAge Int)"));
+    assert!(script.ends_with("(check-sat)\n"));
 }
 
 #[tokio::test]
