@@ -244,3 +244,105 @@ async fn store_all(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit_log::AuditKey;
+
+    /// SQLite, and PostgreSQL when `PROOFGATE_TEST_POSTGRES_URL` is set.
+    async fn journals(name: &str) -> Vec<(Journal, Store, Arc<TransparencyLog>)> {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut urls = vec![format!("sqlite://{}", dir.join("j.sqlite").display())];
+        urls.extend(std::env::var("PROOFGATE_TEST_POSTGRES_URL").ok());
+        let mut out = Vec::new();
+        for url in urls {
+            let store = Store::connect(&url).await.unwrap();
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+            out.push((Journal::start(store.clone(), log.clone()), store, log));
+        }
+        out
+    }
+
+    fn step(log: &TransparencyLog, thread: &str, seqs: std::ops::Range<u64>) -> Write {
+        let statement = LogStatement {
+            deleted: false,
+            thread_id: thread.into(),
+            seq: seqs.end - 1,
+            head_hash: format!("hash-{thread}-{}", seqs.end - 1),
+        };
+        let note = log.key().sign(&statement.text()).unwrap();
+        Write {
+            owner: None,
+            thread: Some(StoredThread {
+                id: thread.into(),
+                status: "processing".into(),
+                question: "Q?".into(),
+                conversation_key: None,
+                state: serde_json::json!({"step": seqs.end}),
+                created_at: 1,
+                updated_at: 1,
+            }),
+            records: seqs.map(|s| (s, format!("{{\"seq\":{s}}}"))).collect(),
+            leaves: vec![(statement, note)],
+        }
+    }
+
+    #[tokio::test]
+    async fn concurrent_writes_are_all_stored_with_one_leaf_each() {
+        for (journal, store, log) in journals("concurrent").await {
+            let (_, before) = log.checkpoint(&store).await.unwrap();
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let mut tasks = Vec::new();
+            for i in 0..40 {
+                let (journal, log, id) = (journal.clone(), log.clone(), format!("{run}-{i}"));
+                tasks.push(tokio::spawn(async move {
+                    // Two steps queued back to back, waited for together (as a request does).
+                    let a = journal.submit(step(&log, &id, 0..2)).await;
+                    let b = journal.submit(step(&log, &id, 2..3)).await;
+                    a.wait().await.and(b.wait().await)
+                }));
+            }
+            for t in tasks {
+                t.await.unwrap().unwrap();
+            }
+            for i in 0..40 {
+                let id = format!("{run}-{i}");
+                assert_eq!(store.audit_trail(&id).await.unwrap().len(), 3);
+                let t = store.thread(&id).await.unwrap().unwrap();
+                assert_eq!(t.state["step"], 3, "the newest state wins");
+            }
+            let (_, after) = log.checkpoint(&store).await.unwrap();
+            assert_eq!(after - before, 80, "one leaf per step");
+            // Every leaf is in the tree the checkpoint signs.
+            for i in before..after {
+                log.inclusion(&store, i, after).await.unwrap();
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_fails_alone() {
+        for (journal, store, log) in journals("failing").await {
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let dup = format!("{run}-dup");
+            journal.write(step(&log, &dup, 0..2)).await.unwrap();
+            // Queued together: a record that already exists, and good writes around it.
+            let good1 = journal.submit(step(&log, &format!("{run}-a"), 0..1)).await;
+            let bad = journal.submit(step(&log, &dup, 1..2)).await;
+            let good2 = journal.submit(step(&log, &format!("{run}-b"), 0..1)).await;
+            let err = bad.wait().await.unwrap_err().to_string();
+            assert!(err.contains("audit records"), "{err}");
+            good1.wait().await.unwrap();
+            good2.wait().await.unwrap();
+            assert_eq!(store.audit_trail(&dup).await.unwrap().len(), 2);
+            assert_eq!(
+                store.audit_trail(&format!("{run}-b")).await.unwrap().len(),
+                1
+            );
+        }
+    }
+}
