@@ -620,10 +620,7 @@ pub fn status_of(thread: &Thread) -> &'static str {
 
 /// The thread as stored: its JSON without the audit trail, which lives in its own table.
 pub fn to_stored(thread: &Thread, conversation_key: Option<String>) -> StoredThread {
-    let mut state = serde_json::to_value(thread).unwrap_or(Value::Null);
-    if let Some(obj) = state.as_object_mut() {
-        obj.remove("auditTrail");
-    }
+    let state = thread.to_json_without_trail().unwrap_or(Value::Null);
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
     StoredThread {
         id: thread.id().to_string(),

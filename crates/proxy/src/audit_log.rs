@@ -223,7 +223,18 @@ impl LogAppender<'_> {
         statement: &LogStatement,
         note: &str,
     ) -> Result<u64, AppendError> {
-        let n = match self.next {
+        let first = self.push_all(conn, &[(statement, note)]).await?;
+        Ok(first)
+    }
+
+    /// Appends the signed statements as the next leaves, in order, with one INSERT for the
+    /// leaves and one for their stored hashes; returns the first leaf's index.
+    pub async fn push_all(
+        &mut self,
+        conn: &mut sqlx::AnyConnection,
+        leaves: &[(&LogStatement, &str)],
+    ) -> Result<u64, AppendError> {
+        let start = match self.next {
             Some(n) => n,
             None => {
                 let n = TransparencyLog::size(conn)
@@ -238,44 +249,62 @@ impl LogAppender<'_> {
                 n
             }
         };
-        let text = statement.text();
-        let new = stored_hashes(n, text.as_bytes(), &WithPending(&self.cache, &self.pending))
+        let mut hash_rows: Vec<(u64, String)> = Vec::new();
+        let mut n = start;
+        for (statement, _) in leaves {
+            let new = stored_hashes(
+                n,
+                statement.text().as_bytes(),
+                &WithPending(&self.cache, &self.pending),
+            )
             .map_err(|e| AppendError::Failed(AuditLogError::Tlog(e.to_string())))?;
-        let inserted = sqlx::query(
-            "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
-        )
-        .bind(n as i64)
-        .bind(&statement.thread_id)
-        .bind(statement.seq as i64)
-        .bind(&statement.head_hash)
-        .bind(i64::from(statement.deleted))
-        .bind(note)
-        .bind(crate::app::now_ms() as i64)
-        .execute(&mut *conn)
-        .await;
-        if inserted.is_err() {
-            // Another replica took index n (or the database is busy): the caller rolls back.
-            return Err(AppendError::Taken);
+            let first = stored_hash_index(0, n);
+            hash_rows.extend(
+                new.iter()
+                    .enumerate()
+                    .map(|(i, h)| (first + i as u64, h.to_string())),
+            );
+            self.pending.extend(new);
+            n += 1;
         }
-        let first = stored_hash_index(0, n);
-        let mut sql = String::from("INSERT INTO log_hashes (idx, hash) VALUES ");
-        for i in 0..new.len() {
-            if i > 0 {
-                sql.push_str(", ");
+        let at = crate::app::now_ms() as i64;
+        for (c, chunk) in leaves.chunks(100).enumerate() {
+            let sql = format!(
+                "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) VALUES {}",
+                values_placeholders(chunk.len(), 7)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (i, (statement, note)) in chunk.iter().enumerate() {
+                q = q
+                    .bind((start + (c * 100 + i) as u64) as i64)
+                    .bind(&statement.thread_id)
+                    .bind(statement.seq as i64)
+                    .bind(&statement.head_hash)
+                    .bind(i64::from(statement.deleted))
+                    .bind(*note)
+                    .bind(at);
             }
-            sql.push_str(&format!("(${}, ${})", 2 * i + 1, 2 * i + 2));
+            if q.execute(&mut *conn).await.is_err() {
+                // Another replica took an index (or the database is busy): the caller rolls
+                // back and tries again.
+                return Err(AppendError::Taken);
+            }
         }
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (i, h) in new.iter().enumerate() {
-            q = q.bind((first + i as u64) as i64).bind(h.to_string());
+        for chunk in hash_rows.chunks(400) {
+            let sql = format!(
+                "INSERT INTO log_hashes (idx, hash) VALUES {}",
+                values_placeholders(chunk.len(), 2)
+            );
+            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (idx, h) in chunk {
+                q = q.bind(*idx as i64).bind(h.as_str());
+            }
+            q.execute(&mut *conn).await.map_err(|e| {
+                AppendError::Failed(AuditLogError::Db(format!("storing log hashes: {e}")))
+            })?;
         }
-        q.execute(&mut *conn).await.map_err(|e| {
-            AppendError::Failed(AuditLogError::Db(format!("storing log hashes: {e}")))
-        })?;
-        self.pending.extend(new);
-        self.next = Some(n + 1);
-        Ok(n)
+        self.next = Some(n);
+        Ok(start)
     }
 
     /// The transaction committed: its hashes join the cache.
@@ -283,6 +312,23 @@ impl LogAppender<'_> {
         let pending = std::mem::take(&mut self.pending);
         self.cache.0.extend(pending);
     }
+}
+
+/// `($1, $2, ...), (...)`: `rows` groups of `cols` numbered placeholders (both drivers
+/// accept `$N`).
+pub(crate) fn values_placeholders(rows: usize, cols: usize) -> String {
+    let mut out = String::new();
+    for r in 0..rows {
+        out.push_str(if r == 0 { "(" } else { ", (" });
+        for c in 0..cols {
+            if c > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&format!("${}", r * cols + c + 1));
+        }
+        out.push(')');
+    }
+    out
 }
 
 /// The append-only log.

@@ -3,7 +3,7 @@
 //! `synchronous = FULL` that is one `fsync` for all the requests waiting, not one per step and
 //! request. A write is durable when its [`Pending`] resolves; nothing is answered before.
 
-use crate::audit_log::{AppendError, TransparencyLog};
+use crate::audit_log::{values_placeholders, AppendError, TransparencyLog};
 use crate::storage::{StorageError, Store, StoredThread, ThreadOwner};
 use proofgate_core::audit::transparency::LogStatement;
 use std::sync::Arc;
@@ -14,7 +14,8 @@ use tokio::sync::{mpsc, oneshot};
 const MAX_BATCH: usize = 256;
 /// Writes waiting for the writer; more wait for room (backpressure, not memory).
 const QUEUE: usize = 4096;
-/// Rows per multi-row INSERT (3 parameters each, under SQLite's 999 of old versions).
+/// Rows per multi-row INSERT of 3 columns (fewer for wider rows): under the 999 parameters
+/// of old SQLite versions.
 const ROWS_PER_INSERT: usize = 300;
 
 /// One step's writes, stored atomically (alone or with others).
@@ -183,20 +184,20 @@ async fn store_all(
     appender: &mut crate::audit_log::LogAppender<'_>,
     writes: &[&Write],
 ) -> Result<(), Retry> {
-    for (id, owner, at) in writes.iter().filter_map(|w| w.owner.as_ref()) {
-        sqlx::query(
-            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (thread_id) DO NOTHING",
-        )
-        .bind(id)
-        .bind(&owner.key)
-        .bind(&owner.user)
-        .bind(at)
-        .execute(&mut *conn)
-        .await
-        .map_err(crate::storage::db(format!(
-            "recording the owner of thread {id}"
-        )))?;
+    let owners: Vec<_> = writes.iter().filter_map(|w| w.owner.as_ref()).collect();
+    for chunk in owners.chunks(ROWS_PER_INSERT * 3 / 4) {
+        let sql = format!(
+            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at) VALUES {} \
+             ON CONFLICT (thread_id) DO NOTHING",
+            values_placeholders(chunk.len(), 4)
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (id, owner, at) in chunk {
+            q = q.bind(id).bind(&owner.key).bind(&owner.user).bind(at);
+        }
+        q.execute(&mut *conn)
+            .await
+            .map_err(crate::storage::db("recording thread owners"))?;
     }
     // A thread's state: only the newest of the batch is stored (each replaces the last).
     let mut newest: Vec<&StoredThread> = Vec::new();
@@ -206,8 +207,8 @@ async fn store_all(
             None => newest.push(t),
         }
     }
-    for thread in newest {
-        crate::storage::upsert_thread(conn, thread).await?;
+    for chunk in newest.chunks(ROWS_PER_INSERT / 3) {
+        crate::storage::upsert_threads(conn, chunk).await?;
     }
     let records: Vec<(&str, u64, &str)> = writes
         .iter()
@@ -215,13 +216,10 @@ async fn store_all(
         .flat_map(|(id, rs)| rs.iter().map(move |(seq, r)| (id, *seq, r.as_str())))
         .collect();
     for chunk in records.chunks(ROWS_PER_INSERT) {
-        let mut sql = String::from("INSERT INTO audit_records (thread_id, seq, record) VALUES ");
-        for i in 0..chunk.len() {
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            sql.push_str(&format!("(${}, ${}, ${})", 3 * i + 1, 3 * i + 2, 3 * i + 3));
-        }
+        let sql = format!(
+            "INSERT INTO audit_records (thread_id, seq, record) VALUES {}",
+            values_placeholders(chunk.len(), 3)
+        );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (id, seq, record) in chunk {
             q = q
@@ -233,8 +231,12 @@ async fn store_all(
             .await
             .map_err(crate::storage::db("appending audit records"))?;
     }
-    for (statement, note) in writes.iter().flat_map(|w| w.leaves.iter()) {
-        match appender.push(conn, statement, note).await {
+    let leaves: Vec<(&LogStatement, &str)> = writes
+        .iter()
+        .flat_map(|w| w.leaves.iter().map(|(s, n)| (s, n.as_str())))
+        .collect();
+    if !leaves.is_empty() {
+        match appender.push_all(conn, &leaves).await {
             Ok(_) => {}
             Err(AppendError::Taken) => return Err(Retry::Taken),
             Err(AppendError::Failed(e)) => {

@@ -81,23 +81,40 @@ pub(crate) async fn upsert_thread(
     conn: &mut sqlx::AnyConnection,
     thread: &StoredThread,
 ) -> Result<(), StorageError> {
-    sqlx::query(
+    upsert_threads(conn, &[thread]).await
+}
+
+/// Inserts or updates threads' rows (distinct ids) in one statement.
+pub(crate) async fn upsert_threads(
+    conn: &mut sqlx::AnyConnection,
+    threads: &[&StoredThread],
+) -> Result<(), StorageError> {
+    if threads.is_empty() {
+        return Ok(());
+    }
+    let sql = format!(
         "INSERT INTO threads (id, status, question, conversation_key, state, created_at, updated_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         VALUES {} \
          ON CONFLICT (id) DO UPDATE SET status = excluded.status, \
          conversation_key = excluded.conversation_key, state = excluded.state, \
          updated_at = excluded.updated_at",
-    )
-    .bind(&thread.id)
-    .bind(&thread.status)
-    .bind(&thread.question)
-    .bind(thread.conversation_key.clone())
-    .bind(thread.state.to_string())
-    .bind(thread.created_at)
-    .bind(thread.updated_at)
-    .execute(&mut *conn)
-    .await
-    .map_err(db(format!("saving thread {}", thread.id)))?;
+        crate::audit_log::values_placeholders(threads.len(), 7)
+    );
+    let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for thread in threads {
+        q = q
+            .bind(&thread.id)
+            .bind(&thread.status)
+            .bind(&thread.question)
+            .bind(thread.conversation_key.clone())
+            .bind(thread.state.to_string())
+            .bind(thread.created_at)
+            .bind(thread.updated_at);
+    }
+    q.execute(&mut *conn).await.map_err(db(match threads {
+        [one] => format!("saving thread {}", one.id),
+        _ => format!("saving {} threads", threads.len()),
+    }))?;
     Ok(())
 }
 

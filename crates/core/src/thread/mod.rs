@@ -403,6 +403,38 @@ impl Thread {
     pub fn clarifications(&self) -> &[ClarificationExchange] {
         &self.clarifications
     }
+    /// The thread's JSON without its audit trail (what a store keeps beside the records, so
+    /// that a save does not serialize the whole trail again): [`serde_json::to_value`] of the
+    /// thread minus `auditTrail`.
+    pub fn to_json_without_trail(&self) -> Result<Value, serde_json::Error> {
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WithoutTrail<'a> {
+            id: &'a str,
+            question: &'a str,
+            config: &'a ThreadConfig,
+            created_at: u64,
+            state: &'a ThreadState,
+            steps: &'a [Step],
+            clarifications: &'a [ClarificationExchange],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            conversation: &'a [ConversationTurn],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            app_request: &'a Option<Value>,
+        }
+        serde_json::to_value(WithoutTrail {
+            id: &self.id,
+            question: &self.question,
+            config: &self.config,
+            created_at: self.created_at,
+            state: &self.state,
+            steps: &self.steps,
+            clarifications: &self.clarifications,
+            conversation: &self.conversation,
+            app_request: &self.app_request,
+        })
+    }
+
     /// The audit trail: one record per input and per effect, hash-chained.
     pub fn audit_trail(&self) -> &[AuditRecord] {
         &self.audit_trail

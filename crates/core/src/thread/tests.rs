@@ -668,3 +668,26 @@ fn inputs_and_effects_round_trip_through_json() {
         .unwrap_err();
     assert!(err.to_string().contains("txt"), "{err}");
 }
+
+#[test]
+fn json_without_trail_is_the_thread_json_minus_the_trail() {
+    let (mut d, _) = Driver::new(config());
+    let check = |t: &Thread| {
+        let mut full = serde_json::to_value(t).unwrap();
+        full.as_object_mut().unwrap().remove("auditTrail");
+        assert_eq!(t.to_json_without_trail().unwrap(), full);
+    };
+    check(&d.t);
+    d.t.set_app_request(serde_json::json!({"model": "m", "messages": []}));
+    d.llm("You pay 10 dollars.");
+    check(&d.t);
+    d.validated(vec![valid(), invalid()]);
+    check(&d.t);
+    // And a stored thread read back from it (with the trail beside it) is the same thread.
+    let mut stored = d.t.to_json_without_trail().unwrap();
+    stored.as_object_mut().unwrap().insert(
+        "auditTrail".into(),
+        serde_json::to_value(d.t.audit_trail()).unwrap(),
+    );
+    assert_eq!(serde_json::from_value::<Thread>(stored).unwrap(), d.t);
+}
