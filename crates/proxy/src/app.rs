@@ -468,7 +468,12 @@ pub async fn drive_durably(
         if matches!(effect, Effect::AskUser { .. } | Effect::Finish(_)) {
             return Ok(effect);
         }
-        saver.save_soon(app, thread, None).await?;
+        // Waiting for translator replies already asked for starts no call: its records go
+        // with the next write.
+        let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
+        if starts_a_call {
+            saver.save_soon(app, thread, None).await?;
+        }
         let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await else {
             return Ok(effect);
         };

@@ -252,13 +252,16 @@ mod tests {
     use super::*;
     use crate::audit_log::AuditKey;
 
-    /// SQLite, and PostgreSQL when `PROOFGATE_TEST_POSTGRES_URL` is set.
+    /// SQLite only: the PostgreSQL database of a test run is shared, and leaves signed by a
+    /// test key would spoil its one log for the end-to-end tests that verify it whole
+    /// (`PROOFGATE_JOURNAL_TEST_POSTGRES_URL` runs these on a database of their own). The
+    /// replica tests exercise the journal on PostgreSQL.
     async fn journals(name: &str) -> Vec<(Journal, Store, Arc<TransparencyLog>)> {
         let dir = std::env::temp_dir().join(format!("pg-journal-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let mut urls = vec![format!("sqlite://{}", dir.join("j.sqlite").display())];
-        urls.extend(std::env::var("PROOFGATE_TEST_POSTGRES_URL").ok());
+        urls.extend(std::env::var("PROOFGATE_JOURNAL_TEST_POSTGRES_URL").ok());
         let mut out = Vec::new();
         for url in urls {
             let store = Store::connect(&url).await.unwrap();

@@ -164,6 +164,9 @@ impl Store {
             // SQLite in WAL mode: readers run beside the one writer (the journal's group
             // commits); other writers wait on the busy timeout rather than fail.
             .max_connections(if sqlite { 4 } else { 10 })
+            // A SQLite file cannot go stale under a pooled connection: skip the ping (a round
+            // trip to the connection's thread) on every acquire. A PostgreSQL server can.
+            .test_before_acquire(!sqlite)
             // Fail fast with a clear error rather than hanging a request or a start.
             .acquire_timeout(std::time::Duration::from_secs(5))
             .after_connect(move |conn, _| {
