@@ -105,6 +105,14 @@ fn findings(model: &PolicyModel, k: usize, premises: &[String], claims: &[String
             if fl.is_empty() {
                 body.insert("trueVariables".into(), json!(names(&t)));
             }
+            // Which of several minimal rule sets (unsat cores) is reported is Z3's choice as
+            // well: with rules `b3` and `(not b4)`, each alone contradicts `b4, (not b3)`.
+            for rules in ["supportingRules", "contradictingRules"] {
+                if let Some(list) = body.get(rules).and_then(|r| r.as_array()) {
+                    let some = !list.is_empty();
+                    body.insert(rules.into(), json!(some));
+                }
+            }
             body.remove("claimsTrueScenario");
             body.remove("claimsFalseScenario");
             body.insert("differences".into(), json!(differences));
