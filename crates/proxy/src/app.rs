@@ -515,12 +515,17 @@ impl Saver {
         thread: &Thread,
         conversation_key: Option<String>,
     ) -> Result<(), crate::storage::StorageError> {
-        for p in &mut self.pending {
-            if let Some(Err(e)) = p.poll_done() {
-                return Err(e);
+        // One look at each write: a result is taken once, so a failure that arrives between
+        // two looks must not be dropped (a later write could then commit past the gap).
+        let mut still = Vec::with_capacity(self.pending.len());
+        for mut p in self.pending.drain(..) {
+            match p.poll_done() {
+                Some(Err(e)) => return Err(e),
+                Some(Ok(())) => {}
+                None => still.push(p),
             }
         }
-        self.pending.retain_mut(|p| p.poll_done().is_none());
+        self.pending = still;
         let write = step_write(app, thread, self.saved, conversation_key, self.owner.take())?;
         self.saved = thread.audit_trail().len();
         self.pending.push(app.journal.submit(write).await);
