@@ -84,10 +84,19 @@ pub(crate) struct LoadedRules {
     pub(crate) solver: Solver,
     /// Rule index -> its literal.
     literals: HashMap<usize, Bool>,
-    /// Literal (as text) -> rule index.
-    literal_index: HashMap<String, usize>,
+    /// Literal -> rule index.
+    literal_index: HashMap<Bool, usize>,
     /// Checks (`check_pair`) this solver has served.
     checks: std::cell::Cell<usize>,
+    /// Literals for the current check's assumptions (premises, claims, pins), kept from check
+    /// to check: each check's `l => formula` assertions go with its scope, and the literals
+    /// are used again by the next check. New constants in every check made a solver slower
+    /// with each check it served; the same few do not.
+    pool: RefCell<Vec<Bool>>,
+    /// How many of `pool` the current check has taken.
+    taken: std::cell::Cell<usize>,
+    /// Formula -> the literal standing for it in the current check (see `pin`).
+    pins: RefCell<HashMap<Bool, Bool>>,
 }
 
 impl LoadedRules {
@@ -99,7 +108,7 @@ impl LoadedRules {
             // Fresh constants cannot collide with policy variables, whatever they are named.
             let lit = Bool::fresh_const("rule");
             solver.assert(lit.implies(f));
-            literal_index.insert(lit.to_string(), i);
+            literal_index.insert(lit.clone(), i);
             literals.insert(i, lit);
         }
         LoadedRules {
@@ -107,7 +116,46 @@ impl LoadedRules {
             literals,
             literal_index,
             checks: Default::default(),
+            pool: Default::default(),
+            taken: Default::default(),
+            pins: Default::default(),
         }
+    }
+
+    /// A literal no assertion of the current check uses yet.
+    pub(crate) fn literal(&self) -> Bool {
+        let mut pool = self.pool.borrow_mut();
+        let i = self.taken.get();
+        self.taken.set(i + 1);
+        if i == pool.len() {
+            // Fresh constants cannot collide with policy variables, whatever they are named.
+            pool.push(Bool::fresh_const("lit"));
+        }
+        pool[i].clone()
+    }
+
+    /// A literal `l` with `l => f` asserted in the current check's scope, for use as an
+    /// assumption: the one made earlier in this check for the same formula, if any.
+    pub(crate) fn pin(&self, f: &Bool) -> Bool {
+        if let Some(l) = self.pins.borrow().get(f) {
+            return l.clone();
+        }
+        let l = self.literal();
+        self.solver.assert(l.implies(f));
+        self.pins.borrow_mut().insert(f.clone(), l.clone());
+        l
+    }
+
+    /// Opens a check's scope.
+    pub(crate) fn begin_check(&self) {
+        self.solver.push();
+    }
+
+    /// Closes it: its assertions go, and with them what its literals stood for.
+    pub(crate) fn end_check(&self) {
+        self.solver.pop(1);
+        self.pins.borrow_mut().clear();
+        self.taken.set(0);
     }
 }
 
@@ -329,7 +377,7 @@ impl<'m> Reasoner<'m> {
                 let core = solver
                     .get_unsat_core()
                     .iter()
-                    .filter_map(|l| loaded.literal_index.get(&l.to_string()).copied())
+                    .filter_map(|l| loaded.literal_index.get(l).copied())
                     .collect();
                 Outcome::Unsat(core)
             }
@@ -391,9 +439,9 @@ impl<'m> Reasoner<'m> {
         let slice = self.slice_for(premises, claims);
         let loaded = self.loaded_for(&slice.rules);
         let previous = self.active.replace(loaded.clone());
-        loaded.solver.push();
+        loaded.begin_check();
         let finding = self.decide(&slice, (&p, &c), (premises, claims), translation);
-        loaded.solver.pop(1);
+        loaded.end_check();
         self.active.replace(previous);
         finding
     }
@@ -412,12 +460,9 @@ impl<'m> Reasoner<'m> {
         (premises, claims): (&[CheckedStatementInput], &[CheckedStatementInput]),
         translation: Translation,
     ) -> Finding {
-        let (p_lit, c_lit, n_lit) = (
-            Bool::fresh_const("premises"),
-            Bool::fresh_const("claims"),
-            Bool::fresh_const("not_claims"),
-        );
-        let solver = &self.loaded().solver;
+        let loaded = self.loaded();
+        let (p_lit, c_lit, n_lit) = (loaded.literal(), loaded.literal(), loaded.literal());
+        let solver = &loaded.solver;
         solver.assert(p_lit.implies(p));
         solver.assert(c_lit.implies(c));
         solver.assert(n_lit.implies(c.not()));
@@ -646,6 +691,9 @@ pub(crate) fn new_solver(timeout_ms: u32) -> Solver {
     let solver = Solver::new();
     let mut params = Params::new();
     params.set_u32("timeout", timeout_ms);
+    // Models as the solver built them: compacting them (the default) costs about half of
+    // each model's extraction and changes no value a finding reads.
+    params.set_bool("model.compact", false);
     solver.set_params(&params);
     solver
 }

@@ -56,12 +56,10 @@ impl Reasoner<'_> {
         Instant::now() + Duration::from_millis(u64::from(self.options.timeout_ms))
     }
 
-    /// A fresh literal `l` with `l => f` asserted in the solver's current scope (the check's
-    /// push/pop removes it), for use as an assumption.
+    /// A literal `l` with `l => f` asserted in the check's scope (the check's end removes
+    /// it), for use as an assumption.
     fn pin(&self, f: &Bool) -> Bool {
-        let l = Bool::fresh_const("pin");
-        self.loaded().solver.assert(l.implies(f));
-        l
+        self.loaded().pin(f)
     }
 
     /// The slice's variables, in schema order.
@@ -580,7 +578,7 @@ mod tests {
                 let c = reasoner.vocab.formula(&model.check_statement(&claim).unwrap().expr).unwrap();
                 let slice = reasoner.full_slice();
                 let loaded = reasoner.loaded();
-                loaded.solver.push();
+                loaded.begin_check();
                 let (pl, cl, nl) = (Bool::fresh_const("p"), Bool::fresh_const("c"), Bool::fresh_const("n"));
                 loaded.solver.assert(pl.implies(&p));
                 loaded.solver.assert(cl.implies(&c));
@@ -593,7 +591,7 @@ mod tests {
                     }
                     _ => None,
                 };
-                loaded.solver.pop(1);
+                loaded.end_check();
                 let Some((simplest, closest)) = found else { return Ok(()) };
                 let hard: Vec<Bool> = reasoner.rule_formulas.clone();
                 let sat = |extra: &[Bool]| {
