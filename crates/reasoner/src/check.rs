@@ -101,7 +101,12 @@ pub(crate) struct LoadedRules {
 
 impl LoadedRules {
     fn new<'a>(timeout_ms: u32, rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
-        let solver = new_solver(timeout_ms);
+        // Calls on this solver are limited by the thread's watchdog (see `solve`).
+        let solver = if crate::watchdog::available() {
+            new_solver(None)
+        } else {
+            new_solver(Some(timeout_ms))
+        };
         let mut literals = HashMap::new();
         let mut literal_index = HashMap::new();
         for (i, f) in rules {
@@ -368,7 +373,8 @@ impl<'m> Reasoner<'m> {
         }
         assumptions.extend_from_slice(fixed);
         let solver = &loaded.solver;
-        match solver.check_assumptions(&assumptions) {
+        let limit = std::time::Duration::from_millis(u64::from(self.options.timeout_ms));
+        match crate::watchdog::limited(limit, || solver.check_assumptions(&assumptions)) {
             SatResult::Sat => match solver.get_model() {
                 Some(m) => Outcome::Sat(m),
                 None => Outcome::Unknown,
@@ -687,10 +693,14 @@ pub(crate) fn holds(model: &Model, f: &Bool) -> bool {
     model.eval(f, true).and_then(|b| b.as_bool()) == Some(true)
 }
 
-pub(crate) fn new_solver(timeout_ms: u32) -> Solver {
+/// A solver whose calls stop after `timeout_ms` (None: no limit of its own, for solvers whose
+/// calls go through `watchdog::limited`).
+pub(crate) fn new_solver(timeout_ms: impl Into<Option<u32>>) -> Solver {
     let solver = Solver::new();
     let mut params = Params::new();
-    params.set_u32("timeout", timeout_ms);
+    if let Some(timeout_ms) = timeout_ms.into() {
+        params.set_u32("timeout", timeout_ms);
+    }
     // Models as the solver built them: compacting them (the default) costs about half of
     // each model's extraction and changes no value a finding reads.
     params.set_bool("model.compact", false);

@@ -30,6 +30,7 @@ mod slice;
 mod testing;
 mod triviality;
 mod validate;
+mod watchdog;
 
 pub use cache::{CacheStats, FindingsCache, FindingsKey};
 pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
