@@ -100,13 +100,9 @@ pub(crate) struct LoadedRules {
 }
 
 impl LoadedRules {
-    fn new<'a>(timeout_ms: u32, rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
-        // Calls on this solver are limited by the thread's watchdog (see `solve`).
-        let solver = if crate::watchdog::available() {
-            new_solver(None)
-        } else {
-            new_solver(Some(timeout_ms))
-        };
+    fn new<'a>(rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
+        // No time limit of its own: `solve` limits each call (see `watchdog`).
+        let solver = new_solver(None);
         let mut literals = HashMap::new();
         let mut literal_index = HashMap::new();
         for (i, f) in rules {
@@ -184,10 +180,7 @@ impl<'m> Reasoner<'m> {
             })?;
             rule_formulas.push(f);
         }
-        let full = Rc::new(LoadedRules::new(
-            options.timeout_ms,
-            rule_formulas.iter().enumerate(),
-        ));
+        let full = Rc::new(LoadedRules::new(rule_formulas.iter().enumerate()));
         let names: Vec<String> = vocab.variables().iter().map(|(n, _)| n.clone()).collect();
         let components = Components::new(&names, model.rules().iter().map(|r| &r.expr));
         let bare = new_solver(options.timeout_ms);
@@ -328,7 +321,6 @@ impl<'m> Reasoner<'m> {
             return loaded;
         }
         let loaded = Rc::new(LoadedRules::new(
-            self.options.timeout_ms,
             rules.iter().map(|&i| (i, &self.rule_formulas[i])),
         ));
         if cache.len() >= SLICE_SOLVERS {
@@ -353,7 +345,6 @@ impl<'m> Reasoner<'m> {
                 r
             };
             Rc::new(LoadedRules::new(
-                self.options.timeout_ms,
                 rules.iter().map(|&i| (i, &self.rule_formulas[i])),
             ))
         })
@@ -374,7 +365,7 @@ impl<'m> Reasoner<'m> {
         assumptions.extend_from_slice(fixed);
         let solver = &loaded.solver;
         let limit = std::time::Duration::from_millis(u64::from(self.options.timeout_ms));
-        match crate::watchdog::limited(limit, || solver.check_assumptions(&assumptions)) {
+        match crate::watchdog::limited(solver, limit, || solver.check_assumptions(&assumptions)) {
             SatResult::Sat => match solver.get_model() {
                 Some(m) => Outcome::Sat(m),
                 None => Outcome::Unknown,
@@ -446,7 +437,9 @@ impl<'m> Reasoner<'m> {
         let loaded = self.loaded_for(&slice.rules);
         let previous = self.active.replace(loaded.clone());
         loaded.begin_check();
-        let finding = self.decide(&slice, (&p, &c), (premises, claims), translation);
+        let finding = crate::watchdog::watched(|| {
+            self.decide(&slice, (&p, &c), (premises, claims), translation)
+        });
         loaded.end_check();
         self.active.replace(previous);
         finding

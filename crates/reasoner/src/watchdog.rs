@@ -1,17 +1,22 @@
-//! Time limits for the solver calls of checks without Z3's per-call timer.
+//! Time limits for a check's solver calls without Z3's per-call timer.
 //!
-//! A solver with a `timeout` parameter starts and stops a timer for every call, which costs
-//! a wake-up of Z3's timer thread and a wait for it each time: tens of microseconds per call
-//! on a busy machine, with a check making about ten calls. Instead, each thread that checks
-//! has one watchdog thread: a call records its deadline (a lock, no wake-up), and the watchdog,
-//! sleeping until the earliest deadline it knows of, interrupts the thread's Z3 context when a
-//! call is still running past its deadline. The interrupted call answers unknown, exactly as
-//! a timed-out one. An interrupt reaches only a running call (Z3 ignores it otherwise), and
-//! is sent only while the call that overran has not ended (both sides hold the same lock).
+//! A solver with a `timeout` parameter starts and stops a timer for every call: a wake-up of
+//! Z3's timer thread and a wait for it each time, tens of microseconds per call on a busy
+//! machine, and a check makes about ten calls. Instead, a check runs with one watchdog thread
+//! (`watched`): each call records its deadline under a lock (no wake-up), and the watchdog,
+//! sleeping until the deadline it knows of, interrupts the thread's Z3 context when that call is
+//! still running past it. The interrupted call answers unknown, exactly as a timed-out one
+//! does. The interrupt is sent only while the overrunning call has not ended (both sides take
+//! the same lock), and Z3 ignores an interrupt when no call runs. The watchdog is a scoped
+//! thread: it ends with the check and borrows nothing beyond it.
+//!
+//! Calls made outside `watched` (or when its thread could not be started) are limited by the
+//! solver's `timeout` parameter, set for the call.
 
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::cell::RefCell;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-use z3::{Context, ContextHandle};
+use z3::{Context, ContextHandle, Params, Solver};
 
 #[derive(Default)]
 struct State {
@@ -19,7 +24,7 @@ struct State {
     deadline: Option<Instant>,
     /// The watchdog waits for a call to start (a new deadline must wake it).
     idle: bool,
-    /// The thread it watches has ended.
+    /// The check is over.
     closed: bool,
 }
 
@@ -35,39 +40,45 @@ impl Shared {
     }
 }
 
-/// The watchdog of the current thread.
-struct Watchdog {
-    shared: Arc<Shared>,
-}
-
 thread_local! {
-    static WATCHDOG: Option<Watchdog> = Watchdog::start();
+    /// The watchdog of the check running on this thread, if any.
+    static ACTIVE: RefCell<Option<std::sync::Arc<Shared>>> = const { RefCell::new(None) };
 }
 
-impl Watchdog {
-    fn start() -> Option<Watchdog> {
-        // The watchdog thread needs the context for as long as it runs: one reference to the
-        // thread's context is kept for good (the thread's own lasts as long as the thread).
-        let context: &'static Context = Box::leak(Box::new(Context::thread_local()));
-        let handle = context.handle();
-        let shared = Arc::new(Shared::default());
-        let theirs = shared.clone();
-        std::thread::Builder::new()
+/// Runs `check` with a watchdog for the solver calls it makes through `limited`.
+pub(crate) fn watched<T>(check: impl FnOnce() -> T) -> T {
+    let context = Context::thread_local();
+    let handle = context.handle();
+    let shared = std::sync::Arc::new(Shared::default());
+    std::thread::scope(|scope| {
+        let started = std::thread::Builder::new()
             .name("z3-watchdog".into())
-            .spawn(move || watch(&theirs, &handle))
-            .ok()?;
-        Some(Watchdog { shared })
-    }
+            .spawn_scoped(scope, || watch(&shared, &handle))
+            .is_ok();
+        let previous = started.then(|| ACTIVE.with(|a| a.replace(Some(shared.clone()))));
+        // Restores the previous watchdog and stops this one even if `check` panics.
+        struct Close<'a> {
+            shared: &'a Shared,
+            previous: Option<Option<std::sync::Arc<Shared>>>,
+        }
+        impl Drop for Close<'_> {
+            fn drop(&mut self) {
+                if let Some(previous) = self.previous.take() {
+                    ACTIVE.with(|a| *a.borrow_mut() = previous);
+                }
+                self.shared.lock().closed = true;
+                self.shared.wake.notify_one();
+            }
+        }
+        let _close = Close {
+            shared: &shared,
+            previous,
+        };
+        check()
+    })
 }
 
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        self.shared.lock().closed = true;
-        self.shared.wake.notify_one();
-    }
-}
-
-fn watch(shared: &Shared, handle: &ContextHandle<'static>) {
+fn watch(shared: &Shared, handle: &ContextHandle<'_>) {
     let mut state = shared.lock();
     loop {
         if state.closed {
@@ -103,30 +114,83 @@ fn watch(shared: &Shared, handle: &ContextHandle<'static>) {
     }
 }
 
-/// Whether solver calls on this thread are limited by the watchdog (else solvers need their
-/// `timeout` parameter).
-pub(crate) fn available() -> bool {
-    WATCHDOG.try_with(|w| w.is_some()).unwrap_or(false)
-}
-
-/// Runs `call` (one solver call on this thread's context), interrupted after `limit`. Without a
-/// watchdog it just runs it: the solver was then made with its own `timeout` (see `available`).
-pub(crate) fn limited<T>(limit: Duration, call: impl FnOnce() -> T) -> T {
-    let shared = WATCHDOG
-        .try_with(|w| w.as_ref().map(|w| w.shared.clone()))
-        .ok()
-        .flatten();
-    let Some(shared) = shared else {
-        return call();
-    };
-    {
-        let mut state = shared.lock();
-        state.deadline = Some(Instant::now() + limit);
-        if state.idle {
-            shared.wake.notify_one();
+/// Runs `call` (one call of `solver`, a solver without a `timeout` parameter of its own),
+/// stopped after `limit`: by the check's watchdog, or else by the solver's `timeout`
+/// parameter, set for this call only.
+pub(crate) fn limited<T>(solver: &Solver, limit: Duration, call: impl FnOnce() -> T) -> T {
+    match ACTIVE.with(|a| a.borrow().clone()) {
+        Some(shared) => {
+            {
+                let mut state = shared.lock();
+                state.deadline = Some(Instant::now() + limit);
+                if state.idle {
+                    shared.wake.notify_one();
+                }
+            }
+            let out = call();
+            shared.lock().deadline = None;
+            out
+        }
+        None => {
+            let ms = u32::try_from(limit.as_millis()).unwrap_or(u32::MAX).max(1);
+            set_timeout(solver, ms);
+            let out = call();
+            // u32::MAX: no timer (Z3's default).
+            set_timeout(solver, u32::MAX);
+            out
         }
     }
-    let out = call();
-    shared.lock().deadline = None;
-    out
+}
+
+fn set_timeout(solver: &Solver, ms: u32) {
+    let mut params = Params::new();
+    params.set_u32("timeout", ms);
+    solver.set_params(&params);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{limited, watched};
+    use std::time::{Duration, Instant};
+    use z3::ast::Int;
+    use z3::{SatResult, Solver};
+
+    /// x^3 + y^3 = z^3 over positive integers: Z3 does not settle it.
+    fn hard() -> Solver {
+        let s = Solver::new();
+        let (x, y, z) = (
+            Int::new_const("x"),
+            Int::new_const("y"),
+            Int::new_const("z"),
+        );
+        let cube = |v: &Int| Int::mul(&[v.clone(), v.clone(), v.clone()]);
+        s.assert(Int::add(&[cube(&x), cube(&y)]).eq(cube(&z)));
+        for v in [&x, &y, &z] {
+            s.assert(v.gt(Int::from_i64(0)));
+        }
+        s
+    }
+
+    #[test]
+    fn calls_stop_at_their_limit_with_or_without_the_watchdog() {
+        let limit = Duration::from_millis(50);
+        for with_watchdog in [true, false] {
+            let s = hard();
+            let start = Instant::now();
+            let call = || limited(&s, limit, || s.check());
+            let r = if with_watchdog { watched(call) } else { call() };
+            assert_eq!(r, SatResult::Unknown);
+            assert!(start.elapsed() < Duration::from_secs(2));
+            // Nothing is left behind: the next call runs to its answer.
+            let easy = Solver::new();
+            easy.assert(Int::new_const("w").gt(Int::from_i64(3)));
+            let again = || limited(&easy, limit, || easy.check());
+            let r = if with_watchdog {
+                watched(again)
+            } else {
+                again()
+            };
+            assert_eq!(r, SatResult::Sat);
+        }
+    }
 }
