@@ -450,9 +450,10 @@ pub enum DurableDriveError {
     Storage(#[from] crate::storage::StorageError),
 }
 
-/// Like [`drive`], writing each step ahead of the effect it asks for: before an LLM call or a
-/// validation, the thread's state and new records (with its signed head) are queued to the
-/// journal, which commits them while the call is in flight. A crash loses at most steps that
+/// Like [`drive`], writing each step ahead of the effect it asks for: once an LLM call or a
+/// validation has taken `[storage] write_ahead_after_ms`, the thread's state and new records
+/// (with its signed head) are queued to the journal, which commits them while the call is in
+/// flight (a faster call's step goes with the next write). A crash loses at most steps that
 /// nothing was answered from (the thread resumes from the last committed one); a failed write
 /// stops the loop. The terminal step (an answer, questions, an error) is the caller's to store
 /// with [`Saver::finish`], which waits until everything is durable, before anything is returned.
@@ -471,14 +472,43 @@ pub async fn drive_durably(
         // Waiting for translator replies already asked for starts no call: its records go
         // with the next write.
         let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
-        if starts_a_call {
-            saver.save_soon(app, thread, None).await?;
-        }
-        let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await else {
+        let call = perform(app, thread, &effect, waits, &mut in_flight);
+        let input = if starts_a_call {
+            written_ahead(app, thread, saver, call).await?
+        } else {
+            call.await
+        };
+        let Some(input) = input else {
             return Ok(effect);
         };
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
+    }
+}
+
+/// Awaits `call`, queueing the thread's step to the journal once the call has taken
+/// `[storage] write_ahead_after_ms`: a slow call (an LLM, a remote validator) is written ahead
+/// so that a crash during it resumes from this step, while a fast one leaves the step to the
+/// request's next write (one commit, one signed head) instead of waiting on a commit of its own.
+async fn written_ahead<T>(
+    app: &App,
+    thread: &Thread,
+    saver: &mut Saver,
+    call: impl std::future::Future<Output = T>,
+) -> Result<T, crate::storage::StorageError> {
+    let after = std::time::Duration::from_millis(app.config.storage.write_ahead_after_ms);
+    if after.is_zero() {
+        saver.save_soon(app, thread, None).await?;
+        return Ok(call.await);
+    }
+    let mut call = std::pin::pin!(call);
+    tokio::select! {
+        biased;
+        done = &mut call => Ok(done),
+        () = tokio::time::sleep(after) => {
+            saver.save_soon(app, thread, None).await?;
+            Ok(call.await)
+        }
     }
 }
 

@@ -502,6 +502,12 @@ pub struct StorageConfig {
     /// and answers already given with them). Ignored for PostgreSQL.
     #[serde(default)]
     pub sqlite_synchronous: crate::storage::SqliteSync,
+    /// A step is written ahead of the call it asks for once that call has taken this long
+    /// (0: always, at once). A crash during a longer call resumes from that step; a call that
+    /// returns sooner is written with the request's next write, so a fast request costs one
+    /// commit. Nothing is answered before every write of the request is durable either way.
+    #[serde(default = "default_write_ahead_after_ms")]
+    pub write_ahead_after_ms: u64,
 }
 
 impl Default for StorageConfig {
@@ -510,12 +516,16 @@ impl Default for StorageConfig {
             url: default_storage_url(),
             thread_ttl_secs: default_thread_ttl_secs(),
             sqlite_synchronous: crate::storage::SqliteSync::default(),
+            write_ahead_after_ms: default_write_ahead_after_ms(),
         }
     }
 }
 
 fn default_storage_url() -> String {
     "sqlite://proofgate.sqlite".into()
+}
+fn default_write_ahead_after_ms() -> u64 {
+    50
 }
 fn default_thread_ttl_secs() -> u64 {
     7 * 24 * 3_600

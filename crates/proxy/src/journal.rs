@@ -143,7 +143,7 @@ async fn commit(
 ) -> Result<(), StorageError> {
     for _ in 0..50 {
         let mut tx = store
-            .pool
+            .writer
             .begin()
             .await
             .map_err(crate::storage::db("starting a transaction"))?;

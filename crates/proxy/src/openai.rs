@@ -20,6 +20,10 @@ pub struct ChatRequest {
     /// Identifies the conversation before its last user message (to resume a thread that asked
     /// follow-up questions).
     pub conversation_before_last: String,
+    /// Whether an assistant message comes right before the last user message: only then can
+    /// the request answer a thread's follow-up questions (a waiting thread's conversation
+    /// always ends with its questions), so only then is a waiting thread looked up.
+    pub answers_assistant: bool,
 }
 
 /// A request the proxy cannot serve, with what was wrong.
@@ -106,6 +110,11 @@ impl ChatRequest {
                 .unwrap_or("")
                 .to_string(),
             conversation_before_last: conversation_key(&messages[..last_user_at]),
+            answers_assistant: messages[..last_user_at]
+                .last()
+                .and_then(|m| m.get("role"))
+                .and_then(Value::as_str)
+                == Some("assistant"),
             question,
             body,
         })
@@ -459,7 +468,20 @@ mod tests {
         ])))
         .unwrap();
         assert_eq!(next.conversation_before_last, stored);
+        assert!(next.answers_assistant);
         assert_ne!(conversation_key(&first), stored);
+        // Only a request answering an assistant turn can continue a waiting thread.
+        for messages in [
+            json!([{"role": "user", "content": "How much?"}]),
+            json!([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "How much?"}]),
+            json!([
+                {"role": "assistant", "content": "Hello"},
+                {"role": "user", "content": "How much?"},
+                {"role": "user", "content": "For a senior?"}
+            ]),
+        ] {
+            assert!(!ChatRequest::parse(req(messages)).unwrap().answers_assistant);
+        }
     }
 
     #[test]

@@ -122,6 +122,9 @@ pub(crate) async fn upsert_threads(
 #[derive(Clone)]
 pub struct Store {
     pub(crate) pool: AnyPool,
+    /// One connection for the journal's group commits: the only steady writer keeps its page
+    /// cache warm (a pooled connection's cache is dropped whenever another one wrote).
+    pub(crate) writer: AnyPool,
 }
 
 /// How SQLite commits reach the disk.
@@ -160,36 +163,51 @@ impl Store {
             return Err(StorageError::UnsupportedUrl(url.to_string()));
         };
         let sqlite = url.starts_with("sqlite:");
-        let pool = AnyPoolOptions::new()
-            // SQLite in WAL mode: readers run beside the one writer (the journal's group
-            // commits); other writers wait on the busy timeout rather than fail.
-            .max_connections(if sqlite { 4 } else { 10 })
-            // A SQLite file cannot go stale under a pooled connection: skip the ping (a round
-            // trip to the connection's thread) on every acquire. A PostgreSQL server can.
-            .test_before_acquire(!sqlite)
-            // Fail fast with a clear error rather than hanging a request or a start.
-            .acquire_timeout(std::time::Duration::from_secs(5))
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if sqlite {
-                        // WAL with synchronous=FULL: every commit (each step's audit records,
-                        // each log leaf) is on disk before the loop goes on, so a power loss
-                        // cannot drop a record whose effects were already returned.
-                        sqlx::Executor::execute(&mut *conn, "PRAGMA journal_mode = WAL").await?;
-                        let pragma = match sync {
-                            SqliteSync::Full => "PRAGMA synchronous = FULL",
-                            SqliteSync::Normal => "PRAGMA synchronous = NORMAL",
-                        };
-                        sqlx::Executor::execute(&mut *conn, pragma).await?;
-                    }
-                    Ok(())
+        let options = |connections: u32, cache_kib: i64| {
+            AnyPoolOptions::new()
+                // SQLite in WAL mode: readers run beside the one writer (the journal's group
+                // commits); other writers wait on the busy timeout rather than fail.
+                .max_connections(connections)
+                // A SQLite file cannot go stale under a pooled connection: skip the ping (a
+                // round trip to the connection's thread) on every acquire. A PostgreSQL
+                // server can.
+                .test_before_acquire(!sqlite)
+                // Fail fast with a clear error rather than hanging a request or a start.
+                .acquire_timeout(std::time::Duration::from_secs(5))
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        if sqlite {
+                            // WAL with synchronous=FULL: every commit (each step's audit
+                            // records, each log leaf) is on disk before the loop goes on, so a
+                            // power loss cannot drop a record whose effects were returned.
+                            let sync = match sync {
+                                SqliteSync::Full => "FULL",
+                                SqliteSync::Normal => "NORMAL",
+                            };
+                            // Statement journals in memory: an upsert of many rows would
+                            // otherwise create and unlink a temporary file per transaction.
+                            let pragmas = format!(
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; \
+                                 PRAGMA temp_store = MEMORY; PRAGMA cache_size = -{cache_kib}"
+                            );
+                            sqlx::Executor::execute(&mut *conn, sqlx::AssertSqlSafe(pragmas))
+                                .await?;
+                        }
+                        Ok(())
+                    })
                 })
-            })
+        };
+        let opening = || db(format!("opening {}", redact(&url)));
+        let pool = options(if sqlite { 4 } else { 10 }, 2_000)
             .connect(&url)
             .await
-            .map_err(db(format!("opening {}", redact(&url))))?;
+            .map_err(opening())?;
         sqlx::migrate!("./migrations").run(&pool).await?;
-        Ok(Store { pool })
+        let writer = options(1, 8 * 1024)
+            .connect(&url)
+            .await
+            .map_err(opening())?;
+        Ok(Store { pool, writer })
     }
 
     /// Saves the thread and appends its new audit records, atomically.

@@ -208,6 +208,8 @@ async fn resumable(
             }
             Some(t)
         }
+        // A first message, or one after the app's own turns: no thread asked it anything.
+        None if !req.answers_assistant => None,
         None => {
             let key = owned_conversation_key(&owner, &req.conversation_before_last);
             let mut waiting = app

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The local validator with every question distinct, beside the Bedrock path, in one run:
+# what the findings cache cannot hide. nginx (the shared harness's config) serves the upstream
+# answer and the fake ApplyGuardrail; the translators are `examples/echo_translator.rs`, which
+# translates the age in each question, so each request is a new check for Z3.
+#   bench/distinct-questions.sh [SECONDS]     (needs nginx, wrk, a release build)
+set -u
+root=$(cd "$(dirname "$0")/.." && pwd); secs=${1:-5}
+shared=${SHARED_BENCH:-$root/../shared/bench}
+target=${CARGO_TARGET_DIR:-$root/target}
+bin=$target/release/proofgate; echo_bin=$target/release/examples/echo_translator
+[ -x "$bin" ] && [ -x "$echo_bin" ] || { echo "build first: cargo build --release -p proofgate-proxy --example echo_translator --bin proofgate"; exit 1; }
+for port in 18090 18092 18100 18101; do
+  if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "port $port is in use: stop what listens there first"; exit 1; fi
+done
+w=$(mktemp -d); trap 'kill $(cat $w/*.pid 2>/dev/null) 2>/dev/null; sleep 1; kill -9 $(cat $w/*.pid 2>/dev/null) 2>/dev/null; rm -rf $w' EXIT
+cp "$shared/nginx-verify.conf" "$w/nginx.conf"
+nginx -p "$w" -c "$w/nginx.conf" || exit 1
+"$echo_bin" 127.0.0.1:18092 > $w/echo.log 2>&1 & echo $! > $w/echo.pid
+z3dir=$(python3 -c 'import z3,os;print(os.path.dirname(z3.__file__))')
+export LD_LIBRARY_PATH="$z3dir/lib:${LD_LIBRARY_PATH:-}" AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1
+export PROOFGATE_LIMITS__REQUESTS_PER_MINUTE=100000000 PROOFGATE_LIMITS__MAX_CONCURRENT_REQUESTS=4096
+common="[upstream]\nbase_url = \"http://127.0.0.1:18090/up/v1\"\nmodel = \"m\"\napi_key = \"sk-test\"\n[rewriter]\nbase_url = \"http://127.0.0.1:18090/up/v1\"\nmodel = \"m\"\n[auth]\nrequired = false\n"
+printf "$common[validator]\nkind = \"bedrock\"\n[validator.bedrock]\nguardrail_id = \"gr1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"http://127.0.0.1:18090\"\n[storage]\nurl = \"sqlite://$w/b.sqlite\"\n" > $w/b.toml
+trs=""; for i in 1 2 3; do trs="$trs[[validator.translators]]\nbase_url = \"http://127.0.0.1:18092/v1\"\nmodel = \"t$i\"\n"; done
+printf "$common[validator]\nkind = \"local\"\npolicy = \"$root/examples/policies/park-admission.json\"\n$trs[storage]\nurl = \"sqlite://$w/l.sqlite\"\n" > $w/l.toml
+(RUST_LOG=error exec "$bin" serve --config $w/b.toml --listen 127.0.0.1:18101 > $w/b.log 2>&1) & echo $! > $w/b.pid
+(RUST_LOG=error exec "$bin" serve --config $w/l.toml --listen 127.0.0.1:18100 > $w/l.log 2>&1) & echo $! > $w/l.pid
+sleep 2; for c in b l; do grep -q . $w/$c.log && { echo "== $c.log"; tail -5 $w/$c.log; }; done
+printf "%-28s %4s %10s %10s %10s\n" path c p50 p99 rps
+offset=$((RANDOM * 100000 + 66))
+for c in 1 16; do
+  for t in "proofgate-bedrock|18101|$shared/post-verify.lua" "proofgate-local-repeated|18100|$shared/post-verify.lua" "proofgate-local-distinct|18100|$root/bench/distinct.lua"; do
+    IFS='|' read -r name port script <<< "$t"
+    offset=$((offset + 10000000))
+    out=$(wrk -t1 -c$c -d${secs}s --latency -s "$script" "http://127.0.0.1:$port/v1/chat/completions" -- $offset 2>&1)
+    p50=$(echo "$out" | awk '/ 50%/{print $2}'); p99=$(echo "$out" | awk '/ 99%/{print $2}'); rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
+    non=$(echo "$out" | awk '/Non-2xx/{print $NF}')
+    printf "%-28s %4s %10s %10s %10s %s\n" "$name" "$c" "$p50" "$p99" "$rps" "${non:+non-2xx=$non}"
+  done
+done
