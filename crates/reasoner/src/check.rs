@@ -350,36 +350,52 @@ impl<'m> Reasoner<'m> {
         })
     }
 
-    /// Checks `with` (rule indices) together with the fixed assumption literals, in the
+    /// Checks `rules` (rule indices) together with the fixed assumption literals, in the
     /// current check's solver. A rule that solver does not hold makes the answer unknown
     /// (never a proof).
     pub(crate) fn solve(&self, rules: &[usize], fixed: &[Bool]) -> Outcome {
         let loaded = self.loaded();
+        match self.call(&loaded, rules, fixed) {
+            SatResult::Sat => match loaded.solver.get_model() {
+                Some(m) => Outcome::Sat(m),
+                None => Outcome::Unknown,
+            },
+            SatResult::Unsat => Outcome::Unsat(self.core(&loaded)),
+            SatResult::Unknown => Outcome::Unknown,
+        }
+    }
+
+    /// The rules of an unsat core of `rules` and `fixed` when they are proved unsatisfiable;
+    /// `None` when they are satisfiable or the solver cannot tell. Unlike `solve`, a model is
+    /// never read back (about half a million instructions each, for a model nobody reads).
+    pub(crate) fn refute(&self, rules: &[usize], fixed: &[Bool]) -> Option<Vec<usize>> {
+        let loaded = self.loaded();
+        (self.call(&loaded, rules, fixed) == SatResult::Unsat).then(|| self.core(&loaded))
+    }
+
+    /// One call of `loaded`'s solver, limited in time; unknown when a rule is not in it.
+    fn call(&self, loaded: &LoadedRules, rules: &[usize], fixed: &[Bool]) -> SatResult {
         let mut assumptions = Vec::with_capacity(rules.len() + fixed.len());
         for i in rules {
             match loaded.literals.get(i) {
                 Some(l) => assumptions.push(l.clone()),
-                None => return Outcome::Unknown,
+                None => return SatResult::Unknown,
             }
         }
         assumptions.extend_from_slice(fixed);
         let solver = &loaded.solver;
         let limit = std::time::Duration::from_millis(u64::from(self.options.timeout_ms));
-        match crate::watchdog::limited(solver, limit, || solver.check_assumptions(&assumptions)) {
-            SatResult::Sat => match solver.get_model() {
-                Some(m) => Outcome::Sat(m),
-                None => Outcome::Unknown,
-            },
-            SatResult::Unsat => {
-                let core = solver
-                    .get_unsat_core()
-                    .iter()
-                    .filter_map(|l| loaded.literal_index.get(l).copied())
-                    .collect();
-                Outcome::Unsat(core)
-            }
-            SatResult::Unknown => Outcome::Unknown,
-        }
+        crate::watchdog::limited(solver, limit, || solver.check_assumptions(&assumptions))
+    }
+
+    /// The rules in the unsat core of the last call of `loaded`'s solver.
+    fn core(&self, loaded: &LoadedRules) -> Vec<usize> {
+        loaded
+            .solver
+            .get_unsat_core()
+            .iter()
+            .filter_map(|l| loaded.literal_index.get(l).copied())
+            .collect()
     }
 
     /// Deletion-based minimisation: drops each rule of the core in turn and keeps the drop
@@ -393,8 +409,8 @@ impl<'m> Reasoner<'m> {
         while i < kept.len() {
             let mut candidate = kept.clone();
             candidate.remove(i);
-            match self.solve(&candidate, fixed) {
-                Outcome::Unsat(smaller) => {
+            match self.refute(&candidate, fixed) {
+                Some(smaller) => {
                     let smaller: BTreeSet<usize> = smaller.into_iter().collect();
                     kept = candidate
                         .into_iter()
@@ -402,7 +418,7 @@ impl<'m> Reasoner<'m> {
                         .collect();
                     // The element now at `i` has not been tried yet.
                 }
-                _ => i += 1,
+                None => i += 1,
             }
         }
         kept
