@@ -5,13 +5,54 @@
 //!                               distinct-questions benchmark sends: three identical translations)
 //!   profile_checks repeated N   N checks of the shipped senior/low-season translations
 //!   profile_checks idle         loads the policy and warms up only (the fixed cost)
+//!   profile_checks rss          the resident set after each step of loading (Z3 contexts)
+//!   profile_checks findings     the findings of the shipped examples and the test suites
+//!                               generated from them, as JSON (to compare Z3 versions)
 
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
-use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner, TranslatorOutput};
+use proofgate_reasoner::{
+    check_case, generate_tests, parse_translations, CheckOptions, GenerateOptions, Reasoner,
+    TranslatorOutput,
+};
 
 const PARK: &str = include_str!("../../../examples/policies/park-admission.json");
 const PARK_T: &str =
     include_str!("../../../examples/policies/park-senior-low-season.translations.json");
+const AIRLINE: &str = include_str!("../../../examples/policies/airline-refund.json");
+const AIRLINE_T: &str =
+    include_str!("../../../examples/policies/airline-denied-boarding.translations.json");
+
+/// Findings of the shipped translations, of distinct ages (below, at and above the senior
+/// threshold) and the generated test suites of both policies, one JSON line each.
+fn findings() {
+    for (name, policy, translations) in [("park", PARK, PARK_T), ("airline", AIRLINE, AIRLINE_T)] {
+        let model =
+            PolicyModel::from_definition(PolicyDefinition::from_json(policy).unwrap(), None)
+                .expect("policy");
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).expect("encodes");
+        let t = parse_translations(translations).unwrap();
+        let f = reasoner.validate(&t).expect("well-formed");
+        println!("{name} shipped: {}", serde_json::to_string(&f).unwrap());
+        if name == "park" {
+            for age in [0, 30, 65, 66, 70, 1_000_000] {
+                let f = reasoner.validate(&distinct(age)).expect("well-formed");
+                println!("{name} age {age}: {}", serde_json::to_string(&f).unwrap());
+            }
+        }
+        let generated = generate_tests(&model, &GenerateOptions::default()).expect("generates");
+        for case in &generated.suite.tests {
+            let f = check_case(&reasoner, case).map(|f| serde_json::to_string(&f).unwrap());
+            println!(
+                "{name} generated {}: {}",
+                serde_json::to_string(case).unwrap(),
+                f.unwrap_or_else(|e| e.to_string())
+            );
+        }
+        for note in &generated.notes {
+            println!("{name} note: {note:?}");
+        }
+    }
+}
 
 /// Three translators agreeing on the echo translator's pair for `age`.
 fn distinct(age: u64) -> Vec<TranslatorOutput> {
@@ -23,9 +64,53 @@ fn distinct(age: u64) -> Vec<TranslatorOutput> {
     parse_translations(&t.to_string()).expect("translations")
 }
 
+/// The resident set (anonymous and file-backed) of this process, from /proc.
+fn rss(at: &str) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let of = |key: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(key))
+            .map(|l| l[key.len()..].trim().to_string())
+            .unwrap_or_default()
+    };
+    println!(
+        "{at:<40} RssAnon {:>10} RssFile {:>10}",
+        of("RssAnon:"),
+        of("RssFile:")
+    );
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "distinct".into());
+    if mode == "findings" {
+        findings();
+        return;
+    }
+    if mode == "rss" {
+        rss("start");
+        let model = PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None)
+            .expect("park policy");
+        let z = z3::ast::Bool::from_bool(true);
+        drop(z);
+        rss("z3 context of this thread");
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).expect("encodes");
+        rss("policy loaded");
+        reasoner.warm_up();
+        rss("warmed up");
+        let _ = reasoner.validate(&distinct(70));
+        rss("one check");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let r = Reasoner::new(&model, CheckOptions::default()).expect("encodes");
+                r.warm_up();
+                rss("a second thread's reasoner, warmed up");
+            });
+        });
+        rss("second thread ended");
+        return;
+    }
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
     let model = PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None)
         .expect("park policy");

@@ -4,7 +4,7 @@
 use crate::encode::{model_value, EncodeError, Vocabulary};
 use crate::options::CheckOptions;
 use crate::slice::{Components, Slice};
-use crate::triviality::{trivial_finding, PairNeed};
+use crate::triviality::{trivial_finding, PairNeed, Triviality};
 use proofgate_core::findings::{
     ContradictionFinding, EmptyFinding, Finding, LogicWarning, LogicWarningType, Rule,
     SatisfiableFinding, Scenario, Statement, Translation, ValidFinding,
@@ -39,6 +39,13 @@ pub struct Untranslated {
 pub(crate) enum Outcome {
     Sat(Model),
     Unsat(Vec<usize>),
+    Unknown,
+}
+
+/// Whether a set of rules and assumptions is unsatisfiable, without a model.
+pub(crate) enum Refutation {
+    Refuted(Vec<usize>),
+    Satisfiable,
     Unknown,
 }
 
@@ -365,12 +372,16 @@ impl<'m> Reasoner<'m> {
         }
     }
 
-    /// The rules of an unsat core of `rules` and `fixed` when they are proved unsatisfiable;
-    /// `None` when they are satisfiable or the solver cannot tell. Unlike `solve`, a model is
-    /// never read back (about half a million instructions each, for a model nobody reads).
-    pub(crate) fn refute(&self, rules: &[usize], fixed: &[Bool]) -> Option<Vec<usize>> {
+    /// Whether `rules` and `fixed` are unsatisfiable (with the rules of an unsat core). Unlike
+    /// `solve`, a model is never read back (about half a million instructions each, for a
+    /// model nobody reads).
+    pub(crate) fn refute(&self, rules: &[usize], fixed: &[Bool]) -> Refutation {
         let loaded = self.loaded();
-        (self.call(&loaded, rules, fixed) == SatResult::Unsat).then(|| self.core(&loaded))
+        match self.call(&loaded, rules, fixed) {
+            SatResult::Unsat => Refutation::Refuted(self.core(&loaded)),
+            SatResult::Sat => Refutation::Satisfiable,
+            SatResult::Unknown => Refutation::Unknown,
+        }
     }
 
     /// One call of `loaded`'s solver, limited in time; unknown when a rule is not in it.
@@ -402,15 +413,22 @@ impl<'m> Reasoner<'m> {
     /// when the rest is still proved unsat, so the result is locally minimal. A rule whose
     /// removal times out is kept (the set stays a proof).
     fn minimise(&self, core: Vec<usize>, fixed: &[Bool]) -> Vec<usize> {
+        self.minimise_witnessed(core, fixed).0
+    }
+
+    /// `minimise`, and whether a drop was proved satisfiable: then `fixed` alone is too (a
+    /// model of the fixed literals and some rules is one of the fixed literals).
+    fn minimise_witnessed(&self, core: Vec<usize>, fixed: &[Bool]) -> (Vec<usize>, bool) {
         let mut kept: Vec<usize> = core;
         kept.sort_unstable();
         kept.dedup();
+        let mut witnessed = false;
         let mut i = 0;
         while i < kept.len() {
             let mut candidate = kept.clone();
             candidate.remove(i);
             match self.refute(&candidate, fixed) {
-                Some(smaller) => {
+                Refutation::Refuted(smaller) => {
                     let smaller: BTreeSet<usize> = smaller.into_iter().collect();
                     kept = candidate
                         .into_iter()
@@ -418,10 +436,14 @@ impl<'m> Reasoner<'m> {
                         .collect();
                     // The element now at `i` has not been tried yet.
                 }
-                None => i += 1,
+                Refutation::Satisfiable => {
+                    witnessed = true;
+                    i += 1;
+                }
+                Refutation::Unknown => i += 1,
             }
         }
-        kept
+        (kept, witnessed)
     }
 
     pub(crate) fn all_rules(&self) -> Vec<usize> {
@@ -524,9 +546,25 @@ impl<'m> Reasoner<'m> {
             (Outcome::Sat(_), false) => Some(self.solve(all, &pn)),
             _ => None,
         };
+        // The supporting rules of a VALID pair, minimised first: a rule found necessary on
+        // the way shows that P and not C has a model, which settles the triviality question
+        // below without a call, and an empty support proves that the claims follow from the
+        // premises alone. (Only the order of the work changes: the finding is the same.)
+        let mut support = None;
+        if let (Outcome::Sat(_), Some(Outcome::Unsat(core))) = (&with_claims, &without_claims) {
+            support = Some(self.minimise_witnessed(core.clone(), &pn));
+        }
+        let need = match &support {
+            Some((_, true)) => Some(PairNeed::Policy),
+            Some((rules, false)) if rules.is_empty() => {
+                Some(PairNeed::Trivial(Triviality::FollowsWithoutPolicy))
+            }
+            _ => None,
+        };
         // Soundness: a pair whose claims need no rule proves nothing about the policy.
         if !matches!(without_claims, Some(Outcome::Sat(_))) {
-            match self.pair_need(claims, p, c) {
+            let need = need.unwrap_or_else(|| self.pair_need(claims, p, c));
+            match need {
                 PairNeed::Policy => {}
                 PairNeed::Trivial(why) => return trivial_finding(why, translation, claims),
                 PairNeed::Unknown => return too_complex(),
@@ -550,7 +588,10 @@ impl<'m> Reasoner<'m> {
             Outcome::Unknown => too_complex(),
             Outcome::Unsat(core) => {
                 let logic_warning = warning(&[&true_model]);
-                let support = self.minimise(core, &pn);
+                let support = match support {
+                    Some((rules, _)) => rules,
+                    None => self.minimise(core, &pn),
+                };
                 let mut vars = statement_vars(premises, claims);
                 for &i in &support {
                     vars.extend(
