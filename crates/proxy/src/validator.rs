@@ -71,14 +71,29 @@ const CACHED_FINDINGS: usize = 1024;
 
 impl ReasonerPool {
     /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
+    ///
+    /// A Z3 context costs about 17 MB (its term tables) as soon as it exists, so none is kept
+    /// while the proxy idles: the policy is tried on a thread that ends (its context goes with
+    /// it), and each worker loads the policy with its first job (some milliseconds, once per
+    /// worker).
     pub fn new(
         model: Arc<PolicyModel>,
         options: CheckOptions,
         workers: usize,
     ) -> Result<ReasonerPool, ValidatorError> {
         // Load once here so that a policy Z3 rejects fails the start, not the first request.
-        Reasoner::new(&model, options.clone())
-            .map_err(|e| ValidatorError::Reasoner(e.to_string()))?;
+        std::thread::scope(|scope| {
+            std::thread::Builder::new()
+                .name("reasoner-load".into())
+                .spawn_scoped(scope, || {
+                    Reasoner::new(&model, options.clone())
+                        .map(drop)
+                        .map_err(|e| ValidatorError::Reasoner(e.to_string()))
+                })
+                .map_err(|e| ValidatorError::Reasoner(format!("starting a thread: {e}")))?
+                .join()
+                .map_err(|_| ValidatorError::Reasoner("loading the policy panicked".into()))?
+        })?;
         let (tx, rx) = tokio::sync::mpsc::channel::<Job>(workers.max(1) * QUEUE_PER_WORKER);
         let rx = Arc::new(Mutex::new(rx));
         for i in 0..workers.max(1) {
@@ -86,6 +101,11 @@ impl ReasonerPool {
             std::thread::Builder::new()
                 .name(format!("reasoner-{i}"))
                 .spawn(move || {
+                    let next = || match rx.lock() {
+                        Ok(mut guard) => guard.blocking_recv(),
+                        Err(_) => None,
+                    };
+                    let Some(mut job) = next() else { return };
                     let reasoner = match Reasoner::new(&model, options) {
                         Ok(r) => r,
                         Err(e) => {
@@ -93,25 +113,23 @@ impl ReasonerPool {
                             return;
                         }
                     };
-                    // Which groups of rules are consistent (for slicing): now, not on the
-                    // first request.
+                    // Which groups of rules are consistent (for slicing): once per worker.
                     reasoner.warm_up();
                     loop {
-                        let job = match rx.lock() {
-                            Ok(mut guard) => guard.blocking_recv(),
-                            Err(_) => return,
-                        };
-                        let Some(job) = job else { return };
-                        if job.reply.is_closed() {
-                            // The request ended (client gone, deadline passed) while queued.
-                            continue;
+                        if !job.reply.is_closed() {
+                            let started = Instant::now();
+                            let result = reasoner
+                                .validate(&job.translations)
+                                .map(|f| (f, started.elapsed()))
+                                .map_err(|e| e.to_string());
+                            let _ = job.reply.send(result);
                         }
-                        let started = Instant::now();
-                        let result = reasoner
-                            .validate(&job.translations)
-                            .map(|f| (f, started.elapsed()))
-                            .map_err(|e| e.to_string());
-                        let _ = job.reply.send(result);
+                        // Otherwise the request ended (client gone, deadline passed) while
+                        // queued.
+                        match next() {
+                            Some(j) => job = j,
+                            None => return,
+                        }
                     }
                 })
                 .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
