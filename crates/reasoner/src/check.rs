@@ -856,4 +856,37 @@ mod tests {
         }
         assert!(reasoner.full.borrow().checks.get() < RENEW_AFTER);
     }
+
+    /// Z3 5 refuses a sort name declared twice in one context: reasoners for one policy, or
+    /// for two versions whose enum differs, must live side by side on one thread.
+    #[test]
+    fn reasoners_for_one_enum_share_a_thread() {
+        let park = include_str!("../../../examples/policies/park-admission.json");
+        let load = |json: &str| {
+            PolicyModel::from_definition(PolicyDefinition::from_json(json).unwrap(), None).unwrap()
+        };
+        let (first, again) = (load(park), load(park));
+        let more = load(&park.replace(
+            r#"{ "value": "ADULT""#,
+            r#"{ "value": "CHILD", "description": "Younger than 12" }, { "value": "ADULT""#,
+        ));
+        let values = |m: &PolicyModel| m.schema().types().map(|t| t.values.len()).sum::<usize>();
+        assert_eq!((values(&first), values(&more)), (2, 3));
+        let t = parse_translations(include_str!(
+            "../../../examples/policies/park-senior-low-season.translations.json"
+        ))
+        .unwrap();
+        let findings = |model: &PolicyModel| {
+            let reasoner = Reasoner::new(model, CheckOptions::default()).unwrap();
+            let f = reasoner.validate(&t).unwrap();
+            f.iter()
+                .map(|f| f.kind().as_str())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let expected = findings(&first);
+        assert_eq!(findings(&again), expected);
+        assert_eq!(findings(&more), expected);
+        assert_eq!(findings(&first), expected);
+    }
 }

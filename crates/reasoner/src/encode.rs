@@ -14,8 +14,6 @@ pub(crate) struct Vocabulary {
     values: HashMap<String, Dynamic>,
     /// Variables in schema order, with their sorts.
     order: Vec<(String, Sort)>,
-    // Keep the constructors alive with the sorts they belong to.
-    _constructors: Vec<FuncDecl>,
 }
 
 /// An expression Z3 could not be given (the type checker should have prevented it).
@@ -23,19 +21,56 @@ pub(crate) struct Vocabulary {
 #[error("internal error: cannot encode {0} for the solver")]
 pub struct EncodeError(pub String);
 
+/// An enum sort and its values (in declaration order), declared once per thread (that is,
+/// per Z3 context).
+type Enumeration = (z3::Sort, Vec<Dynamic>);
+
+thread_local! {
+    /// Enum sorts declared in this thread's Z3 context, by name and values. Z3 5 refuses a
+    /// second declaration of a sort name in one context (4.8 accepted it), and several
+    /// reasoners for one policy may live on one thread (test generation, policy diffs).
+    /// The constructors stay with their sort.
+    #[allow(clippy::type_complexity)]
+    static ENUMERATIONS: std::cell::RefCell<HashMap<(String, Vec<String>), (Enumeration, Vec<FuncDecl>)>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
+/// The enum sort `name` with `values` in this thread's context: the one declared before, or a
+/// new one (named `name!n` when another enum of this thread already has the name, as two
+/// versions of a policy may; its values keep their names).
+fn enumeration(name: &str, values: &[String]) -> Enumeration {
+    ENUMERATIONS.with(|known| {
+        let mut known = known.borrow_mut();
+        let key = (name.to_string(), values.to_vec());
+        if let Some((found, _)) = known.get(&key) {
+            return found.clone();
+        }
+        let taken = known.keys().filter(|(n, _)| n == name).count();
+        let declared = if taken == 0 {
+            name.to_string()
+        } else {
+            format!("{name}!{taken}")
+        };
+        let names: Vec<Symbol> = values.iter().map(|v| Symbol::from(v.as_str())).collect();
+        let (sort, consts, _testers) = z3::Sort::enumeration(Symbol::from(declared), &names);
+        let enumeration = (
+            sort,
+            consts.iter().map(|c| c.apply(&[])).collect::<Vec<_>>(),
+        );
+        known.insert(key, (enumeration.clone(), consts));
+        enumeration
+    })
+}
+
 impl Vocabulary {
     pub(crate) fn new(schema: &Schema) -> Vocabulary {
         let mut sorts = HashMap::new();
         let mut values = HashMap::new();
-        let mut constructors = Vec::new();
         for ty in schema.types() {
-            let names: Vec<Symbol> = ty.values.iter().map(|v| Symbol::from(v.as_str())).collect();
-            let (sort, consts, _testers) =
-                z3::Sort::enumeration(Symbol::from(ty.name.as_str()), &names);
-            for (value, decl) in ty.values.iter().zip(&consts) {
-                values.insert(value.clone(), decl.apply(&[]));
+            let (sort, consts) = enumeration(&ty.name, &ty.values);
+            for (value, constant) in ty.values.iter().zip(consts) {
+                values.insert(value.clone(), constant);
             }
-            constructors.extend(consts);
             sorts.insert(ty.name.clone(), sort);
         }
         let mut vars = HashMap::new();
@@ -57,7 +92,6 @@ impl Vocabulary {
             vars,
             values,
             order,
-            _constructors: constructors,
         }
     }
 
