@@ -520,6 +520,8 @@ pub struct Saver {
     pending: Vec<crate::journal::Pending>,
     /// The owner to record with the next write (a new thread's first).
     owner: Option<(crate::storage::ThreadOwner, i64)>,
+    /// Links the writes: once one fails, the journal refuses the later ones.
+    chain: crate::journal::Chain,
 }
 
 impl Saver {
@@ -529,6 +531,7 @@ impl Saver {
             saved,
             pending: Vec::new(),
             owner: None,
+            chain: crate::journal::Chain::new(),
         }
     }
 
@@ -556,7 +559,8 @@ impl Saver {
             }
         }
         self.pending = still;
-        let write = step_write(app, thread, self.saved, conversation_key, self.owner.take())?;
+        let mut write = step_write(app, thread, self.saved, conversation_key, self.owner.take())?;
+        write.chain = self.chain.clone();
         self.saved = thread.audit_trail().len();
         self.pending.push(app.journal.submit(write).await);
         Ok(())
@@ -621,7 +625,17 @@ fn step_write(
         thread: Some(to_stored(thread, conversation_key)),
         records,
         leaves,
+        chain: crate::journal::Chain::default(),
     })
+}
+
+/// A new thread's id: a UUID whose first 48 bits are the time (version 7), so that a new thread's
+/// rows go at the end of every index keyed by thread (threads, owners, audit records, log
+/// leaves) instead of a random page of each: a commit writes a few pages, not one per index
+/// and thread. The other 74 bits are random; ids were never secrets (every read checks the
+/// caller owns the thread).
+pub fn new_thread_id() -> String {
+    uuid::Uuid::now_v7().to_string()
 }
 
 /// A translator failure that ends the thread is the validator's.

@@ -3,6 +3,7 @@
 //! in the database (SQLite or PostgreSQL, shared by replicas). What an auditor checks lives in
 //! `proofgate_core::audit::{transparency, bundle}`.
 
+use crate::sql_batch::Statements;
 use crate::storage::{StorageError, Store};
 use proofgate_core::audit::bundle::{AuditBundle, Consistency, Inclusion};
 use proofgate_core::audit::transparency::LogStatement;
@@ -174,6 +175,21 @@ pub enum AppendError {
     Failed(AuditLogError),
 }
 
+/// What the statements appending leaves are called (see [`AppendError`]'s `From`).
+pub(crate) const LEAVES: &str = "appending log leaves";
+
+impl From<crate::sql_batch::Failed> for AppendError {
+    /// A failed INSERT of leaves alone means another replica took an index (or the database is
+    /// busy): the caller rolls back and tries again. Anything else failed.
+    fn from(f: crate::sql_batch::Failed) -> AppendError {
+        if f.what == LEAVES {
+            AppendError::Taken
+        } else {
+            AppendError::Failed(AuditLogError::Db(format!("{}: {}", f.what, f.source)))
+        }
+    }
+}
+
 impl AppendError {
     /// The error after too many tries.
     pub fn exhausted() -> AuditLogError {
@@ -234,20 +250,50 @@ impl LogAppender<'_> {
         conn: &mut sqlx::AnyConnection,
         leaves: &[(&LogStatement, &str)],
     ) -> Result<u64, AppendError> {
-        let start = match self.next {
+        self.start(conn, None).await?;
+        let mut statements = Statements::new(false);
+        let first = self.queue(&mut statements, leaves)?;
+        statements.run(conn).await.map_err(AppendError::from)?;
+        Ok(first)
+    }
+
+    /// Reads the log's size in this transaction (`size` when the caller already read it there)
+    /// and brings the hash cache up to it; returns the index of the next leaf.
+    pub async fn start(
+        &mut self,
+        conn: &mut sqlx::AnyConnection,
+        size: Option<u64>,
+    ) -> Result<u64, AppendError> {
+        if let Some(n) = self.next {
+            return Ok(n);
+        }
+        let n = match size {
             Some(n) => n,
-            None => {
-                let n = TransparencyLog::size(conn)
-                    .await
-                    .map_err(AppendError::Failed)?;
-                self.log
-                    .refresh(&mut self.cache, conn, n)
-                    .await
-                    .map_err(AppendError::Failed)?;
-                // Hashes past the stored log (a log cut back) are not this tree's.
-                self.cache.0.truncate(stored_hash_count(n) as usize);
-                n
-            }
+            None => TransparencyLog::size(conn)
+                .await
+                .map_err(AppendError::Failed)?,
+        };
+        self.log
+            .refresh(&mut self.cache, conn, n)
+            .await
+            .map_err(AppendError::Failed)?;
+        // Hashes past the stored log (a log cut back) are not this tree's.
+        self.cache.0.truncate(stored_hash_count(n) as usize);
+        self.next = Some(n);
+        Ok(n)
+    }
+
+    /// Adds the INSERTs of `leaves` (the next leaves, in order) and of their stored hashes to
+    /// `statements`; returns the first leaf's index. [`LogAppender::start`] comes first.
+    pub fn queue(
+        &mut self,
+        statements: &mut Statements,
+        leaves: &[(&LogStatement, &str)],
+    ) -> Result<u64, AppendError> {
+        let Some(start) = self.next else {
+            return Err(AppendError::Failed(AuditLogError::Db(
+                "appending before the log's size was read".into(),
+            )));
         };
         let mut hash_rows: Vec<(u64, String)> = Vec::new();
         let mut n = start;
@@ -269,39 +315,38 @@ impl LogAppender<'_> {
         }
         let at = crate::app::now_ms() as i64;
         for (c, chunk) in leaves.chunks(100).enumerate() {
-            let sql = format!(
-                "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) VALUES {}",
-                values_placeholders(chunk.len(), 7)
+            statements.values(
+                LEAVES,
+                "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at)",
+                chunk.len(),
+                7,
+                "",
+                |b| {
+                    for (i, (statement, note)) in chunk.iter().enumerate() {
+                        b.bind((start + (c * 100 + i) as u64) as i64)
+                            .bind(statement.thread_id.as_str())
+                            .bind(statement.seq as i64)
+                            .bind(statement.head_hash.as_str())
+                            .bind(i64::from(statement.deleted))
+                            .bind(*note)
+                            .bind(at);
+                    }
+                },
             );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (i, (statement, note)) in chunk.iter().enumerate() {
-                q = q
-                    .bind((start + (c * 100 + i) as u64) as i64)
-                    .bind(&statement.thread_id)
-                    .bind(statement.seq as i64)
-                    .bind(&statement.head_hash)
-                    .bind(i64::from(statement.deleted))
-                    .bind(*note)
-                    .bind(at);
-            }
-            if q.execute(&mut *conn).await.is_err() {
-                // Another replica took an index (or the database is busy): the caller rolls
-                // back and tries again.
-                return Err(AppendError::Taken);
-            }
         }
         for chunk in hash_rows.chunks(400) {
-            let sql = format!(
-                "INSERT INTO log_hashes (idx, hash) VALUES {}",
-                values_placeholders(chunk.len(), 2)
+            statements.values(
+                "storing log hashes",
+                "INSERT INTO log_hashes (idx, hash)",
+                chunk.len(),
+                2,
+                "",
+                |b| {
+                    for (idx, h) in chunk {
+                        b.bind(*idx as i64).bind(h.as_str());
+                    }
+                },
             );
-            let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-            for (idx, h) in chunk {
-                q = q.bind(*idx as i64).bind(h.as_str());
-            }
-            q.execute(&mut *conn).await.map_err(|e| {
-                AppendError::Failed(AuditLogError::Db(format!("storing log hashes: {e}")))
-            })?;
         }
         self.next = Some(n);
         Ok(start)
@@ -314,17 +359,19 @@ impl LogAppender<'_> {
     }
 }
 
-/// `($1, $2, ...), (...)`: `rows` groups of `cols` numbered placeholders (both drivers
-/// accept `$N`).
-pub(crate) fn values_placeholders(rows: usize, cols: usize) -> String {
-    let mut out = String::new();
+/// `($first, ...), (...)`: `rows` groups of `cols` numbered placeholders (both drivers accept
+/// `$N`), numbered from `$first` (a statement following others in one SQLite call continues
+/// the call's numbering).
+pub(crate) fn values_placeholders_from(first: usize, rows: usize, cols: usize) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(rows * cols * 6);
     for r in 0..rows {
         out.push_str(if r == 0 { "(" } else { ", (" });
         for c in 0..cols {
             if c > 0 {
                 out.push_str(", ");
             }
-            out.push_str(&format!("${}", r * cols + c + 1));
+            let _ = write!(out, "${}", first + r * cols + c);
         }
         out.push(')');
     }

@@ -3,9 +3,12 @@
 //! `synchronous = FULL` that is one `fsync` for all the requests waiting, not one per step and
 //! request. A write is durable when its [`Pending`] resolves; nothing is answered before.
 
-use crate::audit_log::{values_placeholders, AppendError, TransparencyLog};
+use crate::audit_log::{AppendError, TransparencyLog, LEAVES};
+use crate::sql_batch::Statements;
 use crate::storage::{StorageError, Store, StoredThread, ThreadOwner};
 use proofgate_core::audit::transparency::LogStatement;
+use sqlx::Row;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,6 +32,30 @@ pub struct Write {
     pub records: Vec<(u64, String)>,
     /// Signed log statements (statement, its signed note) to append as leaves.
     pub leaves: Vec<(LogStatement, String)>,
+    /// The writes of one request's thread, in order: once one fails, the later ones are refused,
+    /// so no step is stored after a gap in its trail.
+    pub chain: Chain,
+}
+
+/// Links a thread's successive writes (see [`Write::chain`]); a default one links nothing.
+#[derive(Debug, Default, Clone)]
+pub struct Chain(Option<Arc<AtomicBool>>);
+
+impl Chain {
+    /// A new chain: give the same one (cloned) to every write of one thread's request.
+    pub fn new() -> Chain {
+        Chain(Some(Arc::new(AtomicBool::new(false))))
+    }
+
+    fn broken(&self) -> bool {
+        self.0.as_ref().is_some_and(|b| b.load(Ordering::SeqCst))
+    }
+
+    fn break_off(&self) {
+        if let Some(b) = &self.0 {
+            b.store(true, Ordering::SeqCst);
+        }
+    }
 }
 
 impl Write {
@@ -110,6 +137,21 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
                 Err(_) => break,
             }
         }
+        // A write after a failed one of its chain would store a step past a gap.
+        batch = batch
+            .into_iter()
+            .filter_map(|(w, done)| {
+                if w.chain.broken() {
+                    let _ = done.send(Err(AFTER_FAILURE.into()));
+                    None
+                } else {
+                    Some((w, done))
+                }
+            })
+            .collect();
+        if batch.is_empty() {
+            continue;
+        }
         let writes: Vec<&Write> = batch.iter().map(|(w, _)| w).collect();
         match commit(&store, &log, &writes).await {
             Ok(()) => {
@@ -120,14 +162,23 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
             // One bad write must not fail the others: store them one by one.
             Err(_) if batch.len() > 1 => {
                 for (w, done) in batch.drain(..) {
-                    let result = commit(&store, &log, &[&w]).await;
+                    let result = if w.chain.broken() {
+                        Err(StorageError::Write(AFTER_FAILURE.into()))
+                    } else {
+                        commit(&store, &log, &[&w]).await
+                    };
+                    if let Err(e) = &result {
+                        tracing::error!("storing a step failed: {e}");
+                        w.chain.break_off();
+                    }
                     let _ = done.send(result.map_err(|e| Arc::from(e.to_string())));
                 }
             }
             Err(e) => {
                 tracing::error!("storing a step failed: {e}");
                 let e: Arc<str> = Arc::from(e.to_string());
-                for (_, done) in batch.drain(..) {
+                for (w, done) in batch.drain(..) {
+                    w.chain.break_off();
                     let _ = done.send(Err(e.clone()));
                 }
             }
@@ -135,12 +186,18 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
     }
 }
 
+/// Why a write was refused.
+const AFTER_FAILURE: &str = "an earlier step of this thread could not be stored";
+
 /// Commits `writes` in one transaction, retrying when another replica took a log index.
 async fn commit(
     store: &Store,
     log: &TransparencyLog,
     writes: &[&Write],
 ) -> Result<(), StorageError> {
+    if store.sqlite {
+        return commit_sqlite(store, log, writes).await;
+    }
     for _ in 0..50 {
         let mut tx = store
             .writer
@@ -148,7 +205,23 @@ async fn commit(
             .await
             .map_err(crate::storage::db("starting a transaction"))?;
         let mut appender = log.appender().await;
-        match store_all(&mut tx, &mut appender, writes).await {
+        let mut statements = Statements::new(false);
+        let result = match appender.start(&mut tx, None).await {
+            Ok(_) => queue_all(&mut statements, &mut appender, writes),
+            Err(e) => Err(Retry::from(e)),
+        };
+        let result = match result {
+            Ok(()) => statements.run(&mut tx).await.map_err(|f| match f.what {
+                // Another replica took an index (or the database is busy): roll back, retry.
+                ref what if what == LEAVES => Retry::Taken,
+                what => Retry::Failed(StorageError::Database {
+                    context: what,
+                    source: f.source,
+                }),
+            }),
+            Err(e) => Err(e),
+        };
+        match result {
             Ok(()) => {
                 tx.commit()
                     .await
@@ -168,36 +241,111 @@ async fn commit(
     Err(StorageError::AuditLog(AppendError::exhausted().to_string()))
 }
 
+/// SQLite: two calls to the connection's thread instead of one per statement. The first takes
+/// the write lock (`BEGIN IMMEDIATE`) and reads the log's size, which no other writer can change
+/// until this transaction ends, so no index can be taken; the second holds every insert and
+/// the `COMMIT`.
+async fn commit_sqlite(
+    store: &Store,
+    log: &TransparencyLog,
+    writes: &[&Write],
+) -> Result<(), StorageError> {
+    let mut conn = store
+        .writer
+        .acquire()
+        .await
+        .map_err(crate::storage::db("connecting to the database"))?;
+    let mut appender = log.appender().await;
+    let result = async {
+        // `fetch_all`: the Any driver's `fetch_one` looks only at the first statement.
+        let rows =
+            sqlx::query("BEGIN IMMEDIATE; SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM log_leaves")
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(crate::storage::db("starting a transaction"))?;
+        let size: i64 = match rows.first() {
+            Some(row) => row
+                .try_get("n")
+                .map_err(crate::storage::db("reading the log size"))?,
+            None => {
+                return Err(StorageError::AuditLog(
+                    "reading the log size returned no row".into(),
+                ))
+            }
+        };
+        let mut statements = Statements::new(true);
+        let queued = match appender.start(&mut conn, Some(size as u64)).await {
+            Ok(_) => queue_all(&mut statements, &mut appender, writes),
+            Err(e) => Err(Retry::from(e)),
+        };
+        match queued {
+            Ok(()) => {}
+            Err(Retry::Failed(e)) => return Err(e),
+            // Only a failed INSERT of leaves is `Taken`, and nothing ran yet.
+            Err(Retry::Taken) => unreachable!("queueing runs no statement"),
+        }
+        statements.plain("committing", "COMMIT");
+        statements
+            .run(&mut conn)
+            .await
+            .map_err(|f| StorageError::Database {
+                context: format!("storing a batch ({})", f.what),
+                source: f.source,
+            })
+    }
+    .await;
+    match result {
+        Ok(()) => {
+            appender.committed();
+            Ok(())
+        }
+        Err(e) => {
+            // The transaction may still be open (a statement before COMMIT failed). An error
+            // here means none is, which is what this wants.
+            let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
+            Err(e)
+        }
+    }
+}
+
 enum Retry {
     Taken,
     Failed(StorageError),
 }
 
-impl From<StorageError> for Retry {
-    fn from(e: StorageError) -> Retry {
-        Retry::Failed(e)
+impl From<AppendError> for Retry {
+    fn from(e: AppendError) -> Retry {
+        match e {
+            AppendError::Taken => Retry::Taken,
+            AppendError::Failed(e) => Retry::Failed(StorageError::AuditLog(e.to_string())),
+        }
     }
 }
 
-async fn store_all(
-    conn: &mut sqlx::AnyConnection,
+/// Adds the statements storing `writes` to `statements`: owners, threads' newest states,
+/// audit records, then the log's leaves and hashes.
+fn queue_all(
+    statements: &mut Statements,
     appender: &mut crate::audit_log::LogAppender<'_>,
     writes: &[&Write],
 ) -> Result<(), Retry> {
     let owners: Vec<_> = writes.iter().filter_map(|w| w.owner.as_ref()).collect();
     for chunk in owners.chunks(ROWS_PER_INSERT * 3 / 4) {
-        let sql = format!(
-            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at) VALUES {} \
-             ON CONFLICT (thread_id) DO NOTHING",
-            values_placeholders(chunk.len(), 4)
+        statements.values(
+            "recording thread owners",
+            "INSERT INTO thread_owners (thread_id, owner_key, end_user, created_at)",
+            chunk.len(),
+            4,
+            "ON CONFLICT (thread_id) DO NOTHING",
+            |b| {
+                for (id, owner, at) in chunk {
+                    b.bind(id.as_str())
+                        .bind(owner.key.as_str())
+                        .bind(owner.user.as_str())
+                        .bind(*at);
+                }
+            },
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (id, owner, at) in chunk {
-            q = q.bind(id).bind(&owner.key).bind(&owner.user).bind(at);
-        }
-        q.execute(&mut *conn)
-            .await
-            .map_err(crate::storage::db("recording thread owners"))?;
     }
     // A thread's state: only the newest of the batch is stored (each replaces the last).
     let mut newest: Vec<&StoredThread> = Vec::new();
@@ -208,7 +356,7 @@ async fn store_all(
         }
     }
     for chunk in newest.chunks(ROWS_PER_INSERT / 3) {
-        crate::storage::upsert_threads(conn, chunk).await?;
+        crate::storage::queue_threads(statements, chunk);
     }
     let records: Vec<(&str, u64, &str)> = writes
         .iter()
@@ -216,33 +364,27 @@ async fn store_all(
         .flat_map(|(id, rs)| rs.iter().map(move |(seq, r)| (id, *seq, r.as_str())))
         .collect();
     for chunk in records.chunks(ROWS_PER_INSERT) {
-        let sql = format!(
-            "INSERT INTO audit_records (thread_id, seq, record) VALUES {}",
-            values_placeholders(chunk.len(), 3)
+        statements.values(
+            "appending audit records",
+            "INSERT INTO audit_records (thread_id, seq, record)",
+            chunk.len(),
+            3,
+            "",
+            |b| {
+                for (id, seq, record) in chunk {
+                    b.bind(*id)
+                        .bind(i64::try_from(*seq).unwrap_or(i64::MAX))
+                        .bind(*record);
+                }
+            },
         );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (id, seq, record) in chunk {
-            q = q
-                .bind(*id)
-                .bind(i64::try_from(*seq).unwrap_or(i64::MAX))
-                .bind(*record);
-        }
-        q.execute(&mut *conn)
-            .await
-            .map_err(crate::storage::db("appending audit records"))?;
     }
     let leaves: Vec<(&LogStatement, &str)> = writes
         .iter()
         .flat_map(|w| w.leaves.iter().map(|(s, n)| (s, n.as_str())))
         .collect();
     if !leaves.is_empty() {
-        match appender.push_all(conn, &leaves).await {
-            Ok(_) => {}
-            Err(AppendError::Taken) => return Err(Retry::Taken),
-            Err(AppendError::Failed(e)) => {
-                return Err(Retry::Failed(StorageError::AuditLog(e.to_string())))
-            }
-        }
+        appender.queue(statements, &leaves)?;
     }
     Ok(())
 }
@@ -293,6 +435,7 @@ mod tests {
             }),
             records: seqs.map(|s| (s, format!("{{\"seq\":{s}}}"))).collect(),
             leaves: vec![(statement, note)],
+            chain: Chain::default(),
         }
     }
 
@@ -321,11 +464,60 @@ mod tests {
                 assert_eq!(t.state["step"], 3, "the newest state wins");
             }
             let (_, after) = log.checkpoint(&store).await.unwrap();
-            assert_eq!(after - before, 80, "one leaf per step");
+            // Counted by thread: the other tests may append to a shared PostgreSQL log meanwhile.
+            let ours: i64 =
+                sqlx::query("SELECT COUNT(*) AS n FROM log_leaves WHERE thread_id LIKE $1")
+                    .bind(format!("{run}-%"))
+                    .fetch_one(&store.pool)
+                    .await
+                    .unwrap()
+                    .get("n");
+            assert_eq!(ours, 80, "one leaf per step");
+            assert!(after - before >= 80);
             // Every leaf is in the tree the checkpoint signs.
             for i in before..after {
                 log.inclusion(&store, i, after).await.unwrap();
             }
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_after_a_failed_one_of_their_chain_are_refused() {
+        for (journal, store, log) in journals("chain").await {
+            let run = uuid::Uuid::new_v4().simple().to_string();
+            let dup = format!("{run}-dup");
+            journal.write(step(&log, &dup, 0..2)).await.unwrap();
+            let other = format!("{run}-other");
+            // One request's steps: the first fails (its record exists), so the second, queued
+            // behind it, must not be stored past the gap.
+            let chain = Chain::new();
+            let first = journal
+                .submit(Write {
+                    chain: chain.clone(),
+                    ..step(&log, &dup, 1..2)
+                })
+                .await;
+            let unrelated = journal.submit(step(&log, &other, 0..1)).await;
+            let second = journal
+                .submit(Write {
+                    chain: chain.clone(),
+                    ..step(&log, &dup, 2..4)
+                })
+                .await;
+            assert!(first.wait().await.is_err());
+            let err = second.wait().await.unwrap_err().to_string();
+            assert!(err.contains("earlier step"), "{err}");
+            unrelated.wait().await.unwrap();
+            assert_eq!(store.audit_trail(&dup).await.unwrap().len(), 2, "no gap");
+            // Later writes of a broken chain are refused too, even alone in their batch.
+            let late = journal
+                .write(Write {
+                    chain,
+                    ..step(&log, &dup, 4..5)
+                })
+                .await;
+            assert!(late.is_err());
+            assert_eq!(store.audit_trail(&dup).await.unwrap().len(), 2);
         }
     }
 
@@ -341,6 +533,7 @@ mod tests {
             let good2 = journal.submit(step(&log, &format!("{run}-b"), 0..1)).await;
             let err = bad.wait().await.unwrap_err().to_string();
             assert!(err.contains("audit records"), "{err}");
+            assert!(err.contains("UNIQUE") || err.contains("unique"), "{err}");
             good1.wait().await.unwrap();
             good2.wait().await.unwrap();
             assert_eq!(store.audit_trail(&dup).await.unwrap().len(), 2);

@@ -20,6 +20,7 @@ pub mod openai;
 pub mod responses;
 pub mod retry;
 pub mod server;
+pub mod sql_batch;
 pub mod storage;
 pub mod translate;
 pub mod validator;

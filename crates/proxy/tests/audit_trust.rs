@@ -347,6 +347,58 @@ async fn expired_conversations_keep_their_trails() {
         .contains(REWRITTEN));
 }
 
+/// The log's size, from its signed checkpoint (origin, size, root hash, signature).
+async fn log_size(proxy: &Proxy) -> u64 {
+    let checkpoint = text(proxy, "/api/log/checkpoint").await;
+    checkpoint
+        .lines()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in {checkpoint:?}"))
+}
+
+#[tokio::test]
+async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    // Every call is faster than a minute: the whole request is one commit with one signed head.
+    // With 0, every step that starts a call is written ahead of it (its own leaf).
+    let mut leaves = Vec::new();
+    for after_ms in [60_000, 0] {
+        let proxy = Proxy::start(
+            &format!("ahead-{after_ms}"),
+            &config(&format!("{}/v1", llm.url()), "", "").replace(
+                "[storage]\n",
+                &format!("[storage]\nwrite_ahead_after_ms = {after_ms}\n"),
+            ),
+        );
+        let before = log_size(&proxy).await;
+        let r = ask(&proxy, Q1).await;
+        assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+        leaves.push(log_size(&proxy).await - before);
+        // Either way the stored trail is whole and passes the audit.
+        let thread = r["proofgate"]["threadId"].as_str().unwrap();
+        let key = text(&proxy, "/.well-known/proofgate/audit-key")
+            .await
+            .trim()
+            .to_string();
+        let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+        let (ok, report, err) = audit(
+            &temp_dir(&format!("ahead-audit-{after_ms}")),
+            &bundle,
+            &park(),
+            &key,
+            None,
+        );
+        assert!(ok, "{report}\n{err}");
+    }
+    assert_eq!(leaves[0], 1, "one signed head for a request of fast calls");
+    assert!(
+        leaves[1] > 2,
+        "each call written ahead: {} leaves",
+        leaves[1]
+    );
+}
+
 #[tokio::test]
 async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
     // The rewriter answers slowly: the server is killed while it waits.

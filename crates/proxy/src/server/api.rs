@@ -155,7 +155,7 @@ pub async fn create_thread(
         &body,
         "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
     )?;
-    let id = uuid::Uuid::new_v4().to_string();
+    let id = crate::app::new_thread_id();
     let cfg = req.settings.apply(app.thread_config.clone())?;
     let thread = match req.answer {
         Some(answer) => Thread::with_answer(

@@ -172,7 +172,7 @@ async fn start_thread(
     };
     let mut thread = Thread::for_reply(
         app.thread_config.clone(),
-        uuid::Uuid::new_v4().to_string(),
+        crate::app::new_thread_id(),
         req.question.clone(),
         req.conversation(),
         reply,
