@@ -358,6 +358,41 @@ async fn log_size(proxy: &Proxy) -> u64 {
 }
 
 #[tokio::test]
+async fn public_log_routes_answer_a_bad_query_in_json() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start("log-queries", &config(&format!("{}/v1", llm.url()), "", ""));
+    for (path, names) in [
+        ("/api/log/consistency", "from"),
+        ("/api/log/consistency?from=x", "from"),
+        ("/api/log/leaves?from=-1", "from"),
+        ("/api/log/leaves?to=3", "from"),
+        ("/api/threads/nope/audit/bundle?from=abc", "from"),
+    ] {
+        let r = reqwest::get(format!("{}{path}", proxy.url)).await.unwrap();
+        assert_eq!(r.status(), 400, "{path}");
+        let body: Value = r.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(names) && message.contains("expected"),
+            "{path}: {body}"
+        );
+    }
+    // A range past the log is refused with its size, not answered with a wrong proof.
+    let r = reqwest::get(format!("{}/api/log/consistency?from=5&to=2", proxy.url))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("the log's size"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
 async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
     let llm = Server::python("scripted_llm.py", &demo_script());
     // Every call is faster than a minute: the whole request is one commit with one signed head.

@@ -5,6 +5,7 @@ use super::api::check_access;
 use super::auth::Caller;
 use super::error::ApiError;
 use crate::app::App;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap};
 use axum::response::IntoResponse;
@@ -15,6 +16,13 @@ use std::sync::Arc;
 
 fn log_error(e: crate::audit_log::AuditLogError) -> ApiError {
     ApiError::internal(e.to_string())
+}
+
+/// A query string read, or a JSON 400 saying what was wrong and what is expected (axum's own
+/// rejection is plain text).
+fn query<T>(q: Result<Query<T>, QueryRejection>, expected: &str) -> Result<T, ApiError> {
+    q.map(|Query(v)| v)
+        .map_err(|e| ApiError::bad_request(format!("{}; expected {expected}", e.body_text())))
 }
 
 fn text(body: String) -> impl IntoResponse {
@@ -42,8 +50,9 @@ pub struct Range {
 /// `GET /api/log/consistency?from=N&to=M`: the RFC 6962 consistency proof (base64 hashes).
 pub async fn consistency(
     State(app): State<Arc<App>>,
-    Query(r): Query<Range>,
+    r: Result<Query<Range>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let r = query(r, "?from=N[&to=M] (tree sizes)")?;
     let to = match r.to {
         Some(t) => t,
         None => app.log.checkpoint(&app.store).await.map_err(log_error)?.1,
@@ -61,8 +70,9 @@ pub async fn consistency(
 /// `GET /api/log/leaves?from=N&to=M`: the signed statements of leaves `N..M` (at most 1,000).
 pub async fn leaves(
     State(app): State<Arc<App>>,
-    Query(r): Query<Range>,
+    r: Result<Query<Range>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let r = query(r, "?from=N[&to=M] (leaf indexes)")?;
     let to = r.to.unwrap_or(r.from.saturating_add(1000));
     let rows = app
         .log
@@ -86,8 +96,9 @@ pub async fn bundle(
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Query(q): Query<BundleQuery>,
+    q: Result<Query<BundleQuery>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let q = query(q, "[?from=N] (the size of a checkpoint you saved)")?;
     check_access(&app, &caller, &headers, &id).await?;
     let trail = app.store.audit_trail(&id).await?;
     if trail.is_empty() {
