@@ -622,7 +622,7 @@ fn step_write(
     };
     Ok(crate::journal::Write {
         owner: owner.map(|(o, at)| (thread.id().to_string(), o, at)),
-        thread: Some(to_stored(thread, conversation_key)),
+        thread: Some(to_stored(thread, conversation_key)?),
         records,
         leaves,
         chain: crate::journal::Chain::default(),
@@ -672,11 +672,18 @@ pub fn status_of(thread: &Thread) -> &'static str {
     }
 }
 
-/// The thread as stored: its JSON without the audit trail, which lives in its own table.
-pub fn to_stored(thread: &Thread, conversation_key: Option<String>) -> StoredThread {
-    let state = thread.to_json_without_trail().unwrap_or(Value::Null);
+/// The thread as stored: its JSON without the audit trail, which lives in its own table. A
+/// state that cannot be serialized is an error, never a stored `null` (a thread that could not
+/// be resumed or shown).
+pub fn to_stored(
+    thread: &Thread,
+    conversation_key: Option<String>,
+) -> Result<StoredThread, crate::storage::StorageError> {
+    let state = thread.to_json_without_trail().map_err(|e| {
+        crate::storage::StorageError::Write(format!("thread {}'s state: {e}", thread.id()))
+    })?;
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-    StoredThread {
+    Ok(StoredThread {
         id: thread.id().to_string(),
         status: status_of(thread).to_string(),
         question: thread.question().to_string(),
@@ -684,7 +691,7 @@ pub fn to_stored(thread: &Thread, conversation_key: Option<String>) -> StoredThr
         state,
         created_at: i64::try_from(thread.created_at()).unwrap_or(i64::MAX),
         updated_at: now,
-    }
+    })
 }
 
 /// A thread read back from storage, with its audit trail.
