@@ -281,8 +281,13 @@ async fn commit_sqlite(
         match queued {
             Ok(()) => {}
             Err(Retry::Failed(e)) => return Err(e),
-            // Only a failed INSERT of leaves is `Taken`, and nothing ran yet.
-            Err(Retry::Taken) => unreachable!("queueing runs no statement"),
+            // Only a failed INSERT of leaves is `Taken`, and queueing runs none; should that
+            // change, fail the batch rather than the writer task.
+            Err(Retry::Taken) => {
+                return Err(StorageError::AuditLog(
+                    "a log index was taken while the write lock was held".into(),
+                ))
+            }
         }
         statements.plain("committing", "COMMIT");
         statements

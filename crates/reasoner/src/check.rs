@@ -555,6 +555,8 @@ impl<'m> Reasoner<'m> {
             support = Some(self.minimise_witnessed(core.clone(), &pn));
         }
         let need = match &support {
+            // A pair without claims is answered as such below, whatever its support.
+            _ if claims.is_empty() => None,
             Some((_, true)) => Some(PairNeed::Policy),
             Some((rules, false)) if rules.is_empty() => {
                 Some(PairNeed::Trivial(Triviality::FollowsWithoutPolicy))

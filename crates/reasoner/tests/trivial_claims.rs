@@ -41,7 +41,19 @@ fn assert_not_covered(findings: &[Finding], what: &str) {
 #[test]
 fn the_issue_cases_are_not_covered() {
     let park = model(PARK);
-    assert_not_covered(&check(&park, &["(= ageClass SENIOR)"], &[]), "empty claims");
+    let empty = check(&park, &["(= ageClass SENIOR)"], &[]);
+    assert_not_covered(&empty, "empty claims");
+    // And the note says why: nothing was claimed (not "follows without the policy").
+    let Finding::NoTranslations(f) = &empty[0] else {
+        panic!("{empty:?}")
+    };
+    assert!(
+        f.extra["proofgateNote"]
+            .as_str()
+            .unwrap()
+            .contains("no claims"),
+        "{f:?}"
+    );
     assert_not_covered(&check(&park, &[], &[]), "no premises and no claims");
     assert_not_covered(
         &check(&park, &["(= ageClass SENIOR)"], &["true"]),
