@@ -8,7 +8,13 @@
 //!   profile_checks rss          the resident set after each step of loading (Z3 contexts)
 //!   profile_checks findings     the findings of the shipped examples and the test suites
 //!                               generated from them, as JSON (to compare Z3 versions)
+//!   profile_checks recheck FILE  the findings of the shipped examples and of the generated
+//!                               cases listed in FILE (an earlier `findings` output), in the
+//!                               same format: test generation picks other cases from run to
+//!                               run (Z3's tactics race a timer), so comparing the checks of
+//!                               one method with another's needs the same cases
 
+use proofgate_core::policy::test_suite::PolicyTestCase;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 use proofgate_reasoner::{
     check_case, generate_tests, parse_translations, CheckOptions, GenerateOptions, Reasoner,
@@ -24,7 +30,7 @@ const AIRLINE_T: &str =
 
 /// Findings of the shipped translations, of distinct ages (below, at and above the senior
 /// threshold) and the generated test suites of both policies, one JSON line each.
-fn findings() {
+fn findings(recheck: Option<&str>) {
     for (name, policy, translations) in [("park", PARK, PARK_T), ("airline", AIRLINE, AIRLINE_T)] {
         let model =
             PolicyModel::from_definition(PolicyDefinition::from_json(policy).unwrap(), None)
@@ -38,6 +44,23 @@ fn findings() {
                 let f = reasoner.validate(&distinct(age)).expect("well-formed");
                 println!("{name} age {age}: {}", serde_json::to_string(&f).unwrap());
             }
+        }
+        if let Some(listed) = recheck {
+            let prefix = format!("{name} generated ");
+            for line in listed.lines().filter_map(|l| l.strip_prefix(&prefix)) {
+                let case: PolicyTestCase = serde_json::Deserializer::from_str(line)
+                    .into_iter()
+                    .next()
+                    .expect("a case")
+                    .expect("a case");
+                let f = check_case(&reasoner, &case).map(|f| serde_json::to_string(&f).unwrap());
+                println!(
+                    "{prefix}{}: {}",
+                    serde_json::to_string(&case).unwrap(),
+                    f.unwrap_or_else(|e| e.to_string())
+                );
+            }
+            continue;
         }
         let generated = generate_tests(&model, &GenerateOptions::default()).expect("generates");
         for case in &generated.suite.tests {
@@ -85,7 +108,12 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mode = args.next().unwrap_or_else(|| "distinct".into());
     if mode == "findings" {
-        findings();
+        findings(None);
+        return;
+    }
+    if mode == "recheck" {
+        let file = args.next().expect("recheck FILE");
+        findings(Some(&std::fs::read_to_string(file).expect("readable")));
         return;
     }
     if mode == "rss" {
