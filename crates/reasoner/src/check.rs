@@ -673,8 +673,13 @@ impl<'m> Reasoner<'m> {
                             .map(String::from),
                     );
                 }
-                let true_model =
-                    self.simplest_model(slice, &pc, true_model, self.scenario_deadline());
+                let true_model = self.simplest_model(
+                    slice,
+                    &pc,
+                    &forced_by(premises, claims),
+                    true_model,
+                    self.scenario_deadline(),
+                );
                 Finding::Valid(ValidFinding {
                     translation: Some(translation),
                     claims_true_scenario: Some(self.scenario(&true_model, &vars)),
@@ -685,8 +690,15 @@ impl<'m> Reasoner<'m> {
             }
             Outcome::Sat(false_model) => {
                 let logic_warning = warning(&[&true_model, &false_model]);
-                let (true_model, false_model) =
-                    self.explaining_pair(slice, (p, c), &pc, &pn, true_model, false_model);
+                let (true_model, false_model) = self.explaining_pair(
+                    slice,
+                    (p, c),
+                    &pc,
+                    &pn,
+                    &forced_by(premises, claims),
+                    true_model,
+                    false_model,
+                );
                 let diff = self.differing_variables(slice, &true_model, &false_model);
                 let vars = statement_vars(premises, claims);
                 Finding::Satisfiable(SatisfiableFinding {
@@ -870,6 +882,14 @@ pub(crate) fn solver_says_unsat(solver: &Solver, f: &Bool) -> bool {
     let r = solver.check();
     solver.pop(1);
     r == SatResult::Unsat
+}
+
+/// What the premises and claims force together (both are assumed where it is used).
+fn forced_by(
+    premises: &[CheckedStatementInput],
+    claims: &[CheckedStatementInput],
+) -> crate::scenario::Forced {
+    crate::scenario::forced_values(premises.iter().chain(claims).map(|s| &s.expr))
 }
 
 fn statement_vars(

@@ -16,8 +16,8 @@
 use crate::check::{holds, Outcome, Reasoner};
 use crate::slice::Slice;
 use proofgate_core::findings::Scenario;
-use proofgate_core::policy::Sort;
-use std::collections::BTreeSet;
+use proofgate_core::policy::{Expr, Sort};
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 use z3::ast::{Bool, Dynamic, Int};
 use z3::{Model, Optimize, Params, SatResult};
@@ -50,6 +50,70 @@ fn rank(sort: &Sort) -> Option<usize> {
     }
 }
 
+/// Variable name -> the literal every model of some statements gives it.
+pub(crate) type Forced = HashMap<String, Expr>;
+
+/// The values `stmts` force by a top-level conjunct: `(= x 66)` or `(= 66 x)` (a numeric or
+/// Boolean literal), `b` and `(not b)`. Every model of the statements gives these values, so
+/// a question about another value of one of them has a known answer. Other forms are left
+/// out (never a wrong value, at worst a question asked).
+pub(crate) fn forced_values<'e>(stmts: impl IntoIterator<Item = &'e Expr>) -> Forced {
+    fn walk(e: &Expr, out: &mut Vec<(String, Expr)>) {
+        match e {
+            Expr::And(parts) => parts.iter().for_each(|p| walk(p, out)),
+            Expr::Var {
+                name,
+                sort: Sort::Bool,
+            } => out.push((name.clone(), Expr::Bool(true))),
+            Expr::Not(inner) => {
+                if let Expr::Var {
+                    name,
+                    sort: Sort::Bool,
+                } = inner.as_ref()
+                {
+                    out.push((name.clone(), Expr::Bool(false)));
+                }
+            }
+            Expr::Eq(args) => {
+                if let [Expr::Var { name, .. }, v] | [v, Expr::Var { name, .. }] = args.as_slice() {
+                    if matches!(v, Expr::Int(_) | Expr::Real { .. } | Expr::Bool(_)) {
+                        out.push((name.clone(), v.clone()));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    for e in stmts {
+        walk(e, &mut found);
+    }
+    // A variable given two different literals (the statements then have no model, or the
+    // literals are two spellings of one value) is left out.
+    let mut out = Forced::new();
+    let mut mixed = BTreeSet::new();
+    for (name, v) in found {
+        match out.get(&name) {
+            Some(old) if *old != v => {
+                mixed.insert(name);
+            }
+            _ => {
+                out.insert(name, v);
+            }
+        }
+    }
+    out.retain(|name, _| !mixed.contains(name));
+    out
+}
+
+/// Whether a forced literal is the value `simple_value` pins (false, 0, 0.0).
+fn is_simple_literal(e: &Expr) -> bool {
+    matches!(
+        e,
+        Expr::Bool(false) | Expr::Int(0) | Expr::Real { digits: 0, .. }
+    )
+}
+
 impl Reasoner<'_> {
     /// The deadline for choosing a finding's scenarios.
     pub(crate) fn scenario_deadline(&self) -> Instant {
@@ -64,12 +128,22 @@ impl Reasoner<'_> {
 
     /// The slice's variables, in schema order.
     fn schema_vars(&self, slice: &Slice) -> Vec<(Dynamic, Sort)> {
+        self.named_schema_vars(slice)
+            .into_iter()
+            .map(|(_, var, sort)| (var, sort))
+            .collect()
+    }
+
+    /// The slice's variables with their names, in schema order.
+    fn named_schema_vars(&self, slice: &Slice) -> Vec<(&str, Dynamic, Sort)> {
         let all = self.vocab.variables();
         slice
             .vars
             .iter()
             .filter_map(|&i| all.get(i))
-            .filter_map(|(name, sort)| Some((self.vocab.var(name)?.clone(), sort.clone())))
+            .filter_map(|(name, sort)| {
+                Some((name.as_str(), self.vocab.var(name)?.clone(), sort.clone()))
+            })
             .collect()
     }
 
@@ -177,24 +251,34 @@ impl Reasoner<'_> {
     }
 
     /// The simplest model of the slice's rules and `fixed` (assumption literals), starting
-    /// from `model`, which must be one.
+    /// from `model`, which must be one. `forced`: values every model of `fixed` gives (see
+    /// `forced_values`), which answer some questions without the solver.
     pub(crate) fn simplest_model(
         &self,
         slice: &Slice,
         fixed: &[Bool],
+        forced: &Forced,
         model: Model,
         deadline: Instant,
     ) -> Model {
         let all = &slice.rules;
-        let vars = self.schema_vars(slice);
+        let named = self.named_schema_vars(slice);
+        let vars: Vec<(Dynamic, Sort)> = named
+            .iter()
+            .map(|(_, var, sort)| (var.clone(), sort.clone()))
+            .collect();
         let mut assumptions = fixed.to_vec();
         let mut best = model;
         let mut pinned_zero = BTreeSet::new();
         for wanted in 0..3 {
+            // A pin that a forced value contradicts can never be kept: left out, it costs no
+            // question (the same pins are kept: `keep_pins` keeps exactly the pins consistent
+            // with those kept before them).
             let pins: Vec<(usize, Bool)> = vars
                 .iter()
                 .enumerate()
                 .filter(|(_, (_, sort))| rank(sort) == Some(wanted))
+                .filter(|(i, _)| forced.get(named[*i].0).is_none_or(is_simple_literal))
                 .filter_map(|(i, (var, sort))| Some((i, var.eq(&simple_value(sort)?))))
                 .collect();
             self.keep_pins(
@@ -216,6 +300,10 @@ impl Reasoner<'_> {
                 continue;
             };
             hi = hi.abs();
+            if forced.contains_key(named[i].0) {
+                // Its one value: nothing smaller to look for.
+                hi = 0;
+            }
             // |x| <= lo is known unsatisfiable (0 was tried), |x| <= hi is satisfiable.
             let mut lo = 0i64;
             // Models tend to sit on the bound that keeps a count from 0, so the first try is
@@ -347,17 +435,19 @@ impl Reasoner<'_> {
     /// The SATISFIABLE pair: the simplest claims-true model (`pc`: premises and claims
     /// literals) and the claims-false model closest to it (`pn`: premises and not claims;
     /// `p`, `c` the formulas behind them).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn explaining_pair(
         &self,
         slice: &Slice,
         (p, c): (&Bool, &Bool),
         pc: &[Bool],
         pn: &[Bool],
+        forced: &Forced,
         true_model: Model,
         false_model: Model,
     ) -> (Model, Model) {
         let deadline = self.scenario_deadline();
-        let true_model = self.simplest_model(slice, pc, true_model, deadline);
+        let true_model = self.simplest_model(slice, pc, forced, true_model, deadline);
         let false_model = self.closest_model(
             slice,
             &[p.clone(), c.not()],
@@ -566,6 +656,41 @@ mod tests {
         proptest! {
             #![proptest_config(ProptestConfig { cases: 150, ..ProptestConfig::default() })]
 
+            /// Every value `forced_values` reads off some statements is the only one their
+            /// models give (asked of Z3: the statements and another value have no model).
+            #[test]
+            fn forced_values_are_the_only_ones(
+                stmts in prop::collection::vec(atom_strategy(), 1..5),
+            ) {
+                let model = policy(&[]);
+                let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+                let text = format!("(and {})", stmts.join(" "));
+                let expr = model.check_statement(&text).unwrap().expr;
+                let s = Solver::new();
+                s.assert(reasoner.vocab.formula(&expr).unwrap());
+                let consistent = s.check() == SatResult::Sat;
+                let forced = super::super::forced_values([&expr]);
+                for (name, value) in &forced {
+                    let var = reasoner.vocab.var(name).unwrap().clone();
+                    let value = reasoner.vocab.formula(&proofgate_core::policy::Expr::Eq(vec![
+                        proofgate_core::policy::Expr::Var {
+                            name: name.clone(),
+                            sort: reasoner.vocab.variables().iter().find(|(n, _)| n == name).unwrap().1.clone(),
+                        },
+                        value.clone(),
+                    ])).unwrap();
+                    s.push();
+                    s.assert(value.not());
+                    prop_assert_eq!(s.check(), SatResult::Unsat, "{} in {}", var, text);
+                    s.pop(1);
+                }
+                // Something is read off whenever a conjunct pins a variable (consistent or not,
+                // no value is wrong; this only keeps the test from passing vacuously).
+                if consistent && stmts.iter().any(|a| !a.starts_with("(>") && !a.starts_with("(<=")) {
+                    prop_assert!(!forced.is_empty(), "{}", text);
+                }
+            }
+
             #[test]
             fn scenarios_are_the_plain_definitions(
                 rules in prop::collection::vec(rule_strategy(), 1..8),
@@ -574,8 +699,13 @@ mod tests {
             ) {
                 let model = policy(&rules);
                 let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
-                let p = reasoner.vocab.formula(&model.check_statement(&premise).unwrap().expr).unwrap();
-                let c = reasoner.vocab.formula(&model.check_statement(&claim).unwrap().expr).unwrap();
+                let (pe, ce) = (
+                    model.check_statement(&premise).unwrap().expr,
+                    model.check_statement(&claim).unwrap().expr,
+                );
+                let forced = super::super::forced_values([&pe, &ce]);
+                let p = reasoner.vocab.formula(&pe).unwrap();
+                let c = reasoner.vocab.formula(&ce).unwrap();
                 let slice = reasoner.full_slice();
                 let loaded = reasoner.loaded();
                 loaded.begin_check();
@@ -587,7 +717,15 @@ mod tests {
                 let pn = [pl, nl];
                 let found = match (reasoner.solve(&slice.rules, &pc), reasoner.solve(&slice.rules, &pn)) {
                     (Outcome::Sat(t), Outcome::Sat(f)) => {
-                        Some(reasoner.explaining_pair(&slice, (&p, &c), &pc, &pn, t, f))
+                        Some(reasoner.explaining_pair(
+                            &slice,
+                            (&p, &c),
+                            &pc,
+                            &pn,
+                            &forced,
+                            t,
+                            f,
+                        ))
                     }
                     _ => None,
                 };
