@@ -29,7 +29,7 @@ async fn steps(sync: SqliteSync) -> Vec<Duration> {
             status: "processing".into(),
             question: "How much do I pay?".into(),
             conversation_key: None,
-            state: json!({"phase": "VALIDATE", "steps": i}),
+            state: json!({"phase": "VALIDATE", "steps": i}).to_string(),
             created_at: 0,
             updated_at: i as i64,
         };

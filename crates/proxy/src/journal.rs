@@ -434,7 +434,7 @@ mod tests {
                 status: "processing".into(),
                 question: "Q?".into(),
                 conversation_key: None,
-                state: serde_json::json!({"step": seqs.end}),
+                state: serde_json::json!({"step": seqs.end}).to_string(),
                 created_at: 1,
                 updated_at: 1,
             }),
@@ -466,7 +466,8 @@ mod tests {
                 let id = format!("{run}-{i}");
                 assert_eq!(store.audit_trail(&id).await.unwrap().len(), 3);
                 let t = store.thread(&id).await.unwrap().unwrap();
-                assert_eq!(t.state["step"], 3, "the newest state wins");
+                let state: serde_json::Value = serde_json::from_str(&t.state).unwrap();
+                assert_eq!(state["step"], 3, "the newest state wins");
             }
             let (_, after) = log.checkpoint(&store).await.unwrap();
             // Counted by thread: the other tests may append to a shared PostgreSQL log meanwhile.

@@ -49,7 +49,7 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> Stor
 }
 
 /// A thread as stored: the serialized state machine plus columns to query by.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct StoredThread {
     /// Thread id.
     pub id: String,
@@ -59,8 +59,10 @@ pub struct StoredThread {
     pub question: String,
     /// Identifies the chat conversation the thread belongs to, to resume it on the next message.
     pub conversation_key: Option<String>,
-    /// The serialized `proofgate_core::thread::Thread`.
-    pub state: Value,
+    /// The serialized `proofgate_core::thread::Thread` without its trail, as JSON text: a save
+    /// writes it straight from the thread and the store keeps it as it is (checked to be JSON
+    /// when read back).
+    pub state: String,
     /// Creation time, ms since the epoch.
     pub created_at: i64,
     /// Last update, ms since the epoch.
@@ -126,7 +128,7 @@ pub(crate) fn queue_threads(
                     .bind(thread.status.as_str())
                     .bind(thread.question.as_str())
                     .bind(thread.conversation_key.clone())
-                    .bind(thread.state.to_string())
+                    .bind(thread.state.as_str())
                     .bind(thread.created_at)
                     .bind(thread.updated_at);
             }
@@ -309,9 +311,12 @@ impl Store {
     fn row_to_thread(row: &AnyRow) -> Result<StoredThread, StorageError> {
         let id: String = row.try_get("id").map_err(db("reading a thread row"))?;
         let state: String = row.try_get("state").map_err(db("reading a thread row"))?;
-        let state = serde_json::from_str(&state).map_err(|source| StorageError::Corrupt {
-            thread: id.clone(),
-            source,
+        // Checked here, so that a damaged row is reported as such wherever it is read.
+        serde_json::from_str::<serde::de::IgnoredAny>(&state).map_err(|source| {
+            StorageError::Corrupt {
+                thread: id.clone(),
+                source,
+            }
         })?;
         Ok(StoredThread {
             status: row.try_get("status").map_err(db("reading a thread row"))?,
@@ -619,7 +624,7 @@ mod tests {
             status: status.into(),
             question: "Q?".into(),
             conversation_key: Some(format!("conv-{id}")),
-            state: json!({"state": status}),
+            state: json!({"state": status}).to_string(),
             created_at: at,
             updated_at: at,
         }

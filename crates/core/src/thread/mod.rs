@@ -90,6 +90,23 @@ pub struct Thread {
     audit_trail: Vec<AuditRecord>,
 }
 
+/// A thread's fields but its audit trail, as serialized for a store.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WithoutTrail<'a> {
+    id: &'a str,
+    question: &'a str,
+    config: &'a ThreadConfig,
+    created_at: u64,
+    state: &'a ThreadState,
+    steps: &'a [Step],
+    clarifications: &'a [ClarificationExchange],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    conversation: &'a [ConversationTurn],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    app_request: &'a Option<Value>,
+}
+
 /// How a thread for the app's chatbot reply starts: the reply is an answer to verify, or a
 /// call of the app's tools.
 #[derive(Debug, Clone, PartialEq)]
@@ -407,22 +424,17 @@ impl Thread {
     /// that a save does not serialize the whole trail again): [`serde_json::to_value`] of the
     /// thread minus `auditTrail`.
     pub fn to_json_without_trail(&self) -> Result<Value, serde_json::Error> {
-        #[derive(Serialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WithoutTrail<'a> {
-            id: &'a str,
-            question: &'a str,
-            config: &'a ThreadConfig,
-            created_at: u64,
-            state: &'a ThreadState,
-            steps: &'a [Step],
-            clarifications: &'a [ClarificationExchange],
-            #[serde(skip_serializing_if = "<[_]>::is_empty")]
-            conversation: &'a [ConversationTurn],
-            #[serde(skip_serializing_if = "Option::is_none")]
-            app_request: &'a Option<Value>,
-        }
-        serde_json::to_value(WithoutTrail {
+        serde_json::to_value(self.without_trail())
+    }
+
+    /// [`Thread::to_json_without_trail`] as JSON text, written straight from the thread: what
+    /// a store saves on every step, without building (and dropping) a `Value` tree first.
+    pub fn to_json_text_without_trail(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(&self.without_trail())
+    }
+
+    fn without_trail(&self) -> WithoutTrail<'_> {
+        WithoutTrail {
             id: &self.id,
             question: &self.question,
             config: &self.config,
@@ -432,7 +444,7 @@ impl Thread {
             clarifications: &self.clarifications,
             conversation: &self.conversation,
             app_request: &self.app_request,
-        })
+        }
     }
 
     /// The audit trail: one record per input and per effect, hash-chained.

@@ -676,6 +676,9 @@ fn json_without_trail_is_the_thread_json_minus_the_trail() {
         let mut full = serde_json::to_value(t).unwrap();
         full.as_object_mut().unwrap().remove("auditTrail");
         assert_eq!(t.to_json_without_trail().unwrap(), full);
+        // The text a store saves is the same value.
+        let text: Value = serde_json::from_str(&t.to_json_text_without_trail().unwrap()).unwrap();
+        assert_eq!(text, full);
     };
     check(&d.t);
     d.t.set_app_request(serde_json::json!({"model": "m", "messages": []}));

@@ -220,7 +220,9 @@ pub async fn list_threads(
             "question": t.question,
             "createdAt": t.created_at,
             "updatedAt": t.updated_at,
-            "verdict": t.state.pointer("/state/outcome/status"),
+            "verdict": serde_json::from_str::<Value>(&t.state)
+                .ok()
+                .and_then(|s| s.pointer("/state/outcome/status").cloned()),
         })).collect::<Vec<_>>()
     })))
 }
