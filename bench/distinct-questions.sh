@@ -27,6 +27,8 @@ printf "$common[validator]\nkind = \"local\"\npolicy = \"$root/examples/policies
 (RUST_LOG=error exec "$bin" serve --config $w/b.toml --listen 127.0.0.1:18101 > $w/b.log 2>&1) & echo $! > $w/b.pid
 (RUST_LOG=error exec "$bin" serve --config $w/l.toml --listen 127.0.0.1:18100 > $w/l.log 2>&1) & echo $! > $w/l.pid
 sleep 2; for c in b l; do grep -q . $w/$c.log && { echo "== $c.log"; tail -5 $w/$c.log; }; done
+rss() { awk '/VmRSS/{printf "%d MB", $2/1024}' /proc/$(cat $w/$1.pid)/status; }
+idle_b=$(rss b); idle_l=$(rss l)
 printf "%-28s %4s %10s %10s %10s\n" path c p50 p99 rps
 offset=$((RANDOM * 100000 + 66))
 for c in 1 16; do
@@ -39,3 +41,5 @@ for c in 1 16; do
     printf "%-28s %4s %10s %10s %10s %s\n" "$name" "$c" "$p50" "$p99" "$rps" "${non:+non-2xx=$non}"
   done
 done
+# Memory: the local validator's Z3 heaps and findings cache grow with distinct questions.
+echo "RSS (VmRSS) idle -> after the runs: bedrock $idle_b -> $(rss b), local $idle_l -> $(rss l)"
