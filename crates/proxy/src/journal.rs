@@ -155,9 +155,13 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
         let writes: Vec<&Write> = batch.iter().map(|(w, _)| w).collect();
         match commit(&store, &log, &writes).await {
             Ok(()) => {
+                let size = writes_size(&writes);
                 for (_, done) in batch.drain(..) {
                     let _ = done.send(Ok(()));
                 }
+                // After the answers: only the next batch waits for it.
+                store.wal_grew(size);
+                store.finish_wal_checkpoint().await;
             }
             // One bad write must not fail the others: store them one by one.
             Err(_) if batch.len() > 1 => {
@@ -184,6 +188,18 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
             }
         }
     }
+}
+
+/// About how many bytes `writes` put in the database (states, records, signed notes).
+fn writes_size(writes: &[&Write]) -> usize {
+    writes
+        .iter()
+        .map(|w| {
+            w.thread.as_ref().map_or(0, |t| t.state.len())
+                + w.records.iter().map(|(_, r)| r.len()).sum::<usize>()
+                + w.leaves.iter().map(|(_, note)| note.len()).sum::<usize>()
+        })
+        .sum()
 }
 
 /// Why a write was refused.
@@ -485,6 +501,60 @@ mod tests {
                 log.inclusion(&store, i, after).await.unwrap();
             }
         }
+    }
+
+    /// Steady commits from many requests: the background checkpoints alone never let the log
+    /// start over (a commit always lands while one copies), so without the writer finishing
+    /// them the log holds everything ever written.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_sqlite_write_ahead_log_stays_short_under_steady_writes() {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-walsize", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("j.sqlite");
+        let mut store = Store::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        // 1 MiB instead of 16, so that a short test sees many rounds.
+        store.wal_restart_bytes = 1 << 20;
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+        let journal = Journal::start(store.clone(), log.clone());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        let pad = "x".repeat(8 * 1024);
+        let mut tasks = Vec::new();
+        for i in 0..16 {
+            let (journal, log, pad) = (journal.clone(), log.clone(), pad.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut written = 0;
+                let mut n = 0;
+                while std::time::Instant::now() < until {
+                    let mut w = step(&log, &format!("w{i}-{n}"), 0..1);
+                    if let Some(t) = w.thread.as_mut() {
+                        t.state = serde_json::json!({ "pad": pad }).to_string();
+                        written += t.state.len();
+                    }
+                    journal.write(w).await.unwrap();
+                    n += 1;
+                }
+                written
+            }));
+        }
+        let mut written = 0;
+        for t in tasks {
+            written += t.await.unwrap();
+        }
+        let wal = std::fs::metadata(dir.join("j.sqlite-wal")).unwrap().len() as usize;
+        assert!(
+            written > 8 << 20,
+            "only {written} bytes written: too few to tell"
+        );
+        assert!(
+            wal * 3 < written,
+            "the write-ahead log is {wal} bytes after {written} bytes written"
+        );
+        drop((journal, store));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
