@@ -970,14 +970,7 @@ mod tests {
     /// of several simplest models a solver picks is its choice).
     #[test]
     fn fallback_solver_gives_the_same_findings() {
-        let model = PolicyModel::from_definition(
-            PolicyDefinition::from_json(include_str!(
-                "../../../examples/policies/park-admission.json"
-            ))
-            .unwrap(),
-            None,
-        )
-        .unwrap();
+        let model = park();
         let mut questions = vec![parse_translations(include_str!(
             "../../../examples/policies/park-senior-low-season.translations.json"
         ))
@@ -1031,16 +1024,21 @@ mod tests {
     use crate::{parse_translations, CheckOptions, Reasoner};
     use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 
-    #[test]
-    fn renewed_solvers_give_the_same_findings() {
-        let model = PolicyModel::from_definition(
+    /// The shipped park policy.
+    fn park() -> PolicyModel {
+        PolicyModel::from_definition(
             PolicyDefinition::from_json(include_str!(
                 "../../../examples/policies/park-admission.json"
             ))
             .unwrap(),
             None,
         )
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn renewed_solvers_give_the_same_findings() {
+        let model = park();
         let t = parse_translations(include_str!(
             "../../../examples/policies/park-senior-low-season.translations.json"
         ))
