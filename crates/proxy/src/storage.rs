@@ -182,6 +182,8 @@ struct WalDebt {
     bytes: usize,
     /// When the writer last tried to complete a checkpoint.
     tried: Option<std::time::Instant>,
+    /// Whether the last try's failure was logged.
+    warned: bool,
 }
 
 /// Bytes a write-ahead log file is cut back to when it starts over (it never shrinks by
@@ -348,12 +350,23 @@ impl Store {
         {
             Ok(row) => {
                 let n = |i: usize| row.try_get::<i64, _>(i).unwrap_or(-1);
+                let mut debt = self.wal.lock().unwrap_or_else(|e| e.into_inner());
+                debt.warned = false;
                 if n(0) == 0 && n(1) == n(2) {
-                    let mut debt = self.wal.lock().unwrap_or_else(|e| e.into_inner());
                     *debt = WalDebt::default();
                 }
             }
-            Err(e) => tracing::warn!("checkpointing the SQLite write-ahead log failed: {e}"),
+            Err(e) => {
+                // Once per run of failures, not every 20 ms: the database keeps working, its
+                // log only grows.
+                let mut debt = self.wal.lock().unwrap_or_else(|e| e.into_inner());
+                if !std::mem::replace(&mut debt.warned, true) {
+                    tracing::warn!(
+                        "completing a checkpoint of the SQLite write-ahead log failed (it will \
+                         grow until one succeeds; check the disk and the database file): {e}"
+                    );
+                }
+            }
         }
     }
 
