@@ -7,7 +7,8 @@ use crate::audit_log::{AppendError, TransparencyLog, LEAVES};
 use crate::sql_batch::Statements;
 use crate::storage::{StorageError, Store, StoredThread, ThreadOwner};
 use proofgate_core::audit::transparency::LogStatement;
-use sqlx::Row;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, Row};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -129,6 +130,10 @@ impl Journal {
 
 async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<(Write, Done)>) {
     let mut batch: Vec<(Write, Done)> = Vec::new();
+    // SQLite: the writer keeps its connection between batches. Taking it from the pool and
+    // giving it back cost round trips to the connection's thread per batch (the pool pings
+    // every connection given back). It is given back after a failure, for the pool to check.
+    let mut conn: Option<PoolConnection<Any>> = None;
     while let Some(first) = rx.recv().await {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -153,7 +158,7 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
             continue;
         }
         let writes: Vec<&Write> = batch.iter().map(|(w, _)| w).collect();
-        match commit(&store, &log, &writes).await {
+        match commit(&store, &mut conn, &log, &writes).await {
             Ok(()) => {
                 let size = writes_size(&writes);
                 for (_, done) in batch.drain(..) {
@@ -161,7 +166,9 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
                 }
                 // After the answers: only the next batch waits for it.
                 store.wal_grew(size);
-                store.finish_wal_checkpoint().await;
+                if let Some(c) = conn.as_mut() {
+                    store.finish_wal_checkpoint(c).await;
+                }
             }
             // One bad write must not fail the others: store them one by one.
             Err(_) if batch.len() > 1 => {
@@ -169,7 +176,7 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
                     let result = if w.chain.broken() {
                         Err(StorageError::Write(AFTER_FAILURE.into()))
                     } else {
-                        commit(&store, &log, &[&w]).await
+                        commit(&store, &mut conn, &log, &[&w]).await
                     };
                     if let Err(e) = &result {
                         tracing::error!("storing a step failed: {e}");
@@ -205,19 +212,45 @@ fn writes_size(writes: &[&Write]) -> usize {
 /// Why a write was refused.
 const AFTER_FAILURE: &str = "an earlier step of this thread could not be stored";
 
-/// Commits `writes` in one transaction, retrying when another replica took a log index.
+/// Commits `writes` in one transaction on the writer's connection `held` (taken from the
+/// pool when there is none, given back to it after a failure).
 async fn commit(
     store: &Store,
+    held: &mut Option<PoolConnection<Any>>,
     log: &TransparencyLog,
     writes: &[&Write],
 ) -> Result<(), StorageError> {
-    if store.sqlite {
-        return commit_sqlite(store, log, writes).await;
+    let conn = match held {
+        Some(conn) => conn,
+        None => held.insert(
+            store
+                .writer
+                .acquire()
+                .await
+                .map_err(crate::storage::db("connecting to the database"))?,
+        ),
+    };
+    let result = if store.sqlite {
+        commit_sqlite(conn, log, writes).await
+    } else {
+        commit_other(conn, log, writes).await
+    };
+    // PostgreSQL: given back after every batch, so the pool checks it before the next one (a
+    // server restart or an idle timeout would otherwise fail the next batch's requests).
+    if result.is_err() || !store.sqlite {
+        *held = None;
     }
+    result
+}
+
+/// PostgreSQL: one transaction, retried when another replica took a log index.
+async fn commit_other(
+    conn: &mut sqlx::AnyConnection,
+    log: &TransparencyLog,
+    writes: &[&Write],
+) -> Result<(), StorageError> {
     for _ in 0..50 {
-        let mut tx = store
-            .writer
-            .begin()
+        let mut tx = sqlx::Connection::begin(&mut *conn)
             .await
             .map_err(crate::storage::db("starting a transaction"))?;
         let mut appender = log.appender().await;
@@ -262,15 +295,10 @@ async fn commit(
 /// until this transaction ends, so no index can be taken; the second holds every insert and
 /// the `COMMIT`.
 async fn commit_sqlite(
-    store: &Store,
+    conn: &mut sqlx::AnyConnection,
     log: &TransparencyLog,
     writes: &[&Write],
 ) -> Result<(), StorageError> {
-    let mut conn = store
-        .writer
-        .acquire()
-        .await
-        .map_err(crate::storage::db("connecting to the database"))?;
     let mut appender = log.appender().await;
     let result = async {
         // `fetch_all`: the Any driver's `fetch_one` looks only at the first statement.
@@ -290,7 +318,7 @@ async fn commit_sqlite(
             }
         };
         let mut statements = Statements::new(true);
-        let queued = match appender.start(&mut conn, Some(size as u64)).await {
+        let queued = match appender.start(&mut *conn, Some(size as u64)).await {
             Ok(_) => queue_all(&mut statements, &mut appender, writes),
             Err(e) => Err(Retry::from(e)),
         };
@@ -307,7 +335,7 @@ async fn commit_sqlite(
         }
         statements.plain("committing", "COMMIT");
         statements
-            .run(&mut conn)
+            .run(&mut *conn)
             .await
             .map_err(|f| StorageError::Database {
                 context: format!("storing a batch ({})", f.what),

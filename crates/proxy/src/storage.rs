@@ -332,7 +332,7 @@ impl Store {
     /// copied all but the last moments' pages, so this is short. Without it the log grew
     /// without end under steady load (2.6 GB in 70 s at 2,000 requests/s), and commits got
     /// slower with it.
-    pub(crate) async fn finish_wal_checkpoint(&self) {
+    pub(crate) async fn finish_wal_checkpoint(&self, writer: &mut sqlx::AnyConnection) {
         {
             let mut debt = self.wal.lock().unwrap_or_else(|e| e.into_inner());
             if !self.sqlite
@@ -345,7 +345,7 @@ impl Store {
         }
         // Columns: busy, pages in the log, pages copied.
         match sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
-            .fetch_one(&self.writer)
+            .fetch_one(&mut *writer)
             .await
         {
             Ok(row) => {
