@@ -102,6 +102,8 @@ pub struct App {
     pub log: Arc<crate::audit_log::TransparencyLog>,
     /// Group commit of threads, records and leaves.
     pub journal: crate::journal::Journal,
+    /// API keys read from the storage in the last moments.
+    pub keys: crate::key_cache::KeyCache,
 }
 
 impl App {
@@ -211,7 +213,11 @@ impl App {
                 FailureMode::Closed => proofgate_core::thread::FailureMode::Closed,
             },
         };
+        let keys = crate::key_cache::KeyCache::new(std::time::Duration::from_millis(
+            config.auth.key_cache_ms,
+        ));
         Ok(App {
+            keys,
             config,
             store,
             metrics,

@@ -57,6 +57,15 @@ pub struct AuthConfig {
     /// The admin key's SHA-256 (hex), for configuration files.
     #[serde(default)]
     pub admin_key_sha256: Option<String>,
+    /// How long a key read from the storage is trusted without reading it again (ms; 0: read it
+    /// on every request). A key revoked here stops at once; one revoked by another replica or
+    /// by `proofgate keys revoke` stops within this time.
+    #[serde(default = "default_key_cache_ms")]
+    pub key_cache_ms: u64,
+}
+
+fn default_key_cache_ms() -> u64 {
+    1000
 }
 
 impl Default for AuthConfig {
@@ -65,6 +74,7 @@ impl Default for AuthConfig {
             required: true,
             admin_key: None,
             admin_key_sha256: None,
+            key_cache_ms: default_key_cache_ms(),
         }
     }
 }
@@ -76,6 +86,7 @@ impl std::fmt::Debug for AuthConfig {
             .field("required", &self.required)
             .field("admin_key", &self.admin_key.as_ref().map(|_| "***"))
             .field("admin_key_sha256", &self.admin_key_sha256)
+            .field("key_cache_ms", &self.key_cache_ms)
             .finish()
     }
 }

@@ -15,7 +15,8 @@ pub enum KeysCommand {
     Create(CreateArgs),
     /// List keys (never their secrets).
     List(StorageArgs),
-    /// Revoke a key by id: it stops working at once on every replica.
+    /// Revoke a key by id: running servers refuse it within their `[auth] key_cache_ms` (1 s by
+    /// default).
     Revoke {
         #[command(flatten)]
         storage: StorageArgs,

@@ -13,6 +13,7 @@ pub mod bedrock;
 pub mod bedrock_policy;
 pub mod config;
 pub mod journal;
+pub mod key_cache;
 pub mod keys;
 pub mod llm;
 pub mod metrics;

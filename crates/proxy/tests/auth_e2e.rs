@@ -627,7 +627,71 @@ async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
     )
     .await;
     assert_eq!(r.status, 200);
-    assert_eq!(get(&r2, "/api/threads", &b, &[]).await.status, 401);
+    // At once on the replica that revoked it; on the other once its cached copy of the key is
+    // older than `[auth] key_cache_ms` (1 s by default), and never later.
+    assert_eq!(get(&r1, "/api/threads", &b, &[]).await.status, 401);
+    let revoked = std::time::Instant::now();
+    loop {
+        let status = get(&r2, "/api/threads", &b, &[]).await.status;
+        if status == 401 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(
+            revoked.elapsed() < std::time::Duration::from_millis(2500),
+            "a key revoked on another replica still works after {:?}",
+            revoked.elapsed()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// A key revoked by another process (`proofgate keys revoke`, or another replica) stops working
+/// once the server's copy is older than `[auth] key_cache_ms`; with 0 the server reads the key
+/// on every request and refuses it at once.
+#[tokio::test]
+async fn a_key_revoked_elsewhere_stops_within_the_key_cache_time() {
+    let llm = demo_llm();
+    for cache_ms in [0u64, 400] {
+        let top = format!("[auth]\nkey_cache_ms = {cache_ms}\n");
+        let proxy = Proxy::start(
+            &format!("auth-key-cache-{cache_ms}"),
+            &secured_config(&v1(&llm), &top, ""),
+        );
+        let key = new_key(&proxy, "cached app", &["read"]).await;
+        // Used twice: the second is answered from the cache when there is one.
+        for _ in 0..2 {
+            assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
+        }
+        let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
+        let id = keys.body["keys"][0]["id"].as_str().unwrap().to_string();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args(["keys", "revoke", "--config"])
+            .arg(proxy.config_path())
+            .arg(&id)
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let revoked = std::time::Instant::now();
+        loop {
+            let status = get(&proxy, "/api/threads", &key, &[]).await.status;
+            if status == 401 {
+                break;
+            }
+            assert_eq!(status, 200);
+            assert!(
+                cache_ms > 0,
+                "with key_cache_ms = 0 a revoked key must be refused at once"
+            );
+            assert!(
+                revoked.elapsed() < std::time::Duration::from_millis(cache_ms + 1500),
+                "a key revoked by the CLI still works after {:?}",
+                revoked.elapsed()
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+    }
 }
 
 /// A request past its deadline is 504 and its work stops there: the translator calls in flight

@@ -3,6 +3,7 @@
 
 use super::error::ApiError;
 use crate::app::{now_ms, App};
+use crate::key_cache::Cached;
 use crate::keys::Scope;
 use crate::storage::ThreadOwner;
 use axum::http::{header, HeaderMap, Method, StatusCode};
@@ -181,7 +182,15 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, 
             return Ok(Some(Caller::admin_key()));
         }
     }
-    let Some(key) = app.store.key_by_secret(token).await? else {
+    let key = match app.keys.get(&presented) {
+        Cached::Hit(key) => key,
+        Cached::Miss(generation) => {
+            let key = app.store.key_by_secret(token).await?;
+            app.keys.put(presented, key.clone(), generation);
+            key
+        }
+    };
+    let Some(key) = key else {
         return Ok(None);
     };
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);

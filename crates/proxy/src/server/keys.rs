@@ -53,6 +53,7 @@ pub async fn create(
         .store
         .create_key(&req.name, &req.scopes, req.expires_at, now())
         .await?;
+    app.keys.clear();
     tracing::info!("API key {} ({:?}) created", key.id, key.name);
     let mut view = serde_json::to_value(&key).unwrap_or(Value::Null);
     view["key"] = json!(secret);
@@ -77,16 +78,15 @@ pub async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> 
     Ok(Json(json!({ "keys": keys })))
 }
 
-/// `DELETE /api/keys/{id}`: the key stops working at once, on every replica.
+/// `DELETE /api/keys/{id}`: the key stops working at once on this replica, and on the others
+/// within `[auth] key_cache_ms` (they trust a key read that recently).
 pub async fn revoke(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let key = app
-        .store
-        .revoke_key(&id, now())
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no key {id}")))?;
+    let revoked = app.store.revoke_key(&id, now()).await;
+    app.keys.clear();
+    let key = revoked?.ok_or_else(|| ApiError::not_found(format!("no key {id}")))?;
     tracing::info!("API key {} ({:?}) revoked", key.id, key.name);
     Ok(Json(serde_json::to_value(key).unwrap_or(Value::Null)))
 }
