@@ -1,19 +1,61 @@
-//! What durability costs: one audit step as the server writes it (the thread saved with its new
-//! record in one transaction, then its head signed and appended to the log), on SQLite with
-//! `synchronous = FULL` (what the server uses) and, for comparison only, `NORMAL`. Prints the
-//! median and p99 per step and the ratio, measured in one run.
+//! What durability costs on the path the server writes: a chat request's write (its thread's
+//! state, four audit records and one signed log leaf, sized as the Bedrock path's) through the
+//! journal's group commit, on SQLite with `synchronous = FULL` (what the server uses) and, for
+//! comparison only, `NORMAL`. One writer (every write alone in its commit: the c=1 latency) and
+//! 16 writers (commits shared: the c=16 throughput). Prints medians, p99s, writes per second
+//! and the ratios, measured in one run.
 
 use proofgate_core::audit::transparency::LogStatement;
 use proofgate_proxy::audit_log::{AuditKey, TransparencyLog};
+use proofgate_proxy::journal::{Chain, Journal, Write};
 use proofgate_proxy::storage::{SqliteSync, Store, StoredThread};
-use serde_json::json;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const STEPS: usize = 300;
+/// Writes per writer.
+const WRITES: usize = 400;
 
-async fn steps(sync: SqliteSync) -> Vec<Duration> {
+/// One request's write, about as large as the Bedrock path's (about 9 KB).
+fn request_write(log: &TransparencyLog, writer: usize, i: usize) -> Write {
+    let id = format!("bench-{writer}-{i}");
+    let statement = LogStatement {
+        deleted: false,
+        thread_id: id.clone(),
+        seq: 3,
+        head_hash: format!("{:064x}", writer * WRITES + i),
+    };
+    let note = log.key().sign(&statement.text()).unwrap();
+    Write {
+        owner: None,
+        thread: Some(StoredThread {
+            id: id.clone(),
+            status: "done".into(),
+            question: "I am 70, low season, no credits. What is my fee?".into(),
+            conversation_key: None,
+            state: format!(
+                "{{\"phase\":\"COMPLETED\",\"pad\":\"{}\"}}",
+                "s".repeat(4000)
+            ),
+            created_at: 0,
+            updated_at: i as i64,
+        }),
+        records: (0..4)
+            .map(|seq| {
+                (
+                    seq,
+                    format!("{{\"seq\":{seq},\"pad\":\"{}\"}}", "r".repeat(1200)),
+                )
+            })
+            .collect(),
+        leaves: vec![(statement, note)],
+        chain: Chain::default(),
+    }
+}
+
+/// Latencies of every write, and writes per second, with `writers` writing at once.
+async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64) {
     let dir = std::env::temp_dir().join(format!(
-        "proofgate-bench-durability-{}-{sync:?}",
+        "proofgate-bench-durability-{}-{sync:?}-{writers}",
         std::process::id()
     ));
     let _ = std::fs::remove_dir_all(&dir);
@@ -21,40 +63,32 @@ async fn steps(sync: SqliteSync) -> Vec<Duration> {
     let url = format!("sqlite://{}/bench.sqlite", dir.display());
     let store = Store::connect_with(&url, sync).await.unwrap();
     let key = AuditKey::load_or_create(None, &dir.join("audit.key"), "bench").unwrap();
-    let log = TransparencyLog::new("bench/log".into(), key);
-    let mut times = Vec::with_capacity(STEPS);
-    for i in 0..STEPS {
-        let thread = StoredThread {
-            id: format!("t-{}", i / 10),
-            status: "processing".into(),
-            question: "How much do I pay?".into(),
-            conversation_key: None,
-            state: json!({"phase": "VALIDATE", "steps": i}).to_string(),
-            created_at: 0,
-            updated_at: i as i64,
-        };
-        let record = json!({"seq": i % 10, "kind": "TRANSLATOR_REPLIED", "body": {"text": "x".repeat(400)}, "hash": format!("{i:064}")});
-        let started = Instant::now();
-        store
-            .save(&thread, &[((i % 10) as u64, record)])
-            .await
-            .unwrap();
-        log.append(
-            &store,
-            &LogStatement {
-                deleted: false,
-                thread_id: thread.id.clone(),
-                seq: (i % 10) as u64,
-                head_hash: format!("{i:064}"),
-            },
-        )
-        .await
-        .unwrap();
-        times.push(started.elapsed());
+    let log = Arc::new(TransparencyLog::new("bench/log".into(), key));
+    let journal = Journal::start(store.clone(), log.clone());
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..writers {
+        let (journal, log) = (journal.clone(), log.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut times = Vec::with_capacity(WRITES);
+            for i in 0..WRITES {
+                let write = request_write(&log, w, i);
+                let t = Instant::now();
+                journal.write(write).await.unwrap();
+                times.push(t.elapsed());
+            }
+            times
+        }));
     }
+    let mut times = Vec::new();
+    for t in tasks {
+        times.extend(t.await.unwrap());
+    }
+    let per_second = times.len() as f64 / started.elapsed().as_secs_f64();
+    drop(journal);
     let _ = std::fs::remove_dir_all(&dir);
     times.sort();
-    times
+    (times, per_second)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -63,24 +97,28 @@ fn ms(d: Duration) -> f64 {
 
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let full = rt.block_on(steps(SqliteSync::Full));
-    let normal = rt.block_on(steps(SqliteSync::Normal));
-    let (f50, n50) = (full[STEPS / 2], normal[STEPS / 2]);
-    let (f99, n99) = (full[STEPS * 99 / 100], normal[STEPS * 99 / 100]);
-    println!("audit step (save thread + record, sign and log the head), {STEPS} steps, one run:");
     println!(
-        "  SQLite synchronous=FULL   median {:.3} ms  p99 {:.3} ms",
-        ms(f50),
-        ms(f99)
+        "a chat request's write (state, 4 records, 1 signed leaf) through the journal, one run:"
     );
+    let mut medians = Vec::new();
+    for writers in [1, 16] {
+        for (name, sync) in [("FULL  ", SqliteSync::Full), ("NORMAL", SqliteSync::Normal)] {
+            let (times, per_second) = rt.block_on(run(sync, writers));
+            let (p50, p99) = (times[times.len() / 2], times[times.len() * 99 / 100]);
+            println!(
+                "  {writers:>2} writer(s), synchronous={name}  median {:.3} ms  p99 {:.3} ms  {per_second:.0} writes/s",
+                ms(p50),
+                ms(p99)
+            );
+            medians.push((ms(p50), per_second));
+        }
+    }
+    let (full1, normal1) = (medians[0].0, medians[1].0);
+    let (full16, normal16) = (medians[2].1, medians[3].1);
     println!(
-        "  SQLite synchronous=NORMAL median {:.3} ms  p99 {:.3} ms",
-        ms(n50),
-        ms(n99)
-    );
-    println!(
-        "  FULL costs {:.2}x NORMAL at the median ({:+.3} ms per step)",
-        ms(f50) / ms(n50).max(1e-9),
-        ms(f50) - ms(n50)
+        "  FULL costs {:+.3} ms per write alone ({:.2}x NORMAL) and {:.0}% of NORMAL's writes/s at 16 writers",
+        full1 - normal1,
+        full1 / normal1.max(1e-9),
+        100.0 * full16 / normal16.max(1e-9)
     );
 }
