@@ -104,6 +104,8 @@ pub struct App {
     pub journal: crate::journal::Journal,
     /// API keys read from the storage in the last moments.
     pub keys: crate::key_cache::KeyCache,
+    /// Threads this process is driving (never resumed as orphans).
+    pub live: crate::live_threads::LiveThreads,
 }
 
 impl App {
@@ -218,6 +220,7 @@ impl App {
         ));
         Ok(App {
             keys,
+            live: Default::default(),
             config,
             store,
             metrics,
@@ -528,6 +531,9 @@ pub struct Saver {
     owner: Option<(crate::storage::ThreadOwner, i64)>,
     /// Links the writes: once one fails, the journal refuses the later ones.
     chain: crate::journal::Chain,
+    /// Marks the thread as driven here from its first save until the saver is dropped, so the
+    /// resumer leaves it alone however long a call takes.
+    live: Option<crate::live_threads::LiveGuard>,
 }
 
 impl Saver {
@@ -538,6 +544,7 @@ impl Saver {
             pending: Vec::new(),
             owner: None,
             chain: crate::journal::Chain::new(),
+            live: None,
         }
     }
 
@@ -554,6 +561,9 @@ impl Saver {
         thread: &Thread,
         conversation_key: Option<String>,
     ) -> Result<(), crate::storage::StorageError> {
+        if self.live.is_none() {
+            self.live = Some(app.live.hold(thread.id()));
+        }
         // One look at each write: a result is taken once, so a failure that arrives between
         // two looks must not be dropped (a later write could then commit past the gap).
         let mut still = Vec::with_capacity(self.pending.len());

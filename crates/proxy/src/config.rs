@@ -169,9 +169,11 @@ pub struct ServerConfig {
     /// How often overdue follow-up questions are timed out and stale threads deleted.
     #[serde(default = "default_maintenance_interval_ms")]
     pub maintenance_interval_ms: u64,
-    /// A background thread not saved for this long is taken to be orphaned (its server
-    /// stopped mid-step) and is resumed from its last saved step. Keep it above the longest
-    /// LLM or validator call.
+    /// A thread not saved for this long is taken to be orphaned (its server stopped
+    /// mid-step) and is resumed from its last saved step. A server never resumes a thread it
+    /// is still driving itself; with several replicas on one database, keep this above the
+    /// longest LLM or validator call (another replica cannot tell a slow call from a stopped
+    /// server).
     #[serde(default = "default_resume_after_ms")]
     pub resume_after_ms: u64,
     /// Origins allowed to call the API from a browser (CORS); empty (default): none, only

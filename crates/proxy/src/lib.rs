@@ -15,6 +15,7 @@ pub mod config;
 pub mod journal;
 pub mod key_cache;
 pub mod keys;
+pub mod live_threads;
 pub mod llm;
 pub mod metrics;
 pub mod openai;

@@ -434,6 +434,69 @@ async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
     );
 }
 
+/// A call slower than `resume_after_ms` does not make the server resume the thread it is still
+/// driving: the rewriter is asked once per step the trail records, and the request ends with
+/// a trail that passes the audit. (Before, the resumer took the live thread for an orphan and
+/// drove it a second time beside the request.)
+#[tokio::test]
+async fn a_call_slower_than_resume_after_ms_is_not_resumed_while_it_runs() {
+    let mut script = demo_script();
+    for rule in script["rules"].as_array_mut().unwrap() {
+        if rule["match"] == "DECISION" || rule["match"].to_string().contains("DECISION") {
+            rule["delay_ms"] = json!(1_500);
+        }
+    }
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start(
+        "slow-call-live",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[server]\nmaintenance_interval_ms = 100\nresume_after_ms = 300\n",
+        ),
+    );
+    let reply = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let thread = reply
+        .headers()
+        .get("x-proofgate-thread")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    // Any second driver would have been started by now.
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    let trail = json_get(&proxy, &format!("/api/threads/{thread}/audit")).await;
+    let calls = trail
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "CALL_LLM")
+        .count();
+    let asked = llm
+        .received()
+        .iter()
+        .filter(|r| r.to_string().contains("DECISION"))
+        .count();
+    assert!(calls > 0, "the rewriter was never called");
+    assert_eq!(
+        asked, calls,
+        "the rewriter was asked more often than recorded"
+    );
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let (ok, report, err) = audit(&temp_dir("slow-call-audit"), &bundle, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+}
+
 #[tokio::test]
 async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
     // The rewriter answers slowly: the server is killed while it waits.

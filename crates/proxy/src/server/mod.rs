@@ -268,6 +268,7 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
     let stale = i64::try_from(app.config.server.resume_after_ms).unwrap_or(i64::MAX);
     for stored in app.store.threads_with_status("processing").await? {
         if now.saturating_sub(stored.updated_at) < stale
+            || app.live.contains(&stored.id)
             || !app.store.claim(&stored.id, stored.updated_at, now).await?
         {
             continue;
