@@ -647,4 +647,61 @@ mod tests {
             );
         }
     }
+
+    /// PostgreSQL (when `PROOFGATE_TEST_POSTGRES_URL` is set, on a database of its own): the
+    /// server drops every connection (a restart, a failover, an idle timeout), and the next
+    /// write still commits, because the journal takes a connection the pool has checked for
+    /// every batch instead of keeping one.
+    #[tokio::test]
+    async fn a_write_after_postgres_dropped_every_connection_commits() {
+        let Ok(base) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+            eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
+            return;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("journal_drop_{}", std::process::id());
+        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&base)
+            .await
+            .unwrap();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name}"
+        )))
+        .execute(&mut admin)
+        .await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
+        let dir = std::env::temp_dir().join(format!("pg-journal-drop-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+        let journal = Journal::start(store.clone(), log.clone());
+        journal.write(step(&log, "before", 0..2)).await.unwrap();
+        let mut killer = <sqlx::AnyConnection as sqlx::Connection>::connect(&url)
+            .await
+            .unwrap();
+        let killed: i64 = sqlx::query(
+            "SELECT COUNT(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        )
+        .fetch_one(&mut killer)
+        .await
+        .unwrap()
+        .get("n");
+        assert!(killed >= 1, "no connection of the store was dropped");
+        journal.write(step(&log, "after", 0..3)).await.unwrap();
+        assert_eq!(store.audit_trail("after").await.unwrap().len(), 3);
+        let (_, size) = log.checkpoint(&store).await.unwrap();
+        assert_eq!(size, 2, "one leaf per write, no gap");
+        drop((journal, store));
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+        )))
+        .execute(&mut admin)
+        .await;
+    }
 }
