@@ -434,27 +434,37 @@ async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
     );
 }
 
+/// The demo's scripted LLM with its rewriter answering after `delay_ms`, and a proxy in front
+/// of it whose maintenance loop runs every `every_ms` and resumes threads not saved for
+/// `resume_ms`.
+fn slow_rewriter(name: &str, delay_ms: u64, every_ms: u64, resume_ms: u64) -> (Server, Proxy) {
+    let mut script = demo_script();
+    for rule in script["rules"].as_array_mut().unwrap() {
+        if rule["match"] == "DECISION" || rule["match"].to_string().contains("DECISION") {
+            rule["delay_ms"] = json!(delay_ms);
+        }
+    }
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start(
+        name,
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            &format!(
+                "[server]\nmaintenance_interval_ms = {every_ms}\nresume_after_ms = {resume_ms}\n"
+            ),
+        ),
+    );
+    (llm, proxy)
+}
+
 /// A call slower than `resume_after_ms` does not make the server resume the thread it is still
 /// driving: the rewriter is asked once per step the trail records, and the request ends with
 /// a trail that passes the audit. (Before, the resumer took the live thread for an orphan and
 /// drove it a second time beside the request.)
 #[tokio::test]
 async fn a_call_slower_than_resume_after_ms_is_not_resumed_while_it_runs() {
-    let mut script = demo_script();
-    for rule in script["rules"].as_array_mut().unwrap() {
-        if rule["match"] == "DECISION" || rule["match"].to_string().contains("DECISION") {
-            rule["delay_ms"] = json!(1_500);
-        }
-    }
-    let llm = Server::python("scripted_llm.py", &script);
-    let proxy = Proxy::start(
-        "slow-call-live",
-        &config(
-            &format!("{}/v1", llm.url()),
-            "",
-            "[server]\nmaintenance_interval_ms = 100\nresume_after_ms = 300\n",
-        ),
-    );
+    let (llm, proxy) = slow_rewriter("slow-call-live", 1_500, 100, 300);
     let reply = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", proxy.url))
         .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
@@ -500,21 +510,7 @@ async fn a_call_slower_than_resume_after_ms_is_not_resumed_while_it_runs() {
 #[tokio::test]
 async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
     // The rewriter answers slowly: the server is killed while it waits.
-    let mut script = demo_script();
-    for rule in script["rules"].as_array_mut().unwrap() {
-        if rule["match"] == "DECISION" || rule["match"].to_string().contains("DECISION") {
-            rule["delay_ms"] = json!(4_000);
-        }
-    }
-    let llm = Server::python("scripted_llm.py", &script);
-    let proxy = Proxy::start(
-        "kill9",
-        &config(
-            &format!("{}/v1", llm.url()),
-            "",
-            "[server]\nmaintenance_interval_ms = 200\nresume_after_ms = 500\n",
-        ),
-    );
+    let (_llm, proxy) = slow_rewriter("kill9", 4_000, 200, 500);
     let url = proxy.url.clone();
     let request = tokio::spawn(async move {
         reqwest::Client::new()
