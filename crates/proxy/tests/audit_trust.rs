@@ -334,14 +334,8 @@ async fn expired_conversations_keep_their_trails() {
     assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
     let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
-    let key = text(&proxy, "/.well-known/proofgate/audit-key")
-        .await
-        .trim()
-        .to_string();
-    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let bundle = assert_trail_audits(&proxy, &thread, "ttl-audit").await;
     assert!(bundle["trail"].as_array().unwrap().len() > 5, "{bundle}");
-    let (ok, report, err) = audit(&temp_dir("ttl-audit"), &bundle, &park(), &key, None);
-    assert!(ok, "{report}\n{err}");
     assert!(text(&proxy, &format!("/api/threads/{thread}/audit"))
         .await
         .contains(REWRITTEN));
@@ -412,19 +406,7 @@ async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
         leaves.push(log_size(&proxy).await - before);
         // Either way the stored trail is whole and passes the audit.
         let thread = r["proofgate"]["threadId"].as_str().unwrap();
-        let key = text(&proxy, "/.well-known/proofgate/audit-key")
-            .await
-            .trim()
-            .to_string();
-        let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
-        let (ok, report, err) = audit(
-            &temp_dir(&format!("ahead-audit-{after_ms}")),
-            &bundle,
-            &park(),
-            &key,
-            None,
-        );
-        assert!(ok, "{report}\n{err}");
+        assert_trail_audits(&proxy, thread, &format!("ahead-audit-{after_ms}")).await;
     }
     assert_eq!(leaves[0], 1, "one signed head for a request of fast calls");
     assert!(
@@ -432,6 +414,19 @@ async fn fast_steps_go_with_the_requests_one_write_unless_written_ahead() {
         "each call written ahead: {} leaves",
         leaves[1]
     );
+}
+
+/// Fetches `thread`'s audit bundle and the server's audit key over HTTP and has
+/// `proofgate audit` check it (in a fresh directory named after `name`); returns the bundle.
+async fn assert_trail_audits(proxy: &Proxy, thread: &str, name: &str) -> Value {
+    let key = text(proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let bundle = json_get(proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let (ok, report, err) = audit(&temp_dir(name), &bundle, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+    bundle
 }
 
 /// The demo's scripted LLM with its rewriter answering after `delay_ms`, and a proxy in front
@@ -498,13 +493,7 @@ async fn a_call_slower_than_resume_after_ms_is_not_resumed_while_it_runs() {
         asked, calls,
         "the rewriter was asked more often than recorded"
     );
-    let key = text(&proxy, "/.well-known/proofgate/audit-key")
-        .await
-        .trim()
-        .to_string();
-    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
-    let (ok, report, err) = audit(&temp_dir("slow-call-audit"), &bundle, &park(), &key, None);
-    assert!(ok, "{report}\n{err}");
+    assert_trail_audits(&proxy, &thread, "slow-call-audit").await;
 }
 
 #[tokio::test]
@@ -563,13 +552,7 @@ async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
         }
     }
     assert!(status == "done" || status == "error", "status {status}");
-    let key = text(&proxy, "/.well-known/proofgate/audit-key")
-        .await
-        .trim()
-        .to_string();
-    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
-    let (ok, report, err) = audit(&temp_dir("kill9-audit"), &bundle, &park(), &key, None);
-    assert!(ok, "{report}\n{err}");
+    assert_trail_audits(&proxy, &thread, "kill9-audit").await;
 }
 
 #[tokio::test]
