@@ -679,10 +679,11 @@ impl Thread {
         reply: Result<String, String>,
         now: u64,
     ) -> Result<Effect, ThreadError> {
+        // Borrowed field by field, not cloned: the config holds the policy's vocabulary.
         let config = self
             .config
             .translation
-            .clone()
+            .as_ref()
             .ok_or(ThreadError::Inconsistent(
                 "translation without a translation config",
             ))?;
@@ -696,7 +697,7 @@ impl Thread {
                 let vocabulary = config
                     .vocabulary_model()
                     .map_err(ThreadError::InvalidConfig)?;
-                round.on_reply(&config, &vocabulary, translator, attempt, &text)?
+                round.on_reply(config, &vocabulary, translator, attempt, &text)?
             }
             Err(reason) => {
                 round.on_failure(translator, attempt, &reason)?;
