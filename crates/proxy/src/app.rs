@@ -695,7 +695,7 @@ pub fn to_stored(
     thread: &Thread,
     conversation_key: Option<String>,
 ) -> Result<StoredThread, crate::storage::StorageError> {
-    let state = thread.to_json_text_without_trail().map_err(|e| {
+    let state = thread.to_json_text_without_trail_or_config().map_err(|e| {
         crate::storage::StorageError::Write(format!("thread {}'s state: {e}", thread.id()))
     })?;
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
@@ -712,12 +712,9 @@ pub fn to_stored(
 
 /// A thread read back from storage, with its audit trail.
 pub fn from_stored(stored: &StoredThread, trail: Vec<Value>) -> Result<Thread, String> {
-    let mut state: Value = serde_json::from_str(&stored.state)
+    let state: Value = serde_json::from_str(&stored.state)
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
-    if let Some(obj) = state.as_object_mut() {
-        obj.insert("auditTrail".into(), Value::Array(trail));
-    }
-    serde_json::from_value(state)
+    Thread::from_stored_json(state, trail)
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))
 }
 

@@ -96,7 +96,8 @@ pub struct Thread {
 struct WithoutTrail<'a> {
     id: &'a str,
     question: &'a str,
-    config: &'a ThreadConfig,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config: Option<&'a ThreadConfig>,
     created_at: u64,
     state: &'a ThreadState,
     steps: &'a [Step],
@@ -433,11 +434,41 @@ impl Thread {
         serde_json::to_string(&self.without_trail())
     }
 
+    /// [`Thread::to_json_text_without_trail`] without the configuration either: the trail's
+    /// first record (THREAD_STARTED) holds it, so a store need not keep a copy per thread (with
+    /// a local policy it is half of the state). [`Thread::from_stored_json`] puts it back.
+    pub fn to_json_text_without_trail_or_config(&self) -> Result<String, serde_json::Error> {
+        let mut fields = self.without_trail();
+        fields.config = None;
+        serde_json::to_string(&fields)
+    }
+
+    /// The thread stored as `state` (from [`Thread::to_json_text_without_trail`] or
+    /// [`Thread::to_json_text_without_trail_or_config`]) with its audit `trail`: a state without
+    /// its configuration takes the one its THREAD_STARTED record holds.
+    pub fn from_stored_json(mut state: Value, trail: Vec<Value>) -> Result<Thread, String> {
+        let obj = state
+            .as_object_mut()
+            .ok_or("the stored state is not a JSON object")?;
+        if !obj.contains_key("config") {
+            let started = trail
+                .first()
+                .filter(|r| r.get("kind").and_then(Value::as_str) == Some("THREAD_STARTED"))
+                .ok_or("the stored state has no configuration and the trail does not start with THREAD_STARTED")?;
+            let config = started
+                .pointer("/body/config")
+                .ok_or("the THREAD_STARTED record has no configuration")?;
+            obj.insert("config".into(), config.clone());
+        }
+        obj.insert("auditTrail".into(), Value::Array(trail));
+        serde_json::from_value(state).map_err(|e| e.to_string())
+    }
+
     fn without_trail(&self) -> WithoutTrail<'_> {
         WithoutTrail {
             id: &self.id,
             question: &self.question,
-            config: &self.config,
+            config: Some(&self.config),
             created_at: self.created_at,
             state: &self.state,
             steps: &self.steps,

@@ -694,3 +694,31 @@ fn json_without_trail_is_the_thread_json_minus_the_trail() {
     );
     assert_eq!(serde_json::from_value::<Thread>(stored).unwrap(), d.t);
 }
+
+#[test]
+fn a_state_stored_without_its_config_takes_it_from_the_trail() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 10 dollars.");
+    d.validated(vec![valid(), invalid()]);
+    let trail = || serde_json::to_value(d.t.audit_trail()).unwrap();
+    let trail = || match trail() {
+        Value::Array(records) => records,
+        other => panic!("a trail is an array, got {other}"),
+    };
+    let slim: Value =
+        serde_json::from_str(&d.t.to_json_text_without_trail_or_config().unwrap()).unwrap();
+    assert!(slim.get("config").is_none());
+    let mut full = d.t.to_json_without_trail().unwrap();
+    full.as_object_mut().unwrap().remove("config");
+    assert_eq!(slim, full, "only the configuration is left out");
+    assert_eq!(
+        Thread::from_stored_json(slim.clone(), trail()).unwrap(),
+        d.t
+    );
+    // A state stored with its configuration (older rows) reads back the same.
+    let whole = d.t.to_json_without_trail().unwrap();
+    assert_eq!(Thread::from_stored_json(whole, trail()).unwrap(), d.t);
+    // Without the configuration, the trail must start with THREAD_STARTED.
+    let err = Thread::from_stored_json(slim, trail()[1..].to_vec()).unwrap_err();
+    assert!(err.contains("THREAD_STARTED"), "{err}");
+}
