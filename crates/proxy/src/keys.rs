@@ -193,8 +193,13 @@ impl Store {
 
     /// The key with this secret, if there is one (active or not).
     pub async fn key_by_secret(&self, secret: &str) -> Result<Option<ApiKey>, StorageError> {
+        self.key_by_hash(&key_hash(secret)).await
+    }
+
+    /// The key whose secret has this [`key_hash`], if there is one (active or not).
+    pub async fn key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>, StorageError> {
         let row = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1")
-            .bind(key_hash(secret))
+            .bind(hash)
             .fetch_optional(&self.pool)
             .await
             .map_err(db("looking up a key"))?;

@@ -185,7 +185,8 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, 
     let key = match app.keys.get(&presented) {
         Cached::Hit(key) => key,
         Cached::Miss(generation) => {
-            let key = app.store.key_by_secret(token).await?;
+            // `presented` is the key's hash, as stored: no second hashing.
+            let key = app.store.key_by_hash(&presented).await?;
             app.keys.put(presented, key.clone(), generation);
             key
         }
