@@ -6,6 +6,8 @@
 //!   profile_checks repeated N   N checks of the shipped senior/low-season translations
 //!   profile_checks idle         loads the policy and warms up only (the fixed cost)
 //!   profile_checks rss          the resident set after each step of loading (Z3 contexts)
+//!                               (with Z3_HEAP=1 in the environment, `distinct` and `repeated`
+//!                               print Z3's heap every 128 checks: what a worker keeps)
 //!   profile_checks findings     the findings of the shipped examples and the test suites
 //!                               generated from them, as JSON (to compare Z3 versions)
 //!   profile_checks recheck FILE  the findings of the shipped examples and of the generated
@@ -98,10 +100,20 @@ fn rss(at: &str) {
             .unwrap_or_default()
     };
     println!(
-        "{at:<40} RssAnon {:>10} RssFile {:>10}",
+        "{at:<40} RssAnon {:>10} RssFile {:>10} Z3 heap {:>6} kB",
         of("RssAnon:"),
-        of("RssFile:")
+        of("RssFile:"),
+        z3_heap_kb()
     );
+}
+
+/// What Z3 has allocated, in all contexts (its own count).
+fn z3_heap_kb() -> u64 {
+    extern "C" {
+        fn Z3_get_estimated_alloc_size() -> u64;
+    }
+    // SAFETY: reads a global counter; no argument, no context needed.
+    (unsafe { Z3_get_estimated_alloc_size() }) / 1024
 }
 
 fn main() {
@@ -137,6 +149,9 @@ fn main() {
             });
         });
         rss("second thread ended");
+        // Its context goes with the thread's locals, after the scope has returned.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        rss("300 ms later");
         return;
     }
     let n: u64 = args.next().and_then(|s| s.parse().ok()).unwrap_or(100);
@@ -155,6 +170,9 @@ fn main() {
         .expect("well-formed");
         for f in findings {
             *kinds.entry(f.kind().as_str().to_string()).or_default() += 1;
+        }
+        if std::env::var_os("Z3_HEAP").is_some() && i % 128 == 0 {
+            println!("after {i} checks: Z3 heap {} kB", z3_heap_kb());
         }
     }
     println!("{mode} x{n}: {kinds:?}");

@@ -66,8 +66,9 @@ pub struct Reasoner<'m> {
     /// Every rule, asserted once (asserted again in a new solver every `RENEW_AFTER` checks,
     /// see `renewed`).
     full: RefCell<Rc<LoadedRules>>,
-    /// The rules the current check uses: `full`, or a slice's (see `check_pair`).
-    active: RefCell<Rc<LoadedRules>>,
+    /// The rules the current check uses: `full`, or a slice's (see `check_pair`); none
+    /// between checks, so a renewed solver is dropped, not kept alive here.
+    active: RefCell<Option<Rc<LoadedRules>>>,
     /// Solvers for recently used slices, most recent last: a slice of a large policy is
     /// checked in a solver holding only its rules, since a check costs time in proportion to
     /// everything asserted, used or not.
@@ -220,7 +221,7 @@ impl<'m> Reasoner<'m> {
             options,
             vocab,
             rule_formulas,
-            active: RefCell::new(full.clone()),
+            active: RefCell::new(None),
             full: RefCell::new(full),
             sliced: RefCell::new(Vec::new()),
             bare,
@@ -327,7 +328,10 @@ impl<'m> Reasoner<'m> {
 
     /// The solver of the current check.
     pub(crate) fn loaded(&self) -> Rc<LoadedRules> {
-        self.active.borrow().clone()
+        match &*self.active.borrow() {
+            Some(loaded) => loaded.clone(),
+            None => self.full.borrow().clone(),
+        }
     }
 
     /// The solver for a slice's rules: one holding only the slice's rules (kept for the next
@@ -543,7 +547,7 @@ impl<'m> Reasoner<'m> {
         };
         let slice = self.slice_for(premises, claims);
         let loaded = self.loaded_for(&slice.rules);
-        let previous = self.active.replace(loaded.clone());
+        let previous = self.active.replace(Some(loaded.clone()));
         loaded.begin_check();
         let finding = crate::watchdog::watched(|| {
             self.decide(&slice, (&p, &c), (premises, claims), translation)
@@ -1044,12 +1048,25 @@ mod tests {
         ))
         .unwrap();
         let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        let original = std::rc::Rc::downgrade(&reasoner.full.borrow());
         let first = serde_json::to_string(&reasoner.validate(&t).unwrap()).unwrap();
         for _ in 0..RENEW_AFTER + 2 {
             let again = serde_json::to_string(&reasoner.validate(&t).unwrap()).unwrap();
             assert_eq!(again, first);
         }
         assert!(reasoner.full.borrow().checks.get() < RENEW_AFTER);
+        // The replaced solver, with what Z3 kept from its checks, is gone (it was held on to
+        // between checks, some megabytes per worker).
+        assert!(
+            original.upgrade().is_none(),
+            "the renewed solver is still alive"
+        );
+        // Calls outside a check use the renewed solver.
+        assert_eq!(reasoner.contradictory_rules().unwrap(), None);
+        assert!(std::rc::Rc::ptr_eq(
+            &reasoner.loaded(),
+            &reasoner.full.borrow()
+        ));
     }
 
     /// Z3 5 refuses a sort name declared twice in one context: reasoners for one policy, or
