@@ -110,6 +110,35 @@ pub enum GenerateError {
 }
 
 /// A premise/claim candidate and what the policy says about it.
+/// At most this many of a rule's branch conditions are combined (2^3 situations).
+const BRANCH_CONDITIONS: usize = 3;
+
+/// What a rule branches on: the conditions of its `ite`s, and the defined flag of a Boolean
+/// definition `(= flag ...)` (true and false are two different ways to break it). Each
+/// combination of their values is a separate way for the rule to be wrong.
+fn branch_conditions(expr: &Expr) -> Vec<&Expr> {
+    let mut out: Vec<&Expr> = Vec::new();
+    if let Expr::Eq(xs) = expr {
+        if let Some(
+            flag @ Expr::Var {
+                sort: Sort::Bool, ..
+            },
+        ) = xs.first()
+        {
+            out.push(flag);
+        }
+    }
+    expr.visit(&mut |e| {
+        if let Expr::Ite(c, _, _) = e {
+            if !out.contains(&c.as_ref()) {
+                out.push(c);
+            }
+        }
+    });
+    out.truncate(BRANCH_CONDITIONS);
+    out
+}
+
 struct Candidate {
     premises: Vec<String>,
     claim: String,
@@ -285,10 +314,15 @@ impl RuleCases<'_> {
         }
     }
 
-    /// The decisive INVALID/IMPOSSIBLE and VALID cases, or why there are none.
+    /// The decisive INVALID/IMPOSSIBLE and VALID cases, or why there are none: one set for
+    /// the first situation the solver finds that only this rule rules out, and one more for
+    /// each combination of the rule's branch conditions (see `branch_conditions`) that
+    /// situation does not cover. One situation tests one branch: with only it, a rule whose
+    /// other branch changed (a 40% discount become 30%) passed every generated case, or not,
+    /// depending on which situation the Z3 release at hand picked first.
     fn decisive(&self) -> Result<Vec<PolicyTestCase>, String> {
         let not_rule = self.full.rule_formulas[self.index].not();
-        let bad = match self.solve(true, &[not_rule]) {
+        let bad = match self.solve(true, std::slice::from_ref(&not_rule)) {
             Ok(Some(m)) => m,
             Ok(None) => {
                 return Err(format!(
@@ -303,6 +337,64 @@ impl RuleCases<'_> {
                 ))
             }
         };
+        let conditions: Vec<Bool> = branch_conditions(&self.rule.expr)
+            .into_iter()
+            .filter_map(|c| self.full.vocab.formula(c).ok())
+            .collect();
+        let mut situations = vec![bad];
+        for combination in 0..1u32 << conditions.len() {
+            let branch: Vec<Bool> = conditions
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    if combination >> i & 1 == 1 {
+                        c.clone()
+                    } else {
+                        c.not()
+                    }
+                })
+                .collect();
+            if situations
+                .iter()
+                .any(|m| branch.iter().all(|b| crate::check::holds(m, b)))
+            {
+                continue;
+            }
+            let mut extra = vec![not_rule.clone()];
+            extra.extend(branch);
+            if let Ok(Some(m)) = self.solve(true, &extra) {
+                situations.push(m);
+            }
+        }
+        let mut cases: Vec<PolicyTestCase> = Vec::new();
+        for (n, bad) in situations.iter().enumerate() {
+            let suffix = if n == 0 {
+                String::new()
+            } else {
+                format!("-{}", n + 1)
+            };
+            for case in self.decisive_in(bad, &suffix) {
+                // Two situations can give the same case.
+                if !cases
+                    .iter()
+                    .any(|c| c.premises == case.premises && c.claims == case.claims)
+                {
+                    cases.push(case);
+                }
+            }
+        }
+        if cases.is_empty() {
+            return Err(format!(
+                "no case for rule `{}` could be checked within the solver's time limit",
+                self.rule.id
+            ));
+        }
+        Ok(cases)
+    }
+
+    /// The decisive cases of one situation `bad` (a model of the other rules in which this
+    /// one is false); `suffix` tells the ids of different situations apart.
+    fn decisive_in(&self, bad: &Model, suffix: &str) -> Vec<PolicyTestCase> {
         let vars: Vec<String> = self
             .rule
             .expr
@@ -313,7 +405,7 @@ impl RuleCases<'_> {
         let mut fallback: Option<(String, Candidate)> = None;
         for x in self.claim_order().iter().take(self.options.claim_variables) {
             let (Some(premises), Some(claim)) =
-                (self.atoms(&bad, &vars, Some(x)), self.atom(&bad, x, false))
+                (self.atoms(bad, &vars, Some(x)), self.atom(bad, x, false))
             else {
                 continue;
             };
@@ -334,23 +426,20 @@ impl RuleCases<'_> {
             fallback.get_or_insert((x.clone(), candidate));
         }
         let Some((x, wrong)) = fallback else {
-            return Err(format!(
-                "no case for rule `{}` could be checked within the solver's time limit",
-                self.rule.id
-            ));
+            return Vec::new();
         };
         let mut cases = Vec::new();
-        if let Some(c) = self.case(&wrong, "decisive-invalid", true) {
+        if let Some(c) = self.case(&wrong, &format!("decisive-invalid{suffix}"), true) {
             cases.push(c);
         }
         if wrong.verdict == Verdict::Invalid {
-            if let Some(right) = self.valid_claim(&bad, &x, &wrong.premises) {
-                if let Some(c) = self.case(&right, "decisive-valid", true) {
+            if let Some(right) = self.valid_claim(bad, &x, &wrong.premises) {
+                if let Some(c) = self.case(&right, &format!("decisive-valid{suffix}"), true) {
                     cases.push(c);
                 }
             }
         }
-        Ok(cases)
+        cases
     }
 
     /// A claim about `x` that the policy proves from `premises`: its forced value if it has
