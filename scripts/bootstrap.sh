@@ -74,6 +74,9 @@ _proofgate_bootstrap() {
 
   Z3_DIR=$(python3 -c 'import z3, os; print(os.path.dirname(z3.__file__))')
   export Z3_LIBRARY_PATH_OVERRIDE="$Z3_DIR/lib"
+  # z3-sys asks pkg-config first, which finds a system libz3-dev (Debian's 4.8.12 on the base
+  # image) and links it ahead of the wheel: the pinned Z3 is used only without pkg-config.
+  export Z3_NO_PKG_CONFIG=1
   export Z3_SYS_Z3_HEADER="$Z3_DIR/include/z3.h"
   export LD_LIBRARY_PATH="$Z3_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   export PATH="$Z3_DIR/bin:$PATH"

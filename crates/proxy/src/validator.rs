@@ -215,6 +215,11 @@ impl LocalValidator {
             options.confidence_threshold,
         );
         let pool = ReasonerPool::new(model.clone(), options, workers)?;
+        // Which solver decides the findings, in the log of every start.
+        tracing::info!(
+            "local validator: Z3 {}, {workers} reasoner worker(s)",
+            proofgate_reasoner::z3_version()
+        );
         Ok(LocalValidator {
             content_hash: model.definition().content_hash(),
             model,

@@ -48,3 +48,25 @@ pub use proofgate_core::translation::{
 pub use testing::{case_result, check_case, CaseError, CaseResult, CaseStatus, TestReport};
 pub use triviality::Triviality;
 pub use validate::ValidateError;
+
+/// The Z3 this process runs, as Z3 reports it ("5.4.0.0"): the library found at run time,
+/// which is what decides every finding.
+pub fn z3_version() -> String {
+    z3::full_version().to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The build links the Z3 that `scripts/bootstrap.sh` pins (the z3-solver wheel), not
+    /// whichever libz3 a system package put on the linker's path: Debian's libz3-dev 4.8.12
+    /// was linked, and run, in its place while the wheel sat unused.
+    #[test]
+    fn the_linked_z3_is_the_pinned_one() {
+        let bootstrap = include_str!("../../../scripts/bootstrap.sh");
+        let pinned = bootstrap
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("Z3_VERSION="))
+            .expect("bootstrap.sh pins Z3_VERSION");
+        assert_eq!(super::z3_version(), pinned);
+    }
+}
