@@ -1,0 +1,209 @@
+//! Every finding's kind is the one DESIGN.md's table gives, decided from first principles by a
+//! plain Z3 solver: the policy's SMT-LIB text parsed as is (not the reasoner's encoding), Z3's
+//! default configuration (not the check solver's simplex arithmetic), one fresh solver per
+//! question (no assumption literals, scopes or reuse):
+//!
+//! - rules and premises have no model: IMPOSSIBLE;
+//! - no claims, or the premises alone imply the claims: NO_TRANSLATIONS (trivial);
+//! - rules, premises and claims have no model: INVALID;
+//! - rules, premises and negated claims have no model: VALID;
+//! - otherwise SATISFIABLE.
+//!
+//! Many pairs go through one reasoner, in sequence, as on a proxy worker: state a check leaves
+//! in its solvers (literals reused from check to check, slice solvers, renewals) must not
+//! change a later finding. A wrong VALID here is the product's worst failure.
+
+use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
+use proptest::prelude::*;
+use serde_json::json;
+use z3::{SatResult, Solver};
+
+const BOOLS: usize = 4;
+const INTS: usize = 3;
+const REALS: usize = 3;
+
+#[derive(Debug, Clone, Copy)]
+enum Kind {
+    Bool,
+    Int,
+    Real,
+}
+
+fn var(i: usize) -> (String, Kind) {
+    if i < BOOLS {
+        (format!("b{i}"), Kind::Bool)
+    } else if i < BOOLS + INTS {
+        (format!("x{}", i - BOOLS), Kind::Int)
+    } else {
+        (format!("r{}", i - BOOLS - INTS), Kind::Real)
+    }
+}
+
+/// An atom over one variable with a small constant (reals get halves: 1.5).
+fn atom(v: usize, k: i64, shape: u8) -> String {
+    let (name, kind) = var(v);
+    let k = match kind {
+        Kind::Bool => {
+            return if shape % 2 == 0 {
+                name
+            } else {
+                format!("(not {name})")
+            }
+        }
+        Kind::Int => k.to_string(),
+        Kind::Real => format!("{k}.5"),
+    };
+    match shape % 4 {
+        0 => format!("(> {name} {k})"),
+        1 => format!("(<= {name} {k})"),
+        2 => format!("(= {name} {k})"),
+        _ => format!("(not (= {name} {k}))"),
+    }
+}
+
+fn atom_strategy() -> impl Strategy<Value = String> {
+    (0..BOOLS + INTS + REALS, 0i64..3, any::<u8>()).prop_map(|(v, k, s)| atom(v, k, s))
+}
+
+/// Two variables of one numeric kind, for orderings and sums.
+fn numeric_pair() -> impl Strategy<Value = (String, String)> {
+    prop_oneof![
+        (0..INTS, 0..INTS).prop_map(|(a, b)| (var(BOOLS + a).0, var(BOOLS + b).0)),
+        (0..REALS, 0..REALS).prop_map(|(a, b)| (var(BOOLS + INTS + a).0, var(BOOLS + INTS + b).0)),
+    ]
+}
+
+/// Implications, disjunctions, orderings, definitions by cases and by a linear formula.
+fn rule_strategy() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (atom_strategy(), atom_strategy()).prop_map(|(a, b)| format!("(=> {a} {b})")),
+        (atom_strategy(), atom_strategy()).prop_map(|(a, b)| format!("(or {a} {b})")),
+        numeric_pair().prop_map(|(a, b)| format!("(<= {a} {b})")),
+        atom_strategy(),
+        (atom_strategy(), atom_strategy(), atom_strategy())
+            .prop_map(|(a, b, c)| format!("(=> (and {a} {b}) {c})")),
+        (0..BOOLS, 0..REALS, 0..REALS).prop_map(|(b, r, s)| {
+            let (b, r, s) = (var(b).0, var(BOOLS + INTS + r).0, var(BOOLS + INTS + s).0);
+            format!("(= {r} (ite {b} (* 0.4 {s}) 0.0))")
+        }),
+        (0..BOOLS, 0..INTS, 0..3i64).prop_map(|(b, x, k)| {
+            let (b, x) = (var(b).0, var(BOOLS + x).0);
+            format!("(= {b} (>= {x} {k}))")
+        }),
+        numeric_pair().prop_map(|(a, b)| format!("(= {a} (+ {b} 1))")),
+    ]
+}
+
+fn policy(rules: &[String]) -> PolicyModel {
+    let variables: Vec<_> = (0..BOOLS + INTS + REALS)
+        .map(|i| {
+            let (name, kind) = var(i);
+            let ty = match kind {
+                Kind::Bool => "BOOL",
+                Kind::Int => "INT",
+                Kind::Real => "REAL",
+            };
+            json!({"name": name, "type": ty, "description": format!("v{i}")})
+        })
+        .collect();
+    let rules: Vec<_> = rules
+        .iter()
+        .enumerate()
+        .map(|(i, e)| json!({"id": format!("R{i}"), "expression": e}))
+        .collect();
+    let def = json!({"variables": variables, "rules": rules});
+    PolicyModel::from_definition(PolicyDefinition::from_json(&def.to_string()).unwrap(), None)
+        .unwrap()
+}
+
+/// Whether these SMT-LIB formulas (over the policy's variables) have a model, asked of a new
+/// solver with Z3's defaults. None when Z3 cannot tell.
+fn satisfiable(formulas: &[String]) -> Option<bool> {
+    let mut text = String::new();
+    for i in 0..BOOLS + INTS + REALS {
+        let (name, kind) = var(i);
+        let sort = match kind {
+            Kind::Bool => "Bool",
+            Kind::Int => "Int",
+            Kind::Real => "Real",
+        };
+        text.push_str(&format!("(declare-const {name} {sort})\n"));
+    }
+    for f in formulas {
+        text.push_str(&format!("(assert {f})\n"));
+    }
+    let solver = Solver::new();
+    solver.from_string(text);
+    match solver.check() {
+        SatResult::Sat => Some(true),
+        SatResult::Unsat => Some(false),
+        SatResult::Unknown => None,
+    }
+}
+
+fn conj(xs: &[String]) -> String {
+    format!("(and true {})", xs.join(" "))
+}
+
+/// The kind DESIGN.md's table gives the pair.
+fn expected(rules: &[String], premises: &[String], claims: &[String]) -> Option<&'static str> {
+    let with = |extra: &[String]| {
+        let mut all = rules.to_vec();
+        all.extend_from_slice(extra);
+        satisfiable(&all)
+    };
+    let (p, c) = (conj(premises), conj(claims));
+    if !with(std::slice::from_ref(&p))? {
+        return Some("IMPOSSIBLE");
+    }
+    if claims.is_empty() || !satisfiable(&[p.clone(), format!("(not {c})")])? {
+        return Some("NO_TRANSLATIONS");
+    }
+    if !with(&[p.clone(), c.clone()])? {
+        return Some("INVALID");
+    }
+    if !with(&[p, format!("(not {c})")])? {
+        return Some("VALID");
+    }
+    Some("SATISFIABLE")
+}
+
+type Pair = (Vec<String>, Vec<String>);
+
+fn pair_strategy() -> impl Strategy<Value = Pair> {
+    (
+        prop::collection::vec(atom_strategy(), 0..3),
+        prop::collection::vec(atom_strategy(), 0..3),
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_finding_is_the_one_a_plain_solver_gives(
+        rules in prop::collection::vec(rule_strategy(), 1..9),
+        pairs in prop::collection::vec(pair_strategy(), 1..40),
+    ) {
+        let model = policy(&rules);
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        for (premises, claims) in &pairs {
+            let Some(want) = expected(&rules, premises, claims) else { continue };
+            let t = json!({"translations": [[{"premises": premises, "claims": claims}]]});
+            let found = reasoner
+                .validate(&parse_translations(&t.to_string()).unwrap())
+                .unwrap();
+            prop_assert_eq!(found.len(), 1);
+            let got = found[0].kind().as_str();
+            // The solver may give up (TOO_COMPLEX, which is never VALID); anything else must be
+            // the table's answer.
+            if got != "TOO_COMPLEX" {
+                prop_assert_eq!(
+                    got, want,
+                    "rules {:?} premises {:?} claims {:?}", rules, premises, claims
+                );
+            }
+        }
+    }
+}
