@@ -9,10 +9,15 @@
 //! - rules, premises and negated claims have no model: VALID;
 //! - otherwise SATISFIABLE.
 //!
+//! The rules a finding cites are its proof: a VALID's supporting rules alone must imply the
+//! claims from the premises, an INVALID's (IMPOSSIBLE's) contradicting rules alone must
+//! contradict the premises and claims (the premises).
+//!
 //! Many pairs go through one reasoner, in sequence, as on a proxy worker: state a check leaves
 //! in its solvers (literals reused from check to check, slice solvers, renewals) must not
 //! change a later finding. A wrong VALID here is the product's worst failure.
 
+use proofgate_core::findings::Finding;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
 use proptest::prelude::*;
@@ -169,6 +174,30 @@ fn expected(rules: &[String], premises: &[String], claims: &[String]) -> Option<
     Some("SATISFIABLE")
 }
 
+/// The rules a finding cites, as their expressions, and what they must contradict with the
+/// pair's premises `p` and claims `c`.
+fn citation(finding: &Finding, rules: &[String], p: &str, c: &str) -> Option<Vec<String>> {
+    let (cited, extra) = match finding {
+        Finding::Valid(v) => (v.supporting_rules.as_ref()?, format!("(and {p} (not {c}))")),
+        Finding::Invalid(f) => (f.contradicting_rules.as_ref()?, format!("(and {p} {c})")),
+        Finding::Impossible(f) => (f.contradicting_rules.as_ref()?, p.to_string()),
+        _ => return None,
+    };
+    let mut formulas: Vec<String> = cited
+        .iter()
+        .map(|r| {
+            let id = r.identifier.as_deref().expect("a cited rule has an id");
+            let i: usize = id
+                .trim_start_matches('R')
+                .parse()
+                .expect("a rule of the policy");
+            rules[i].clone()
+        })
+        .collect();
+    formulas.push(extra);
+    Some(formulas)
+}
+
 type Pair = (Vec<String>, Vec<String>);
 
 fn pair_strategy() -> impl Strategy<Value = Pair> {
@@ -202,6 +231,13 @@ proptest! {
                 prop_assert_eq!(
                     got, want,
                     "rules {:?} premises {:?} claims {:?}", rules, premises, claims
+                );
+            }
+            if let Some(proof) = citation(&found[0], &rules, &conj(premises), &conj(claims)) {
+                prop_assert_eq!(
+                    satisfiable(&proof), Some(false),
+                    "{} cites rules that do not prove it: {:?} (rules {:?} premises {:?} claims {:?})",
+                    got, proof, rules, premises, claims
                 );
             }
         }
