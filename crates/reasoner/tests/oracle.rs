@@ -13,11 +13,14 @@
 //! claims from the premises, an INVALID's (IMPOSSIBLE's) contradicting rules alone must
 //! contradict the premises and claims (the premises).
 //!
+//! A scenario a finding shows is a situation the rules allow, with the premises, in which the
+//! claims hold (claims-true) or fail (claims-false).
+//!
 //! Many pairs go through one reasoner, in sequence, as on a proxy worker: state a check leaves
 //! in its solvers (literals reused from check to check, slice solvers, renewals) must not
 //! change a later finding. A wrong VALID here is the product's worst failure.
 
-use proofgate_core::findings::Finding;
+use proofgate_core::findings::{Finding, Scenario};
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
 use proptest::prelude::*;
@@ -198,6 +201,30 @@ fn citation(finding: &Finding, rules: &[String], p: &str, c: &str) -> Option<Vec
     Some(formulas)
 }
 
+/// Each scenario a finding shows, as its statements plus what it must satisfy: the rules, the
+/// premises, and the claims (claims-true) or their negation (claims-false).
+fn scenarios(finding: &Finding, rules: &[String], p: &str, c: &str) -> Vec<Vec<String>> {
+    let (t, f) = match finding {
+        Finding::Valid(v) => (v.claims_true_scenario.as_ref(), None),
+        Finding::Satisfiable(s) => (
+            s.claims_true_scenario.as_ref(),
+            s.claims_false_scenario.as_ref(),
+        ),
+        _ => (None, None),
+    };
+    let with = |scenario: &Scenario, claims: String| {
+        let mut all = rules.to_vec();
+        all.extend(scenario.statements().iter().filter_map(|s| s.logic.clone()));
+        all.push(p.to_string());
+        all.push(claims);
+        all
+    };
+    t.map(|t| with(t, c.to_string()))
+        .into_iter()
+        .chain(f.map(|f| with(f, format!("(not {c})"))))
+        .collect()
+}
+
 type Pair = (Vec<String>, Vec<String>);
 
 fn pair_strategy() -> impl Strategy<Value = Pair> {
@@ -238,6 +265,13 @@ proptest! {
                     satisfiable(&proof), Some(false),
                     "{} cites rules that do not prove it: {:?} (rules {:?} premises {:?} claims {:?})",
                     got, proof, rules, premises, claims
+                );
+            }
+            for situation in scenarios(&found[0], &rules, &conj(premises), &conj(claims)) {
+                prop_assert_eq!(
+                    satisfiable(&situation), Some(true),
+                    "{} shows a scenario the rules do not allow: {:?} (premises {:?} claims {:?})",
+                    got, situation, premises, claims
                 );
             }
         }
