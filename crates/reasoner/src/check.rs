@@ -1069,6 +1069,51 @@ mod tests {
         ));
     }
 
+    /// A question the check solver's simplex arithmetic gives up on (an irrational root) is
+    /// answered by the fallback solver, unforced: Z3 must still say "incomplete" when it gives
+    /// up, or every nonlinear question would be TOO_COMPLEX.
+    #[test]
+    fn a_nonlinear_question_is_answered_by_the_fallback() {
+        let model = PolicyModel::from_definition(
+            PolicyDefinition::from_json(
+                r#"{"variables": [
+                    {"name": "side", "type": "REAL", "description": "The side in metres"},
+                    {"name": "area", "type": "REAL", "description": "The area in square metres"}],
+                  "rules": [
+                    {"id": "AREA00000000", "expression": "(= area (* side side))"},
+                    {"id": "POSITIVE0000", "expression": "(> side 0.0)"}]}"#,
+            )
+            .unwrap(),
+            None,
+        )
+        .unwrap();
+        let t = parse_translations(
+            r#"{"translations": [[{"premises": ["(= area 2.0)"], "claims": ["(> side 1.0)"]}]]}"#,
+        )
+        .unwrap();
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        let findings = reasoner.validate(&t).unwrap();
+        assert_eq!(findings[0].kind().as_str(), "VALID", "{findings:?}");
+        // The check solver alone gives up on its models (side is the square root of 2).
+        let loaded = reasoner.loaded();
+        let f = reasoner
+            .vocab
+            .formula(
+                &model
+                    .check_statement("(and (= area 2.0) (> side 1.0))")
+                    .unwrap()
+                    .expr,
+            )
+            .unwrap();
+        let lits: Vec<z3::ast::Bool> = loaded.literals.values().cloned().collect();
+        loaded.solver.push();
+        loaded.solver.assert(&f);
+        let alone = loaded.solver.check_assumptions(&lits);
+        loaded.solver.pop(1);
+        assert_eq!(alone, z3::SatResult::Unknown);
+        assert!(super::gave_up(&loaded.solver));
+    }
+
     /// Z3 5 refuses a sort name declared twice in one context: reasoners for one policy, or
     /// for two versions whose enum differs, must live side by side on one thread.
     #[test]
