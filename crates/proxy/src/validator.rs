@@ -192,6 +192,8 @@ pub struct LocalValidator {
     /// The policy's content hash, for every check's evidence (hashing the policy per check
     /// was 2% of the local validator's CPU).
     content_hash: String,
+    /// The Z3 that decides the findings ("Z3 5.4.0.0"), recorded in every check's evidence.
+    solver: String,
     translators: Vec<LlmClient>,
     translation: TranslationConfig,
     pool: ReasonerPool,
@@ -215,13 +217,13 @@ impl LocalValidator {
             options.confidence_threshold,
         );
         let pool = ReasonerPool::new(model.clone(), options, workers)?;
-        // Which solver decides the findings, in the log of every start.
-        tracing::info!(
-            "local validator: Z3 {}, {workers} reasoner worker(s)",
-            proofgate_reasoner::z3_version()
-        );
+        // Which solver decides the findings, in the log of every start and in every check's
+        // evidence.
+        let solver = format!("Z3 {}", proofgate_reasoner::z3_version());
+        tracing::info!("local validator: {solver}, {workers} reasoner worker(s)");
         Ok(LocalValidator {
             content_hash: model.definition().content_hash(),
+            solver,
             model,
             translators,
             translation,
@@ -244,6 +246,8 @@ impl LocalValidator {
             "validator": "local",
             "policyVersionArn": self.model.version_arn(),
             "policyContentHash": self.content_hash,
+            // Which solver decided, for an auditor who checks again with their own.
+            "solver": self.solver,
             "translators": self.translators.len(),
             // The policy's SMT-LIB is not repeated per check: its content hash names it.
             "checks": self.model.recorded_finding_checks(&findings),

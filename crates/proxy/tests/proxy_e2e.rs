@@ -171,6 +171,11 @@ async fn invalid_answer_is_rewritten_to_valid() {
         .rfind(|r| r.kind.as_str() == "VALIDATED")
         .unwrap();
     let evidence = &validated.body["evidence"];
+    // The solver that decided, as the linked library reports itself.
+    assert_eq!(
+        evidence["solver"],
+        format!("Z3 {}", proofgate_reasoner::z3_version()).as_str()
+    );
     let check = &evidence["checks"][0]["checks"][1];
     assert_eq!(check["expected"], "unsat");
     // The policy is recorded once per version (its content hash), not in every check: the
