@@ -4,10 +4,12 @@
 //! variables, for VALID). Where several situations are equally simple or equally close,
 //! which one Z3 returns depends on the terms made before, so values are not compared.
 
-use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_core::policy::PolicyModel;
 use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
 use proptest::prelude::*;
 use serde_json::json;
+
+mod common;
 
 const BOOLS: usize = 5;
 const INTS: usize = 3;
@@ -49,20 +51,8 @@ fn rule_strategy() -> impl Strategy<Value = String> {
 }
 
 fn policy(rules: &[String]) -> PolicyModel {
-    let variables: Vec<_> = (0..BOOLS + INTS)
-        .map(|i| {
-            let ty = if i < BOOLS { "BOOL" } else { "INT" };
-            json!({"name": var(i), "type": ty, "description": var(i)})
-        })
-        .collect();
-    let rules: Vec<_> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, e)| json!({"id": format!("R{i}"), "expression": e}))
-        .collect();
-    let def = json!({"variables": variables, "rules": rules});
-    PolicyModel::from_definition(PolicyDefinition::from_json(&def.to_string()).unwrap(), None)
-        .unwrap()
+    let variables = (0..BOOLS + INTS).map(|i| (var(i), if i < BOOLS { "BOOL" } else { "INT" }));
+    common::generated_policy(variables, rules)
 }
 
 fn findings(model: &PolicyModel, k: usize, premises: &[String], claims: &[String]) -> String {

@@ -21,9 +21,11 @@
 //! change a later finding. A wrong VALID here is the product's worst failure.
 
 use proofgate_core::findings::{Finding, Scenario};
-use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_core::policy::PolicyModel;
 use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
 use proptest::prelude::*;
+
+mod common;
 use serde_json::json;
 use z3::{SatResult, Solver};
 
@@ -140,19 +142,7 @@ fn padding(pad: usize) -> Vec<String> {
 }
 
 fn policy(rules: &[String], pad: usize) -> PolicyModel {
-    let variables: Vec<_> = variables(pad)
-        .into_iter()
-        .enumerate()
-        .map(|(i, (name, ty, _))| json!({"name": name, "type": ty, "description": format!("v{i}")}))
-        .collect();
-    let rules: Vec<_> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, e)| json!({"id": format!("R{i}"), "expression": e}))
-        .collect();
-    let def = json!({"variables": variables, "rules": rules});
-    PolicyModel::from_definition(PolicyDefinition::from_json(&def.to_string()).unwrap(), None)
-        .unwrap()
+    common::generated_policy(variables(pad).into_iter().map(|(n, ty, _)| (n, ty)), rules)
 }
 
 /// Whether these SMT-LIB formulas (over the policy's variables) have a model, asked of a new

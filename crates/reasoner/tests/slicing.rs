@@ -4,10 +4,12 @@
 //! rule, and the rules it cites are rules of the policy that mention the pair's group.
 
 use proofgate_core::findings::Finding;
-use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+use proofgate_core::policy::PolicyModel;
 use proofgate_reasoner::{parse_translations, CheckOptions, Reasoner};
 use proptest::prelude::*;
 use serde_json::json;
+
+mod common;
 
 const BOOLS: usize = 6;
 const INTS: usize = 4;
@@ -54,19 +56,8 @@ fn rule_strategy() -> impl Strategy<Value = String> {
 }
 
 fn policy(rules: &[String]) -> PolicyModel {
-    let mut variables = Vec::new();
-    for i in 0..BOOLS + INTS {
-        let ty = if i < BOOLS { "BOOL" } else { "INT" };
-        variables.push(json!({"name": var(i), "type": ty, "description": format!("v{i}")}));
-    }
-    let rules: Vec<_> = rules
-        .iter()
-        .enumerate()
-        .map(|(i, e)| json!({"id": format!("R{i}"), "expression": e}))
-        .collect();
-    let def = json!({"variables": variables, "rules": rules});
-    PolicyModel::from_definition(PolicyDefinition::from_json(&def.to_string()).unwrap(), None)
-        .unwrap()
+    let variables = (0..BOOLS + INTS).map(|i| (var(i), if i < BOOLS { "BOOL" } else { "INT" }));
+    common::generated_policy(variables, rules)
 }
 
 fn findings(model: &PolicyModel, slice: bool, premises: &[String], claims: &[String]) -> String {
