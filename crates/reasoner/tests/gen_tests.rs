@@ -171,3 +171,29 @@ fn diff_reports_the_changed_rule_and_cases_whose_finding_changed() {
         .any(|c| c.new.verdict.is_none() && c.new.label().contains("customerAge")));
     assert!(diff_policies(&park, &park, &GenerateOptions::default()).is_empty());
 }
+
+/// A change to any branch of a rule fails a generated case, whichever situations Z3 picks:
+/// each combination of the rule's branch conditions gets its own decisive cases.
+#[test]
+fn a_change_to_any_branch_fails_a_generated_case() {
+    let json = r#"{"variables": [
+        {"name": "discount", "type": "BOOL", "description": "Whether a discount applies"},
+        {"name": "credits", "type": "BOOL", "description": "Whether credits are used"},
+        {"name": "rate", "type": "REAL", "description": "The discount rate"}],
+      "rules": [{"id": "RATE00000000",
+                 "expression": "(= rate (ite discount (ite credits 0.25 0.40) 0.0))"}]}"#;
+    let suite = generate_tests(&model(json), &GenerateOptions::default())
+        .unwrap()
+        .suite;
+    for changed in [
+        "(= rate (ite discount (ite credits 0.20 0.40) 0.0))",
+        "(= rate (ite discount (ite credits 0.25 0.30) 0.0))",
+        "(= rate (ite discount (ite credits 0.25 0.40) 0.1))",
+    ] {
+        let report = run(&broken_copy(json, "RATE00000000", changed), &suite);
+        assert!(
+            !report.all_passed(),
+            "every generated case passes with {changed}"
+        );
+    }
+}
