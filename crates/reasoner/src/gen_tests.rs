@@ -109,7 +109,6 @@ pub enum GenerateError {
     TooComplex,
 }
 
-/// A premise/claim candidate and what the policy says about it.
 /// At most this many of a rule's branch conditions are combined (2^3 situations).
 const BRANCH_CONDITIONS: usize = 3;
 
@@ -139,6 +138,7 @@ fn branch_conditions(expr: &Expr) -> Vec<&Expr> {
     out
 }
 
+/// A premise/claim candidate and what the policy says about it.
 struct Candidate {
     premises: Vec<String>,
     claim: String,
