@@ -1,7 +1,8 @@
 //! Audit trail and replay: tampering with each field of a record, forged, removed, reordered
 //! and truncated records, future format versions; and the fixtures shared with the npm
 //! package's Node tests (`crates/wasm/tests/fixtures/replay-cases.json`), which also pin the
-//! version-1 format: a trail written today must keep replaying with the same report.
+//! format: a trail written today must keep replaying with the same report, as must the
+//! format 1 trails in `tests/fixtures/trails-v1.json`.
 //!
 //! Regenerate the fixtures after an intended change with
 //! `PROOFGATE_UPDATE_FIXTURES=1 cargo test -p proofgate-core --test audit_replay`.
@@ -15,10 +16,11 @@ use proofgate_core::findings::{
 };
 use proofgate_core::policy::PolicyDefinition;
 use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
+use proofgate_core::thread::Effect;
 use proofgate_core::thread::{
     ChatbotReply, GivenAnswer, GivenToolCall, Input, Thread, ThreadConfig, ToolCall,
 };
-use proofgate_core::translation::TranslationConfig;
+use proofgate_core::translation::{TranslationConfig, TranslatorCall};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -131,7 +133,7 @@ fn intact_trail_replays_and_names_its_outcome() {
     assert!(report.ok, "{:?}", report.failure);
     assert_eq!(report.records, trail.len());
     assert_eq!(report.verified_records, trail.len());
-    assert_eq!(report.format_version, Some(1));
+    assert_eq!(report.format_version, Some(2));
     assert_eq!(report.thread_id.as_deref(), Some("fixture-1"));
     assert_eq!(
         report.head_hash.as_deref(),
@@ -248,11 +250,13 @@ fn a_trail_cut_inside_an_input_and_its_effect_is_missing_a_record() {
 #[test]
 fn future_format_versions_are_reported_as_such() {
     let mut trail = trail();
-    trail[0].body["formatVersion"] = json!(2);
-    trail[0].hash = trail[0].expected_hash();
-    let report = replay(&trail);
-    assert_eq!(failure(&report), (0, ReplayProblem::UnsupportedVersion));
-    assert_eq!(report.format_version, Some(2));
+    for version in [0, 3, 99] {
+        trail[0].body["formatVersion"] = json!(version);
+        trail[0].hash = trail[0].expected_hash();
+        let report = replay(&trail);
+        assert_eq!(failure(&report), (0, ReplayProblem::UnsupportedVersion));
+        assert_eq!(report.format_version, Some(version));
+    }
 }
 
 #[test]
@@ -289,17 +293,22 @@ fn given_answer() -> GivenAnswer {
 
 const GOOD_REPLY: &str = r#"{"pairs": [{"premises": ["(= age 70)"], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
 
-/// A thread validated by two translators: one replies well, one needs a repair.
-fn translated_loop() -> Thread {
-    let t0 = 1_700_000_100_000;
-    let mut t = Thread::with_answer(
+/// The start of [`translated_loop`].
+fn translated_thread() -> Thread {
+    Thread::with_answer(
         translation_config(),
         "fixture-2",
         "I am 70. How much is my ticket?",
         given_answer(),
-        t0,
+        1_700_000_100_000,
     )
-    .expect("valid thread");
+    .expect("valid thread")
+}
+
+/// A thread validated by two translators: one replies well, one needs a repair.
+fn translated_loop() -> Thread {
+    let t0 = 1_700_000_100_000;
+    let mut t = translated_thread();
     let reply = |translator: u32, attempt: u32, text: &str, now: u64| Input::TranslatorReplied {
         translator,
         attempt,
@@ -342,10 +351,9 @@ fn conversation() -> Vec<ConversationTurn> {
     ]
 }
 
-/// A thread whose answer rests on a fact from an earlier turn.
-fn conversation_loop() -> Thread {
-    let t0 = 1_700_000_200_000;
-    let mut t = Thread::for_reply(
+/// The start of [`conversation_loop`].
+fn conversation_thread() -> Thread {
+    Thread::for_reply(
         translation_config(),
         "fixture-3",
         "How much is my ticket?",
@@ -355,9 +363,23 @@ fn conversation_loop() -> Thread {
             model: Some("upstream".into()),
             source: "upstream".into(),
         }),
-        t0,
+        1_700_000_200_000,
     )
-    .expect("valid thread");
+    .expect("valid thread")
+}
+
+/// The translator calls of an effect.
+fn calls_of(effect: Effect) -> Vec<TranslatorCall> {
+    match effect {
+        Effect::Translate { calls } => calls,
+        other => panic!("expected translator calls, got {other:?}"),
+    }
+}
+
+/// A thread whose answer rests on a fact from an earlier turn.
+fn conversation_loop() -> Thread {
+    let t0 = 1_700_000_200_000;
+    let mut t = conversation_thread();
     let reply = r#"{"pairs": [{"premises": [{"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 2)"}], "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]}"#;
     let mut valid = ValidFinding {
         translation: translation("5 dollars"),
@@ -418,11 +440,8 @@ fn the_conversation_reaches_translators_and_replays() {
         t.outcome().map(|o| o.status),
         Some(proofgate_core::OutcomeStatus::Valid)
     );
-    let prompt = &t.audit_trail()[1].body["calls"][0]["messages"][0]["content"];
-    assert!(
-        prompt.as_str().unwrap().contains("I am 70 years old."),
-        "{prompt}"
-    );
+    let prompt = &calls_of(conversation_thread().start())[0].messages[0].content;
+    assert!(prompt.contains("I am 70 years old."), "{prompt}");
     let sources = &t.steps()[0].validation.as_ref().unwrap().premise_sources;
     assert_eq!(
         (sources[0].turn, sources[0].role),
@@ -470,17 +489,28 @@ fn translator_replies_are_recorded_and_replayed() {
             RecordKind::ValidResponse,
         ]
     );
-    // The translators got different prompts, with the answer as JSON data.
-    let calls = trail[1].body["calls"].as_array().expect("calls");
-    assert_ne!(calls[0]["messages"], calls[1]["messages"]);
-    assert!(calls[0]["messages"][0]["content"]
-        .as_str()
-        .unwrap()
+    // The translators got different prompts, with the answer as JSON data; the trail holds
+    // their digests.
+    let calls = calls_of(translated_thread().start());
+    assert_ne!(calls[0].messages, calls[1].messages);
+    assert!(calls[0].messages[0]
+        .content
         .contains(r#""answer":"You pay 5 dollars.""#));
+    let recorded = trail[1].body["calls"].as_array().expect("calls");
+    assert_ne!(recorded[0]["messagesSha256"], recorded[1]["messagesSha256"]);
     // The repair request carries the problem with the broken reply.
-    assert!(trail[3].body["calls"][0]["messages"][2]["content"]
-        .as_str()
-        .unwrap()
+    let mut t = translated_thread();
+    let repair = t
+        .handle(Input::TranslatorReplied {
+            translator: 1,
+            attempt: 0,
+            text: "Sure! The fee is (= fee 5)".into(),
+            model: Some("translator".into()),
+            now: 1_700_000_100_001,
+        })
+        .unwrap();
+    assert!(calls_of(repair)[0].messages[2]
+        .content
         .contains("could not be used"));
     let report = replay(trail);
     assert!(report.ok, "{report:?}");
@@ -622,16 +652,118 @@ fn fixtures_for_node_are_current() {
     );
 }
 
-#[test]
-fn stored_version_1_trails_keep_replaying() {
-    // Independent of today's generator: the committed trails must produce the committed
-    // reports with whatever version of the code runs this test.
+/// Trails written in format 1, before effect records held prompt digests (the fixtures as
+/// they were then), with the reports that version produced.
+fn version_1_fixtures_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v1.json")
+}
+
+fn assert_stored_cases_replay(path: PathBuf) {
     let stored: Value =
-        serde_json::from_str(&std::fs::read_to_string(fixtures_path()).expect("fixtures exist"))
+        serde_json::from_str(&std::fs::read_to_string(&path).expect("fixtures exist"))
             .expect("fixtures are JSON");
     for case in stored.as_array().expect("array of cases") {
         let text = serde_json::to_string(&case["trail"]).unwrap();
         let report = serde_json::to_value(replay_json(&text)).unwrap();
-        assert_eq!(report, case["report"], "case {}", case["name"]);
+        assert_eq!(
+            report,
+            case["report"],
+            "{}: case {}",
+            path.display(),
+            case["name"]
+        );
     }
+}
+
+#[test]
+fn version_1_trails_keep_replaying_with_their_reports() {
+    let path = version_1_fixtures_path();
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let intact = stored
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "translated")
+        .expect("a translated trail");
+    // What makes them version 1: the prompts are in the records.
+    assert_eq!(intact["trail"][0]["body"]["formatVersion"], 1);
+    assert!(intact["trail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["kind"] == "TRANSLATE" && r["body"]["calls"][0]["messages"].is_array()));
+    assert_stored_cases_replay(path);
+}
+
+#[test]
+fn a_version_1_trail_with_a_changed_prompt_fails_at_that_record() {
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(version_1_fixtures_path()).unwrap()).unwrap();
+    let case = stored
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "translated")
+        .unwrap();
+    let mut trail: Vec<AuditRecord> = serde_json::from_value(case["trail"].clone()).unwrap();
+    let at = trail
+        .iter()
+        .position(|r| r.kind == RecordKind::Translate)
+        .unwrap();
+    let content = &mut trail[at].body["calls"][0]["messages"][0]["content"];
+    *content = json!(content.as_str().unwrap().replace("premises", "premisses"));
+    trail[at].hash = trail[at].expected_hash();
+    for later in at + 1..trail.len() {
+        trail[later].prev = trail[later - 1].hash.clone();
+        trail[later].hash = trail[later].expected_hash();
+    }
+    assert_eq!(failure(&replay(&trail)), (at, ReplayProblem::Differs));
+}
+
+#[test]
+fn a_prompt_digest_is_checked_like_the_prompt_was() {
+    // Today's trails hold each prompt's SHA-256; a digest that is not the rebuilt prompt's
+    // fails replay at that record, even with every hash recomputed.
+    let mut trail = translated_loop().audit_trail().to_vec();
+    assert_eq!(trail[0].body["formatVersion"], 2);
+    let at = trail
+        .iter()
+        .position(|r| r.kind == RecordKind::Translate)
+        .unwrap();
+    assert!(trail[at].body["calls"][0].get("messages").is_none());
+    trail[at].body["calls"][0]["messagesSha256"] = json!("0".repeat(64));
+    trail[at].hash = trail[at].expected_hash();
+    for later in at + 1..trail.len() {
+        trail[later].prev = trail[later - 1].hash.clone();
+        trail[later].hash = trail[later].expected_hash();
+    }
+    let (index, problem) = failure(&replay(&trail));
+    assert_eq!((index, problem), (at, ReplayProblem::Differs));
+
+    let mut trail = trail_with_llm_call();
+    let at = trail
+        .iter()
+        .position(|r| r.kind == RecordKind::CallLlm)
+        .unwrap();
+    assert!(trail[at].body.get("prompt").is_none());
+    trail[at].body["promptSha256"] = json!("f".repeat(64));
+    trail[at].hash = trail[at].expected_hash();
+    for later in at + 1..trail.len() {
+        trail[later].prev = trail[later - 1].hash.clone();
+        trail[later].hash = trail[later].expected_hash();
+    }
+    assert_eq!(failure(&replay(&trail)), (at, ReplayProblem::Differs));
+}
+
+fn trail_with_llm_call() -> Vec<AuditRecord> {
+    let trail = trail();
+    assert!(trail.iter().any(|r| r.kind == RecordKind::CallLlm));
+    trail
+}
+
+#[test]
+fn stored_trails_keep_replaying() {
+    // Independent of today's generator: the committed trails must produce the committed
+    // reports with whatever version of the code runs this test.
+    assert_stored_cases_replay(fixtures_path());
 }

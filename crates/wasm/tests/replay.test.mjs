@@ -9,6 +9,8 @@ import { replayAudit, verifyChain } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf8'));
+// Trails written in format 1 (prompts whole in their records), with that version's reports.
+const v1Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v1.json'), 'utf8'));
 
 test('the fixtures cover an intact trail and each kind of damage', () => {
   const names = cases.map((c) => c.name);
@@ -34,6 +36,13 @@ for (const { name, trail, report } of cases) {
       // The chain alone can only see alterations, never earlier than replay does.
       assert.ok(chain.failure.index >= report.failure.index);
     }
+  });
+}
+
+for (const { name, trail, report } of v1Cases) {
+  test(`format 1 trail "${name}" still replays with the report it had`, () => {
+    assert.equal(trail[0].body.formatVersion, 1);
+    assert.deepEqual(replayAudit(trail), report);
   });
 }
 

@@ -17,23 +17,35 @@
 //! [`FORMAT_VERSION`] covers both the record encoding and the loop's behaviour (transitions
 //! and prompt templates), since replay recomputes prompts. A change to either must bump it and
 //! keep the old behaviour reachable for replay, so that every stored trail keeps replaying;
-//! `crates/core/tests/fixtures/trail-v1-*.json` pins today's trails.
+//! `crates/wasm/tests/fixtures/replay-cases.json` pins today's trails and
+//! `crates/core/tests/fixtures/trails-v1.json` the version 1 trails written before.
 
 pub mod canonical;
 
 mod bodies;
 pub mod bundle;
+mod effect_body;
 pub mod recheck;
 mod record;
 mod replay;
 pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};
+pub(crate) use effect_body::effect_record_body;
+pub use effect_body::PROMPT_DIGESTS_SINCE;
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{
     replay, replay_json, verify_chain, verify_chain_json, ChainReport, ReplayFailure,
     ReplayProblem, ReplayReport,
 };
 
-/// The audit format this version writes and replays.
-pub const FORMAT_VERSION: u32 = 1;
+/// The audit format this version writes. It replays every format from
+/// [`OLDEST_FORMAT_VERSION`] to this one, each with the behaviour of its own time.
+///
+/// - 1: every record whole.
+/// - 2: effect records hold their prompts' SHA-256 instead of the prompts
+///   ([`PROMPT_DIGESTS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest audit format this version replays.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;

@@ -5,7 +5,7 @@
 use super::bodies::ThreadStarted;
 use super::canonical::canonical_json;
 use super::record::{AuditRecord, RecordKind, GENESIS_PREV};
-use super::FORMAT_VERSION;
+use super::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::thread::{Input, OutcomeStatus, Thread};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -316,12 +316,15 @@ fn start_thread(rec: &AuditRecord, report: &mut ReplayReport) -> Result<Thread, 
         ));
     };
     report.format_version = Some(version);
-    if version != FORMAT_VERSION {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(fail(
             0,
             kind,
             ReplayProblem::UnsupportedVersion,
-            format!("format version {version} cannot be replayed by this version (it replays {FORMAT_VERSION})"),
+            format!(
+                "format version {version} cannot be replayed by this version (it replays \
+                 {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})"
+            ),
         ));
     }
     let started = ThreadStarted::deserialize(&rec.body).map_err(|e| {

@@ -1069,9 +1069,21 @@ impl Thread {
     /// Records a non-final effect and returns it.
     fn emit(&mut self, effect: Effect, now: u64) -> Effect {
         if let Some(kind) = RecordKind::of_effect(&effect) {
-            self.append(kind, now, to_body(&effect));
+            let body = audit::effect_record_body(&effect, self.format_version());
+            self.append(kind, now, body);
         }
         effect
+    }
+
+    /// The audit format of the thread's trail: the one its THREAD_STARTED record names (a
+    /// replayed thread writes its records as they were written then).
+    pub fn format_version(&self) -> u32 {
+        self.audit_trail
+            .first()
+            .and_then(|r| r.body.get("formatVersion"))
+            .and_then(Value::as_u64)
+            .and_then(|v| u32::try_from(v).ok())
+            .unwrap_or(audit::FORMAT_VERSION)
     }
 
     fn append(&mut self, kind: RecordKind, at: u64, body: Value) {
