@@ -249,8 +249,16 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   const d = await newPage(env, DESKTOP, []);
   await d.goto(`${pathToFileURL(path.join(dist, 'index.html'))}#/verify`);
   await d.waitForSelector('body[data-ready]');
+  // A plain trail names its policy's document: without the auditor's policy (or the bundle,
+  // which carries it) the thread cannot be rebuilt, and the page says what is missing.
   await d.setInputFiles('#trail-file', file);
-  await d.locator('.verdict-box[data-outcome]').waitFor();
+  await d.locator('.verdict-box[data-outcome=fail]').waitFor();
+  assert.match(await d.locator('#rec-0 .why').textContent(), /POLICY_DOCUMENT_MISSING|policy this trail names/);
+  await d.setInputFiles('#policy-file', path.join(root, 'examples/policies/park-admission.json'));
+  await d.setInputFiles('#trail-file', tamperedFile);
+  await d.locator('.verdict-box[data-outcome=fail]').waitFor();
+  await d.setInputFiles('#trail-file', file);
+  await d.locator('.verdict-box[data-outcome=pass]').waitFor();
   assert.equal(await d.locator('.verdict-box').getAttribute('data-outcome'), 'pass');
   await shot(d, 'verifier-from-disk');
   noProblems(d);

@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -20,6 +20,7 @@ const PROBLEMS = {
   REJECTED_INPUT: 'replaying this input was rejected by the loop',
   DIFFERS: 'replaying the loop produced something different from this record',
   MISSING: 'the trail ends before a record the loop requires',
+  POLICY_DOCUMENT_MISSING: 'the policy this trail names is neither in the file nor your policy (load the audit bundle, which carries it, or your copy of the policy the thread ran with)',
   Z3_DIFFERS: 'Z3 in this page does not confirm the finding (checks rebuilt from your policy)',
   Z3_ERROR: 'Z3 could not run a check',
   POLICY: 'the finding cannot be confirmed against your policy',
@@ -49,17 +50,32 @@ async function verify(text, source, out) {
   clear(out);
   let records;
   let isBundle = false;
+  // The policy document the trail names (recorded once per policy version): a bundle carries
+  // it, and the auditor's own policy makes it (when it is the policy the thread was shown).
+  // Replay uses a document only under the hash of its own contents.
+  let documents = [];
+  if (auditor.policy) {
+    try { documents = policyDocumentsOf(auditor.policy); } catch { /* reported by planRechecks below */ }
+  }
   try {
     const data = JSON.parse(text);
     isBundle = !Array.isArray(data) && data && Array.isArray(data.trail);
     records = recordsOf(data);
+    if (data && Array.isArray(data.policyDocuments)) documents = documents.concat(data.policyDocuments);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
       h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
     return;
   }
   const chain = verifyChain(records);
-  const replay = replayAudit(records);
+  let replay;
+  try {
+    replay = replayAudit(records, documents);
+  } catch (e) {
+    out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
+      h('h3', {}, '✗ The bundle\'s policy documents are unreadable'), h('p', {}, e.message)));
+    return;
+  }
   const firstStructural = [chain.failure, replay.failure].filter(Boolean).sort((a, b) => a.index - b.index)[0] || null;
   const structIdx = firstStructural ? firstStructural.index : Infinity;
 

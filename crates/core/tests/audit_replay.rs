@@ -7,8 +7,10 @@
 //! Regenerate the fixtures after an intended change with
 //! `PROOFGATE_UPDATE_FIXTURES=1 cargo test -p proofgate-core --test audit_replay`.
 
+use proofgate_core::audit::policy_document::policy_document_of;
 use proofgate_core::audit::{
-    replay, replay_json, verify_chain, AuditRecord, RecordKind, ReplayProblem, ReplayReport,
+    replay_json_with, replay_with, verify_chain, AuditRecord, PolicyDocuments, RecordKind,
+    ReplayProblem, ReplayReport,
 };
 use proofgate_core::conversation::{ConversationTurn, TurnRole};
 use proofgate_core::findings::{
@@ -119,6 +121,31 @@ fn full_loop() -> Thread {
 
 fn trail() -> Vec<AuditRecord> {
     full_loop().audit_trail().to_vec()
+}
+
+/// The policy documents of every configuration here: what an audit bundle hands out with
+/// these trails.
+fn documents() -> PolicyDocuments {
+    let mut documents = PolicyDocuments::new();
+    for config in [config(), translation_config()] {
+        if let Some((_, document)) = policy_document_of(&config) {
+            documents.insert(document).unwrap();
+        }
+    }
+    documents
+}
+
+/// Replay with the trails' policy documents, as an auditor replays a bundle.
+fn replay(trail: &[AuditRecord]) -> ReplayReport {
+    replay_with(trail, &documents())
+}
+
+fn replay_json(json: impl AsRef<[u8]>) -> ReplayReport {
+    replay_json_with(json, &documents())
+}
+
+fn documents_json() -> Value {
+    Value::Array(documents().iter().map(|(_, d)| d.clone()).collect())
 }
 
 fn failure(report: &ReplayReport) -> (usize, ReplayProblem) {
@@ -629,7 +656,7 @@ fn fixture_cases() -> Value {
             .map(|(name, trail)| {
                 let text = serde_json::to_string(&trail).expect("serializes");
                 let report = replay_json(&text);
-                json!({"name": name, "trail": trail, "report": report})
+                json!({"name": name, "trail": trail, "policyDocuments": documents_json(), "report": report})
             })
             .collect(),
     )
@@ -664,7 +691,13 @@ fn assert_stored_cases_replay(path: PathBuf) {
             .expect("fixtures are JSON");
     for case in stored.as_array().expect("array of cases") {
         let text = serde_json::to_string(&case["trail"]).unwrap();
-        let report = serde_json::to_value(replay_json(&text)).unwrap();
+        // The documents the case comes with (format 1 cases have none).
+        let given = case["policyDocuments"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let documents = PolicyDocuments::from_values(&given).unwrap();
+        let report = serde_json::to_value(replay_json_with(&text, &documents)).unwrap();
         assert_eq!(
             report,
             case["report"],
@@ -718,6 +751,56 @@ fn a_version_1_trail_with_a_changed_prompt_fails_at_that_record() {
         trail[later].hash = trail[later].expected_hash();
     }
     assert_eq!(failure(&replay(&trail)), (at, ReplayProblem::Differs));
+}
+
+#[test]
+fn the_policy_is_recorded_once_as_a_document_the_trail_names() {
+    let trail = translated_loop().audit_trail().to_vec();
+    let started = &trail[0].body;
+    let (name, document) = policy_document_of(&translation_config()).unwrap();
+    assert_eq!(started["policyDocument"], name.as_str());
+    // Neither the rules and variables nor the vocabulary are in any record.
+    assert!(started["config"].get("policy").is_none());
+    assert!(started["config"]["translation"].get("vocabulary").is_none());
+    let text = serde_json::to_string(&trail).unwrap();
+    let variable = document["vocabulary"]["variables"][0]["description"]
+        .as_str()
+        .unwrap();
+    assert!(!text.contains(variable), "{variable} is in the trail");
+
+    // Without the document the thread cannot be rebuilt, and replay says which it needs.
+    let report = replay_with(&trail, &PolicyDocuments::new());
+    let f = report.failure.unwrap();
+    assert_eq!(
+        (f.index, f.problem),
+        (0, ReplayProblem::PolicyDocumentMissing)
+    );
+    assert!(f.detail.contains(&name), "{}", f.detail);
+    // Another policy cannot stand in for it: documents are filed under their own hash.
+    let mut other = document.clone();
+    other["vocabulary"]["variables"][0]["description"] = json!("something else");
+    let mut wrong = PolicyDocuments::new();
+    wrong.insert(other).unwrap();
+    assert_eq!(
+        replay_with(&trail, &wrong).failure.unwrap().problem,
+        ReplayProblem::PolicyDocumentMissing
+    );
+    // Naming another document is an altered record.
+    let mut renamed = trail.clone();
+    renamed[0].body["policyDocument"] = json!(wrong.iter().next().unwrap().0);
+    assert_eq!(
+        failure(&replay_with(&renamed, &wrong)),
+        (0, ReplayProblem::HashMismatch)
+    );
+    // ... and with every hash recomputed, the machine rebuilds another thread from it.
+    for i in 0..renamed.len() {
+        if i > 0 {
+            renamed[i].prev = renamed[i - 1].hash.clone();
+        }
+        renamed[i].hash = renamed[i].expected_hash();
+    }
+    assert!(!replay_with(&renamed, &wrong).ok);
+    assert!(replay_with(&trail, &documents()).ok);
 }
 
 #[test]

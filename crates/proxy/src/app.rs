@@ -7,8 +7,9 @@ use crate::llm::{ChatMessage, LlmClient};
 use crate::metrics::{Metrics, Stage};
 use crate::storage::{Store, StoredThread};
 use crate::validator::{LocalValidator, Validator};
+use proofgate_core::audit::policy_document::{policy_document_of, referenced_policy_document};
+use proofgate_core::audit::PolicyDocuments;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
-use proofgate_core::prompts::{PolicyRuleText, PolicyVariableText};
 use proofgate_core::thread::{FollowUpQuestions, Phase};
 use proofgate_core::{Effect, Input, PolicyContext, Thread, ThreadConfig};
 use proofgate_reasoner::CheckOptions;
@@ -42,29 +43,7 @@ pub fn now_ms() -> u64 {
 
 /// The policy as the rewriting LLM sees it: rules with their English, variables with meaning.
 pub fn policy_context(model: &PolicyModel) -> PolicyContext {
-    PolicyContext {
-        rules: model
-            .rules()
-            .iter()
-            .map(|r| PolicyRuleText {
-                id: r.id.clone(),
-                expression: r.term.to_string(),
-                english: Some(
-                    r.alternate_expression
-                        .clone()
-                        .unwrap_or_else(|| model.english(&r.expr)),
-                ),
-            })
-            .collect(),
-        variables: model
-            .schema()
-            .variables()
-            .map(|v| PolicyVariableText {
-                name: v.name.clone(),
-                description: v.description.clone(),
-            })
-            .collect(),
-    }
+    model.prompt_context()
 }
 
 /// Loads and checks a policy file. Findings cite `arn` as `policyVersionArn`, or without one
@@ -98,6 +77,9 @@ pub struct App {
     pub policy: Option<Arc<PolicyModel>>,
     /// The local validator, for the ApplyGuardrail-compatible endpoint.
     pub thread_config: ThreadConfig,
+    /// The policy document of `thread_config`, which every new trail names (stored once, at
+    /// start); older versions' documents are read from the store when a trail names one.
+    pub policy_documents: PolicyDocuments,
     /// The signed, append-only log of every trail's head.
     pub log: Arc<crate::audit_log::TransparencyLog>,
     /// Group commit of threads, records and leaves.
@@ -215,10 +197,20 @@ impl App {
                 FailureMode::Closed => proofgate_core::thread::FailureMode::Closed,
             },
         };
+        // Stored before the first trail can name it: a trail's policy is never only in memory.
+        let mut policy_documents = PolicyDocuments::new();
+        if let Some((name, document)) = policy_document_of(&thread_config) {
+            store
+                .put_policy_document(&name, &document)
+                .await
+                .map_err(|e| other(&e))?;
+            policy_documents.insert(document).map_err(|e| other(&e))?;
+        }
         let keys = crate::key_cache::KeyCache::new(std::time::Duration::from_millis(
             config.auth.key_cache_ms,
         ));
         Ok(App {
+            policy_documents,
             keys,
             live: Default::default(),
             config,
@@ -710,12 +702,56 @@ pub fn to_stored(
     })
 }
 
-/// A thread read back from storage, with its audit trail.
-pub fn from_stored(stored: &StoredThread, trail: Vec<Value>) -> Result<Thread, String> {
+/// A thread read back from storage, with its audit trail and the policy documents it may
+/// name.
+pub fn from_stored(
+    stored: &StoredThread,
+    trail: Vec<Value>,
+    documents: &PolicyDocuments,
+) -> Result<Thread, String> {
     let state: Value = serde_json::from_str(&stored.state)
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
-    Thread::from_stored_json(state, trail)
+    Thread::from_stored_json(state, trail, documents)
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))
+}
+
+/// The policy documents a trail names: the current policy's from memory, an older version's
+/// from the store. Empty when the trail names none (format 1, or an empty policy).
+pub async fn documents_for(app: &App, trail: &[Value]) -> Result<PolicyDocuments, String> {
+    let Some(name) = trail.first().and_then(referenced_policy_document) else {
+        return Ok(PolicyDocuments::new());
+    };
+    if let Some(document) = app.policy_documents.get(name) {
+        let mut documents = PolicyDocuments::new();
+        documents.insert(document.clone())?;
+        return Ok(documents);
+    }
+    let document = app
+        .store
+        .policy_document(name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("the policy document {name} is not in the store"))?;
+    let mut documents = PolicyDocuments::new();
+    let stored_as = documents.insert(document)?;
+    if stored_as != name {
+        return Err(format!(
+            "the policy document stored as {name} hashes to {stored_as}: the store was altered"
+        ));
+    }
+    Ok(documents)
+}
+
+/// [`from_stored`] with the documents its trail names ([`documents_for`]).
+pub async fn load_thread(
+    app: &App,
+    stored: &StoredThread,
+    trail: Vec<Value>,
+) -> Result<Thread, String> {
+    let documents = documents_for(app, &trail)
+        .await
+        .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
+    from_stored(stored, trail, &documents)
 }
 
 /// Saves the thread and the audit records not saved yet (`saved` of them were), signing and

@@ -9,8 +9,9 @@
 //!    earlier) the log still extends it.
 
 use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, TrustReport};
+use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks, RecheckProblem};
-use proofgate_core::audit::{replay_json, AuditRecord, ReplayReport};
+use proofgate_core::audit::{replay_json_with, AuditRecord, PolicyDocuments, ReplayReport};
 use proofgate_core::policy::PolicyModel;
 use serde::Serialize;
 use serde_json::Value;
@@ -101,7 +102,19 @@ pub fn verify(
         }
     };
     let trail_text = serde_json::to_vec(&trail).unwrap_or_default();
-    let replay = replay_json(&trail_text);
+    // The policy document the trail names: made from the auditor's own policy (when it is
+    // the one the thread was shown, the hashes match), or the one the bundle carries. Either
+    // is used only under the hash of its own contents.
+    let mut documents = documents_of_policy(policy);
+    match bundle
+        .as_ref()
+        .map(|b| PolicyDocuments::from_values(&b.policy_documents))
+    {
+        Some(Ok(given)) => documents.extend(given),
+        Some(Err(e)) => failures.push(format!("the bundle's {e}")),
+        None => {}
+    }
+    let replay = replay_json_with(&trail_text, &documents);
     if let Some(f) = &replay.failure {
         failures.push(format!("replay: {f}"));
     }

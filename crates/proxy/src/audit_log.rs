@@ -657,6 +657,7 @@ impl TransparencyLog {
             inclusion,
             checkpoint: Some(checkpoint),
             consistency,
+            policy_documents: Vec::new(),
         })
     }
 }

@@ -565,6 +565,47 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Stores a policy document under its name (its content hash) unless it is stored
+    /// already: once per policy version, before any trail names it.
+    pub async fn put_policy_document(
+        &self,
+        name: &str,
+        document: &Value,
+    ) -> Result<(), StorageError> {
+        let now = i64::try_from(crate::app::now_ms()).unwrap_or(i64::MAX);
+        sqlx::query(
+            "INSERT INTO policy_documents (hash, document, created_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (hash) DO NOTHING",
+        )
+        .bind(name)
+        .bind(document.to_string())
+        .bind(now)
+        .execute(&self.pool)
+        .await
+        .map_err(db(format!("storing the policy document {name}")))?;
+        Ok(())
+    }
+
+    /// The policy document stored under `name`, if any.
+    pub async fn policy_document(&self, name: &str) -> Result<Option<Value>, StorageError> {
+        let row = sqlx::query("SELECT document FROM policy_documents WHERE hash = $1")
+            .bind(name)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(format!("loading the policy document {name}")))?;
+        row.map(|r| {
+            let text: String = r
+                .try_get("document")
+                .map_err(db("reading a policy document"))?;
+            serde_json::from_str(&text).map_err(|e| {
+                StorageError::Write(format!(
+                    "the stored policy document {name} is not JSON: {e}"
+                ))
+            })
+        })
+        .transpose()
+    }
+
     /// The audit trail of a thread, in order.
     pub async fn audit_trail(&self, id: &str) -> Result<Vec<Value>, StorageError> {
         let rows =

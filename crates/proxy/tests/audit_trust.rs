@@ -538,7 +538,12 @@ async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
         "records written before the kill are kept"
     );
     let records: Vec<proofgate_core::AuditRecord> = serde_json::from_value(after).unwrap();
-    assert!(proofgate_core::replay(&records).ok);
+    let bundle = json_get(&proxy, &format!("/api/threads/{thread}/audit/bundle")).await;
+    let documents = proofgate_core::audit::PolicyDocuments::from_values(
+        bundle["policyDocuments"].as_array().unwrap_or(&Vec::new()),
+    )
+    .unwrap();
+    assert!(proofgate_core::audit::replay_with(&records, &documents).ok);
     // The interrupted thread is resumed (or closed with a recorded ERROR), never lost.
     let mut status = String::new();
     for _ in 0..150 {

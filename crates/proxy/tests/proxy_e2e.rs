@@ -4,7 +4,8 @@
 mod proxy;
 mod scripted;
 
-use proofgate_core::{replay, AuditRecord};
+use proofgate_core::audit::{replay_with, PolicyDocuments};
+use proofgate_core::AuditRecord;
 use proxy::{config, Proxy};
 use scripted::{repo_root, Server};
 use serde_json::{json, Value};
@@ -83,20 +84,35 @@ async fn get(proxy: &Proxy, path: &str) -> Value {
         .unwrap()
 }
 
+/// The thread's audit bundle: the trail and the policy document it names.
+async fn bundle_of(proxy: &Proxy, thread: &str) -> Value {
+    get(proxy, &format!("/api/threads/{thread}/audit/bundle")).await
+}
+
 async fn assert_trail_replays(proxy: &Proxy, thread: &str) -> Vec<AuditRecord> {
-    let trail: Vec<AuditRecord> =
-        serde_json::from_value(get(proxy, &format!("/api/threads/{thread}/audit")).await).unwrap();
-    let report = replay(&trail);
+    let bundle = bundle_of(proxy, thread).await;
+    let trail: Vec<AuditRecord> = serde_json::from_value(bundle["trail"].clone()).unwrap();
+    // The plain trail is the bundle's.
+    assert_eq!(
+        get(proxy, &format!("/api/threads/{thread}/audit")).await,
+        bundle["trail"]
+    );
+    let given = bundle["policyDocuments"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let documents = PolicyDocuments::from_values(&given).unwrap();
+    let report = replay_with(&trail, &documents);
     assert!(report.ok, "trail of {thread} does not replay: {report:?}");
     trail
 }
 
 /// `proofgate audit` on the trail: replay plus every recorded script through the z3 binary;
 /// then the same trail with one premise altered must fail.
-fn audit_verify_with_independent_z3(trail: &[AuditRecord]) {
+fn audit_verify_with_independent_z3(bundle: &Value) {
     let dir = proxy::temp_dir("audit");
-    let path = dir.join("trail.json");
-    std::fs::write(&path, serde_json::to_vec(trail).unwrap()).unwrap();
+    let path = dir.join("bundle.json");
+    std::fs::write(&path, serde_json::to_vec(bundle).unwrap()).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
         .arg("audit")
         .arg(&path)
@@ -112,7 +128,7 @@ fn audit_verify_with_independent_z3(trail: &[AuditRecord]) {
         .iter()
         .all(|c| c["ok"] == true && c["answer"] == c["expected"]));
 
-    let tampered = serde_json::to_string(trail)
+    let tampered = serde_json::to_string(bundle)
         .unwrap()
         .replace("(= customerAge 70)", "(= customerAge 60)");
     std::fs::write(&path, tampered).unwrap();
@@ -229,7 +245,7 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
         .content()
         .starts_with("In the low season, without credits, you pay $35.75"));
     let trail = assert_trail_replays(&proxy, &thread).await;
-    audit_verify_with_independent_z3(&trail);
+    audit_verify_with_independent_z3(&bundle_of(&proxy, &thread).await);
     let last = trail.last().unwrap();
     assert_eq!(
         last.body["clarifications"][0]["response"]["status"], "ANSWERED",
@@ -288,6 +304,77 @@ async fn restart_while_awaiting_answers_then_complete() {
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
     assert_trail_replays(&proxy, &thread).await;
+}
+
+#[tokio::test]
+async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
+    // The policy's text is stored once per version: a thread that waits across a restart
+    // under a new version of the policy still names, loads and hands out the old version's
+    // document; and a document altered in the store is refused, never used.
+    let llm = demo_llm();
+    let policy_dir = proxy::temp_dir("policy-versions");
+    let policy_path = policy_dir.join("policy.json");
+    let original =
+        std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json")).unwrap();
+    std::fs::write(&policy_path, &original).unwrap();
+    let cfg = config(&v1(&llm), "", "").replace(
+        "examples/policies/park-admission.json",
+        &policy_path.display().to_string(),
+    );
+    let proxy = Proxy::start("policy-versions", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let old = bundle_of(&proxy, &thread).await;
+    let old_name = old["trail"][0]["body"]["policyDocument"].clone();
+    assert!(old_name.as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(old["policyDocuments"].as_array().unwrap().len(), 1);
+
+    // A new version: one variable described differently.
+    let described = "Whether the admission day falls in the low season";
+    let new_text = original.replace("Whether the admission day is in the low season", described);
+    assert_ne!(new_text, original);
+    std::fs::write(&policy_path, new_text).unwrap();
+    let proxy = proxy.restart();
+    let conv = answered_conversation(r.content());
+    let r2 = chat(&proxy, conv, &[]).await;
+    assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
+    assert_eq!(r2.header("x-proofgate-thread"), thread);
+    let bundle = bundle_of(&proxy, &thread).await;
+    assert_eq!(bundle["trail"][0]["body"]["policyDocument"], old_name);
+    assert_eq!(bundle["policyDocuments"], old["policyDocuments"]);
+    assert!(!bundle["policyDocuments"].to_string().contains(described));
+    assert_trail_replays(&proxy, &thread).await;
+    // Its answer was checked by the running validator, against the new version (the check's
+    // evidence names the policy it ran).
+    assert!(bundle["trail"].to_string().contains(described));
+
+    // A new thread names the new version.
+    let r3 = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    let fresh = bundle_of(&proxy, r3.header("x-proofgate-thread")).await;
+    assert_ne!(fresh["trail"][0]["body"]["policyDocument"], old_name);
+    assert!(fresh["policyDocuments"].to_string().contains(described));
+
+    // The old document altered in the store (a rule's English changed): the hash it is stored
+    // under no longer matches, and the thread's audit is refused rather than served with it.
+    let db = proxy.dir().join("proofgate.sqlite");
+    let out = std::process::Command::new("python3")
+        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE policy_documents SET document = replace(document, 'The regular admission', 'The usual admission') WHERE hash = ?\", (sys.argv[2],)); c.commit()"])
+        .arg(&db)
+        .arg(old_name.as_str().unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let resp = reqwest::get(format!("{}/api/threads/{thread}/audit/bundle", proxy.url))
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 500);
+    let body = resp.text().await.unwrap();
+    assert!(body.contains("the store was altered"), "{body}");
 }
 
 #[tokio::test]

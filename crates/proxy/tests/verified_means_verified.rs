@@ -6,7 +6,9 @@
 mod proxy;
 mod scripted;
 
-use proofgate_core::{replay, AuditRecord};
+use proofgate_core::audit::policy_document::documents_of_policy;
+use proofgate_core::audit::replay_with;
+use proofgate_core::AuditRecord;
 use proxy::{config, Proxy};
 use scripted::Server;
 use serde_json::{json, Value};
@@ -87,16 +89,28 @@ async fn ask(proxy: &Proxy, question: &str, stream: bool) -> (String, Value, Str
     (verdict, proofgate, text)
 }
 
+/// The thread's trail, replayed with the policy document its audit bundle carries.
 async fn trail(proxy: &Proxy, thread: &str) -> Vec<AuditRecord> {
-    let trail: Vec<AuditRecord> = reqwest::get(format!("{}/api/threads/{thread}/audit", proxy.url))
+    let bundle: Value = reqwest::get(format!("{}/api/threads/{thread}/audit/bundle", proxy.url))
         .await
         .unwrap()
         .json()
         .await
         .unwrap();
+    let trail: Vec<AuditRecord> = serde_json::from_value(bundle["trail"].clone()).unwrap();
     let report = replay(&trail);
     assert!(report.ok, "{report:?}");
     trail
+}
+
+/// Replays a trail with the park policy's documents, as `proofgate audit --policy` does.
+fn replay(trail: &[AuditRecord]) -> proofgate_core::ReplayReport {
+    let policy = proofgate_proxy::app::load_policy(
+        &scripted::repo_root().join("examples/policies/park-admission.json"),
+        None,
+    )
+    .unwrap();
+    replay_with(trail, &documents_of_policy(&policy))
 }
 
 #[tokio::test]

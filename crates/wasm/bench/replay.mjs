@@ -15,15 +15,17 @@ const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 console.log('proofgate npm package: audit replay in Node (from JSON text, as a verifier reads a file)');
 let totalRecords = 0;
 let totalMs = 0;
-for (const { name, trail, report } of cases.filter((c) => c.report.ok)) {
+for (const { name, trail, policyDocuments, report } of cases.filter((c) => c.report.ok)) {
   const text = JSON.stringify(trail);
-  if (!replayAudit(text).ok) throw new Error(`${name} no longer replays: ${JSON.stringify(report)}`);
-  for (let i = 0; i < 50; i++) replayAudit(text); // warm up
+  // The policy documents come with the trail (an audit bundle's), as JSON text too.
+  const documents = JSON.stringify(policyDocuments);
+  if (!replayAudit(text, documents).ok) throw new Error(`${name} no longer replays: ${JSON.stringify(report)}`);
+  for (let i = 0; i < 50; i++) replayAudit(text, documents); // warm up
   const times = [];
   const until = performance.now() + seconds * 1000;
   while (performance.now() < until) {
     const t = performance.now();
-    replayAudit(text);
+    replayAudit(text, documents);
     times.push(performance.now() - t);
   }
   const ms = median(times);

@@ -95,7 +95,9 @@ export function runLoop({ log = console.log } = {}) {
   log(`finished ${effect.status} (verified: ${effect.verified}) after ${effect.iterations} validations:`);
   log(`  ${effect.answer}`);
   const trail = thread.auditTrail();
-  const report = replayAudit(trail);
+  // The trail names the policy's document (recorded once per policy version): keep it beside
+  // the trail, and give it to replay.
+  const report = replayAudit(trail, thread.policyDocuments());
   log(`audit trail: ${trail.length} records, replay ${report.ok ? 'OK' : 'FAILED'}; last: ${trail.at(-1).kind}`);
   return { outcome: effect, trail, report, steps: thread.steps() };
 }

@@ -4,6 +4,7 @@
 
 use crate::to_js;
 use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, AuditBundle};
+use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks};
 use proofgate_core::audit::AuditRecord;
 use proofgate_core::policy::smtlib::Expected;
@@ -38,6 +39,21 @@ pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
     let model = PolicyModel::from_definition(def, None)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
     to_js(&plan_rechecks(&records(trail)?, &model))
+}
+
+/// The policy documents a server configured with `policy` (the auditor's policy JSON) writes,
+/// with and without the translators' vocabulary: give them to `replayAudit` with a plain
+/// trail. When the document a trail names is one of them, the thread was shown exactly this
+/// policy; otherwise replay reports it missing.
+#[wasm_bindgen(js_name = policyDocumentsOf, unchecked_return_type = "PolicyDocument[]")]
+pub fn policy_documents_of_js(policy: &str) -> Result<JsValue, JsError> {
+    let def = PolicyDefinition::from_json(policy)
+        .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
+    let model = PolicyModel::from_definition(def, None)
+        .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
+    let documents = documents_of_policy(&model);
+    let documents: Vec<&serde_json::Value> = documents.iter().map(|(_, d)| d).collect();
+    to_js(&documents)
 }
 
 /// Whether a solver's complete output is exactly the expected `sat`/`unsat`.

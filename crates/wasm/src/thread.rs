@@ -5,7 +5,7 @@
 //! serde-wasm-bindgen: audit hashes are computed over JSON values, and going through JSON
 //! keeps integers integers and every record exactly as a stored trail file has it.
 
-use proofgate_core::audit::{replay_json, verify_chain_json};
+use proofgate_core::audit::{replay_json_with, verify_chain_json, PolicyDocuments};
 use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
@@ -85,7 +85,10 @@ export type RecordKind = "THREAD_STARTED" | "LLM_REPLIED" | "VALIDATED" | "USER_
 /** One audit record; `hash` is SHA-256 over the canonical JSON of the other fields. */
 export interface AuditRecord { seq: number; prev: string; at: number; kind: RecordKind; body: any; hash: string }
 export type ReplayProblem = "EMPTY" | "MALFORMED" | "HASH_MISMATCH" | "SEQ_MISMATCH" | "BROKEN_LINK"
-  | "UNSUPPORTED_VERSION" | "REJECTED_INPUT" | "DIFFERS" | "MISSING";
+  | "UNSUPPORTED_VERSION" | "REJECTED_INPUT" | "DIFFERS" | "MISSING" | "POLICY_DOCUMENT_MISSING";
+/** The policy's part of a thread's configuration, recorded once per policy version: a trail's
+ * THREAD_STARTED names it by the SHA-256 of its canonical JSON (`policyDocument`). */
+export interface PolicyDocument { policy: PolicyContext; vocabulary?: unknown }
 export interface ReplayFailure { index: number; kind?: RecordKind; problem: ReplayProblem; detail: string }
 export interface ReplayReport {
   ok: boolean; formatVersion?: number; threadId?: string; records: number; verifiedRecords: number;
@@ -299,16 +302,46 @@ impl WasmThread {
     pub fn audit_trail(&self) -> Result<JsValue, JsError> {
         to_js(&self.inner.audit_trail())
     }
+
+    /// The policy document the trail names (none when the policy is empty): keep it beside
+    /// the trail, once per policy version; `replayAudit(trail, documents)` needs it.
+    #[wasm_bindgen(js_name = policyDocuments, unchecked_return_type = "PolicyDocument[]")]
+    pub fn policy_documents(&self) -> Result<JsValue, JsError> {
+        let documents = self.inner.policy_documents();
+        let documents: Vec<&Value> = documents.iter().map(|(_, d)| d).collect();
+        to_js(&documents)
+    }
 }
 
 /// Replays an audit trail (records, or their JSON text) with the same machine: checks every
 /// hash and link, feeds the recorded inputs, compares every recorded effect and the outcome.
-/// Never throws for a bad trail: the report names the first record that differs.
+/// A trail whose first record names a policy document needs it in `policyDocuments` (an audit
+/// bundle's `policyDocuments`); each is used only under the hash of its own contents. Never
+/// throws for a bad trail: the report names the first record that differs. Throws when
+/// `policyDocuments` is not a list of policy documents.
 #[wasm_bindgen(js_name = replayAudit, unchecked_return_type = "ReplayReport")]
 pub fn replay_audit_js(
     #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
+    #[wasm_bindgen(
+        js_name = policyDocuments,
+        unchecked_param_type = "PolicyDocument[] | null | undefined"
+    )]
+    policy_documents: JsValue,
 ) -> Result<JsValue, JsError> {
-    to_js(&replay_json(json_text(&trail, "the trail")?))
+    let documents = if policy_documents.is_undefined() || policy_documents.is_null() {
+        PolicyDocuments::new()
+    } else {
+        let values: Vec<Value> = from_json(
+            &json_text(&policy_documents, "the policy documents")?,
+            "the policy documents",
+        )?;
+        PolicyDocuments::from_values(&values)
+            .map_err(|e| JsError::new(&format!("proofgate: {e}")))?
+    };
+    to_js(&replay_json_with(
+        json_text(&trail, "the trail")?,
+        &documents,
+    ))
 }
 
 /// Checks only the hashes, positions and links of an audit trail (records or JSON text).

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { replayAudit, verifyChain } from 'proofgate';
+import { replayAudit, verifyChain, policyDocumentsOf } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf8'));
@@ -18,13 +18,13 @@ test('the fixtures cover an intact trail and each kind of damage', () => {
   assert.ok(cases.filter((c) => !c.report.ok).length >= 4);
 });
 
-for (const { name, trail, report } of cases) {
+for (const { name, trail, policyDocuments, report } of cases) {
   test(`replay report of "${name}" is the one Rust produced`, () => {
-    assert.deepEqual(replayAudit(trail), report);
+    assert.deepEqual(replayAudit(trail, policyDocuments), report);
   });
 
   test(`replay of "${name}" from JSON text matches too`, () => {
-    assert.deepEqual(replayAudit(JSON.stringify(trail, null, 2)), report);
+    assert.deepEqual(replayAudit(JSON.stringify(trail, null, 2), JSON.stringify(policyDocuments)), report);
   });
 
   test(`verifyChain agrees with replay on "${name}"`, () => {
@@ -46,8 +46,24 @@ for (const { name, trail, report } of v1Cases) {
   });
 }
 
+test('a trail names its policy document, and replay needs that very document', () => {
+  const { trail, policyDocuments } = cases.find((c) => c.name === 'translated');
+  const name = trail[0].body.policyDocument;
+  assert.match(name, /^sha256:[0-9a-f]{64}$/);
+  assert.equal(trail[0].body.config.policy, undefined);
+  const missing = replayAudit(trail);
+  assert.equal(missing.failure.problem, 'POLICY_DOCUMENT_MISSING');
+  assert.equal(missing.failure.index, 0);
+  assert.ok(missing.failure.detail.includes(name));
+  // A document with one character changed is another document: it cannot stand in.
+  const changed = JSON.parse(JSON.stringify(policyDocuments).replace('Age of the visitor', 'Age of the visitof'));
+  assert.equal(replayAudit(trail, changed).failure.problem, 'POLICY_DOCUMENT_MISSING');
+  assert.throws(() => replayAudit(trail, [{ policy: {}, extra: 1 }]), /policyDocuments\[0\]/);
+  assert.equal(replayAudit(trail, policyDocuments).ok, true);
+});
+
 test('changing any single character of a record is caught at that record', () => {
-  const { trail } = cases.find((c) => c.name === 'intact');
+  const { trail, policyDocuments } = cases.find((c) => c.name === 'intact');
   const text = (records) => `[${records.map((r) => JSON.stringify(r)).join(',')}]`;
   for (let i = 0; i < trail.length; i++) {
     const record = JSON.stringify(trail[i]);
@@ -57,16 +73,26 @@ test('changing any single character of a record is caught at that record', () =>
       const altered = record.slice(0, at) + replacement + record.slice(at + 1);
       const records = trail.map((r) => JSON.stringify(r));
       records[i] = altered;
-      const report = replayAudit(`[${records.join(',')}]`);
+      const report = replayAudit(`[${records.join(',')}]`, policyDocuments);
       assert.equal(report.ok, false, `record ${i}, char ${at}`);
       assert.equal(report.failure.index, i, `record ${i}, char ${at}: ${report.failure.detail}`);
     }
   }
-  assert.equal(replayAudit(text(trail)).ok, true);
+  assert.equal(replayAudit(text(trail), policyDocuments).ok, true);
 });
 
 test('a bad trail never throws: it is reported', () => {
   assert.equal(replayAudit('not json').failure.problem, 'MALFORMED');
   assert.equal(replayAudit([]).failure.problem, 'EMPTY');
   assert.equal(verifyChain([{ seq: 0 }]).failure.problem, 'MALFORMED');
+});
+
+test('an auditor makes the policy documents from their own copy of the policy', () => {
+  const policy = readFileSync(here('../../../examples/policies/park-admission.json'), 'utf8');
+  const documents = policyDocumentsOf(policy);
+  assert.equal(documents.length, 2);
+  const withVocabulary = documents.find((d) => d.vocabulary);
+  assert.ok(withVocabulary && documents.some((d) => !d.vocabulary));
+  assert.ok(withVocabulary.policy.rules.some((r) => r.id === 'BASEFEE00000' && r.english));
+  assert.throws(() => policyDocumentsOf('{"rules": 5}'), /the policy/);
 });

@@ -76,6 +76,23 @@ test('always INVALID ends at the iteration limit, not verified', () => {
   assert.equal(replayAudit(t.auditTrail()).ok, true);
 });
 
+test('a policy is recorded once, as the document the trail names', () => {
+  const policy = { rules: [{ id: 'R1', expression: '(= fee 5)', english: 'The fee is 5.' }], variables: [{ name: 'fee', description: 'The fee' }] };
+  const t = new Thread({ maxIterations: 1, policy }, 'q', 't-doc', 0);
+  t.handle({ type: 'LlmReplied', text: 'A1', now: 1 });
+  t.handle({ type: 'Validated', findings: [invalid], now: 2 });
+  const trail = t.auditTrail();
+  assert.match(trail[0].body.policyDocument, /^sha256:[0-9a-f]{64}$/);
+  assert.ok(!JSON.stringify(trail).includes('The fee is 5.'));
+  const documents = t.policyDocuments();
+  assert.deepEqual(documents, [{ policy }]);
+  assert.equal(replayAudit(trail, documents).ok, true);
+  assert.equal(replayAudit(trail).failure.problem, 'POLICY_DOCUMENT_MISSING');
+  // The thread resumes from its JSON, which keeps its configuration.
+  const resumed = Thread.fromJSON(JSON.stringify(t.toJSON()));
+  assert.deepEqual(resumed.policyDocuments(), documents);
+});
+
 test('questions time out through Tick, and the thread resumes from JSON text', () => {
   const t = new Thread({ questionTimeoutMs: 100 }, 'q', 't-3', 0);
   t.handle({ type: 'LlmReplied', text: 'A1', now: 1 });

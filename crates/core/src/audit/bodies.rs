@@ -18,8 +18,14 @@ pub struct ThreadStarted {
     pub thread_id: String,
     /// The user's question.
     pub question: String,
-    /// The thread's configuration.
+    /// The thread's configuration. From format 2 its policy (`policy`, and
+    /// `translation.vocabulary`) is recorded apart, as the document named in
+    /// `policy_document` (see [`super::policy_document`]).
     pub config: ThreadConfig,
+    /// The name of the policy document that holds the configuration's policy (format 2 on,
+    /// when the policy holds anything).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_document: Option<String>,
     /// The first answer, when the caller supplied it (the chatbot's own upstream reply, or an
     /// answer pasted in to be checked) instead of asking the thread's LLM for one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -83,6 +89,7 @@ impl ThreadStarted {
             thread_id,
             question,
             config,
+            policy_document: None,
             given_answer: None,
             conversation: None,
             tool_call: None,

@@ -48,6 +48,11 @@ pub struct AuditBundle {
     /// From a saved checkpoint's size to this checkpoint, when asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency: Option<Consistency>,
+    /// The policy document the trail's first record names (see
+    /// [`super::policy_document`]): the server stores it once per policy version. It needs
+    /// no signature of its own: the record names it by the hash of its contents.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_documents: Vec<Value>,
 }
 
 /// Reads what an auditor was given: an audit bundle (`{"trail": [...], "signedHead": ...}`) or

@@ -1,7 +1,8 @@
 //! The hash-chained audit trail of a thread, and its replay.
 //!
 //! A thread appends one [`AuditRecord`] `{seq, prev, at, kind, body, hash}` per input and per
-//! effect: the first is THREAD_STARTED (format version, thread id, question, configuration),
+//! effect: the first is THREAD_STARTED (format version, thread id, question, configuration,
+//! and the name of its policy document, recorded once per policy version),
 //! then each input (LLM_REPLIED, VALIDATED with the validator's evidence, USER_ANSWERED, ...)
 //! followed by the effect it produced (CALL_LLM, VALIDATE, ASK_USER), and for a finished
 //! thread a final record named after the event (VALID_RESPONSE, MAX_ITERATIONS_REACHED,
@@ -25,6 +26,7 @@ pub mod canonical;
 mod bodies;
 pub mod bundle;
 mod effect_body;
+pub mod policy_document;
 pub mod recheck;
 mod record;
 mod replay;
@@ -33,10 +35,11 @@ pub mod transparency;
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};
 pub(crate) use effect_body::effect_record_body;
 pub use effect_body::PROMPT_DIGESTS_SINCE;
+pub use policy_document::{PolicyDocuments, POLICY_DOCUMENTS_SINCE};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{
-    replay, replay_json, verify_chain, verify_chain_json, ChainReport, ReplayFailure,
-    ReplayProblem, ReplayReport,
+    replay, replay_json, replay_json_with, replay_with, verify_chain, verify_chain_json,
+    ChainReport, ReplayFailure, ReplayProblem, ReplayReport,
 };
 
 /// The audit format this version writes. It replays every format from
@@ -44,7 +47,8 @@ pub use replay::{
 ///
 /// - 1: every record whole.
 /// - 2: effect records hold their prompts' SHA-256 instead of the prompts
-///   ([`PROMPT_DIGESTS_SINCE`]).
+///   ([`PROMPT_DIGESTS_SINCE`]), and THREAD_STARTED names its policy document instead of
+///   holding it ([`POLICY_DOCUMENTS_SINCE`], [`policy_document`]).
 pub const FORMAT_VERSION: u32 = 2;
 
 /// The oldest audit format this version replays.

@@ -4,6 +4,7 @@
 
 use super::bodies::ThreadStarted;
 use super::canonical::canonical_json;
+use super::policy_document::{with_policy_document, DocumentProblem, PolicyDocuments};
 use super::record::{AuditRecord, RecordKind, GENESIS_PREV};
 use super::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::thread::{Input, OutcomeStatus, Thread};
@@ -34,6 +35,9 @@ pub enum ReplayProblem {
     Differs,
     /// The trail ends before a record the machine produced for the last input.
     Missing,
+    /// THREAD_STARTED names a policy document that was not given (it comes with the audit
+    /// bundle), so the thread cannot be rebuilt.
+    PolicyDocumentMissing,
 }
 
 /// The first record that failed, and why.
@@ -265,17 +269,29 @@ pub fn verify_chain_json(json: impl AsRef<[u8]>) -> ChainReport {
 }
 
 /// Replays a trail: rebuilds the thread from the first record, feeds every recorded input,
-/// and checks every record (hash, link, and equality with what the machine produces).
+/// and checks every record (hash, link, and equality with what the machine produces). A trail
+/// whose first record names a policy document needs [`replay_with`].
 pub fn replay(trail: &[AuditRecord]) -> ReplayReport {
-    replay_entries(&trail.iter().cloned().map(Ok).collect())
+    replay_with(trail, &PolicyDocuments::new())
+}
+
+/// [`replay`] with the policy documents the trail may name (an audit bundle's
+/// `policyDocuments`); each is used only under the hash of its own contents.
+pub fn replay_with(trail: &[AuditRecord], documents: &PolicyDocuments) -> ReplayReport {
+    replay_entries(&trail.iter().cloned().map(Ok).collect(), documents)
 }
 
 /// [`replay`] over a JSON array of records.
 pub fn replay_json(json: impl AsRef<[u8]>) -> ReplayReport {
-    replay_entries(&parse_entries(json.as_ref()))
+    replay_json_with(json, &PolicyDocuments::new())
 }
 
-fn replay_entries(entries: &Entries) -> ReplayReport {
+/// [`replay_with`] over a JSON array of records.
+pub fn replay_json_with(json: impl AsRef<[u8]>, documents: &PolicyDocuments) -> ReplayReport {
+    replay_entries(&parse_entries(json.as_ref()), documents)
+}
+
+fn replay_entries(entries: &Entries, documents: &PolicyDocuments) -> ReplayReport {
     let mut report = ReplayReport {
         ok: false,
         format_version: None,
@@ -286,7 +302,7 @@ fn replay_entries(entries: &Entries) -> ReplayReport {
         status: None,
         failure: None,
     };
-    if let Err(f) = replay_into(entries, &mut report) {
+    if let Err(f) = replay_into(entries, documents, &mut report) {
         report.failure = Some(f);
     } else {
         report.ok = true;
@@ -294,7 +310,11 @@ fn replay_entries(entries: &Entries) -> ReplayReport {
     report
 }
 
-fn start_thread(rec: &AuditRecord, report: &mut ReplayReport) -> Result<Thread, ReplayFailure> {
+fn start_thread(
+    rec: &AuditRecord,
+    documents: &PolicyDocuments,
+    report: &mut ReplayReport,
+) -> Result<Thread, ReplayFailure> {
     let kind = Some(rec.kind);
     if rec.kind != RecordKind::ThreadStarted {
         return Err(fail(
@@ -327,7 +347,19 @@ fn start_thread(rec: &AuditRecord, report: &mut ReplayReport) -> Result<Thread, 
             ),
         ));
     }
-    let started = ThreadStarted::deserialize(&rec.body).map_err(|e| {
+    let body = with_policy_document(&rec.body, documents).map_err(|e| match e {
+        DocumentProblem::Malformed(detail) => fail(0, kind, ReplayProblem::Malformed, detail),
+        DocumentProblem::Missing(name) => fail(
+            0,
+            kind,
+            ReplayProblem::PolicyDocumentMissing,
+            format!(
+                "the thread's policy is the document {name}, which was not given: replay the \
+                 audit bundle (its policyDocuments hold it), or give the document"
+            ),
+        ),
+    })?;
+    let started = ThreadStarted::deserialize(&body).map_err(|e| {
         fail(
             0,
             kind,
@@ -346,7 +378,11 @@ fn start_thread(rec: &AuditRecord, report: &mut ReplayReport) -> Result<Thread, 
     })
 }
 
-fn replay_into(entries: &Entries, report: &mut ReplayReport) -> Result<(), ReplayFailure> {
+fn replay_into(
+    entries: &Entries,
+    documents: &PolicyDocuments,
+    report: &mut ReplayReport,
+) -> Result<(), ReplayFailure> {
     if entries.is_empty() {
         return Err(fail(
             0,
@@ -357,7 +393,7 @@ fn replay_into(entries: &Entries, report: &mut ReplayReport) -> Result<(), Repla
     }
     let first = entry(entries, 0)?;
     check_integrity(0, first, GENESIS_PREV)?;
-    let mut thread = start_thread(first, report)?;
+    let mut thread = start_thread(first, documents, report)?;
 
     for i in 0..entries.len() {
         let rec = entry(entries, i)?;

@@ -254,6 +254,36 @@ impl PolicyModel {
     pub fn english(&self, expr: &Expr) -> String {
         english::render_sentence(&self.schema, expr)
     }
+
+    /// The policy as the prompts show it: each rule in SMT-LIB and in English (its
+    /// `alternateExpression`, or the sentence [`PolicyModel::english`] makes of it), and each
+    /// variable with its description.
+    pub fn prompt_context(&self) -> crate::prompts::PolicyContext {
+        use crate::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
+        PolicyContext {
+            rules: self
+                .rules()
+                .iter()
+                .map(|r| PolicyRuleText {
+                    id: r.id.clone(),
+                    expression: r.term.to_string(),
+                    english: Some(
+                        r.alternate_expression
+                            .clone()
+                            .unwrap_or_else(|| self.english(&r.expr)),
+                    ),
+                })
+                .collect(),
+            variables: self
+                .schema()
+                .variables()
+                .map(|v| PolicyVariableText {
+                    name: v.name.clone(),
+                    description: v.description.clone(),
+                })
+                .collect(),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -278,7 +278,13 @@ impl Thread {
             app_request: None,
             audit_trail: Vec::new(),
         };
-        thread.append(RecordKind::ThreadStarted, now, to_body(&started));
+        let mut body = to_body(&started);
+        if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
+            // Named by its contents: on replay, the document filed under the recorded name
+            // gives the same name back.
+            audit::policy_document::take_policy_document(&mut body);
+        }
+        thread.append(RecordKind::ThreadStarted, now, body);
         if let Some(call) = started.tool_call {
             let outcome = Outcome {
                 status: OutcomeStatus::ToolCall,
@@ -445,8 +451,13 @@ impl Thread {
 
     /// The thread stored as `state` (from [`Thread::to_json_text_without_trail`] or
     /// [`Thread::to_json_text_without_trail_or_config`]) with its audit `trail`: a state without
-    /// its configuration takes the one its THREAD_STARTED record holds.
-    pub fn from_stored_json(mut state: Value, trail: Vec<Value>) -> Result<Thread, String> {
+    /// its configuration takes the one its THREAD_STARTED record holds, with the policy
+    /// document that record names (from `documents`).
+    pub fn from_stored_json(
+        mut state: Value,
+        trail: Vec<Value>,
+        documents: &audit::PolicyDocuments,
+    ) -> Result<Thread, String> {
         let obj = state
             .as_object_mut()
             .ok_or("the stored state is not a JSON object")?;
@@ -454,9 +465,17 @@ impl Thread {
             let started = trail
                 .first()
                 .filter(|r| r.get("kind").and_then(Value::as_str) == Some("THREAD_STARTED"))
+                .and_then(|r| r.get("body"))
                 .ok_or("the stored state has no configuration and the trail does not start with THREAD_STARTED")?;
+            let started = audit::policy_document::with_policy_document(started, documents)
+                .map_err(|e| match e {
+                    audit::policy_document::DocumentProblem::Missing(name) => {
+                        format!("the thread's policy document {name} is not available")
+                    }
+                    audit::policy_document::DocumentProblem::Malformed(e) => e,
+                })?;
             let config = started
-                .pointer("/body/config")
+                .get("config")
                 .ok_or("the THREAD_STARTED record has no configuration")?;
             obj.insert("config".into(), config.clone());
         }
@@ -476,6 +495,19 @@ impl Thread {
             conversation: &self.conversation,
             app_request: &self.app_request,
         }
+    }
+
+    /// The policy document the trail's THREAD_STARTED names (none when the policy holds
+    /// nothing): what replaying the trail takes besides the records
+    /// ([`audit::replay_with`]), and what a store keeps once per policy version.
+    pub fn policy_documents(&self) -> audit::PolicyDocuments {
+        let mut documents = audit::PolicyDocuments::new();
+        if let Some((_, document)) = audit::policy_document::policy_document_of(&self.config) {
+            documents
+                .insert(document)
+                .expect("a configuration's policy is a policy document");
+        }
+        documents
     }
 
     /// The audit trail: one record per input and per effect, hash-chained.

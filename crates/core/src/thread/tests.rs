@@ -1,7 +1,7 @@
 //! One test per behaviour of the rewriting loop (issue 4, point 2), plus input validation.
 
 use super::*;
-use crate::audit::{replay, RecordKind};
+use crate::audit::{replay_with, PolicyDocuments, RecordKind};
 use crate::findings::{
     ContradictionFinding, EmptyFinding, Rule, SatisfiableFinding, Scenario, Statement, Translation,
     TranslationAmbiguousFinding, TranslationOption, ValidFinding,
@@ -141,7 +141,7 @@ impl Driver {
         self.t.outcome().expect("finished")
     }
     fn assert_replays(&self) {
-        let report = replay(self.t.audit_trail());
+        let report = replay_with(self.t.audit_trail(), &self.t.policy_documents());
         assert!(report.ok, "{report:?}");
         assert_eq!(report.status, self.t.outcome().map(|o| o.status));
     }
@@ -711,14 +711,29 @@ fn a_state_stored_without_its_config_takes_it_from_the_trail() {
     let mut full = d.t.to_json_without_trail().unwrap();
     full.as_object_mut().unwrap().remove("config");
     assert_eq!(slim, full, "only the configuration is left out");
+    // The trail names the policy's document; the store gives it back.
+    let (name, document) =
+        crate::audit::policy_document::policy_document_of(d.t.config()).expect("a policy");
+    assert_eq!(trail()[0]["body"]["policyDocument"], name.as_str());
+    assert!(trail()[0]["body"]["config"].get("policy").is_none());
+    let mut documents = PolicyDocuments::new();
+    documents.insert(document).unwrap();
     assert_eq!(
-        Thread::from_stored_json(slim.clone(), trail()).unwrap(),
+        Thread::from_stored_json(slim.clone(), trail(), &documents).unwrap(),
         d.t
+    );
+    let err = Thread::from_stored_json(slim.clone(), trail(), &PolicyDocuments::new()).unwrap_err();
+    assert!(
+        err.contains(&name) && err.contains("not available"),
+        "{err}"
     );
     // A state stored with its configuration (older rows) reads back the same.
     let whole = d.t.to_json_without_trail().unwrap();
-    assert_eq!(Thread::from_stored_json(whole, trail()).unwrap(), d.t);
+    assert_eq!(
+        Thread::from_stored_json(whole, trail(), &PolicyDocuments::new()).unwrap(),
+        d.t
+    );
     // Without the configuration, the trail must start with THREAD_STARTED.
-    let err = Thread::from_stored_json(slim, trail()[1..].to_vec()).unwrap_err();
+    let err = Thread::from_stored_json(slim, trail()[1..].to_vec(), &documents).unwrap_err();
     assert!(err.contains("THREAD_STARTED"), "{err}");
 }

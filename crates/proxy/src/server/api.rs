@@ -3,9 +3,7 @@
 use super::auth::{end_user, Caller};
 use super::error::ApiError;
 use super::summary::thread_view;
-use crate::app::{
-    drive, drive_saving_each_step, from_stored, now_ms, persist, status_of, App, Waits,
-};
+use crate::app::{drive, drive_saving_each_step, now_ms, persist, status_of, App, Waits};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -122,7 +120,9 @@ async fn load(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
     let trail = app.store.audit_trail(id).await?;
-    from_stored(&stored, trail).map_err(ApiError::internal)
+    crate::app::load_thread(app, &stored, trail)
+        .await
+        .map_err(ApiError::internal)
 }
 
 pub(crate) async fn check_access(

@@ -106,11 +106,15 @@ pub async fn bundle(
             "no audit trail for thread {id}"
         )));
     }
-    let bundle = app
+    let documents = crate::app::documents_for(&app, &trail)
+        .await
+        .map_err(ApiError::internal)?;
+    let mut bundle = app
         .log
         .bundle(&app.store, &id, trail, q.from)
         .await
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
+    bundle.policy_documents = documents.iter().map(|(_, d)| d.clone()).collect();
     Ok(Json(
         serde_json::to_value(bundle).map_err(|e| ApiError::internal(e.to_string()))?,
     ))

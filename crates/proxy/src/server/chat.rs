@@ -3,9 +3,7 @@
 use super::auth::Caller;
 use super::error::ApiError;
 use super::summary::proofgate_object;
-use crate::app::{
-    drive_durably, from_stored, now_ms, App, DurableDriveError, FailedCall, Saver, Waits,
-};
+use crate::app::{drive_durably, now_ms, App, DurableDriveError, FailedCall, Saver, Waits};
 use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
 use crate::openai::{
@@ -230,7 +228,8 @@ async fn resumable(
         Some(s) => {
             let trail = app.store.audit_trail(&s.id).await?;
             let saved = trail.len();
-            from_stored(&s, trail)
+            crate::app::load_thread(app, &s, trail)
+                .await
                 .map(|t| Some((t, saved)))
                 .map_err(ApiError::internal)
         }

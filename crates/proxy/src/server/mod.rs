@@ -13,7 +13,7 @@ pub mod policies;
 pub mod responses;
 pub mod summary;
 
-use crate::app::{drive, from_stored, now_ms, persist, App, Waits};
+use crate::app::{drive, now_ms, persist, App, Waits};
 use auth::{Access, Caller, Via};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method};
@@ -275,7 +275,7 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
         }
         let trail = app.store.audit_trail(&stored.id).await?;
         let mut saved = trail.len();
-        let mut thread = from_stored(&stored, trail)?;
+        let mut thread = crate::app::load_thread(app, &stored, trail).await?;
         let effect = thread.pending_effect();
         tracing::info!("thread {}: resuming after an interrupted step", stored.id);
         let app = app.clone();
@@ -295,7 +295,7 @@ async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     for stored in app.store.threads_with_status("awaiting_input").await? {
         let trail = app.store.audit_trail(&stored.id).await?;
         let saved = trail.len();
-        let mut thread = from_stored(&stored, trail)?;
+        let mut thread = crate::app::load_thread(app, &stored, trail).await?;
         let overdue = matches!(
             thread.pending_effect(),
             Effect::AskUser { deadline: Some(d), .. } if d <= now

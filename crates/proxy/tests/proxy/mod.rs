@@ -73,6 +73,11 @@ impl Proxy {
         self.child.id()
     }
 
+    /// The test's directory (database, keys).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
     /// The configuration file it was started with.
     pub fn config_path(&self) -> &std::path::Path {
         &self.config
