@@ -6,7 +6,7 @@
 mod proxy;
 mod scripted;
 
-use proxy::{config, temp_dir, Proxy};
+use proxy::{config, sqlite, temp_dir, Proxy};
 use scripted::{repo_root, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -264,20 +264,6 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     assert!(
         stdout.contains("shrank") || stdout.contains("rewritten"),
         "{stdout}"
-    );
-}
-
-fn sqlite(db: &Path, sql: &str) {
-    let out = Command::new("python3")
-        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"])
-        .arg(db)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
     );
 }
 

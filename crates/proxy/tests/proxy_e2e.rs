@@ -357,17 +357,19 @@ async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
 
     // The old document altered in the store (a rule's English changed): the hash it is stored
     // under no longer matches, and the thread's audit is refused rather than served with it.
-    let db = proxy.dir().join("proofgate.sqlite");
-    let out = std::process::Command::new("python3")
-        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"UPDATE policy_documents SET document = replace(document, 'The regular admission', 'The usual admission') WHERE hash = ?\", (sys.argv[2],)); c.commit()"])
-        .arg(&db)
-        .arg(old_name.as_str().unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    // (The name is hex: safe to write into the statement.)
+    let name = old_name.as_str().unwrap();
+    assert!(name
+        .strip_prefix("sha256:")
+        .unwrap()
+        .chars()
+        .all(|c| c.is_ascii_hexdigit()));
+    proxy::sqlite(
+        &proxy.dir().join("proofgate.sqlite"),
+        &format!(
+            "UPDATE policy_documents SET document = replace(document, 'The regular admission', \
+             'The usual admission') WHERE hash = '{name}'"
+        ),
     );
     let resp = reqwest::get(format!("{}/api/threads/{thread}/audit/bundle", proxy.url))
         .await

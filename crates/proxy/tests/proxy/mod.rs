@@ -17,6 +17,22 @@ pub struct Proxy {
     dir: PathBuf,
 }
 
+/// Runs `sql` on a SQLite database file (as someone with the file would), with Python's
+/// sqlite3, so that tests need no driver of their own.
+pub fn sqlite(db: &std::path::Path, sql: &str) {
+    let out = Command::new("python3")
+        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A fresh temp directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
