@@ -96,7 +96,7 @@ fn write_number(out: &mut String, n: &serde_json::Number) {
 /// Writes `s` as a JSON string, escaped exactly as serde_json escapes it (the rules in the
 /// module documentation; a test compares the two on every ASCII character and more), without
 /// an allocation per string.
-fn write_string(out: &mut String, s: &str) {
+pub(crate) fn write_string(out: &mut String, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
     let bytes = s.as_bytes();

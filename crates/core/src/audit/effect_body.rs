@@ -7,9 +7,10 @@
 //! SHA-256 instead: replay still rebuilds every prompt and compares its digest, so a changed
 //! prompt is caught exactly as before, and the trail holds the policy's text once.
 
-use super::canonical::canonical_json;
+use super::canonical::write_string;
 use crate::thread::Effect;
-use serde_json::Value;
+use crate::translation::ChatTurn;
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 /// The first format whose effect records hold prompt digests instead of prompts.
@@ -22,31 +23,53 @@ fn sha256_hex(bytes: &[u8]) -> String {
 
 /// The body of `effect`'s record in a trail of format `version`.
 pub(crate) fn effect_record_body(effect: &Effect, version: u32) -> Value {
-    let mut body = serde_json::to_value(effect).expect("thread types always serialize to JSON");
     if version >= PROMPT_DIGESTS_SINCE {
-        digest_prompts(&mut body);
-    }
-    body
-}
-
-/// Replaces every prompt of an effect's JSON by its digest: a CALL_LLM's `prompt` (SHA-256 of
-/// its UTF-8 text) by `promptSha256`, a TRANSLATE call's `messages` (SHA-256 of their
-/// canonical JSON, see [`super::canonical`]) by `messagesSha256`.
-fn digest_prompts(body: &mut Value) {
-    let Some(obj) = body.as_object_mut() else {
-        return;
-    };
-    if let Some(Value::String(prompt)) = obj.remove("prompt") {
-        obj.insert("promptSha256".into(), sha256_hex(prompt.as_bytes()).into());
-    }
-    if let Some(Value::Array(calls)) = obj.get_mut("calls") {
-        for call in calls.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(messages) = call.remove("messages") {
-                let digest = sha256_hex(canonical_json(&messages).as_bytes());
-                call.insert("messagesSha256".into(), digest.into());
+        // Written straight from the effect: replay makes this body for every prompt it
+        // rebuilds, so the prompts are hashed without building a JSON tree of them first.
+        match effect {
+            Effect::CallLlm { purpose, prompt } => {
+                return json!({
+                    "type": "CallLlm",
+                    "purpose": purpose,
+                    "promptSha256": sha256_hex(prompt.as_bytes()),
+                })
             }
+            Effect::Translate { calls } => {
+                let calls: Vec<Value> = calls
+                    .iter()
+                    .map(|c| {
+                        json!({
+                            "translator": c.translator,
+                            "attempt": c.attempt,
+                            "messagesSha256": messages_digest(&c.messages),
+                        })
+                    })
+                    .collect();
+                return json!({"type": "Translate", "calls": calls});
+            }
+            _ => {}
         }
     }
+    serde_json::to_value(effect).expect("thread types always serialize to JSON")
+}
+
+/// SHA-256 of the canonical JSON of a message list (`[{"content": …, "role": …}, …]`, keys
+/// sorted as [`super::canonical`] sorts them).
+fn messages_digest(messages: &[ChatTurn]) -> String {
+    let mut out = String::with_capacity(messages.iter().map(|m| m.content.len() + 32).sum());
+    out.push('[');
+    for (i, m) in messages.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"content\":");
+        write_string(&mut out, &m.content);
+        out.push_str(",\"role\":");
+        write_string(&mut out, &m.role);
+        out.push('}');
+    }
+    out.push(']');
+    sha256_hex(out.as_bytes())
 }
 
 #[cfg(test)]
@@ -100,6 +123,43 @@ mod tests {
         );
         assert_eq!(call["messagesSha256"].as_str().map(str::len), Some(64));
         assert_ne!(effect_record_body(&translate("the vocabulary!"), 2), body);
+    }
+
+    /// The digests as the record's definition states them: the effect's JSON, with each
+    /// prompt replaced by the SHA-256 of its text or of its messages' canonical JSON.
+    fn by_definition(effect: &Effect) -> Value {
+        let mut body = serde_json::to_value(effect).unwrap();
+        let obj = body.as_object_mut().unwrap();
+        if let Some(Value::String(prompt)) = obj.remove("prompt") {
+            obj.insert("promptSha256".into(), sha256_hex(prompt.as_bytes()).into());
+        }
+        if let Some(Value::Array(calls)) = obj.get_mut("calls") {
+            for call in calls.iter_mut().filter_map(Value::as_object_mut) {
+                let messages = call.remove("messages").unwrap();
+                let text = crate::audit::canonical::canonical_json(&messages);
+                call.insert("messagesSha256".into(), sha256_hex(text.as_bytes()).into());
+            }
+        }
+        body
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn digests_are_those_of_the_canonical_json(
+            texts in proptest::collection::vec(("\\PC*", "[a-z\"\\\\\n\u{1}é]{0,8}"), 0..4),
+            prompt in "\\PC*",
+        ) {
+            let messages: Vec<ChatTurn> = texts
+                .iter()
+                .map(|(content, role)| ChatTurn { role: role.clone(), content: content.clone() })
+                .collect();
+            let effect = Effect::Translate {
+                calls: vec![TranslatorCall { translator: 2, attempt: 1, messages }],
+            };
+            proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
+            let effect = Effect::CallLlm { purpose: LlmPurpose::Rewrite, prompt };
+            proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
+        }
     }
 
     #[test]

@@ -65,6 +65,21 @@ pub(crate) fn take_policy_document(body: &mut Value) -> Option<(String, Value)> 
     Some((name, document))
 }
 
+/// Takes the policy document out of a THREAD_STARTED body that already names it `name` (a
+/// replayed start, whose configuration came from that document): the body as it was
+/// recorded, without hashing the document again.
+pub(crate) fn leave_out_policy_document(body: &mut Value, name: &str) {
+    if let Some(config) = body.get_mut("config").and_then(Value::as_object_mut) {
+        config.remove("policy");
+        if let Some(translation) = config.get_mut("translation").and_then(Value::as_object_mut) {
+            translation.remove("vocabulary");
+        }
+    }
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert("policyDocument".into(), Value::String(name.to_string()));
+    }
+}
+
 /// The policy document of a configuration, with its name, as a THREAD_STARTED record of the
 /// current format names it; `None` when the configuration's policy holds nothing (its records
 /// keep it).

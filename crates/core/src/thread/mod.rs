@@ -280,9 +280,15 @@ impl Thread {
         };
         let mut body = to_body(&started);
         if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
-            // Named by its contents: on replay, the document filed under the recorded name
-            // gives the same name back.
-            audit::policy_document::take_policy_document(&mut body);
+            match &started.policy_document {
+                // A new thread: its document is named by its contents.
+                None => {
+                    audit::policy_document::take_policy_document(&mut body);
+                }
+                // Replay: the configuration came from the document filed under this name,
+                // which `PolicyDocuments` only files under the hash of its contents.
+                Some(name) => audit::policy_document::leave_out_policy_document(&mut body, name),
+            }
         }
         thread.append(RecordKind::ThreadStarted, now, body);
         if let Some(call) = started.tool_call {
