@@ -850,3 +850,37 @@ fn stored_trails_keep_replaying() {
     // reports with whatever version of the code runs this test.
     assert_stored_cases_replay(fixtures_path());
 }
+
+/// A trail the proxy wrote with the local validator (the park policy, three translators), in
+/// an audit bundle with its policy document: real trails keep replaying, and hold the policy
+/// only by its name. Replaced only with a FORMAT_VERSION change (older ones stay replayable).
+#[test]
+fn a_trail_the_proxy_wrote_replays_from_its_bundle() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/park-local-bundle.json");
+    let bundle: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let documents =
+        PolicyDocuments::from_values(bundle["policyDocuments"].as_array().unwrap()).unwrap();
+    let text = serde_json::to_string(&bundle["trail"]).unwrap();
+    let report = replay_json_with(&text, &documents);
+    assert!(report.ok, "{report:?}");
+    assert_eq!(report.status, Some(proofgate_core::OutcomeStatus::Valid));
+    assert_eq!(report.format_version, Some(2));
+    let trail = bundle["trail"].as_array().unwrap();
+    assert!(trail.iter().any(|r| r["kind"] == "TRANSLATE"));
+    // The policy's rules and vocabulary are in the document, not in the trail.
+    for text_of_policy in ["5-credit increments", "Seniors are visitors older than 65"] {
+        assert!(bundle["policyDocuments"]
+            .to_string()
+            .contains(text_of_policy));
+        assert!(!text.contains(text_of_policy), "{text_of_policy}");
+    }
+    // Without the document it does not replay.
+    assert_eq!(
+        replay_json_with(&text, &PolicyDocuments::new())
+            .failure
+            .unwrap()
+            .problem,
+        ReplayProblem::PolicyDocumentMissing
+    );
+}

@@ -37,3 +37,26 @@ for (const { name, trail, policyDocuments, report } of cases.filter((c) => c.rep
   );
 }
 console.log(`all intact trails: ${Math.round(totalRecords / (totalMs / 1000)).toLocaleString('en')} records/s`);
+
+// A trail as the proxy writes it with the local validator (park policy, three translators),
+// from its audit bundle: the fixture trails above are small test threads.
+const bundle = JSON.parse(readFileSync(here('../../core/tests/fixtures/park-local-bundle.json'), 'utf8'));
+{
+  const text = JSON.stringify(bundle.trail);
+  const documents = JSON.stringify(bundle.policyDocuments);
+  if (!replayAudit(text, documents).ok) throw new Error('the park bundle no longer replays');
+  for (let i = 0; i < 50; i++) replayAudit(text, documents);
+  const times = [];
+  const until = performance.now() + seconds * 1000;
+  while (performance.now() < until) {
+    const t = performance.now();
+    replayAudit(text, documents);
+    times.push(performance.now() - t);
+  }
+  const ms = median(times);
+  console.log(
+    `park, local validator (proxy-written): records=${bundle.trail.length} size=${(text.length / 1024).toFixed(1)} KB + ` +
+      `policy document ${(documents.length / 1024).toFixed(1)} KB, median=${(ms * 1000).toFixed(0)} µs, ` +
+      `${Math.round(bundle.trail.length / (ms / 1000)).toLocaleString('en')} records/s`,
+  );
+}
