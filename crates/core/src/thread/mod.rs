@@ -88,6 +88,26 @@ pub struct Thread {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     app_request: Option<Value>,
     audit_trail: Vec<AuditRecord>,
+    /// The translators' vocabulary as a model, built with the first reply that needs it.
+    #[serde(skip)]
+    vocabulary: VocabularyCache,
+}
+
+/// A thread's vocabulary model, built once instead of once per translator reply. Not part of
+/// what a thread is: never serialized, and equal whatever it holds.
+#[derive(Default, Clone)]
+struct VocabularyCache(std::sync::OnceLock<std::sync::Arc<crate::policy::PolicyModel>>);
+
+impl PartialEq for VocabularyCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for VocabularyCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VocabularyCache")
+    }
 }
 
 /// A thread's fields but its audit trail, as serialized for a store.
@@ -236,7 +256,10 @@ impl Thread {
 
     /// Creates the thread a THREAD_STARTED record describes (used by replay, so that the
     /// recorded start is reproduced exactly).
-    pub(crate) fn from_started(started: ThreadStarted, now: u64) -> Result<Thread, ThreadError> {
+    pub(crate) fn from_started(
+        mut started: ThreadStarted,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
         if started.config.max_iterations == 0 {
             return Err(ThreadError::InvalidConfig(
                 "maxIterations must be at least 1 (it counts validations)".into(),
@@ -259,10 +282,40 @@ impl Thread {
             (Some(_), _) | (_, Some(_)) => String::new(),
             (None, None) => prompts::initial_answer(&started.question, &started.config.policy),
         };
+        let mut body;
+        if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
+            match &started.policy_document {
+                // A new thread: its document is named by its contents.
+                None => {
+                    body = to_body(&started);
+                    audit::policy_document::take_policy_document(&mut body);
+                }
+                // Replay: the configuration came from the document filed under this name,
+                // which `PolicyDocuments` only files under the hash of its contents.
+                // The policy is left out of the record, so it is not written out at all.
+                Some(name) => {
+                    let name = name.clone();
+                    let policy = std::mem::take(&mut started.config.policy);
+                    let vocabulary = started
+                        .config
+                        .translation
+                        .as_mut()
+                        .map(|t| std::mem::take(&mut t.vocabulary));
+                    body = to_body(&started);
+                    audit::policy_document::leave_out_policy_document(&mut body, &name);
+                    started.config.policy = policy;
+                    if let (Some(t), Some(v)) = (started.config.translation.as_mut(), vocabulary) {
+                        t.vocabulary = v;
+                    }
+                }
+            }
+        } else {
+            body = to_body(&started);
+        }
         let mut thread = Thread {
             id: started.thread_id.clone(),
             question: started.question.clone(),
-            config: started.config.clone(),
+            config: started.config,
             created_at: now,
             state: ThreadState::GenerateInitial {
                 prompt: prompt.clone(),
@@ -277,19 +330,8 @@ impl Thread {
             conversation: started.conversation.clone().unwrap_or_default(),
             app_request: None,
             audit_trail: Vec::new(),
+            vocabulary: VocabularyCache::default(),
         };
-        let mut body = to_body(&started);
-        if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
-            match &started.policy_document {
-                // A new thread: its document is named by its contents.
-                None => {
-                    audit::policy_document::take_policy_document(&mut body);
-                }
-                // Replay: the configuration came from the document filed under this name,
-                // which `PolicyDocuments` only files under the hash of its contents.
-                Some(name) => audit::policy_document::leave_out_policy_document(&mut body, name),
-            }
-        }
         thread.append(RecordKind::ThreadStarted, now, body);
         if let Some(call) = started.tool_call {
             let outcome = Outcome {
@@ -763,10 +805,17 @@ impl Thread {
         };
         let repair = match reply {
             Ok(text) => {
-                let vocabulary = config
-                    .vocabulary_model()
-                    .map_err(ThreadError::InvalidConfig)?;
-                round.on_reply(config, &vocabulary, translator, attempt, &text)?
+                let cache = &self.vocabulary.0;
+                let vocabulary = match cache.get() {
+                    Some(model) => model,
+                    None => {
+                        let model = config
+                            .vocabulary_model()
+                            .map_err(ThreadError::InvalidConfig)?;
+                        cache.get_or_init(|| std::sync::Arc::new(model))
+                    }
+                };
+                round.on_reply(config, vocabulary, translator, attempt, &text)?
             }
             Err(reason) => {
                 round.on_failure(translator, attempt, &reason)?;
