@@ -12,14 +12,10 @@ const seconds = Number(process.env.REPLAY_SECONDS || 2);
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-console.log('proofgate npm package: audit replay in Node (from JSON text, as a verifier reads a file)');
-let totalRecords = 0;
-let totalMs = 0;
-for (const { name, trail, policyDocuments, report } of cases.filter((c) => c.report.ok)) {
-  const text = JSON.stringify(trail);
-  // The policy documents come with the trail (an audit bundle's), as JSON text too.
-  const documents = JSON.stringify(policyDocuments);
-  if (!replayAudit(text, documents).ok) throw new Error(`${name} no longer replays: ${JSON.stringify(report)}`);
+/** Replays `text` with `documents` for `seconds` after a warm-up: the median ms and the runs. */
+function time(name, text, documents) {
+  const report = replayAudit(text, documents);
+  if (!report.ok) throw new Error(`${name} no longer replays: ${JSON.stringify(report)}`);
   for (let i = 0; i < 50; i++) replayAudit(text, documents); // warm up
   const times = [];
   const until = performance.now() + seconds * 1000;
@@ -28,12 +24,22 @@ for (const { name, trail, policyDocuments, report } of cases.filter((c) => c.rep
     replayAudit(text, documents);
     times.push(performance.now() - t);
   }
-  const ms = median(times);
+  return { ms: median(times), runs: times.length };
+}
+
+console.log('proofgate npm package: audit replay in Node (from JSON text, as a verifier reads a file)');
+let totalRecords = 0;
+let totalMs = 0;
+for (const { name, trail, policyDocuments } of cases.filter((c) => c.report.ok)) {
+  const text = JSON.stringify(trail);
+  // The policy documents come with the trail (an audit bundle's), as JSON text too.
+  const documents = JSON.stringify(policyDocuments);
+  const { ms, runs } = time(name, text, documents);
   totalRecords += trail.length;
   totalMs += ms;
   console.log(
     `${name.padEnd(12)} records=${String(trail.length).padEnd(3)} size=${(text.length / 1024).toFixed(1).padStart(5)} KB ` +
-      `median=${(ms * 1000).toFixed(0).padStart(6)} µs  ${Math.round(trail.length / (ms / 1000)).toLocaleString('en')} records/s  runs=${times.length}`,
+      `median=${(ms * 1000).toFixed(0).padStart(6)} µs  ${Math.round(trail.length / (ms / 1000)).toLocaleString('en')} records/s  runs=${runs}`,
   );
 }
 console.log(`all intact trails: ${Math.round(totalRecords / (totalMs / 1000)).toLocaleString('en')} records/s`);
@@ -44,16 +50,7 @@ const bundle = JSON.parse(readFileSync(here('../../core/tests/fixtures/park-loca
 {
   const text = JSON.stringify(bundle.trail);
   const documents = JSON.stringify(bundle.policyDocuments);
-  if (!replayAudit(text, documents).ok) throw new Error('the park bundle no longer replays');
-  for (let i = 0; i < 50; i++) replayAudit(text, documents);
-  const times = [];
-  const until = performance.now() + seconds * 1000;
-  while (performance.now() < until) {
-    const t = performance.now();
-    replayAudit(text, documents);
-    times.push(performance.now() - t);
-  }
-  const ms = median(times);
+  const { ms } = time('the park bundle', text, documents);
   console.log(
     `park, local validator (proxy-written): records=${bundle.trail.length} size=${(text.length / 1024).toFixed(1)} KB + ` +
       `policy document ${(documents.length / 1024).toFixed(1)} KB, median=${(ms * 1000).toFixed(0)} µs, ` +
