@@ -909,3 +909,51 @@ async fn a_background_thread_interrupted_by_a_restart_is_resumed() {
     assert_eq!(view["verdict"], "VALID", "{view}");
     assert_trail_replays(&proxy, &id).await;
 }
+
+#[test]
+fn the_local_validator_names_its_z3_when_it_starts() {
+    // An operator reads which solver decides the findings from the start log (and from every
+    // check's evidence, asserted in the trail tests): the Z3 the binary runs, not a guess.
+    let dir = proxy::temp_dir("z3-log");
+    let cfg = config("http://127.0.0.1:9/v1", "", "").replace("{dir}", &dir.display().to_string());
+    let path = dir.join("proofgate.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .current_dir(repo_root())
+        .env("RUST_LOG", "info")
+        .env("PROOFGATE_AUTH__ADMIN_KEY", proxy::ADMIN_KEY)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let pinned = proofgate_reasoner::z3_version();
+    // Read on a thread, so that a start that never logs the line fails in time, not hangs.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stderr)).map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let wanted = format!("local validator: Z3 {pinned},");
+    let mut seen = Vec::new();
+    let mut found = false;
+    while let Ok(line) = rx.recv_timeout(std::time::Duration::from_secs(20)) {
+        found = line.contains(&wanted);
+        seen.push(line);
+        if found {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        found,
+        "no start line names Z3 {pinned}:\n{}",
+        seen.join("\n")
+    );
+}
