@@ -715,16 +715,19 @@ pub fn from_stored(
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))
 }
 
-/// The policy documents a trail names: the current policy's from memory, an older version's
-/// from the store. Empty when the trail names none (format 1, or an empty policy).
-pub async fn documents_for(app: &App, trail: &[Value]) -> Result<PolicyDocuments, String> {
+/// The policy documents a trail names: the current policy's from memory (hashed once, at
+/// start), an older version's from the store (hashed again as it is read). Empty when the
+/// trail names none (format 1, or an empty policy).
+pub async fn documents_for<'a>(
+    app: &'a App,
+    trail: &[Value],
+) -> Result<std::borrow::Cow<'a, PolicyDocuments>, String> {
+    use std::borrow::Cow;
     let Some(name) = trail.first().and_then(referenced_policy_document) else {
-        return Ok(PolicyDocuments::new());
+        return Ok(Cow::Owned(PolicyDocuments::new()));
     };
-    if let Some(document) = app.policy_documents.get(name) {
-        let mut documents = PolicyDocuments::new();
-        documents.insert(document.clone())?;
-        return Ok(documents);
+    if app.policy_documents.get(name).is_some() {
+        return Ok(Cow::Borrowed(&app.policy_documents));
     }
     let document = app
         .store
@@ -739,7 +742,7 @@ pub async fn documents_for(app: &App, trail: &[Value]) -> Result<PolicyDocuments
             "the policy document stored as {name} hashes to {stored_as}: the store was altered"
         ));
     }
-    Ok(documents)
+    Ok(Cow::Owned(documents))
 }
 
 /// [`from_stored`] with the documents its trail names ([`documents_for`]).

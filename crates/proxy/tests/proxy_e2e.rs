@@ -349,6 +349,37 @@ async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
     // evidence names the policy it ran).
     assert!(bundle["trail"].to_string().contains(described));
 
+    // `proofgate audit` on the plain trail builds the document from the auditor's policy file:
+    // the version the thread was shown rebuilds it; the new version is not that policy, and
+    // replay says which document it needs instead of replaying something else.
+    let original_path = policy_dir.join("original.json");
+    std::fs::write(&original_path, &original).unwrap();
+    let trail_path = policy_dir.join("trail.json");
+    std::fs::write(&trail_path, bundle["trail"].to_string()).unwrap();
+    let audit_with = |policy: &std::path::Path| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .arg("audit")
+            .arg(&trail_path)
+            .arg("--policy")
+            .arg(policy)
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let shown = audit_with(&original_path);
+    assert_eq!(shown["replay"]["ok"], true, "{shown}");
+    let other = audit_with(&policy_path);
+    assert_eq!(other["replay"]["ok"], false, "{other}");
+    assert_eq!(
+        other["replay"]["failure"]["problem"],
+        "POLICY_DOCUMENT_MISSING"
+    );
+    assert!(other["replay"]["failure"]["detail"]
+        .as_str()
+        .unwrap()
+        .contains(old_name.as_str().unwrap()));
+    assert_eq!(other["ok"], false);
+
     // A new thread names the new version.
     let r3 = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     let fresh = bundle_of(&proxy, r3.header("x-proofgate-thread")).await;

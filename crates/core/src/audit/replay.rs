@@ -355,7 +355,8 @@ fn start_thread(
             ReplayProblem::PolicyDocumentMissing,
             format!(
                 "the thread's policy is the document {name}, which was not given: replay the \
-                 audit bundle (its policyDocuments hold it), or give the document"
+                 audit bundle (its policyDocuments hold it), or bring the exact policy file the \
+                 thread was shown (`proofgate audit --policy`, or your policy in the verifier)"
             ),
         ),
     })?;
