@@ -585,6 +585,53 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// One request at a time: each commit writes whole pages (rows and indexes) for a small
+    /// write, so the log grows many times faster than the bytes committed. The log's own
+    /// length must start it over, or it grows far past the file limit and each restart cuts a
+    /// huge file back while commits wait.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_write_ahead_log_starts_over_by_its_own_length_with_one_writer() {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-walone", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("j.sqlite");
+        let mut store = Store::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        // Only the log's length can start it over here.
+        store.wal_restart_bytes = usize::MAX;
+        store.wal_restart_log_bytes = 1 << 20;
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+        let journal = Journal::start(store.clone(), log.clone());
+        // At least 1,500 commits over at least 6 s (thirty background checkpoints).
+        let start = std::time::Instant::now();
+        let mut n = 0;
+        while (n < 1500 || start.elapsed() < std::time::Duration::from_secs(6))
+            && start.elapsed() < std::time::Duration::from_secs(60)
+        {
+            journal
+                .write(step(&log, &format!("one-{n}"), 0..1))
+                .await
+                .unwrap();
+            n += 1;
+        }
+        let wal = std::fs::metadata(dir.join("j.sqlite-wal")).unwrap().len() as usize;
+        assert!(n >= 1500, "only {n} commits in 60 s: too few to tell");
+        // A commit writes at least three pages (the thread, its record, its leaf; with their
+        // indexes about ten), so a log that never started over would hold all of them. The
+        // background checkpoint looks every 200 ms: the log may pass its limit by what commits
+        // in that time, a small part of the run.
+        let at_least_written = n * 3 * 4096;
+        assert!(
+            wal < at_least_written / 2,
+            "the write-ahead log is {wal} bytes after {n} commits (at least {at_least_written} \
+             bytes of pages)"
+        );
+        drop((journal, store));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[tokio::test]
     async fn writes_after_a_failed_one_of_their_chain_are_refused() {
         for (journal, store, log) in journals("chain").await {
