@@ -174,10 +174,13 @@ impl BedrockGuardrail {
                 guardrail: self.name(),
                 reason: format!("not JSON: {e}"),
             })?;
-        let response: ApplyGuardrailResponse =
-            serde_json::from_value(body.clone()).map_err(|e| GuardrailError::BadResponse {
-                guardrail: self.name(),
-                reason: e.to_string(),
+        // Read from the tree in place: the tree itself is kept as evidence.
+        let response =
+            <ApplyGuardrailResponse as serde::Deserialize>::deserialize(&body).map_err(|e| {
+                GuardrailError::BadResponse {
+                    guardrail: self.name(),
+                    reason: e.to_string(),
+                }
             })?;
         Ok((response.findings(), body))
     }
