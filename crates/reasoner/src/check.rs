@@ -82,6 +82,8 @@ pub struct Reasoner<'m> {
     default_model: OnceCell<Option<Model>>,
     /// Connected components of the rules' variables, for slicing.
     components: Components,
+    /// Models that showed a rule necessary in earlier checks (see `witness`).
+    pub(crate) witnesses: crate::witness::Witnesses,
     /// The components not proved consistent (inconsistent, or the solver could not tell),
     /// decided once, on first use. Every slice includes them.
     unproved: OnceCell<Vec<usize>>,
@@ -227,6 +229,7 @@ impl<'m> Reasoner<'m> {
             bare,
             default_model: OnceCell::new(),
             components,
+            witnesses: Default::default(),
             unproved: OnceCell::new(),
         })
     }
@@ -487,12 +490,23 @@ impl<'m> Reasoner<'m> {
     /// when the rest is still proved unsat, so the result is locally minimal. A rule whose
     /// removal times out is kept (the set stays a proof).
     fn minimise(&self, core: Vec<usize>, fixed: &[Bool]) -> Vec<usize> {
-        self.minimise_witnessed(core, fixed).0
+        self.minimise_witnessed(core, fixed, None).0
     }
 
     /// `minimise`, and whether a drop was proved satisfiable: then `fixed` alone is too (a
     /// model of the fixed literals and some rules is one of the fixed literals).
-    fn minimise_witnessed(&self, core: Vec<usize>, fixed: &[Bool]) -> (Vec<usize>, bool) {
+    ///
+    /// With a `trial`, a drop is first tried on the witness an earlier check kept for that
+    /// rule (see `witness`); the solver is asked when it fails, and its model kept when
+    /// there is none yet. The result is the same: a witness that evaluates true is a model,
+    /// which is what the solver's satisfiable answer proves.
+    fn minimise_witnessed(
+        &self,
+        core: Vec<usize>,
+        fixed: &[Bool],
+        trial: Option<&crate::witness::Trial<'_>>,
+    ) -> (Vec<usize>, bool) {
+        use crate::witness::Try;
         let mut kept: Vec<usize> = core;
         kept.sort_unstable();
         kept.dedup();
@@ -500,8 +514,24 @@ impl<'m> Reasoner<'m> {
         let mut i = 0;
         while i < kept.len() {
             let mut candidate = kept.clone();
-            candidate.remove(i);
-            match self.refute(&candidate, fixed) {
+            let dropped = candidate.remove(i);
+            let attempt = trial.map(|trial| {
+                let rules = candidate.iter().filter_map(|&r| self.rule_formulas.get(r));
+                (trial, self.witnesses.try_for(dropped, rules, trial))
+            });
+            let answer = match attempt {
+                Some((_, Try::Shown)) => Refutation::Satisfiable,
+                Some((trial, Try::AskKeepingModel)) => match self.solve(&candidate, fixed) {
+                    Outcome::Sat(model) => {
+                        self.witnesses.keep(dropped, &model, trial);
+                        Refutation::Satisfiable
+                    }
+                    Outcome::Unsat(core) => Refutation::Refuted(core),
+                    Outcome::Unknown => Refutation::Unknown,
+                },
+                Some((_, Try::Ask)) | None => self.refute(&candidate, fixed),
+            };
+            match answer {
                 Refutation::Refuted(smaller) => {
                     let smaller: BTreeSet<usize> = smaller.into_iter().collect();
                     kept = candidate
@@ -624,8 +654,12 @@ impl<'m> Reasoner<'m> {
         // below without a call, and an empty support proves that the claims follow from the
         // premises alone. (Only the order of the work changes: the finding is the same.)
         let mut support = None;
-        if let (Outcome::Sat(_), Some(Outcome::Unsat(core))) = (&with_claims, &without_claims) {
-            support = Some(self.minimise_witnessed(core.clone(), &pn));
+        if let (Outcome::Sat(true_model), Some(Outcome::Unsat(core))) =
+            (&with_claims, &without_claims)
+        {
+            let formulas = [p.clone(), c.not()];
+            let trial = self.witness_trial(slice, premises, true_model, &formulas);
+            support = Some(self.minimise_witnessed(core.clone(), &pn, trial.as_ref()));
         }
         let need = match &support {
             // A pair without claims is answered as such below, whatever its support.
@@ -714,6 +748,49 @@ impl<'m> Reasoner<'m> {
                 })
             }
         }
+    }
+
+    /// What trying kept witnesses needs (see `witness`): `formulas` (the premises and the
+    /// negated claims), the premises' variables with their values in `premises_model` (a
+    /// model of the premises), and the slice's variables. None for slices too large to keep
+    /// witnesses for.
+    fn witness_trial<'f>(
+        &self,
+        slice: &Slice,
+        premises: &[CheckedStatementInput],
+        premises_model: &Model,
+        formulas: &'f [Bool],
+    ) -> Option<crate::witness::Trial<'f>> {
+        use z3::ast::Ast;
+        if slice.vars.len() > crate::witness::MAX_VARS {
+            return None;
+        }
+        let all = self.vocab.variables();
+        let index: HashMap<&str, usize> = slice
+            .vars
+            .iter()
+            .filter_map(|&i| Some((all.get(i)?.0.as_str(), i)))
+            .collect();
+        let vars = index
+            .iter()
+            .filter_map(|(name, &i)| Some((i, self.vocab.var(name)?.clone())))
+            .collect();
+        let mut names = statement_vars(premises, &[]);
+        names.sort_unstable();
+        names.dedup();
+        let premises = names
+            .iter()
+            .filter_map(|name| {
+                let i = *index.get(name.as_str())?;
+                let var = self.vocab.var(name)?;
+                Some((i, var.decl(), premises_model.eval(var, true)?))
+            })
+            .collect();
+        Some(crate::witness::Trial {
+            formulas,
+            premises,
+            vars,
+        })
     }
 
     pub(crate) fn conjunction(&self, stmts: &[CheckedStatementInput]) -> Result<Bool, EncodeError> {

@@ -31,6 +31,7 @@ mod testing;
 mod triviality;
 mod validate;
 mod watchdog;
+mod witness;
 
 pub use cache::{CacheStats, FindingsCache, FindingsKey};
 pub use check::{CheckedStatementInput, LoadError, Reasoner, Untranslated};
