@@ -167,8 +167,12 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// How often the write-ahead log is checkpointed.
-const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often the write-ahead log is checkpointed. Each pass copies what was committed since
+/// the last and syncs the database file, and a commit that syncs the log meanwhile waits for
+/// the disk: smaller, more frequent passes make shorter waits. One request at a time, p99 was
+/// 4.8-6.8 ms every second, 3.6-3.7 ms every 200 ms and 2.5-2.8 ms every 50 ms, with 16 at a
+/// time unchanged; an idle pass finds nothing to copy and costs next to nothing.
+const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// Bytes the journal may commit before the writer completes a checkpoint itself (a backstop
 /// for when the background checkpoint cannot say how long the log is).
@@ -179,7 +183,7 @@ const WAL_RESTART_BYTES: usize = 16 << 20;
 /// pages and each index's), so one request at a time wrote about ten times its bytes to the
 /// log, and 16 MB committed made a 170 MB log. Each restart then cut that file back to
 /// `WAL_FILE_LIMIT`, a truncation the next commits waited for: p99 at one request at a time
-/// went from 3-5 ms to 14-45 ms. Below the limit (with the background checkpoint's 200 ms of
+/// went from 3-5 ms to 14-45 ms. Below the limit (with the background checkpoint's 50 ms of
 /// lag on top), the file is reused and never truncated under steady load.
 const WAL_RESTART_LOG_BYTES: usize = 24 << 20;
 
