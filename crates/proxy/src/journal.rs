@@ -531,22 +531,31 @@ mod tests {
         }
     }
 
+    /// A fresh SQLite store in `dir` (made empty) with a test log key, for the write-ahead log
+    /// tests: they set the store's limits before starting a journal on it.
+    async fn wal_store(dir: &std::path::Path) -> (Store, Arc<TransparencyLog>) {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).unwrap();
+        let file = dir.join("j.sqlite");
+        let store = Store::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        (
+            store,
+            Arc::new(TransparencyLog::new("test/log".into(), key)),
+        )
+    }
+
     /// Steady commits from many requests: the background checkpoints alone never let the log
     /// start over (a commit always lands while one copies), so without the writer finishing
     /// them the log holds everything ever written.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_sqlite_write_ahead_log_stays_short_under_steady_writes() {
         let dir = std::env::temp_dir().join(format!("pg-journal-{}-walsize", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("j.sqlite");
-        let mut store = Store::connect(&format!("sqlite://{}", file.display()))
-            .await
-            .unwrap();
+        let (mut store, log) = wal_store(&dir).await;
         // 1 MiB instead of 16, so that a short test sees many rounds.
         store.wal_restart_bytes = 1 << 20;
-        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
         let journal = Journal::start(store.clone(), log.clone());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
         let pad = "x".repeat(8 * 1024);
@@ -592,17 +601,10 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_write_ahead_log_starts_over_by_its_own_length_with_one_writer() {
         let dir = std::env::temp_dir().join(format!("pg-journal-{}-walone", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("j.sqlite");
-        let mut store = Store::connect(&format!("sqlite://{}", file.display()))
-            .await
-            .unwrap();
+        let (mut store, log) = wal_store(&dir).await;
         // Only the log's length can start it over here.
         store.wal_restart_bytes = usize::MAX;
         store.wal_restart_log_bytes = 1 << 20;
-        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
         let journal = Journal::start(store.clone(), log.clone());
         // At least 1,500 commits over at least 6 s (many background checkpoints).
         let start = std::time::Instant::now();

@@ -58,6 +58,7 @@ pub(crate) struct Trial<'a> {
 }
 
 /// What to do about a dropped rule.
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Try {
     /// A kept witness, adjusted to the premises, satisfies everything: the rule is necessary.
     Shown,
@@ -160,6 +161,14 @@ mod tests {
         parse_translations(&serde_json::json!({ "translations": [[pair]] }).to_string()).unwrap()
     }
 
+    /// Two reasoners for `policy`: one keeping witnesses, one not.
+    fn with_and_without(policy: &PolicyModel) -> (Reasoner<'_>, Reasoner<'_>) {
+        let with = Reasoner::new(policy, CheckOptions::default()).unwrap();
+        let without = Reasoner::new(policy, CheckOptions::default()).unwrap();
+        without.witnesses.off.set(true);
+        (with, without)
+    }
+
     /// What minimisation decides: the kind and the rules a finding names.
     fn decided(f: &Finding) -> (String, Option<Vec<String>>) {
         let json = serde_json::to_value(f).unwrap();
@@ -199,10 +208,7 @@ mod tests {
             vars: vars.clone(),
         };
         // Nothing kept for rule 7 yet: ask, keeping the model.
-        assert!(matches!(
-            witnesses.try_for(7, [], &plain),
-            Try::AskKeepingModel
-        ));
+        assert_eq!(witnesses.try_for(7, [], &plain), Try::AskKeepingModel);
         witnesses.keep(
             7,
             &model_of(&Bool::and(&[
@@ -212,15 +218,12 @@ mod tests {
             &plain,
         );
         let gt = |v: &Int, n: i64| v.gt(Int::from_i64(n));
-        assert!(matches!(
-            witnesses.try_for(7, [&gt(&x, 3)], &plain),
-            Try::Shown
-        ));
+        assert_eq!(witnesses.try_for(7, [&gt(&x, 3)], &plain), Try::Shown);
         // A remaining rule the witness breaks.
-        assert!(matches!(
+        assert_eq!(
             witnesses.try_for(7, [&gt(&x, 3), &gt(&y, 2)], &plain),
             Try::Ask
-        ));
+        );
         // A formula of the check (premises, negated claims) the witness breaks.
         let negative = [x.lt(Int::from_i64(0))];
         let failing = Trial {
@@ -228,10 +231,7 @@ mod tests {
             premises: Vec::new(),
             vars: vars.clone(),
         };
-        assert!(matches!(
-            witnesses.try_for(7, [&gt(&x, 3)], &failing),
-            Try::Ask
-        ));
+        assert_eq!(witnesses.try_for(7, [&gt(&x, 3)], &failing), Try::Ask);
         // The premises' values replace the witness's: x = 10 satisfies x > 7, 5 did not.
         let premises = vec![(0, x.decl(), Int::from_i64(10).into())];
         let moved = Trial {
@@ -239,25 +239,16 @@ mod tests {
             premises,
             vars,
         };
-        assert!(matches!(
-            witnesses.try_for(7, [&gt(&x, 7)], &plain),
-            Try::Ask
-        ));
-        assert!(matches!(
-            witnesses.try_for(7, [&gt(&x, 7)], &moved),
-            Try::Shown
-        ));
+        assert_eq!(witnesses.try_for(7, [&gt(&x, 7)], &plain), Try::Ask);
+        assert_eq!(witnesses.try_for(7, [&gt(&x, 7)], &moved), Try::Shown);
         // Misses in a row get the witness replaced by the solver's next model.
         for _ in 0..super::REPLACE_AFTER_MISSES - 1 {
-            assert!(matches!(
-                witnesses.try_for(7, [&gt(&y, 2)], &plain),
-                Try::Ask
-            ));
+            assert_eq!(witnesses.try_for(7, [&gt(&y, 2)], &plain), Try::Ask);
         }
-        assert!(matches!(
+        assert_eq!(
             witnesses.try_for(7, [&gt(&y, 2)], &plain),
             Try::AskKeepingModel
-        ));
+        );
         assert_eq!(witnesses.shown(), 2);
     }
 
@@ -266,9 +257,7 @@ mod tests {
     #[test]
     fn a_kept_witness_answers_a_question_of_the_same_kind() {
         let policy = park();
-        let with = Reasoner::new(&policy, CheckOptions::default()).unwrap();
-        let without = Reasoner::new(&policy, CheckOptions::default()).unwrap();
-        without.witnesses.off.set(true);
+        let (with, without) = with_and_without(&policy);
         for age in [70, 81] {
             let q = question(age, true, false, "22.5");
             let (a, b) = (with.validate(&q).unwrap(), without.validate(&q).unwrap());
@@ -297,9 +286,7 @@ mod tests {
             )
         ) {
             let policy = park();
-            let with = Reasoner::new(&policy, CheckOptions::default()).unwrap();
-            let without = Reasoner::new(&policy, CheckOptions::default()).unwrap();
-            without.witnesses.off.set(true);
+            let (with, without) = with_and_without(&policy);
             for (age, low, credits, fee) in questions {
                 let q = question(age, low, credits, fee);
                 let (a, b) = (with.validate(&q).unwrap(), without.validate(&q).unwrap());
