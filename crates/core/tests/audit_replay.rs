@@ -20,7 +20,7 @@ use proofgate_core::policy::PolicyDefinition;
 use proofgate_core::prompts::{PolicyContext, PolicyRuleText, PolicyVariableText};
 use proofgate_core::thread::Effect;
 use proofgate_core::thread::{
-    ChatbotReply, GivenAnswer, GivenToolCall, Input, Thread, ThreadConfig, ToolCall,
+    ChatbotReply, GivenAnswer, GivenToolCall, Input, PreparedConfig, Thread, ThreadConfig, ToolCall,
 };
 use proofgate_core::translation::{TranslationConfig, TranslatorCall};
 use serde_json::{json, Value};
@@ -438,6 +438,109 @@ fn conversation_loop() -> Thread {
         t.handle(input).unwrap_or_else(|e| panic!("input {i}: {e}"));
     }
     t
+}
+
+/// A thread of a prepared configuration is the thread of the plain one: the same state and
+/// the same records, byte for byte as stored, through translation to the end (a local
+/// policy with a vocabulary, a policy without one, nothing to share, and a tool call).
+#[test]
+fn a_prepared_configuration_records_what_the_plain_one_records() {
+    let t0 = 1_700_000_400_000;
+    let answer: fn() -> ChatbotReply = || {
+        ChatbotReply::Answer(GivenAnswer {
+            text: "You pay 5 dollars.".into(),
+            model: Some("upstream".into()),
+            source: "upstream".into(),
+        })
+    };
+    let tool_call: fn() -> ChatbotReply = || {
+        ChatbotReply::ToolCall(GivenToolCall {
+            calls: vec![ToolCall {
+                id: Some("call_1".into()),
+                name: "ticket_price".into(),
+                arguments: r#"{"age": 70}"#.into(),
+            }],
+            text: None,
+            model: None,
+        })
+    };
+    for (name, config, reply) in [
+        ("vocabulary", translation_config(), answer),
+        ("policy only", config(), answer),
+        ("nothing to share", ThreadConfig::default(), answer),
+        ("tool call", translation_config(), tool_call),
+    ] {
+        let prepared = PreparedConfig::new(config.clone());
+        assert_eq!(
+            prepared.policy_document(),
+            policy_document_of(&config).map(|(n, _)| n).as_deref(),
+            "{name}"
+        );
+        let mut plain = Thread::for_reply(
+            config,
+            "fixture-5",
+            "How much is my ticket?",
+            conversation(),
+            reply(),
+            t0,
+        )
+        .expect("valid thread");
+        let mut from_prepared = Thread::for_reply_prepared(
+            &prepared,
+            "fixture-5",
+            "How much is my ticket?",
+            conversation(),
+            reply(),
+            t0,
+        )
+        .expect("valid thread");
+        let mut inputs: Vec<Input> = Vec::new();
+        if plain.config().translation.is_some() && plain.outcome().is_none() {
+            inputs.extend((0..2).map(|translator| Input::TranslatorReplied {
+                translator,
+                attempt: 0,
+                text: GOOD_REPLY.into(),
+                model: Some("translator".into()),
+                now: t0 + 1 + u64::from(translator),
+            }));
+        }
+        if plain.outcome().is_none() {
+            inputs.push(Input::Validated {
+                findings: vec![Finding::Valid(ValidFinding {
+                    translation: translation("5 dollars"),
+                    supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                    ..Default::default()
+                })],
+                evidence: None,
+                now: t0 + 3,
+            });
+        }
+        for input in inputs {
+            assert_eq!(
+                plain.handle(input.clone()).expect("accepted"),
+                from_prepared.handle(input).expect("accepted"),
+                "{name}"
+            );
+        }
+        assert!(from_prepared.outcome().is_some(), "{name}: the thread ends");
+        assert_eq!(
+            serde_json::to_string(plain.audit_trail()).unwrap(),
+            serde_json::to_string(from_prepared.audit_trail()).unwrap(),
+            "{name}"
+        );
+        assert_eq!(
+            plain.to_json_text_without_trail_or_config().unwrap(),
+            from_prepared
+                .to_json_text_without_trail_or_config()
+                .unwrap(),
+            "{name}"
+        );
+        let report = replay_with(
+            from_prepared.audit_trail(),
+            &from_prepared.policy_documents(),
+        );
+        assert!(report.ok, "{name}: {report:?}");
+    }
 }
 
 fn tool_call_thread() -> Thread {

@@ -10,7 +10,7 @@ use crate::validator::{LocalValidator, Validator};
 use proofgate_core::audit::policy_document::{policy_document_of, referenced_policy_document};
 use proofgate_core::audit::PolicyDocuments;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
-use proofgate_core::thread::{FollowUpQuestions, Phase};
+use proofgate_core::thread::{FollowUpQuestions, Phase, PreparedConfig};
 use proofgate_core::{Effect, Input, PolicyContext, Thread, ThreadConfig};
 use proofgate_reasoner::CheckOptions;
 use serde_json::Value;
@@ -75,8 +75,9 @@ pub struct App {
     pub validator: Validator,
     /// The policy, when one is configured (always for the local validator).
     pub policy: Option<Arc<PolicyModel>>,
-    /// The local validator, for the ApplyGuardrail-compatible endpoint.
-    pub thread_config: ThreadConfig,
+    /// Every new thread's configuration, prepared once: its policy document's name and its
+    /// vocabulary model are not computed again for each thread.
+    pub thread_config: PreparedConfig,
     /// The policy document of `thread_config`, which every new trail names (stored once, at
     /// start); older versions' documents are read from the store when a trail names one.
     pub policy_documents: PolicyDocuments,
@@ -220,7 +221,7 @@ impl App {
             rewriter,
             validator,
             policy,
-            thread_config,
+            thread_config: PreparedConfig::new(thread_config),
             log,
             journal,
         })

@@ -32,6 +32,7 @@ mod error;
 mod history;
 mod io;
 mod outcome;
+mod prepared;
 mod state;
 #[cfg(test)]
 mod tests;
@@ -46,6 +47,7 @@ pub use history::{
 };
 pub use io::{Effect, Input, LlmPurpose};
 pub use outcome::{Outcome, OutcomeStatus};
+pub use prepared::PreparedConfig;
 pub use state::{Phase, ThreadState};
 
 use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
@@ -188,6 +190,23 @@ fn to_body<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("thread types always serialize to JSON")
 }
 
+/// The start of a thread for the chatbot's `reply` (see [`Thread::for_reply`]).
+fn started_for_reply(
+    config: ThreadConfig,
+    thread_id: String,
+    question: String,
+    conversation: Vec<ConversationTurn>,
+    reply: ChatbotReply,
+) -> ThreadStarted {
+    let mut started = ThreadStarted::new(thread_id, question, config);
+    started.conversation = (!conversation.is_empty()).then_some(conversation);
+    match reply {
+        ChatbotReply::Answer(a) => started.given_answer = Some(a),
+        ChatbotReply::ToolCall(c) => started.tool_call = Some(c),
+    }
+    started
+}
+
 impl Thread {
     /// Creates a thread for `question` and records its start; its first effect
     /// ([`Thread::start`]) asks the LLM for an answer. `now` is in ms since the epoch.
@@ -230,13 +249,39 @@ impl Thread {
         reply: ChatbotReply,
         now: u64,
     ) -> Result<Thread, ThreadError> {
-        let mut started = ThreadStarted::new(thread_id.into(), question.into(), config);
-        started.conversation = (!conversation.is_empty()).then_some(conversation);
-        match reply {
-            ChatbotReply::Answer(a) => started.given_answer = Some(a),
-            ChatbotReply::ToolCall(c) => started.tool_call = Some(c),
-        }
-        Thread::from_started(started, now)
+        Thread::from_started(
+            started_for_reply(
+                config,
+                thread_id.into(),
+                question.into(),
+                conversation,
+                reply,
+            ),
+            now,
+        )
+    }
+
+    /// [`Thread::for_reply`] with a prepared configuration: the same thread and the same
+    /// records, without hashing the policy and building the vocabulary model again.
+    pub fn for_reply_prepared(
+        prepared: &PreparedConfig,
+        thread_id: impl Into<String>,
+        question: impl Into<String>,
+        conversation: Vec<ConversationTurn>,
+        reply: ChatbotReply,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
+        let mut started = started_for_reply(
+            prepared.config().clone(),
+            thread_id.into(),
+            question.into(),
+            conversation,
+            reply,
+        );
+        // The name of exactly this configuration's document (see `PreparedConfig`), which
+        // the record then names as a new thread's record would.
+        started.policy_document = prepared.policy_document().map(str::to_string);
+        Thread::start_from(started, now, prepared.vocabulary())
     }
 
     /// Keeps the app's own request with the thread (see [`Thread::app_request`]).
@@ -256,9 +301,16 @@ impl Thread {
 
     /// Creates the thread a THREAD_STARTED record describes (used by replay, so that the
     /// recorded start is reproduced exactly).
-    pub(crate) fn from_started(
+    pub(crate) fn from_started(started: ThreadStarted, now: u64) -> Result<Thread, ThreadError> {
+        Thread::start_from(started, now, None)
+    }
+
+    /// [`Thread::from_started`] with the configuration's vocabulary model when it is already
+    /// built.
+    fn start_from(
         mut started: ThreadStarted,
         now: u64,
+        vocabulary: Option<std::sync::Arc<crate::policy::PolicyModel>>,
     ) -> Result<Thread, ThreadError> {
         if started.config.max_iterations == 0 {
             return Err(ThreadError::InvalidConfig(
@@ -284,19 +336,20 @@ impl Thread {
         };
         let mut body;
         if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
-            match &started.policy_document {
+            match started.policy_document.take() {
                 // A new thread: its document is named by its contents.
                 None => {
                     body = to_body(&started);
                     audit::policy_document::take_policy_document(&mut body);
                 }
                 // Replay: the configuration came from the document filed under this name,
-                // which `PolicyDocuments` only files under the hash of its contents.
-                // The policy is left out of the record, so it is not written out at all.
+                // which `PolicyDocuments` only files under the hash of its contents. A new
+                // thread of a `PreparedConfig`: the hash of its own document. The policy is
+                // left out of the record, so it is not written out at all, and the name goes
+                // last, as in the record of the first arm (the same members in the same order).
                 Some(name) => {
-                    let name = name.clone();
                     let policy = std::mem::take(&mut started.config.policy);
-                    let vocabulary = started
+                    let terms = started
                         .config
                         .translation
                         .as_mut()
@@ -304,7 +357,7 @@ impl Thread {
                     body = to_body(&started);
                     audit::policy_document::leave_out_policy_document(&mut body, &name);
                     started.config.policy = policy;
-                    if let (Some(t), Some(v)) = (started.config.translation.as_mut(), vocabulary) {
+                    if let (Some(t), Some(v)) = (started.config.translation.as_mut(), terms) {
                         t.vocabulary = v;
                     }
                 }
@@ -330,7 +383,7 @@ impl Thread {
             conversation: started.conversation.clone().unwrap_or_default(),
             app_request: None,
             audit_trail: Vec::new(),
-            vocabulary: VocabularyCache::default(),
+            vocabulary: VocabularyCache(vocabulary.map(Into::into).unwrap_or_default()),
         };
         thread.append(RecordKind::ThreadStarted, now, body);
         if let Some(call) = started.tool_call {

@@ -156,7 +156,7 @@ pub async fn create_thread(
         "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
     )?;
     let id = crate::app::new_thread_id();
-    let cfg = req.settings.apply(app.thread_config.clone())?;
+    let cfg = req.settings.apply(app.thread_config.config().clone())?;
     let thread = match req.answer {
         Some(answer) => Thread::with_answer(
             cfg,

@@ -168,8 +168,8 @@ async fn start_thread(
             })
         }
     };
-    let mut thread = Thread::for_reply(
-        app.thread_config.clone(),
+    let mut thread = Thread::for_reply_prepared(
+        &app.thread_config,
         crate::app::new_thread_id(),
         req.question.clone(),
         req.conversation(),
