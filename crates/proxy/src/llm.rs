@@ -105,10 +105,24 @@ pub struct LlmReply {
 #[derive(Clone)]
 pub struct LlmClient {
     endpoint: LlmEndpoint,
+    /// The completions URL, parsed once (`None` when it does not parse: each request then
+    /// reports that, as reqwest words it).
+    url: Option<reqwest::Url>,
+    /// How errors and retries name the endpoint.
+    label: String,
     http: reqwest::Client,
     retry: RetryPolicy,
     #[cfg(feature = "bedrock")]
     bedrock: Option<crate::bedrock::Converse>,
+}
+
+/// Where `endpoint`'s completions are posted.
+fn completions_url(endpoint: &LlmEndpoint) -> String {
+    let path = match endpoint.kind {
+        LlmKind::Anthropic => "messages",
+        _ => "chat/completions",
+    };
+    format!("{}/{path}", endpoint.base_url.trim_end_matches('/'))
 }
 
 #[cfg(not(feature = "bedrock"))]
@@ -140,6 +154,8 @@ impl LlmClient {
                 endpoint.max_retries,
                 Duration::from_millis(endpoint.timeout_ms),
             ),
+            url: reqwest::Url::parse(&completions_url(&endpoint)).ok(),
+            label: format!("LLM endpoint {}", endpoint.base_url),
             endpoint,
             http,
             #[cfg(feature = "bedrock")]
@@ -159,14 +175,6 @@ impl LlmClient {
     ) -> Self {
         self.retry.counter = Some(counter);
         self
-    }
-
-    fn url(&self) -> String {
-        let path = match self.endpoint.kind {
-            LlmKind::Anthropic => "messages",
-            _ => "chat/completions",
-        };
-        format!("{}/{path}", self.endpoint.base_url.trim_end_matches('/'))
     }
 
     /// Sends an OpenAI chat-completions request body as is (apart from `model` when one is
@@ -232,9 +240,8 @@ impl LlmClient {
 
     /// POSTs `body` to the endpoint with the retry policy; the JSON reply.
     async fn post_json(&self, body: &Value, client_auth: Option<&str>) -> Result<Value, LlmError> {
-        let what = format!("LLM endpoint {}", self.endpoint.base_url);
         self.retry
-            .run(&what, || self.post_once(body, client_auth))
+            .run(&self.label, || self.post_once(body, client_auth))
             .await
             .map_err(|a| a.error)
     }
@@ -244,7 +251,11 @@ impl LlmClient {
         body: &Value,
         client_auth: Option<&str>,
     ) -> Result<Value, HttpAttempt> {
-        let mut req = self.http.post(self.url()).json(body);
+        let mut req = match &self.url {
+            Some(url) => self.http.post(url.clone()),
+            None => self.http.post(completions_url(&self.endpoint)),
+        }
+        .json(body);
         match self.endpoint.kind {
             LlmKind::Anthropic => {
                 req = req.header("anthropic-version", &self.endpoint.anthropic_version);
@@ -406,10 +417,15 @@ impl LlmClient {
         if self.endpoint.kind == LlmKind::Bedrock || !self.endpoint.structured_output {
             return self.complete(messages).await;
         }
-        let format = json!({
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema, "strict": false}
-        });
+        // Built member by member: `json!` would copy `schema` by serializing it again.
+        let mut json_schema = serde_json::Map::new();
+        json_schema.insert("name".into(), name.into());
+        json_schema.insert("schema".into(), schema.clone());
+        json_schema.insert("strict".into(), false.into());
+        let mut format = serde_json::Map::new();
+        format.insert("type".into(), "json_schema".into());
+        format.insert("json_schema".into(), Value::Object(json_schema));
+        let format = Value::Object(format);
         match self.complete_with(messages, Some(format)).await {
             Err(LlmError::Rejected {
                 status: 400, body, ..

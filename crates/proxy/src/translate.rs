@@ -50,6 +50,10 @@ impl CallResult {
     }
 }
 
+/// The translators' reply schema, built once (it is the same for every call).
+static REPLY_SCHEMA: std::sync::LazyLock<serde_json::Value> =
+    std::sync::LazyLock::new(reply_schema);
+
 /// Sends one translator call to its endpoint (translator `i` uses client `i % k`), asking for
 /// JSON that follows the reply schema where the endpoint supports structured output.
 pub async fn perform_call(clients: &[LlmClient], call: TranslatorCall) -> CallResult {
@@ -68,7 +72,7 @@ pub async fn perform_call(clients: &[LlmClient], call: TranslatorCall) -> CallRe
         })
         .collect();
     let reply = client
-        .complete_structured(&messages, "translation", &reply_schema())
+        .complete_structured(&messages, "translation", &REPLY_SCHEMA)
         .await
         .map(|r| (r.text, r.model));
     CallResult { call, reply }

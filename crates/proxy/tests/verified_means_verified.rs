@@ -274,6 +274,19 @@ async fn structured_output_falls_back_once_when_rejected() {
         .filter(|r| r["body"]["response_format"]["type"] == "json_schema")
         .count();
     assert!(with_schema >= 1, "structured output was asked for");
+    // With the translators' reply schema, under its name, not strict.
+    for r in translator_calls
+        .iter()
+        .filter(|r| r["body"]["response_format"]["type"] == "json_schema")
+    {
+        let format = &r["body"]["response_format"]["json_schema"];
+        assert_eq!(format["name"], "translation");
+        assert_eq!(format["strict"], false);
+        assert_eq!(
+            format["schema"],
+            proofgate_core::translation::prompt::reply_schema()
+        );
+    }
     assert!(
         translator_calls.len() > with_schema,
         "and fell back to the plain prompt"
