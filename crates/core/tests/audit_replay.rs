@@ -385,11 +385,7 @@ fn conversation_thread() -> Thread {
         "fixture-3",
         "How much is my ticket?",
         conversation(),
-        ChatbotReply::Answer(GivenAnswer {
-            text: "You pay 5 dollars.".into(),
-            model: Some("upstream".into()),
-            source: "upstream".into(),
-        }),
+        ChatbotReply::Answer(given_answer()),
         1_700_000_200_000,
     )
     .expect("valid thread")
@@ -446,29 +442,12 @@ fn conversation_loop() -> Thread {
 #[test]
 fn a_prepared_configuration_records_what_the_plain_one_records() {
     let t0 = 1_700_000_400_000;
-    let answer: fn() -> ChatbotReply = || {
-        ChatbotReply::Answer(GivenAnswer {
-            text: "You pay 5 dollars.".into(),
-            model: Some("upstream".into()),
-            source: "upstream".into(),
-        })
-    };
-    let tool_call: fn() -> ChatbotReply = || {
-        ChatbotReply::ToolCall(GivenToolCall {
-            calls: vec![ToolCall {
-                id: Some("call_1".into()),
-                name: "ticket_price".into(),
-                arguments: r#"{"age": 70}"#.into(),
-            }],
-            text: None,
-            model: None,
-        })
-    };
+    let answer: fn() -> ChatbotReply = || ChatbotReply::Answer(given_answer());
     for (name, config, reply) in [
         ("vocabulary", translation_config(), answer),
         ("policy only", config(), answer),
         ("nothing to share", ThreadConfig::default(), answer),
-        ("tool call", translation_config(), tool_call),
+        ("tool call", translation_config(), tool_call_reply),
     ] {
         let prepared = PreparedConfig::new(config.clone());
         assert_eq!(
@@ -543,21 +522,26 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
     }
 }
 
+/// The chatbot's reply that calls the app's ticket-price tool.
+fn tool_call_reply() -> ChatbotReply {
+    ChatbotReply::ToolCall(GivenToolCall {
+        calls: vec![ToolCall {
+            id: Some("call_1".into()),
+            name: "ticket_price".into(),
+            arguments: r#"{"age": 70}"#.into(),
+        }],
+        text: None,
+        model: Some("upstream".into()),
+    })
+}
+
 fn tool_call_thread() -> Thread {
     Thread::for_reply(
         translation_config(),
         "fixture-4",
         "How much is my ticket?",
         conversation(),
-        ChatbotReply::ToolCall(GivenToolCall {
-            calls: vec![ToolCall {
-                id: Some("call_1".into()),
-                name: "ticket_price".into(),
-                arguments: r#"{"age": 70}"#.into(),
-            }],
-            text: None,
-            model: Some("upstream".into()),
-        }),
+        tool_call_reply(),
         1_700_000_300_000,
     )
     .expect("valid thread")
