@@ -233,7 +233,11 @@ fn generated_queries(vars: usize, types: usize, sections: usize) -> Vec<Vec<Tran
 fn main() {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing: run small then.
     let full = std::env::args().any(|a| a == "--bench");
-    let runs = if full { 21 } else { 3 };
+    // BENCH_RUNS overrides the count (e.g. to profile one benchmark with BENCH_FILTER).
+    let runs = std::env::var("BENCH_RUNS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(if full { 21 } else { 3 });
     println!("proofgate-reasoner benchmark (median wall time per validate call, one translation)");
 
     let park = model(PARK);

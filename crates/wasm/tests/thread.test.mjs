@@ -122,6 +122,25 @@ test('an IMPOSSIBLE explanation is validated before it is returned', () => {
   assert.deepEqual(t.auditTrail().at(-1).body.evidence, { smt: '(check-sat)' });
 });
 
+test('text beyond ASCII crosses into wasm intact, as JSON text and as values', () => {
+  const question = 'Ça coûte combien ? 料金は？ 🎟️';
+  const policy = { rules: [{ id: 'R1', expression: '(= fee 5)', english: 'Le tarif est de 5 €.' }], variables: [{ name: 'fee', description: 'Le tarif (€)' }] };
+  const t = Thread.withAnswer({ maxIterations: 1, policy }, question, { text: '5 € — ¡olé! 🎉', source: 'upstream' }, 't-utf8', 0);
+  t.handle({ type: 'Validated', findings: [{ valid: {} }], now: 1 });
+  const text = JSON.stringify(t.auditTrail());
+  const documents = JSON.stringify(t.policyDocuments());
+  assert.equal(replayAudit(text, documents).ok, true);
+  assert.equal(replayAudit(t.auditTrail(), t.policyDocuments()).ok, true);
+  assert.equal(Thread.fromJSON(JSON.stringify(t.toJSON())).toJSON().question, question);
+  // One character for another of the same class is still a different record: the bytes
+  // hashed are the text's own.
+  const altered = replayAudit(text.replace('coûte', 'coùte'), documents);
+  assert.equal(altered.failure.problem, 'HASH_MISMATCH');
+  assert.equal(altered.failure.index, 0);
+  const otherDocument = replayAudit(text, documents.replace('5 €', '5 £'));
+  assert.equal(otherDocument.failure.problem, 'POLICY_DOCUMENT_MISSING');
+});
+
 test('Thread.withAnswer validates the given answer first and its trail replays', () => {
   const t = Thread.withAnswer(null, 'How much?', { text: '$7.', source: 'upstream' }, 't-given', 1000);
   assert.deepEqual(t.start(), { type: 'Validate', question: 'How much?', answer: '$7.' });

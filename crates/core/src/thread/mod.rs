@@ -77,18 +77,21 @@ pub const NO_FINDINGS_WARNING: &str =
 pub struct Thread {
     id: String,
     question: String,
-    config: ThreadConfig,
+    /// Shared, not copied, by the working copy each input is applied to: it never changes
+    /// after the start, and holds the whole policy and vocabulary.
+    config: std::sync::Arc<ThreadConfig>,
     created_at: u64,
     state: ThreadState,
     steps: Vec<Step>,
     clarifications: Vec<ClarificationExchange>,
-    /// The app's conversation before the answer (recorded in THREAD_STARTED).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    conversation: Vec<ConversationTurn>,
+    /// The app's conversation before the answer (recorded in THREAD_STARTED). Shared like
+    /// the configuration: it never changes, and an app's history can be long.
+    #[serde(default, skip_serializing_if = "<[_]>::is_empty")]
+    conversation: std::sync::Arc<[ConversationTurn]>,
     /// The app's own request, for the caller to send the rewriter with each prompt (its
     /// system prompt, history and model parameters); opaque to the loop and not recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    app_request: Option<Value>,
+    app_request: Option<std::sync::Arc<Value>>,
     audit_trail: Vec<AuditRecord>,
     /// The translators' vocabulary as a model, built with the first reply that needs it.
     #[serde(skip)]
@@ -127,7 +130,7 @@ struct WithoutTrail<'a> {
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     conversation: &'a [ConversationTurn],
     #[serde(skip_serializing_if = "Option::is_none")]
-    app_request: &'a Option<Value>,
+    app_request: &'a Option<std::sync::Arc<Value>>,
 }
 
 /// How a thread for the app's chatbot reply starts: the reply is an answer to verify, or a
@@ -286,12 +289,12 @@ impl Thread {
 
     /// Keeps the app's own request with the thread (see [`Thread::app_request`]).
     pub fn set_app_request(&mut self, request: Value) {
-        self.app_request = Some(request);
+        self.app_request = Some(request.into());
     }
 
     /// The app's own request, as the caller stored it: the rewriter is called in it.
     pub fn app_request(&self) -> Option<&Value> {
-        self.app_request.as_ref()
+        self.app_request.as_deref()
     }
 
     /// The app's conversation before the answer; empty for a lone question.
@@ -368,7 +371,7 @@ impl Thread {
         let mut thread = Thread {
             id: started.thread_id.clone(),
             question: started.question.clone(),
-            config: started.config,
+            config: std::sync::Arc::new(started.config),
             created_at: now,
             state: ThreadState::GenerateInitial {
                 prompt: prompt.clone(),
@@ -380,7 +383,7 @@ impl Thread {
                 now,
             )],
             clarifications: Vec::new(),
-            conversation: started.conversation.clone().unwrap_or_default(),
+            conversation: started.conversation.clone().unwrap_or_default().into(),
             app_request: None,
             audit_trail: Vec::new(),
             vocabulary: VocabularyCache(vocabulary.map(Into::into).unwrap_or_default()),
@@ -588,7 +591,7 @@ impl Thread {
         WithoutTrail {
             id: &self.id,
             question: &self.question,
-            config: Some(&self.config),
+            config: Some(&*self.config),
             created_at: self.created_at,
             state: &self.state,
             steps: &self.steps,
