@@ -342,24 +342,72 @@ pub fn replay_audit_js(
     #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
     #[wasm_bindgen(
         js_name = policyDocuments,
-        unchecked_param_type = "PolicyDocument[] | null | undefined"
+        unchecked_param_type = "PolicyDocument[] | string | null | undefined"
     )]
     policy_documents: JsValue,
 ) -> Result<JsValue, JsError> {
-    let documents = if policy_documents.is_undefined() || policy_documents.is_null() {
-        PolicyDocuments::new()
-    } else {
-        let values: Vec<Value> = from_json(
-            &json_text(&policy_documents, "the policy documents")?,
-            "the policy documents",
-        )?;
-        PolicyDocuments::from_values(&values)
-            .map_err(|e| JsError::new(&format!("proofgate: {e}")))?
-    };
+    let documents = read_documents(&policy_documents)?;
     to_js(&replay_json_with(
         json_text(&trail, "the trail")?,
         &documents,
     ))
+}
+
+/// Policy documents as JS gives them (a list, its JSON text, or nothing), each filed under
+/// the hash of its contents.
+fn read_documents(policy_documents: &JsValue) -> Result<PolicyDocuments, JsError> {
+    if policy_documents.is_undefined() || policy_documents.is_null() {
+        return Ok(PolicyDocuments::new());
+    }
+    let values: Vec<Value> = from_json(
+        &json_text(policy_documents, "the policy documents")?,
+        "the policy documents",
+    )?;
+    PolicyDocuments::from_values(&values).map_err(|e| JsError::new(&format!("proofgate: {e}")))
+}
+
+/// `replayAudit` for many trails of the same policies: the policy documents are read and
+/// hashed once, when it is made, instead of for every trail (an auditor who checks a whole
+/// store's trails, most of them of one policy version).
+#[wasm_bindgen]
+pub struct Replayer {
+    documents: PolicyDocuments,
+}
+
+#[wasm_bindgen]
+impl Replayer {
+    /// A replayer with these policy documents (an audit bundle's `policyDocuments`, their
+    /// JSON text, or none). Throws when they are not a list of policy documents.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(
+            js_name = policyDocuments,
+            unchecked_param_type = "PolicyDocument[] | string | null | undefined"
+        )]
+        policy_documents: JsValue,
+    ) -> Result<Replayer, JsError> {
+        Ok(Replayer {
+            documents: read_documents(&policy_documents)?,
+        })
+    }
+
+    /// The same report as `replayAudit(trail, policyDocuments)`.
+    #[wasm_bindgen(unchecked_return_type = "ReplayReport")]
+    pub fn replay(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
+    ) -> Result<JsValue, JsError> {
+        to_js(&replay_json_with(
+            json_text(&trail, "the trail")?,
+            &self.documents,
+        ))
+    }
+
+    /// How many distinct documents it holds.
+    #[wasm_bindgen(getter)]
+    pub fn documents(&self) -> usize {
+        self.documents.len()
+    }
 }
 
 /// Checks only the hashes, positions and links of an audit trail (records or JSON text).

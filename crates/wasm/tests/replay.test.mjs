@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { replayAudit, verifyChain, policyDocumentsOf } from 'proofgate';
+import { replayAudit, verifyChain, policyDocumentsOf, Replayer } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf8'));
@@ -45,6 +45,26 @@ for (const { name, trail, report } of v1Cases) {
     assert.deepEqual(replayAudit(trail), report);
   });
 }
+
+test('a Replayer made once gives every trail the report replayAudit gives it', () => {
+  // One replayer for all the cases' documents, reused across intact and damaged trails.
+  const all = cases.flatMap((c) => c.policyDocuments ?? []);
+  const replayer = new Replayer(all);
+  assert.equal(replayer.documents, new Set(all.map((d) => JSON.stringify(d))).size);
+  assert.ok(replayer.documents >= 1);
+  for (const { name, trail, report } of cases) {
+    assert.deepEqual(replayer.replay(trail), report, name);
+    assert.deepEqual(replayer.replay(JSON.stringify(trail)), report, name);
+  }
+  // Its documents are only the ones it was given, each under the hash of its contents.
+  const { trail, policyDocuments } = cases.find((c) => c.name === 'translated');
+  assert.equal(new Replayer().replay(trail).failure.problem, 'POLICY_DOCUMENT_MISSING');
+  const changed = JSON.stringify(policyDocuments).replace('Age of the visitor', 'Age of the visitof');
+  assert.equal(new Replayer(changed).replay(trail).failure.problem, 'POLICY_DOCUMENT_MISSING');
+  assert.equal(new Replayer(JSON.stringify(policyDocuments)).replay(trail).ok, true);
+  assert.throws(() => new Replayer([{ policy: {}, extra: 1 }]), /policyDocuments\[0\]/);
+  assert.throws(() => new Replayer('[{'), /the policy documents is malformed/);
+});
 
 test('a trail names its policy document, and replay needs that very document', () => {
   const { trail, policyDocuments } = cases.find((c) => c.name === 'translated');

@@ -93,6 +93,25 @@ fn write_number(out: &mut String, n: &serde_json::Number) {
     }
 }
 
+/// How each byte is written in a JSON string: 0 verbatim, `u` as `\u00xx`, otherwise a
+/// backslash and this letter (serde_json's table: a lookup per byte, not a match).
+static ESCAPE: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x0c] = b'f';
+    table[b'\n' as usize] = b'n';
+    table[b'\r' as usize] = b'r';
+    table[b'\t' as usize] = b't';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
 /// Writes `s` as a JSON string, escaped exactly as serde_json escapes it (the rules in the
 /// module documentation; a test compares the two on every ASCII character and more), without
 /// an allocation per string.
@@ -102,25 +121,19 @@ pub(crate) fn write_string(out: &mut String, s: &str) {
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
-        let escape: &str = match b {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
+        let escape = ESCAPE[usize::from(b)];
+        if escape == 0 {
+            continue;
+        }
         // Every byte escaped is ASCII, so `start..i` are character boundaries.
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            out.push_str("\\u00");
+        out.push('\\');
+        if escape == b'u' {
+            out.push_str("u00");
             out.push(char::from(HEX[usize::from(b >> 4)]));
             out.push(char::from(HEX[usize::from(b & 0xf)]));
         } else {
-            out.push_str(escape);
+            out.push(char::from(escape));
         }
         start = i + 1;
     }
