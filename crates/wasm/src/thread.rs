@@ -363,7 +363,7 @@ fn read_documents(policy_documents: &JsValue) -> Result<PolicyDocuments, JsError
         &json_text(policy_documents, "the policy documents")?,
         "the policy documents",
     )?;
-    PolicyDocuments::from_values(&values).map_err(|e| JsError::new(&format!("proofgate: {e}")))
+    PolicyDocuments::from_owned_values(values).map_err(|e| JsError::new(&format!("proofgate: {e}")))
 }
 
 /// `replayAudit` for many trails of the same policies: the policy documents are read and

@@ -167,10 +167,15 @@ impl PolicyDocuments {
     /// Reads a list of documents (as an audit bundle's `policyDocuments` holds them); the
     /// error names the first that is not one.
     pub fn from_values(values: &[Value]) -> Result<Self, String> {
+        PolicyDocuments::from_owned_values(values.to_vec())
+    }
+
+    /// [`PolicyDocuments::from_values`] taking the documents (no copy of each).
+    pub fn from_owned_values(values: Vec<Value>) -> Result<Self, String> {
         let mut documents = PolicyDocuments::new();
-        for (i, v) in values.iter().enumerate() {
+        for (i, v) in values.into_iter().enumerate() {
             documents
-                .insert(v.clone())
+                .insert(v)
                 .map_err(|e| format!("policyDocuments[{i}]: {e}"))?;
         }
         Ok(documents)
