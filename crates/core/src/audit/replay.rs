@@ -360,7 +360,8 @@ fn start_thread(
             ),
         ),
     })?;
-    let started = ThreadStarted::deserialize(&body).map_err(|e| {
+    // Owned: its strings are moved into the thread, not copied once more.
+    let started = ThreadStarted::deserialize(body).map_err(|e| {
         fail(
             0,
             kind,
