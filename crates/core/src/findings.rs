@@ -509,37 +509,73 @@ impl Serialize for Finding {
 
 impl<'de> Deserialize<'de> for Finding {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = Map::<String, Value>::deserialize(d)?;
-        if map.len() != 1 {
-            return Err(de::Error::custom(format!(
-                "a finding must have exactly one member (valid, invalid, satisfiable, impossible, \
-                 translationAmbiguous, tooComplex, noTranslations); found {}",
-                if map.is_empty() {
-                    "none".to_string()
-                } else {
-                    map.keys().cloned().collect::<Vec<_>>().join(", ")
-                }
-            )));
+        // Read in one pass: the member's body goes straight into its type. (Reading the
+        // object into a map first copied every finding read from a JSON tree, a trail's or an
+        // ApplyGuardrail response's, before reading it again.)
+        d.deserialize_map(FindingVisitor)
+    }
+}
+
+/// The error for an object that is not exactly one member.
+fn not_one_member<E: de::Error>(members: &[String]) -> E {
+    E::custom(format!(
+        "a finding must have exactly one member (valid, invalid, satisfiable, impossible, \
+         translationAmbiguous, tooComplex, noTranslations); found {}",
+        if members.is_empty() {
+            "none".to_string()
+        } else {
+            members.join(", ")
         }
-        let (member, body) = map.into_iter().next().expect("length checked above");
-        fn parse<T: serde::de::DeserializeOwned, E: de::Error>(
+    ))
+}
+
+struct FindingVisitor;
+
+impl<'de> de::Visitor<'de> for FindingVisitor {
+    type Value = Finding;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a finding: an object with exactly one member")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Finding, A::Error> {
+        let Some(member) = map.next_key::<String>()? else {
+            return Err(not_one_member(&[]));
+        };
+        fn parse<'de, T: Deserialize<'de>, A: de::MapAccess<'de>>(
+            map: &mut A,
             member: &str,
-            body: Value,
-        ) -> Result<T, E> {
-            serde_json::from_value(body)
-                .map_err(|e| E::custom(format!("in finding member `{member}`: {e}")))
+        ) -> Result<T, A::Error> {
+            map.next_value()
+                .map_err(|e| de::Error::custom(format!("in finding member `{member}`: {e}")))
         }
-        Ok(match member.as_str() {
-            "valid" => Finding::Valid(parse(&member, body)?),
-            "invalid" => Finding::Invalid(parse(&member, body)?),
-            "satisfiable" => Finding::Satisfiable(parse(&member, body)?),
-            "impossible" => Finding::Impossible(parse(&member, body)?),
-            "translationAmbiguous" => Finding::TranslationAmbiguous(parse(&member, body)?),
-            "tooComplex" => Finding::TooComplex(parse(&member, body)?),
+        let finding = match member.as_str() {
+            "valid" => Finding::Valid(parse(&mut map, &member)?),
+            "invalid" => Finding::Invalid(parse(&mut map, &member)?),
+            "satisfiable" => Finding::Satisfiable(parse(&mut map, &member)?),
+            "impossible" => Finding::Impossible(parse(&mut map, &member)?),
+            "translationAmbiguous" => Finding::TranslationAmbiguous(parse(&mut map, &member)?),
+            "tooComplex" => Finding::TooComplex(parse(&mut map, &member)?),
             // Some SDK versions and docs spell the member in the singular.
-            "noTranslations" | "noTranslation" => Finding::NoTranslations(parse(&member, body)?),
-            _ => Finding::Unknown { member, body },
-        })
+            "noTranslations" | "noTranslation" => {
+                Finding::NoTranslations(parse(&mut map, &member)?)
+            }
+            _ => Finding::Unknown {
+                body: map.next_value()?,
+                member: member.clone(),
+            },
+        };
+        // Any other member makes it no finding at all, whatever the first one was.
+        if let Some(next) = map.next_key::<String>()? {
+            let mut members = vec![member, next];
+            map.next_value::<de::IgnoredAny>()?;
+            while let Some(more) = map.next_key::<String>()? {
+                map.next_value::<de::IgnoredAny>()?;
+                members.push(more);
+            }
+            return Err(not_one_member(&members));
+        }
+        Ok(finding)
     }
 }
 
@@ -587,5 +623,108 @@ impl ApplyGuardrailResponse {
             .filter_map(|a| a.automated_reasoning_policy.as_ref())
             .flat_map(|p| p.findings.iter().cloned())
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod one_pass_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// How findings were read before the one-pass visitor: the object into a map, then the
+    /// member's body into its type. The visitor must read every finding to the same value.
+    fn two_pass(v: &Value) -> Result<Finding, String> {
+        let map = Map::<String, Value>::deserialize(v).map_err(|e| e.to_string())?;
+        if map.len() != 1 {
+            return Err("not one member".into());
+        }
+        let (member, body) = map.into_iter().next().unwrap();
+        fn typed<T: serde::de::DeserializeOwned>(body: Value) -> Result<T, String> {
+            serde_json::from_value(body).map_err(|e| e.to_string())
+        }
+        Ok(match member.as_str() {
+            "valid" => Finding::Valid(typed(body)?),
+            "invalid" => Finding::Invalid(typed(body)?),
+            "satisfiable" => Finding::Satisfiable(typed(body)?),
+            "impossible" => Finding::Impossible(typed(body)?),
+            "translationAmbiguous" => Finding::TranslationAmbiguous(typed(body)?),
+            "tooComplex" => Finding::TooComplex(typed(body)?),
+            "noTranslations" | "noTranslation" => Finding::NoTranslations(typed(body)?),
+            _ => Finding::Unknown { member, body },
+        })
+    }
+
+    /// Every `findings` array in the fixtures: ApplyGuardrail responses and trails.
+    fn fixture_findings() -> Vec<Value> {
+        fn walk(v: &Value, out: &mut Vec<Value>) {
+            match v {
+                Value::Object(map) => {
+                    for (k, v) in map {
+                        match (k.as_str(), v) {
+                            ("findings", Value::Array(items)) => out.extend(items.iter().cloned()),
+                            _ => walk(v, out),
+                        }
+                    }
+                }
+                Value::Array(items) => items.iter().for_each(|i| walk(i, out)),
+                _ => {}
+            }
+        }
+        let mut out = Vec::new();
+        for text in [
+            include_str!("../tests/fixtures/apply-guardrail-all-findings.json"),
+            include_str!("../tests/fixtures/park-local-bundle.json"),
+            include_str!("../tests/fixtures/trails-v1.json"),
+            include_str!("../../wasm/tests/fixtures/replay-cases.json"),
+        ] {
+            walk(&serde_json::from_str(text).unwrap(), &mut out);
+        }
+        out
+    }
+
+    #[test]
+    fn one_pass_reads_every_fixture_finding_as_two_passes_did() {
+        let mut samples = fixture_findings();
+        assert!(samples.len() >= 30, "{}", samples.len());
+        samples.extend([
+            json!({"noTranslation": {}}),
+            json!({"someFutureKind": {"a": [1, 2.5, "x"]}}),
+            json!({"satisfiable": {"translation": {"confidence": 1}, "newMember": true}}),
+        ]);
+        for v in &samples {
+            let expected = two_pass(v).expect("a fixture finding reads");
+            // From a JSON tree (trails, ApplyGuardrail responses) and from text.
+            assert_eq!(Finding::deserialize(v).unwrap(), expected, "{v}");
+            let text = serde_json::to_string(v).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Finding>(&text).unwrap(),
+                expected,
+                "{v}"
+            );
+            // And it writes back to what it read (but the singular spelling, written plural).
+            if v.get("noTranslation").is_none() {
+                assert_eq!(serde_json::to_value(&expected).unwrap(), *v, "{v}");
+            }
+        }
+    }
+
+    #[test]
+    fn an_object_of_any_other_shape_is_no_finding() {
+        let err = |v: Value| Finding::deserialize(&v).unwrap_err().to_string();
+        assert!(err(json!({})).ends_with("found none"), "{}", err(json!({})));
+        let both = err(json!({"valid": {}, "invalid": {}}));
+        assert!(both.ends_with("found valid, invalid"), "{both}");
+        // An unknown kind keeps nothing either, and every member is named.
+        let three = err(json!({"x": 1, "valid": {}, "y": [2]}));
+        assert!(three.ends_with("found x, valid, y"), "{three}");
+        let bad = err(json!({"valid": {"supportingRules": 5}}));
+        assert!(bad.starts_with("in finding member `valid`: "), "{bad}");
+        assert!(err(json!("valid")).contains("exactly one member"));
+        assert!(err(json!([{"valid": {}}])).contains("exactly one member"));
+        // Two members in text with the same name are two members, not the last one.
+        let twice = serde_json::from_str::<Finding>(r#"{"valid": {}, "valid": {}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(twice.contains("found valid, valid"), "{twice}");
     }
 }
