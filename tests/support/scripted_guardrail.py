@@ -13,6 +13,14 @@ POST /guardrail/{id}/version/{version}/apply answers with the findings of the fi
 ApplyGuardrail response body. The first `fail_first` requests answer `fail_status` (429 is
 sent as a ThrottlingException) to exercise retries. GET /_requests returns what it received.
 
+With "sigv4": {"access_key", "secret_key", "session_token"?, "region"} in the script, every
+ApplyGuardrail request's SigV4 signature is checked the way AWS checks it, by botocore (an
+implementation independent of the Rust SDK's): the signing name from botocore's own service
+model, the region and access key, `host` and `x-amz-date` (and the session token, when one is
+given) among the signed headers, a date within 5 minutes, and the signature over the request as
+it arrived (method, raw path, headers, body). A mismatch answers 403 InvalidSignatureException,
+as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredTokenException.
+
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
 GET .../build-workflows (ListAutomatedReasoningPolicyBuildWorkflows) and
@@ -29,6 +37,52 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, unquote, urlsplit
 
 LOCK = threading.Lock()
+AUTH = re.compile(r"^AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
+                  r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})$")
+
+
+def sigv4_problem(handler, raw_body, cfg):
+    """Why the request's SigV4 signature is not valid for `cfg`, or None when it is."""
+    import datetime
+
+    import botocore.session
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    m = AUTH.match(handler.headers.get("authorization", ""))
+    if not m:
+        return "missing or malformed Authorization header"
+    access_key, day, region, service, signed, signature = m.groups()
+    signing_name = botocore.session.get_session().get_service_model("bedrock-runtime").signing_name
+    if access_key != cfg["access_key"]:
+        return f"unknown access key {access_key}"
+    if (region, service) != (cfg["region"], signing_name):
+        return f"credential scope {region}/{service}, expected {cfg['region']}/{signing_name}"
+    names = signed.split(";")
+    needed = ["host", "x-amz-date"] + (["x-amz-security-token"] if cfg.get("session_token") else [])
+    if any(n not in names for n in needed) or names != sorted(names):
+        return f"signed headers {signed} (must be sorted and include {needed})"
+    if cfg.get("session_token") and handler.headers.get("x-amz-security-token") != cfg["session_token"]:
+        return "wrong or missing x-amz-security-token"
+    stamp = handler.headers.get("x-amz-date", "")
+    try:
+        at = datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return f"bad x-amz-date {stamp!r}"
+    if abs((datetime.datetime.now(datetime.timezone.utc) - at).total_seconds()) > 300 or stamp[:8] != day:
+        return f"x-amz-date {stamp} is not now (or not the scope's day {day})"
+    headers = {n: handler.headers.get(n, "") for n in names}
+    request = AWSRequest(method=handler.command, url=f"http://{handler.headers['host']}{handler.path}",
+                         data=raw_body, headers=headers)
+    request.context["timestamp"] = stamp
+    signer = SigV4Auth(Credentials(cfg["access_key"], cfg["secret_key"], cfg.get("session_token")),
+                       signing_name, region)
+    expected = signer.signature(signer.string_to_sign(request, signer.canonical_request(request)), request)
+    if expected != signature:
+        return "The request signature we calculated does not match the signature you provided."
+    return None
+
 RECEIVED = []
 ROUTE = re.compile(r"^/guardrail/([^/]+)/version/([^/]+)/apply$")
 CONVERSE = re.compile(r"^/model/([^/]+)/converse$")
@@ -96,7 +150,8 @@ class Handler(BaseHTTPRequestHandler):
         return self.not_found(f"route {rest}")
 
     def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"{}")
+        raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+        body = json.loads(raw or b"{}")
         c = CONVERSE.match(self.path)
         if c:
             self.converse(c.group(1), body)
@@ -107,8 +162,19 @@ class Handler(BaseHTTPRequestHandler):
             return
         script = self.server.script
         with LOCK:
-            RECEIVED.append({"path": self.path, "body": body})
+            RECEIVED.append({"path": self.path, "body": body,
+                             "headers": {k.lower(): v for k, v in self.headers.items()}})
             n = len(RECEIVED)
+        if "sigv4" in script:
+            problem = sigv4_problem(self, raw, script["sigv4"])
+            if problem:
+                print(f"[scripted guardrail] bad signature: {problem}", file=sys.stderr, flush=True)
+                self.send(403, {"message": problem}, [("x-amzn-errortype", "InvalidSignatureException")])
+                return
+            if n <= script.get("expired_first", 0):
+                self.send(403, {"message": "The security token included in the request is expired"},
+                          [("x-amzn-errortype", "ExpiredTokenException")])
+                return
         if n <= script.get("fail_first", 0):
             status = script.get("fail_status", 503)
             kind = {429: "ThrottlingException", 400: "ValidationException",

@@ -153,7 +153,7 @@ impl App {
                     confidence_threshold: config.validator.threshold,
                     ..CheckOptions::default()
                 };
-                Validator::Local(
+                Validator::Local(Box::new(
                     LocalValidator::new(
                         model,
                         translators,
@@ -161,14 +161,18 @@ impl App {
                         options,
                     )
                     .map_err(|e| other(&e))?,
-                )
+                ))
             }
             #[cfg(feature = "bedrock")]
             ValidatorKind::Bedrock => {
                 let g = config.validator.bedrock.clone().ok_or_else(|| {
                     StartError::Other("validator.bedrock is required for kind = bedrock".into())
                 })?;
-                Validator::Bedrock(crate::bedrock::BedrockGuardrail::new(g).await)
+                Validator::Bedrock(
+                    crate::bedrock::BedrockGuardrail::new(g)
+                        .await
+                        .map_err(|e| StartError::Other(e.to_string()))?,
+                )
             }
             #[cfg(not(feature = "bedrock"))]
             ValidatorKind::Bedrock => {

@@ -1,42 +1,14 @@
-//! Amazon Bedrock ApplyGuardrail as a validator, through the AWS SDK for Rust.
-//!
-//! The SDK sends the request, signs it and retries (standard mode: exponential backoff with
-//! jitter on throttling and transient 5xx errors, bounded attempts). The findings are read from
-//! the raw response body with the core's own AWS-shaped types rather than the SDK's structs, so
-//! a finding kind newer than this SDK survives as an explicit unknown finding (never VALID)
-//! instead of being flattened away.
+//! Amazon Bedrock through the AWS SDK for Rust: Converse as an LLM, and the SDK configuration
+//! every Bedrock client here shares. The ApplyGuardrail validator, on the hot path, signs its
+//! own calls (`crate::bedrock_guardrail`), and is re-exported here.
 
-use crate::config::{BedrockGuardrailConfig, LlmEndpoint};
+pub use crate::bedrock_guardrail::{BedrockGuardrail, GuardrailError};
+use crate::config::LlmEndpoint;
 use crate::llm::{ChatMessage, LlmError, LlmReply};
 use aws_sdk_bedrockruntime::config::interceptors::AfterDeserializationInterceptorContextRef;
 use aws_sdk_bedrockruntime::config::{ConfigBag, Intercept, RuntimeComponents};
-use aws_sdk_bedrockruntime::types::{
-    GuardrailContentBlock, GuardrailContentQualifier, GuardrailContentSource, GuardrailTextBlock,
-};
-use proofgate_core::{ApplyGuardrailResponse, Finding};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-/// A guardrail call that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum GuardrailError {
-    /// The service could not be reached or kept failing after the retries.
-    #[error("Bedrock ApplyGuardrail ({guardrail}) is unavailable: {reason}")]
-    Unavailable {
-        /// Guardrail id and version.
-        guardrail: String,
-        /// The SDK's error, with its context.
-        reason: String,
-    },
-    /// The response could not be read as an ApplyGuardrail response.
-    #[error("Bedrock ApplyGuardrail ({guardrail}) returned an unreadable response: {reason}")]
-    BadResponse {
-        /// Guardrail id and version.
-        guardrail: String,
-        /// What was wrong.
-        reason: String,
-    },
-}
 
 /// Keeps the raw response body of the call it is attached to (shared with the control-plane
 /// client, which reads policy definitions the same way).
@@ -92,97 +64,6 @@ impl Intercept for RawBody {
             }
         }
         Ok(())
-    }
-}
-
-/// A configured guardrail.
-#[derive(Clone)]
-pub struct BedrockGuardrail {
-    client: aws_sdk_bedrockruntime::Client,
-    config: BedrockGuardrailConfig,
-}
-
-impl BedrockGuardrail {
-    /// Loads AWS credentials and region the standard way (environment, profile, IMDS) and
-    /// applies the configured region, endpoint override and retry bound.
-    pub async fn new(config: BedrockGuardrailConfig) -> Self {
-        let sdk = sdk_config(
-            config.region.as_deref(),
-            config.endpoint_url.as_deref(),
-            config.max_attempts,
-        )
-        .await;
-        let client = aws_sdk_bedrockruntime::Client::new(&sdk);
-        BedrockGuardrail { client, config }
-    }
-
-    /// `{guardrailId, guardrailVersion}` for audit evidence.
-    pub fn describe(&self) -> serde_json::Value {
-        serde_json::json!({
-            "guardrailId": self.config.guardrail_id,
-            "guardrailVersion": self.config.guardrail_version,
-        })
-    }
-
-    fn name(&self) -> String {
-        format!(
-            "{} version {}",
-            self.config.guardrail_id, self.config.guardrail_version
-        )
-    }
-
-    /// Validates a question/answer pair: the question is tagged `query`, the answer
-    /// `guard_content`. Returns the findings of every assessment and the raw response.
-    pub async fn validate(
-        &self,
-        question: &str,
-        answer: &str,
-    ) -> Result<(Vec<Finding>, serde_json::Value), GuardrailError> {
-        let block = |text: &str, q: GuardrailContentQualifier| -> Result<_, GuardrailError> {
-            let text = GuardrailTextBlock::builder()
-                .text(text)
-                .qualifiers(q)
-                .build()
-                .map_err(|e| GuardrailError::BadResponse {
-                    guardrail: self.name(),
-                    reason: format!("building the request: {e}"),
-                })?;
-            Ok(GuardrailContentBlock::Text(text))
-        };
-        let raw = RawBody::default();
-        self.client
-            .apply_guardrail()
-            .guardrail_identifier(&self.config.guardrail_id)
-            .guardrail_version(&self.config.guardrail_version)
-            .source(GuardrailContentSource::Output)
-            .content(block(question, GuardrailContentQualifier::Query)?)
-            .content(block(answer, GuardrailContentQualifier::GuardContent)?)
-            .customize()
-            .interceptor(raw.clone())
-            .send()
-            .await
-            .map_err(|e| GuardrailError::Unavailable {
-                guardrail: self.name(),
-                reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
-            })?;
-        let bytes = raw.take().ok_or_else(|| GuardrailError::BadResponse {
-            guardrail: self.name(),
-            reason: "the response body was not captured".into(),
-        })?;
-        let body: serde_json::Value =
-            serde_json::from_slice(&bytes).map_err(|e| GuardrailError::BadResponse {
-                guardrail: self.name(),
-                reason: format!("not JSON: {e}"),
-            })?;
-        // Read from the tree in place: the tree itself is kept as evidence.
-        let response =
-            <ApplyGuardrailResponse as serde::Deserialize>::deserialize(&body).map_err(|e| {
-                GuardrailError::BadResponse {
-                    guardrail: self.name(),
-                    reason: e.to_string(),
-                }
-            })?;
-        Ok((response.findings(), body))
     }
 }
 

@@ -10,6 +10,8 @@ pub mod authoring;
 #[cfg(feature = "bedrock")]
 pub mod bedrock;
 #[cfg(feature = "bedrock")]
+pub mod bedrock_guardrail;
+#[cfg(feature = "bedrock")]
 pub mod bedrock_policy;
 pub mod config;
 pub mod journal;

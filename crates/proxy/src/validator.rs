@@ -290,8 +290,8 @@ impl LocalValidator {
 
 /// The configured validator.
 pub enum Validator {
-    /// Policy + Z3.
-    Local(LocalValidator),
+    /// Policy + Z3 (boxed: it is far larger than the Bedrock client's handle).
+    Local(Box<LocalValidator>),
     /// Amazon Bedrock ApplyGuardrail.
     #[cfg(feature = "bedrock")]
     Bedrock(BedrockGuardrail),

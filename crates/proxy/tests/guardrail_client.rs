@@ -1,16 +1,22 @@
 #![cfg(feature = "bedrock")]
-//! The Bedrock ApplyGuardrail validator against a scripted ApplyGuardrail server over HTTP.
+//! The Bedrock ApplyGuardrail validator against a scripted ApplyGuardrail server over HTTP,
+//! which checks every request's SigV4 signature with botocore (see scripted_guardrail.py).
 
 mod scripted;
 
+use aws_credential_types::provider::{future, ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
 use proofgate_core::FindingKind;
 use proofgate_proxy::bedrock::BedrockGuardrail;
 use proofgate_proxy::config::BedrockGuardrailConfig;
 use scripted::Server;
 use serde_json::json;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 fn aws_env() {
-    // The SDK signs requests; the scripted server ignores the signature.
+    // Requests are signed with these; the scripted server checks the signature with botocore.
     std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
     std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
     std::env::set_var("AWS_EC2_METADATA_DISABLED", "true");
@@ -28,6 +34,7 @@ fn guardrail(server: &Server, max_attempts: u32) -> BedrockGuardrailConfig {
 
 fn script(fail_first: u32, fail_status: u16) -> serde_json::Value {
     json!({
+        "sigv4": {"access_key": "AKIDEXAMPLE", "secret_key": "secret", "region": "us-east-1"},
         "fail_first": fail_first,
         "fail_status": fail_status,
         "rules": [
@@ -44,7 +51,7 @@ fn script(fail_first: u32, fail_status: u16) -> serde_json::Value {
 async fn findings_come_back_in_aws_shape_with_tags() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(0, 503));
-    let g = BedrockGuardrail::new(guardrail(&server, 3)).await;
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
     let (findings, raw) = g
         .validate("How much is admission?", "It costs $7.")
         .await
@@ -73,7 +80,7 @@ async fn findings_come_back_in_aws_shape_with_tags() {
 async fn throttling_is_retried_then_succeeds() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(2, 429));
-    let g = BedrockGuardrail::new(guardrail(&server, 4)).await;
+    let g = BedrockGuardrail::new(guardrail(&server, 4)).await.unwrap();
     let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
     assert_eq!(findings[0].kind(), FindingKind::Valid);
     assert_eq!(server.received().len(), 3);
@@ -83,7 +90,7 @@ async fn throttling_is_retried_then_succeeds() {
 async fn retries_are_bounded_and_the_error_says_unavailable() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 503));
-    let g = BedrockGuardrail::new(guardrail(&server, 2)).await;
+    let g = BedrockGuardrail::new(guardrail(&server, 2)).await.unwrap();
     let err = g
         .validate("Q", "It costs $10.")
         .await
@@ -97,9 +104,161 @@ async fn retries_are_bounded_and_the_error_says_unavailable() {
 async fn client_errors_are_not_retried() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 400));
-    let g = BedrockGuardrail::new(guardrail(&server, 4)).await;
+    let g = BedrockGuardrail::new(guardrail(&server, 4)).await.unwrap();
     assert!(g.validate("Q", "A").await.is_err());
     assert_eq!(server.received().len(), 1);
+}
+
+/// Temporary credentials (with a session token) that expire `ttl` from each fetch, counting
+/// the fetches.
+#[derive(Debug)]
+struct Temporary {
+    secret: &'static str,
+    ttl: Duration,
+    fetches: Arc<AtomicU32>,
+}
+
+impl ProvideCredentials for Temporary {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        future::ProvideCredentials::ready(Ok(Credentials::new(
+            "ASIATEMPORARY",
+            self.secret,
+            Some("session-token-1".into()),
+            Some(SystemTime::now() + self.ttl),
+            "test",
+        )))
+    }
+}
+
+/// A guardrail with `provider`'s credentials (not the environment's, which other tests share).
+async fn with_credentials(
+    server: &Server,
+    id: &str,
+    provider: Temporary,
+) -> Result<BedrockGuardrail, proofgate_proxy::bedrock::GuardrailError> {
+    let sdk = aws_config::SdkConfig::builder()
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(provider))
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let config = BedrockGuardrailConfig {
+        guardrail_id: id.into(),
+        ..guardrail(server, 3)
+    };
+    BedrockGuardrail::with_sdk_config(config, &sdk).await
+}
+
+fn temporary_script(expired_first: u32) -> serde_json::Value {
+    let mut s = script(0, 503);
+    s["sigv4"] = json!({"access_key": "ASIATEMPORARY", "secret_key": "temporary-secret",
+                        "session_token": "session-token-1", "region": "us-east-1"});
+    s["expired_first"] = json!(expired_first);
+    s
+}
+
+#[tokio::test]
+async fn an_arn_and_a_session_token_are_signed_as_aws_checks_them() {
+    let server = Server::python("scripted_guardrail.py", &temporary_script(0));
+    let fetches = Arc::new(AtomicU32::new(0));
+    let arn = "arn:aws:bedrock:us-east-1:123456789012:guardrail/abc123xyz";
+    let g = with_credentials(
+        &server,
+        arn,
+        Temporary {
+            secret: "temporary-secret",
+            ttl: Duration::from_secs(3600),
+            fetches: fetches.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    for _ in 0..3 {
+        let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
+        assert_eq!(findings[0].kind(), FindingKind::Valid);
+    }
+    let received = server.received();
+    assert_eq!(
+        received[0]["path"],
+        "/guardrail/arn%3Aaws%3Abedrock%3Aus-east-1%3A123456789012%3Aguardrail%2Fabc123xyz/version/1/apply"
+    );
+    assert_eq!(
+        received[0]["headers"]["x-amz-security-token"],
+        "session-token-1"
+    );
+    // Credentials good for an hour are fetched once, not per call.
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_bad_signature_is_refused_and_not_retried() {
+    let server = Server::python("scripted_guardrail.py", &temporary_script(0));
+    let g = with_credentials(
+        &server,
+        "gr-123",
+        Temporary {
+            secret: "not-the-secret",
+            ttl: Duration::from_secs(3600),
+            fetches: Arc::default(),
+        },
+    )
+    .await
+    .unwrap();
+    let err = g
+        .validate("Q", "It costs $10.")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unavailable")
+            && err.contains("403")
+            && err.contains("InvalidSignatureException"),
+        "{err}"
+    );
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
+async fn expired_or_expiring_credentials_are_fetched_again() {
+    // The service says the token expired: it is dropped and fetched again for the retry.
+    let server = Server::python("scripted_guardrail.py", &temporary_script(1));
+    let fetches = Arc::new(AtomicU32::new(0));
+    let g = with_credentials(
+        &server,
+        "gr-123",
+        Temporary {
+            secret: "temporary-secret",
+            ttl: Duration::from_secs(3600),
+            fetches: fetches.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
+    assert_eq!(findings[0].kind(), FindingKind::Valid);
+    assert_eq!(server.received().len(), 2);
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+
+    // Credentials within minutes of their expiry are not used: each call fetches new ones.
+    let server = Server::python("scripted_guardrail.py", &temporary_script(0));
+    let fetches = Arc::new(AtomicU32::new(0));
+    let g = with_credentials(
+        &server,
+        "gr-123",
+        Temporary {
+            secret: "temporary-secret",
+            ttl: Duration::from_secs(60),
+            fetches: fetches.clone(),
+        },
+    )
+    .await
+    .unwrap();
+    g.validate("Q", "It costs $10.").await.unwrap();
+    g.validate("Q", "It costs $10.").await.unwrap();
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
