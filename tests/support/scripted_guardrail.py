@@ -20,6 +20,8 @@ model, the region and access key, `host` and `x-amz-date` (and the session token
 given) among the signed headers, a date within 5 minutes, and the signature over the request as
 it arrived (method, raw path, headers, body). A mismatch answers 403 InvalidSignatureException,
 as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredTokenException.
+"hang_first": {"count": N, "seconds": S} holds the first N ApplyGuardrail requests S seconds
+before answering (client timeouts).
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -165,6 +167,10 @@ class Handler(BaseHTTPRequestHandler):
             RECEIVED.append({"path": self.path, "body": body,
                              "headers": {k.lower(): v for k, v in self.headers.items()}})
             n = len(RECEIVED)
+        hang = script.get("hang_first", {})
+        if n <= hang.get("count", 0):
+            import time
+            time.sleep(hang.get("seconds", 5))
         if "sigv4" in script:
             problem = sigv4_problem(self, raw, script["sigv4"])
             if problem:

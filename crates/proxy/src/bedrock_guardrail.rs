@@ -34,8 +34,6 @@ const SIGNING_NAME: &str = "bedrock";
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
 /// Connecting to the endpoint (the SDK's default connect timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(3100);
-/// One attempt, from sending to the whole response read.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// All waits between attempts together.
 const RETRY_BUDGET: Duration = Duration::from_secs(60);
 
@@ -308,7 +306,7 @@ impl BedrockGuardrail {
         };
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(ATTEMPT_TIMEOUT)
+            .timeout(Duration::from_millis(config.timeout_ms.max(1)))
             .user_agent(concat!("proofgate/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| misconfigured(format!("HTTP client: {e}")))?;
@@ -517,6 +515,7 @@ mod tests {
             region: None,
             endpoint_url: None,
             max_attempts: 3,
+            timeout_ms: 10_000,
         }
     }
 

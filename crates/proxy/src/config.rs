@@ -458,10 +458,18 @@ pub struct BedrockGuardrailConfig {
     /// Attempts on throttling and 5xx, including the first.
     #[serde(default = "default_max_attempts")]
     pub max_attempts: u32,
+    /// One attempt's time limit, from sending to the whole response read; an attempt that
+    /// overruns it is retried like a connection error.
+    #[serde(default = "default_guardrail_timeout_ms")]
+    pub timeout_ms: u64,
 }
 
 fn default_max_attempts() -> u32 {
     4
+}
+
+fn default_guardrail_timeout_ms() -> u64 {
+    10_000
 }
 
 /// The rewriting loop's settings.

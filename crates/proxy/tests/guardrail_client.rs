@@ -29,6 +29,7 @@ fn guardrail(server: &Server, max_attempts: u32) -> BedrockGuardrailConfig {
         region: Some("us-east-1".into()),
         endpoint_url: Some(server.url()),
         max_attempts,
+        timeout_ms: 10_000,
     }
 }
 
@@ -97,6 +98,48 @@ async fn retries_are_bounded_and_the_error_says_unavailable() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("unavailable"), "{err}");
+    assert_eq!(server.received().len(), 2);
+}
+
+#[tokio::test]
+async fn a_hung_attempt_times_out_and_is_retried() {
+    aws_env();
+    let mut s = script(0, 503);
+    s["hang_first"] = json!({"count": 1, "seconds": 5});
+    let server = Server::python("scripted_guardrail.py", &s);
+    let config = BedrockGuardrailConfig {
+        timeout_ms: 300,
+        ..guardrail(&server, 3)
+    };
+    let g = BedrockGuardrail::new(config).await.unwrap();
+    let started = std::time::Instant::now();
+    let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
+    assert_eq!(findings[0].kind(), FindingKind::Valid);
+    assert_eq!(server.received().len(), 2);
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Every attempt hangs: the error comes after the bounded attempts, not the server's pace.
+    let mut s = script(0, 503);
+    s["hang_first"] = json!({"count": 100, "seconds": 5});
+    let server = Server::python("scripted_guardrail.py", &s);
+    let config = BedrockGuardrailConfig {
+        timeout_ms: 200,
+        ..guardrail(&server, 2)
+    };
+    let g = BedrockGuardrail::new(config).await.unwrap();
+    let err = g
+        .validate("Q", "It costs $10.")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("unavailable") && err.contains("timed out"),
+        "{err}"
+    );
     assert_eq!(server.received().len(), 2);
 }
 
