@@ -304,6 +304,56 @@ async fn expired_or_expiring_credentials_are_fetched_again() {
     assert_eq!(fetches.load(Ordering::SeqCst), 2);
 }
 
+/// Credentials that take 200 ms to come (an instance role's metadata service, say).
+#[derive(Debug)]
+struct Slow(Arc<AtomicU32>);
+
+impl ProvideCredentials for Slow {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        let fetches = self.0.clone();
+        future::ProvideCredentials::new(async move {
+            fetches.fetch_add(1, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            Ok(Credentials::new(
+                "ASIATEMPORARY",
+                "temporary-secret",
+                Some("session-token-1".into()),
+                Some(SystemTime::now() + Duration::from_secs(3600)),
+                "slow",
+            ))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_calls_fetch_credentials_once() {
+    let server = Server::python("scripted_guardrail.py", &temporary_script(0));
+    let fetches = Arc::new(AtomicU32::new(0));
+    let sdk = aws_config::SdkConfig::builder()
+        .region(aws_config::Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Slow(fetches.clone())))
+        .behavior_version(aws_config::BehaviorVersion::latest())
+        .build();
+    let g = BedrockGuardrail::with_sdk_config(guardrail(&server, 3), &sdk)
+        .await
+        .unwrap();
+    let calls: Vec<_> = (0..16)
+        .map(|_| {
+            let g = g.clone();
+            tokio::spawn(async move { g.validate("Q", "It costs $10.").await })
+        })
+        .collect();
+    for c in calls {
+        let (findings, _) = c.await.unwrap().unwrap();
+        assert_eq!(findings[0].kind(), FindingKind::Valid);
+    }
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    assert_eq!(server.received().len(), 16);
+}
+
 #[tokio::test]
 async fn bedrock_converse_is_an_llm_option() {
     use proofgate_proxy::config::{LlmEndpoint, LlmKind};
