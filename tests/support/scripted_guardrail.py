@@ -47,7 +47,6 @@ def sigv4_problem(handler, raw_body, cfg):
     """Why the request's SigV4 signature is not valid for `cfg`, or None when it is."""
     import datetime
 
-    import botocore.session
     from botocore.auth import SigV4Auth
     from botocore.awsrequest import AWSRequest
     from botocore.credentials import Credentials
@@ -56,7 +55,7 @@ def sigv4_problem(handler, raw_body, cfg):
     if not m:
         return "missing or malformed Authorization header"
     access_key, day, region, service, signed, signature = m.groups()
-    signing_name = botocore.session.get_session().get_service_model("bedrock-runtime").signing_name
+    signing_name = handler.server.signing_name
     if access_key != cfg["access_key"]:
         return f"unknown access key {access_key}"
     if (region, service) != (cfg["region"], signing_name):
@@ -186,7 +185,8 @@ class Handler(BaseHTTPRequestHandler):
             kind = {429: "ThrottlingException", 400: "ValidationException",
                     403: "AccessDeniedException"}.get(status, "ServiceUnavailableException")
             print(f"[scripted guardrail] failing request {n} with {status}", file=sys.stderr, flush=True)
-            self.send(status, {"message": "scripted failure"}, [("x-amzn-errortype", kind)])
+            self.send(status, {"message": "scripted failure"},
+                      [("x-amzn-errortype", kind), ("x-amzn-requestid", f"req-{n}")])
             return
         answer = " ".join(
             c.get("text", {}).get("text", "") for c in body.get("content", [])
@@ -234,6 +234,13 @@ def main():
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     with open(args.script, encoding="utf-8") as f:
         server.script = json.load(f)
+    if "sigv4" in server.script:
+        # Loaded before "listening": botocore and its service model take a second or more to
+        # load, which would otherwise land inside the first request's time.
+        import botocore.auth  # noqa: F401
+        import botocore.session
+        server.signing_name = (botocore.session.get_session()
+                               .get_service_model("bedrock-runtime").signing_name)
     print(f"listening on {server.server_address[1]}", flush=True)
     server.serve_forever()
 

@@ -437,8 +437,14 @@ impl BedrockGuardrail {
         } else {
             format!("{code}: ")
         };
+        // AWS support asks for it; an operator quotes it.
+        let request_id = headers
+            .get("x-amzn-requestid")
+            .and_then(|v| v.to_str().ok())
+            .map(|id| format!(" (request id {id})"))
+            .unwrap_or_default();
         Err(Failure {
-            reason: format!("HTTP {status}, {code}{message}"),
+            reason: format!("HTTP {status}, {code}{message}{request_id}"),
             transient,
             retry_after: crate::retry::retry_after(&headers, Duration::from_secs(20)),
             bad_response: false,
