@@ -572,7 +572,10 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     let llm = demo_llm();
     let guardrail = Server::python(
         "scripted_guardrail.py",
-        &json!({"fail_first": 1, "fail_status": 429, "rules": [
+        // Every call's SigV4 signature is checked (botocore, as AWS would): the binary's own
+        // credentials chain (the environment here) and signer are what is tested.
+        &json!({"sigv4": {"access_key": "AKIDEXAMPLE", "secret_key": "secret", "region": "us-east-1"},
+                "fail_first": 1, "fail_status": 429, "rules": [
             {"match": "$30", "findings": [{"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "contradictingRules": [{"identifier": "FEEAFTEDISCO"}]}}]},
             {"match": "$22.50", "findings": [{"valid": {"supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
         ]}),
