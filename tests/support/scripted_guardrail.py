@@ -21,7 +21,9 @@ given) among the signed headers, a date within 5 minutes, and the signature over
 it arrived (method, raw path, headers, body). A mismatch answers 403 InvalidSignatureException,
 as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredTokenException.
 "hang_first": {"count": N, "seconds": S} holds the first N ApplyGuardrail requests S seconds
-before answering (client timeouts).
+before answering (client timeouts). "clock_offset_s": S runs this server's clock S seconds
+ahead of the real one (its `Date` headers and the signature's time check): a client whose clock
+is that far off.
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -71,8 +73,15 @@ def sigv4_problem(handler, raw_body, cfg):
         at = datetime.datetime.strptime(stamp, "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
     except ValueError:
         return f"bad x-amz-date {stamp!r}"
-    if abs((datetime.datetime.now(datetime.timezone.utc) - at).total_seconds()) > 300 or stamp[:8] != day:
-        return f"x-amz-date {stamp} is not now (or not the scope's day {day})"
+    now = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(
+        seconds=handler.server.script.get("clock_offset_s", 0))
+    # AWS's words, which a client reads to correct its clock.
+    if (now - at).total_seconds() > 300:
+        return f"Signature expired: {stamp} is now earlier than {now:%Y%m%dT%H%M%SZ} - 5 min."
+    if (at - now).total_seconds() > 300:
+        return f"Signature not yet current: {stamp} is still later than {now:%Y%m%dT%H%M%SZ} + 5 min."
+    if stamp[:8] != day:
+        return f"x-amz-date {stamp} is not in the scope's day {day}"
     headers = {n: handler.headers.get(n, "") for n in names}
     request = AWSRequest(method=handler.command, url=f"http://{handler.headers['host']}{handler.path}",
                          data=raw_body, headers=headers)
@@ -95,6 +104,11 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, fmt, *args):
         pass
+
+    def date_time_string(self, timestamp=None):
+        """The `Date` header, on this server's clock ("clock_offset_s" from the real one)."""
+        import time
+        return super().date_time_string(time.time() + self.server.script.get("clock_offset_s", 0))
 
     def send(self, status, obj, headers=()):
         data = json.dumps(obj).encode()

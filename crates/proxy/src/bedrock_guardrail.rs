@@ -12,7 +12,8 @@
 //! Retries are the proxy's one retry policy (`crate::retry`): throttling, 408 and 5xx answers
 //! and connection errors, with exponential backoff and jitter, honouring `Retry-After`, bounded
 //! by `max_attempts` and a time budget. Expired credentials are dropped and fetched again
-//! before the next attempt. The findings are read from the raw response body with the core's
+//! before the next attempt, and requests are signed at the service's time (its clock minus
+//! this host's, from each response's `Date`), as the SDK's client does. The findings are read from the raw response body with the core's
 //! own AWS-shaped types, so a finding kind newer than this code survives as an explicit unknown
 //! finding (never VALID) instead of being flattened away.
 
@@ -25,6 +26,7 @@ use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettin
 use aws_smithy_http::label::{fmt_string, EncodingStrategy};
 use aws_smithy_runtime_api::client::identity::Identity;
 use proofgate_core::{ApplyGuardrailResponse, Finding};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -131,10 +133,7 @@ fn is_transient_code(code: &str) -> bool {
 
 /// Error codes that mean the credentials expired between fetching and signing.
 fn is_expired_credentials(code: &str) -> bool {
-    matches!(
-        code,
-        "ExpiredToken" | "ExpiredTokenException" | "RequestExpired"
-    )
+    matches!(code, "ExpiredToken" | "ExpiredTokenException")
 }
 
 /// An AWS JSON error: its code (from `x-amzn-errortype` or `__type`, without the namespace or
@@ -235,6 +234,10 @@ struct Inner {
     host: String,
     region: String,
     credentials: CredentialsCache,
+    /// The service's clock minus this host's, in ms, from the last response's `Date`: requests
+    /// are signed at the service's time, so a host clock minutes off (AWS refuses signatures
+    /// more than 5 minutes from its own) costs one refused call, as with the SDK's client.
+    skew_ms: AtomicI64,
     retry: RetryPolicy,
     config: BedrockGuardrailConfig,
 }
@@ -326,6 +329,7 @@ impl BedrockGuardrail {
                     current: Mutex::new(None),
                     fetching: tokio::sync::Mutex::new(()),
                 },
+                skew_ms: AtomicI64::new(0),
                 retry,
                 config,
             }),
@@ -415,6 +419,10 @@ impl BedrockGuardrail {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
+        let skew_before = inner.skew_ms.load(Ordering::Relaxed);
+        if let Some(skew) = clock_skew_ms(&headers, SystemTime::now()) {
+            inner.skew_ms.store(skew, Ordering::Relaxed);
+        }
         let bytes = response.bytes().await.map_err(|e| Failure {
             reason: format!("reading the response: {}", DisplayChain(&e)),
             transient: true,
@@ -429,7 +437,12 @@ impl BedrockGuardrail {
         if expired {
             inner.credentials.forget();
         }
+        // Refused for the time it was signed at, and the service's clock says this host's is
+        // off by more than the minute that separated them: the retry signs at the new time.
+        let skewed = is_clock_skew(&code, &message)
+            && (inner.skew_ms.load(Ordering::Relaxed) - skew_before).abs() > 60_000;
         let transient = expired
+            || skewed
             || crate::retry::is_transient_status(status.as_u16())
             || is_transient_code(&code);
         let code = if code.is_empty() {
@@ -464,7 +477,10 @@ impl BedrockGuardrail {
             .identity(&identity)
             .region(&inner.region)
             .name(SIGNING_NAME)
-            .time(SystemTime::now())
+            .time(service_time(
+                SystemTime::now(),
+                inner.skew_ms.load(Ordering::Relaxed),
+            ))
             .settings(SigningSettings::default())
             .build()
             .map_err(|e| format!("signing: {e}"))?
@@ -489,6 +505,35 @@ impl BedrockGuardrail {
             .map(|h| (h.name(), h.value().to_string()))
             .collect())
     }
+}
+
+/// The service's clock minus `now`, in ms, from a response's `Date` header.
+fn clock_skew_ms(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Option<i64> {
+    let date = headers.get(reqwest::header::DATE)?.to_str().ok()?;
+    let server = crate::retry::httpdate_to_system_time(date.trim())?;
+    Some(match server.duration_since(now) {
+        Ok(ahead) => i64::try_from(ahead.as_millis()).ok()?,
+        Err(behind) => -i64::try_from(behind.duration().as_millis()).ok()?,
+    })
+}
+
+/// `now` on the service's clock.
+fn service_time(now: SystemTime, skew_ms: i64) -> SystemTime {
+    let by = Duration::from_millis(skew_ms.unsigned_abs());
+    if skew_ms >= 0 {
+        now + by
+    } else {
+        now - by
+    }
+}
+
+/// An answer that refuses a request for the time it was signed at.
+fn is_clock_skew(code: &str, message: &str) -> bool {
+    matches!(
+        code,
+        "RequestTimeTooSkewed" | "RequestExpired" | "RequestInTheFuture"
+    ) || (code == "InvalidSignatureException"
+        && (message.contains("Signature expired") || message.contains("Signature not yet current")))
 }
 
 fn name(config: &BedrockGuardrailConfig) -> String {

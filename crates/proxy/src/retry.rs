@@ -29,8 +29,8 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, cap: Duration) -> Optio
     Some(delay.min(cap))
 }
 
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form `Retry-After` dates take.
-fn httpdate_to_system_time(s: &str) -> Option<std::time::SystemTime> {
+/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form `Retry-After` and `Date` take.
+pub(crate) fn httpdate_to_system_time(s: &str) -> Option<std::time::SystemTime> {
     let parts: Vec<&str> = s.split_whitespace().collect();
     let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
         return None;

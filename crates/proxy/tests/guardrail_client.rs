@@ -160,6 +160,24 @@ async fn a_hung_attempt_times_out_and_is_retried() {
 }
 
 #[tokio::test]
+async fn a_host_clock_minutes_off_costs_one_refused_call() {
+    aws_env();
+    for offset in [900, -900] {
+        let mut s = script(0, 503);
+        s["clock_offset_s"] = json!(offset);
+        let server = Server::python("scripted_guardrail.py", &s);
+        let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+        // Refused for its time; the service's `Date` corrects the clock; signed again, accepted.
+        let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
+        assert_eq!(findings[0].kind(), FindingKind::Valid);
+        assert_eq!(server.received().len(), 2, "offset {offset}");
+        // Later calls are signed at the service's time from the start.
+        g.validate("Q", "It costs $10.").await.unwrap();
+        assert_eq!(server.received().len(), 3, "offset {offset}");
+    }
+}
+
+#[tokio::test]
 async fn client_errors_are_not_retried() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 400));
