@@ -11,7 +11,8 @@
 //!
 //! Retries are the proxy's one retry policy (`crate::retry`): throttling, 408 and 5xx answers
 //! and connection errors, with exponential backoff and jitter, honouring `Retry-After`, bounded
-//! by `max_attempts` and a time budget. Expired credentials are dropped and fetched again
+//! by `max_attempts`, a time budget and a quota of retries shared by every call (the SDK's
+//! standard mode: during an outage, about one attempt per call). Expired credentials are dropped and fetched again
 //! before the next attempt, and requests are signed at the service's time (its clock minus
 //! this host's, from each response's `Date`), as the SDK's client does. The findings are read from the raw response body with the core's
 //! own AWS-shaped types, so a finding kind newer than this code survives as an explicit unknown
@@ -74,6 +75,8 @@ pub enum GuardrailError {
 struct Failure {
     reason: String,
     transient: bool,
+    /// The attempt ran out of time.
+    timeout: bool,
     retry_after: Option<Duration>,
     /// The answer was a bad response body, not a failed call.
     bad_response: bool,
@@ -92,6 +95,9 @@ impl Attempt for Failure {
     fn retry_after(&self) -> Option<Duration> {
         self.retry_after
     }
+    fn is_timeout(&self) -> bool {
+        self.timeout
+    }
 }
 
 impl Failure {
@@ -99,6 +105,7 @@ impl Failure {
         Failure {
             reason,
             transient: false,
+            timeout: false,
             retry_after: None,
             bad_response: false,
         }
@@ -316,6 +323,8 @@ impl BedrockGuardrail {
         let retry = RetryPolicy {
             min_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
+            // The SDK's standard mode: 500 tokens, a hundred retries, shared by every call.
+            quota: Some(Arc::new(crate::retry::RetryQuota::new(500))),
             ..RetryPolicy::new(config.max_attempts.max(1) - 1, RETRY_BUDGET)
         };
         Ok(BedrockGuardrail {
@@ -411,6 +420,7 @@ impl BedrockGuardrail {
             request = request.header(name, value);
         }
         let response = request.body(body).send().await.map_err(|e| Failure {
+            timeout: e.is_timeout(),
             reason: DisplayChain(&e).to_string(),
             // Connection refused or reset, a timeout: worth another attempt.
             transient: true,
@@ -424,6 +434,7 @@ impl BedrockGuardrail {
             inner.skew_ms.store(skew, Ordering::Relaxed);
         }
         let bytes = response.bytes().await.map_err(|e| Failure {
+            timeout: e.is_timeout(),
             reason: format!("reading the response: {}", DisplayChain(&e)),
             transient: true,
             retry_after: None,
@@ -457,6 +468,7 @@ impl BedrockGuardrail {
             .map(|id| format!(" (request id {id})"))
             .unwrap_or_default();
         Err(Failure {
+            timeout: false,
             reason: format!("HTTP {status}, {code}{message}{request_id}"),
             transient,
             retry_after: crate::retry::retry_after(&headers, Duration::from_secs(20)),

@@ -64,6 +64,53 @@ pub trait Attempt {
     fn is_transient(&self) -> bool;
     /// The server's `Retry-After`, if it sent one.
     fn retry_after(&self) -> Option<Duration>;
+    /// The attempt ran out of time (a retry of it costs more of a [`RetryQuota`]).
+    fn is_timeout(&self) -> bool {
+        false
+    }
+}
+
+/// Tokens a retry takes from a [`RetryQuota`], and a retry after a timeout.
+const RETRY_COST: u32 = 5;
+const TIMEOUT_RETRY_COST: u32 = 10;
+
+/// Retries shared by every call of one client, as in the AWS SDKs' standard retry mode: a retry
+/// takes tokens (more after a timeout), a call that succeeds gives back what its retries took
+/// (one token when it took none), and while the quota is empty failures are not retried. During
+/// an outage the client then sends about one attempt per call instead of `max_retries + 1`.
+#[derive(Debug)]
+pub struct RetryQuota {
+    tokens: std::sync::Mutex<u32>,
+    capacity: u32,
+}
+
+impl RetryQuota {
+    /// A full quota of `capacity` tokens (the SDKs: 500, a hundred retries).
+    pub fn new(capacity: u32) -> RetryQuota {
+        RetryQuota {
+            tokens: std::sync::Mutex::new(capacity),
+            capacity,
+        }
+    }
+
+    /// Tokens left.
+    pub fn tokens(&self) -> u32 {
+        *self.tokens.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn take(&self, n: u32) -> bool {
+        let mut t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        let ok = *t >= n;
+        if ok {
+            *t -= n;
+        }
+        ok
+    }
+
+    fn give(&self, n: u32) {
+        let mut t = self.tokens.lock().unwrap_or_else(|e| e.into_inner());
+        *t = (*t + n).min(self.capacity);
+    }
 }
 
 /// How a client retries.
@@ -79,6 +126,8 @@ pub struct RetryPolicy {
     pub budget: Duration,
     /// Counts every retry (the `proofgate_llm_retries_total` metric), when set.
     pub counter: Option<Counter>,
+    /// Retries shared across calls, when set (see [`RetryQuota`]).
+    pub quota: Option<std::sync::Arc<RetryQuota>>,
 }
 
 impl RetryPolicy {
@@ -91,6 +140,7 @@ impl RetryPolicy {
             max_delay: Duration::from_secs(8),
             budget: timeout,
             counter: None,
+            quota: None,
         }
     }
 
@@ -109,17 +159,36 @@ impl RetryPolicy {
             .with_max_delay(self.max_delay)
             .with_max_times(self.max_retries as usize)
             .with_jitter();
-        call.retry(backoff)
+        let taken = std::sync::atomic::AtomicU32::new(0);
+        let quota = self.quota.as_deref();
+        let result = call
+            .retry(backoff)
             .sleep(tokio::time::sleep)
             .when(|e: &E| e.is_transient())
-            .adjust(move |e: &E, planned: Option<Duration>| {
-                // `None` stops: no retries left, or the wait would overrun the budget.
+            .adjust(|e: &E, planned: Option<Duration>| {
+                // `None` stops: no retries left, the wait would overrun the budget, or the
+                // shared quota is spent.
                 let wait = match (planned, e.retry_after()) {
                     (None, _) => return None,
                     (Some(_), Some(asked)) => asked,
                     (Some(p), None) => p,
                 };
-                (started.elapsed() + wait < budget).then_some(wait)
+                if started.elapsed() + wait >= budget {
+                    return None;
+                }
+                if let Some(q) = quota {
+                    let cost = if e.is_timeout() {
+                        TIMEOUT_RETRY_COST
+                    } else {
+                        RETRY_COST
+                    };
+                    if !q.take(cost) {
+                        tracing::warn!("{what}: {e}; not retried (the retry quota is spent)");
+                        return None;
+                    }
+                    taken.fetch_add(cost, std::sync::atomic::Ordering::Relaxed);
+                }
+                Some(wait)
             })
             .notify(|e: &E, wait: Duration| {
                 if let Some(c) = &self.counter {
@@ -127,7 +196,11 @@ impl RetryPolicy {
                 }
                 tracing::warn!("{what}: {e}; retrying in {} ms", wait.as_millis());
             })
-            .await
+            .await;
+        if let (Some(q), Ok(_)) = (quota, &result) {
+            q.give(taken.load(std::sync::atomic::Ordering::Relaxed).max(1));
+        }
+        result
     }
 }
 
@@ -135,6 +208,49 @@ impl RetryPolicy {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// Runs `p` with a call failing (transiently) its first `fail` attempts; the attempts made.
+    async fn attempts(p: &RetryPolicy, fail: u32) -> (u32, bool) {
+        let calls = AtomicU32::new(0);
+        let r: Result<(), Failure> = p
+            .run("test", || async {
+                if calls.fetch_add(1, Ordering::SeqCst) < fail {
+                    Err(Failure(true, None))
+                } else {
+                    Ok(())
+                }
+            })
+            .await;
+        (calls.load(Ordering::SeqCst), r.is_ok())
+    }
+
+    #[tokio::test]
+    async fn a_shared_quota_stops_retries_when_spent_and_successes_refill_it() {
+        let quota = std::sync::Arc::new(RetryQuota::new(10));
+        let p = RetryPolicy {
+            quota: Some(quota.clone()),
+            ..policy(5)
+        };
+        // An outage: two retries (5 tokens each) empty the quota...
+        assert_eq!(attempts(&p, 100).await, (3, false));
+        assert_eq!(quota.tokens(), 0);
+        // ...after which calls get one attempt, even ones a retry would have saved.
+        assert_eq!(attempts(&p, 100).await, (1, false));
+        assert_eq!(attempts(&p, 1).await, (1, false));
+        // Each success without a retry gives one token back; at five, one retry is allowed.
+        for _ in 0..5 {
+            assert_eq!(attempts(&p, 0).await, (1, true));
+        }
+        assert_eq!(quota.tokens(), 5);
+        assert_eq!(attempts(&p, 1).await, (2, true));
+        // A success after retries gives back what they took.
+        assert_eq!(quota.tokens(), 5);
+        // The quota never grows past its capacity.
+        for _ in 0..20 {
+            attempts(&p, 0).await;
+        }
+        assert_eq!(quota.tokens(), 10);
+    }
 
     #[derive(Debug)]
     struct Failure(bool, Option<Duration>);

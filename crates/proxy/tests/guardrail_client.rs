@@ -177,6 +177,24 @@ async fn a_host_clock_minutes_off_costs_one_refused_call() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_gets_a_hundred_retries_not_three_per_call() {
+    aws_env();
+    let server = Server::python("scripted_guardrail.py", &script(10_000, 503));
+    let g = BedrockGuardrail::new(guardrail(&server, 4)).await.unwrap();
+    let calls: Vec<_> = (0..60)
+        .map(|_| {
+            let g = g.clone();
+            tokio::spawn(async move { g.validate("Q", "It costs $10.").await })
+        })
+        .collect();
+    for c in calls {
+        assert!(c.await.unwrap().is_err());
+    }
+    // 60 first attempts and the quota's 100 retries (500 tokens, 5 a retry), not 60 x 4.
+    assert_eq!(server.received().len(), 160);
+}
+
 #[tokio::test]
 async fn client_errors_are_not_retried() {
     aws_env();
