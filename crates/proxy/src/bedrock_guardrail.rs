@@ -9,13 +9,14 @@
 //! layers, runtime plugins, typed deserialization of a response read again here anyway) cost
 //! a fifth of the proxy's CPU per request, four times the plain HTTP call to the upstream.
 //!
-//! Retries are the proxy's one retry policy (`crate::retry`): throttling, 408 and 5xx answers
-//! and connection errors, with exponential backoff and jitter, honouring `Retry-After`, bounded
-//! by `max_attempts`, a time budget and a quota of retries shared by every call (the SDK's
-//! standard mode: during an outage, about one attempt per call). Expired credentials are dropped and fetched again
-//! before the next attempt, and requests are signed at the service's time (its clock minus
-//! this host's, from each response's `Date`), as the SDK's client does. The findings are read from the raw response body with the core's
-//! own AWS-shaped types, so a finding kind newer than this code survives as an explicit unknown
+//! Retries are the proxy's one retry policy (`crate::retry`): throttling, 408 and 5xx answers,
+//! timeouts and connection errors, with exponential backoff and jitter, honouring
+//! `Retry-After`, bounded by `max_attempts`, a time budget and a quota of retries shared by
+//! every call (the SDK's standard mode: during an outage, about one attempt per call). Expired
+//! credentials are dropped and fetched again before the next attempt, and requests are signed
+//! at the service's time (its clock minus this host's, from each response's `Date`), as the
+//! SDK's client does. The findings are read from the raw response body with the core's own
+//! AWS-shaped types, so a finding kind newer than this code survives as an explicit unknown
 //! finding (never VALID) instead of being flattened away.
 
 use crate::config::BedrockGuardrailConfig;
