@@ -48,6 +48,21 @@ fn script(fail_first: u32, fail_status: u16) -> serde_json::Value {
     })
 }
 
+/// The error of one call that must fail, as text.
+async fn error_of(g: &BedrockGuardrail) -> String {
+    g.validate("Q", "It costs $10.")
+        .await
+        .unwrap_err()
+        .to_string()
+}
+
+/// Asserts that `text` says every one of `parts`.
+fn assert_says(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} is not in: {text}");
+    }
+}
+
 #[tokio::test]
 async fn findings_come_back_in_aws_shape_with_tags() {
     aws_env();
@@ -92,33 +107,37 @@ async fn retries_are_bounded_and_the_error_says_unavailable() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 503));
     let g = BedrockGuardrail::new(guardrail(&server, 2)).await.unwrap();
-    let err = g
-        .validate("Q", "It costs $10.")
-        .await
-        .unwrap_err()
-        .to_string();
     // The last attempt's answer, in AWS's words, with the id AWS support asks for.
-    assert!(
-        err.contains("unavailable")
-            && err.contains("503")
-            && err.contains("ServiceUnavailableException: scripted failure")
-            && err.contains("(request id req-2)"),
-        "{err}"
+    assert_says(
+        &error_of(&g).await,
+        &[
+            "unavailable",
+            "503",
+            "ServiceUnavailableException: scripted failure",
+            "(request id req-2)",
+        ],
     );
     assert_eq!(server.received().len(), 2);
+}
+
+/// A scripted guardrail that holds its first `count` requests 5 s, and a client whose
+/// attempts time out after `timeout_ms`.
+async fn hanging(count: u32, timeout_ms: u64, max_attempts: u32) -> (Server, BedrockGuardrail) {
+    let mut s = script(0, 503);
+    s["hang_first"] = json!({"count": count, "seconds": 5});
+    let server = Server::python("scripted_guardrail.py", &s);
+    let config = BedrockGuardrailConfig {
+        timeout_ms,
+        ..guardrail(&server, max_attempts)
+    };
+    let g = BedrockGuardrail::new(config).await.unwrap();
+    (server, g)
 }
 
 #[tokio::test]
 async fn a_hung_attempt_times_out_and_is_retried() {
     aws_env();
-    let mut s = script(0, 503);
-    s["hang_first"] = json!({"count": 1, "seconds": 5});
-    let server = Server::python("scripted_guardrail.py", &s);
-    let config = BedrockGuardrailConfig {
-        timeout_ms: 300,
-        ..guardrail(&server, 3)
-    };
-    let g = BedrockGuardrail::new(config).await.unwrap();
+    let (server, g) = hanging(1, 300, 3).await;
     let started = std::time::Instant::now();
     let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
     assert_eq!(findings[0].kind(), FindingKind::Valid);
@@ -130,23 +149,8 @@ async fn a_hung_attempt_times_out_and_is_retried() {
     );
 
     // Every attempt hangs: the error comes after the bounded attempts, not the server's pace.
-    let mut s = script(0, 503);
-    s["hang_first"] = json!({"count": 100, "seconds": 5});
-    let server = Server::python("scripted_guardrail.py", &s);
-    let config = BedrockGuardrailConfig {
-        timeout_ms: 200,
-        ..guardrail(&server, 2)
-    };
-    let g = BedrockGuardrail::new(config).await.unwrap();
-    let err = g
-        .validate("Q", "It costs $10.")
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("unavailable") && err.contains("timed out"),
-        "{err}"
-    );
+    let (server, g) = hanging(100, 200, 2).await;
+    assert_says(&error_of(&g).await, &["unavailable", "timed out"]);
     // The server records a request on its own thread, which may come after this read.
     let mut received = server.received().len();
     for _ in 0..50 {
@@ -229,12 +233,20 @@ impl ProvideCredentials for Temporary {
     }
 }
 
-/// A guardrail with `provider`'s credentials (not the environment's, which other tests share).
+/// A guardrail with temporary credentials (`secret`, good for `ttl` from each fetch), not the
+/// environment's (which other tests share); and the count of their fetches.
 async fn with_credentials(
     server: &Server,
     id: &str,
-    provider: Temporary,
-) -> Result<BedrockGuardrail, proofgate_proxy::bedrock::GuardrailError> {
+    secret: &'static str,
+    ttl: Duration,
+) -> (BedrockGuardrail, Arc<AtomicU32>) {
+    let fetches = Arc::new(AtomicU32::new(0));
+    let provider = Temporary {
+        secret,
+        ttl,
+        fetches: fetches.clone(),
+    };
     let sdk = aws_config::SdkConfig::builder()
         .region(aws_config::Region::new("us-east-1"))
         .credentials_provider(SharedCredentialsProvider::new(provider))
@@ -244,7 +256,10 @@ async fn with_credentials(
         guardrail_id: id.into(),
         ..guardrail(server, 3)
     };
-    BedrockGuardrail::with_sdk_config(config, &sdk).await
+    let g = BedrockGuardrail::with_sdk_config(config, &sdk)
+        .await
+        .unwrap();
+    (g, fetches)
 }
 
 fn temporary_script(expired_first: u32) -> serde_json::Value {
@@ -258,19 +273,9 @@ fn temporary_script(expired_first: u32) -> serde_json::Value {
 #[tokio::test]
 async fn an_arn_and_a_session_token_are_signed_as_aws_checks_them() {
     let server = Server::python("scripted_guardrail.py", &temporary_script(0));
-    let fetches = Arc::new(AtomicU32::new(0));
     let arn = "arn:aws:bedrock:us-east-1:123456789012:guardrail/abc123xyz";
-    let g = with_credentials(
-        &server,
-        arn,
-        Temporary {
-            secret: "temporary-secret",
-            ttl: Duration::from_secs(3600),
-            fetches: fetches.clone(),
-        },
-    )
-    .await
-    .unwrap();
+    let (g, fetches) =
+        with_credentials(&server, arn, "temporary-secret", Duration::from_secs(3600)).await;
     for _ in 0..3 {
         let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
         assert_eq!(findings[0].kind(), FindingKind::Valid);
@@ -291,27 +296,16 @@ async fn an_arn_and_a_session_token_are_signed_as_aws_checks_them() {
 #[tokio::test]
 async fn a_bad_signature_is_refused_and_not_retried() {
     let server = Server::python("scripted_guardrail.py", &temporary_script(0));
-    let g = with_credentials(
+    let (g, _) = with_credentials(
         &server,
         "gr-123",
-        Temporary {
-            secret: "not-the-secret",
-            ttl: Duration::from_secs(3600),
-            fetches: Arc::default(),
-        },
+        "not-the-secret",
+        Duration::from_secs(3600),
     )
-    .await
-    .unwrap();
-    let err = g
-        .validate("Q", "It costs $10.")
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(
-        err.contains("unavailable")
-            && err.contains("403")
-            && err.contains("InvalidSignatureException"),
-        "{err}"
+    .await;
+    assert_says(
+        &error_of(&g).await,
+        &["unavailable", "403", "InvalidSignatureException"],
     );
     assert_eq!(server.received().len(), 1);
 }
@@ -320,18 +314,13 @@ async fn a_bad_signature_is_refused_and_not_retried() {
 async fn expired_or_expiring_credentials_are_fetched_again() {
     // The service says the token expired: it is dropped and fetched again for the retry.
     let server = Server::python("scripted_guardrail.py", &temporary_script(1));
-    let fetches = Arc::new(AtomicU32::new(0));
-    let g = with_credentials(
+    let (g, fetches) = with_credentials(
         &server,
         "gr-123",
-        Temporary {
-            secret: "temporary-secret",
-            ttl: Duration::from_secs(3600),
-            fetches: fetches.clone(),
-        },
+        "temporary-secret",
+        Duration::from_secs(3600),
     )
-    .await
-    .unwrap();
+    .await;
     let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
     assert_eq!(findings[0].kind(), FindingKind::Valid);
     assert_eq!(server.received().len(), 2);
@@ -339,18 +328,13 @@ async fn expired_or_expiring_credentials_are_fetched_again() {
 
     // Credentials within minutes of their expiry are not used: each call fetches new ones.
     let server = Server::python("scripted_guardrail.py", &temporary_script(0));
-    let fetches = Arc::new(AtomicU32::new(0));
-    let g = with_credentials(
+    let (g, fetches) = with_credentials(
         &server,
         "gr-123",
-        Temporary {
-            secret: "temporary-secret",
-            ttl: Duration::from_secs(60),
-            fetches: fetches.clone(),
-        },
+        "temporary-secret",
+        Duration::from_secs(60),
     )
-    .await
-    .unwrap();
+    .await;
     g.validate("Q", "It costs $10.").await.unwrap();
     g.validate("Q", "It costs $10.").await.unwrap();
     assert_eq!(fetches.load(Ordering::SeqCst), 2);
