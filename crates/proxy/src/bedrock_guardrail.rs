@@ -449,28 +449,21 @@ impl BedrockGuardrail {
         if expired {
             inner.credentials.forget();
         }
-        // Refused for the time it was signed at, and the service's clock says this host's is
-        // off by more than the minute that separated them: the retry signs at the new time.
+        // Refused for the time it was signed at, and this answer's `Date` moved the measured
+        // skew by over a minute: a retry is signed at the corrected time. (A refusal with no
+        // new skew would only be refused again.)
         let skewed = is_clock_skew(&code, &message)
             && (inner.skew_ms.load(Ordering::Relaxed) - skew_before).abs() > 60_000;
         let transient = expired
             || skewed
             || crate::retry::is_transient_status(status.as_u16())
             || is_transient_code(&code);
-        let code = if code.is_empty() {
-            String::new()
-        } else {
-            format!("{code}: ")
-        };
-        // AWS support asks for it; an operator quotes it.
         let request_id = headers
             .get("x-amzn-requestid")
-            .and_then(|v| v.to_str().ok())
-            .map(|id| format!(" (request id {id})"))
-            .unwrap_or_default();
+            .and_then(|v| v.to_str().ok());
         Err(Failure {
             timeout: false,
-            reason: format!("HTTP {status}, {code}{message}{request_id}"),
+            reason: refusal(status, &code, &message, request_id),
             transient,
             retry_after: crate::retry::retry_after(&headers, Duration::from_secs(20)),
             bad_response: false,
@@ -518,6 +511,28 @@ impl BedrockGuardrail {
             .map(|h| (h.name(), h.value().to_string()))
             .collect())
     }
+}
+
+/// `HTTP 503 Service Unavailable, ThrottlingException: Rate exceeded (request id R)`, without
+/// the parts an answer did not have. The request id is what AWS support asks for.
+fn refusal(
+    status: reqwest::StatusCode,
+    code: &str,
+    message: &str,
+    request_id: Option<&str>,
+) -> String {
+    let message = message.trim();
+    let mut out = format!("HTTP {status}");
+    match (code.is_empty(), message.is_empty()) {
+        (true, true) => {}
+        (true, false) => out.push_str(&format!(", {message}")),
+        (false, true) => out.push_str(&format!(", {code}")),
+        (false, false) => out.push_str(&format!(", {code}: {message}")),
+    }
+    if let Some(id) = request_id {
+        out.push_str(&format!(" (request id {id})"));
+    }
+    out
 }
 
 /// The service's clock minus `now`, in ms, from a response's `Date` header.
@@ -661,6 +676,27 @@ mod tests {
             .expect("no region")
             .to_string();
         assert!(err.contains("no AWS region"), "{err}");
+    }
+
+    #[test]
+    fn refusals_say_only_what_the_answer_had() {
+        let s = reqwest::StatusCode::SERVICE_UNAVAILABLE;
+        assert_eq!(
+            refusal(s, "ThrottlingException", "Rate exceeded", Some("r-1")),
+            "HTTP 503 Service Unavailable, ThrottlingException: Rate exceeded (request id r-1)"
+        );
+        assert_eq!(
+            refusal(s, "", "upstream down", None),
+            "HTTP 503 Service Unavailable, upstream down"
+        );
+        assert_eq!(
+            refusal(s, "ThrottlingException", " ", None),
+            "HTTP 503 Service Unavailable, ThrottlingException"
+        );
+        assert_eq!(
+            refusal(reqwest::StatusCode::METHOD_NOT_ALLOWED, "", "", None),
+            "HTTP 405 Method Not Allowed"
+        );
     }
 
     #[test]
