@@ -23,7 +23,7 @@ as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredT
 "hang_first": {"count": N, "seconds": S} holds the first N ApplyGuardrail requests S seconds
 before answering (client timeouts). "clock_offset_s": S runs this server's clock S seconds
 ahead of the real one (its `Date` headers and the signature's time check): a client whose clock
-is that far off.
+is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail answer.
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -220,6 +220,7 @@ class Handler(BaseHTTPRequestHandler):
             "outputs": [],
             "assessments": [{"automatedReasoningPolicy": {"findings": findings},
                              "invocationMetrics": {"guardrailProcessingLatency": 5}}],
+            **({"padding": "x" * script["pad_bytes"]} if "pad_bytes" in script else {}),
         })
 
 

@@ -200,6 +200,25 @@ async fn an_outage_gets_a_hundred_retries_not_three_per_call() {
 }
 
 #[tokio::test]
+async fn an_answer_without_end_is_refused_not_buffered() {
+    aws_env();
+    // A little over the 16 MiB bound: refused as unreadable, not retried, no findings.
+    let mut s = script(0, 503);
+    s["pad_bytes"] = json!(17 << 20);
+    let server = Server::python("scripted_guardrail.py", &s);
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+    assert_says(&error_of(&g).await, &["unreadable", "larger than 16 MiB"]);
+    assert_eq!(server.received().len(), 1);
+    // Padding under the bound is read as usual.
+    let mut s = script(0, 503);
+    s["pad_bytes"] = json!(1 << 20);
+    let server = Server::python("scripted_guardrail.py", &s);
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+    let (findings, _) = g.validate("Q", "It costs $10.").await.unwrap();
+    assert_eq!(findings[0].kind(), FindingKind::Valid);
+}
+
+#[tokio::test]
 async fn client_errors_are_not_retried() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 400));
