@@ -20,6 +20,7 @@
 //! finding (never VALID) instead of being flattened away.
 
 use crate::config::BedrockGuardrailConfig;
+use crate::http_body::{read_bounded, BodyError, MAX_ANSWER_BYTES};
 use crate::retry::{Attempt, RetryPolicy};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
@@ -434,7 +435,20 @@ impl BedrockGuardrail {
         if let Some(skew) = clock_skew_ms(&headers, SystemTime::now()) {
             inner.skew_ms.store(skew, Ordering::Relaxed);
         }
-        let bytes = read_bounded(response).await?;
+        let bytes = read_bounded(response, MAX_ANSWER_BYTES)
+            .await
+            .map_err(|e| Failure {
+                timeout: matches!(&e, BodyError::Read(e) if e.is_timeout()),
+                transient: matches!(e, BodyError::Read(_)),
+                bad_response: matches!(e, BodyError::TooLarge(_)),
+                reason: match &e {
+                    BodyError::Read(inner) => {
+                        format!("reading the response: {}", DisplayChain(inner))
+                    }
+                    BodyError::TooLarge(_) => e.to_string(),
+                },
+                retry_after: None,
+            })?;
         if status.is_success() {
             return Ok(bytes);
         }
@@ -504,51 +518,6 @@ impl BedrockGuardrail {
             .into_iter()
             .map(|h| (h.name(), h.value().to_string()))
             .collect())
-    }
-}
-
-/// The most an answer may be: ApplyGuardrail's findings are kilobytes, and a body without end
-/// (a misconfigured endpoint, say) must not take the proxy's memory with it.
-const MAX_RESPONSE_BYTES: usize = 16 << 20;
-
-/// The whole body of `response`, up to [`MAX_RESPONSE_BYTES`].
-async fn read_bounded(mut response: reqwest::Response) -> Result<Vec<u8>, Failure> {
-    let too_large = || Failure {
-        timeout: false,
-        reason: format!(
-            "the response is larger than {} MiB",
-            MAX_RESPONSE_BYTES >> 20
-        ),
-        transient: false,
-        retry_after: None,
-        bad_response: true,
-    };
-    if response
-        .content_length()
-        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
-    {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    loop {
-        match response.chunk().await {
-            Ok(Some(chunk)) => {
-                if body.len() + chunk.len() > MAX_RESPONSE_BYTES {
-                    return Err(too_large());
-                }
-                body.extend_from_slice(&chunk);
-            }
-            Ok(None) => return Ok(body),
-            Err(e) => {
-                return Err(Failure {
-                    timeout: e.is_timeout(),
-                    reason: format!("reading the response: {}", DisplayChain(&e)),
-                    transient: true,
-                    retry_after: None,
-                    bad_response: false,
-                })
-            }
-        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod bedrock_guardrail;
 #[cfg(feature = "bedrock")]
 pub mod bedrock_policy;
 pub mod config;
+pub mod http_body;
 pub mod journal;
 pub mod key_cache;
 pub mod keys;

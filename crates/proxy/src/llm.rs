@@ -284,7 +284,17 @@ impl LlmClient {
         let resp = req.send().await.map_err(connection)?;
         let status = resp.status();
         let retry_after = crate::retry::retry_after(resp.headers(), self.retry.max_delay * 4);
-        let text = resp.text().await.map_err(connection)?;
+        let text =
+            match crate::http_body::read_bounded(resp, crate::http_body::MAX_ANSWER_BYTES).await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(crate::http_body::BodyError::Read(e)) => return Err(connection(e)),
+                Err(e) => {
+                    return Err(permanent(LlmError::BadResponse {
+                        endpoint: self.endpoint.base_url.clone(),
+                        reason: e.to_string(),
+                    }))
+                }
+            };
         if is_transient_status(status.as_u16()) {
             let error = if status.is_server_error() || status.as_u16() == 429 {
                 LlmError::Unavailable {

@@ -1,0 +1,123 @@
+//! Reading an outbound call's answer with a bound: an LLM, a translator or a guardrail that
+//! sends a body without end (a misconfigured endpoint, a hostile one) must not take the
+//! proxy's memory with it.
+
+/// The most an answer may be: chat completions, translations and guardrail findings are
+/// kilobytes, rarely more than a few hundred.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// Why an answer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    /// It was larger than the bound (its declared length, or what came before the end).
+    #[error("the response is larger than {} MiB", .0 >> 20)]
+    TooLarge(usize),
+    /// The connection failed or timed out while reading it.
+    #[error("reading the response: {0}")]
+    Read(#[source] reqwest::Error),
+}
+
+/// The whole body of `response`, up to `limit` bytes.
+pub async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, BodyError> {
+    if response.content_length().is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge(limit));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(BodyError::Read)? {
+        if body.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge(limit));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A server that answers one request with `head` and then `body_len` bytes of body,
+    /// chunked when `head` says so (no declared length).
+    async fn answer(head: &'static str, body_len: usize) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut buf = [0u8; 1024];
+            let _ = s.read(&mut buf).await;
+            let _ = s.write_all(head.as_bytes()).await;
+            let chunked = head.contains("chunked");
+            let mut left = body_len;
+            while left > 0 {
+                let n = left.min(64 << 10);
+                let data = vec![b'x'; n];
+                if chunked {
+                    let _ = s.write_all(format!("{n:x}\r\n").as_bytes()).await;
+                }
+                if s.write_all(&data).await.is_err() {
+                    return;
+                }
+                if chunked {
+                    let _ = s.write_all(b"\r\n").await;
+                }
+                left -= n;
+            }
+            if chunked {
+                let _ = s.write_all(b"0\r\n\r\n").await;
+            }
+        });
+        url
+    }
+
+    async fn read(url: &str, limit: usize) -> Result<Vec<u8>, BodyError> {
+        let r = reqwest::get(url).await.unwrap();
+        read_bounded(r, limit).await
+    }
+
+    #[tokio::test]
+    async fn a_chunked_body_past_the_bound_is_refused_while_it_streams() {
+        let head = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n";
+        let url = answer(head, 3 << 20).await;
+        let err = read(&url, 1 << 20).await.unwrap_err();
+        assert!(matches!(err, BodyError::TooLarge(_)), "{err}");
+        assert_eq!(err.to_string(), "the response is larger than 1 MiB");
+        let url = answer(head, 1 << 20).await;
+        assert_eq!(read(&url, 1 << 20).await.unwrap().len(), 1 << 20);
+    }
+
+    #[tokio::test]
+    async fn an_llm_answer_past_the_bound_is_a_bad_response_not_a_retry() {
+        use crate::config::LlmEndpoint;
+        use crate::llm::{ChatMessage, LlmClient, LlmError};
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 17825792\r\n\r\n";
+        let url = answer(head, 0).await;
+        let client = LlmClient::new(LlmEndpoint {
+            base_url: url,
+            model: Some("m".into()),
+            ..LlmEndpoint::default()
+        })
+        .await
+        .unwrap();
+        // One connection is all the server takes: a retry would fail to connect instead.
+        match client.complete(&[ChatMessage::user("Hi")]).await {
+            Err(LlmError::BadResponse { reason, .. }) => {
+                assert_eq!(reason, "the response is larger than 16 MiB")
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_past_the_bound_is_refused_before_reading() {
+        let url = answer("HTTP/1.1 200 OK\r\ncontent-length: 2097152\r\n\r\n", 0).await;
+        assert!(matches!(
+            read(&url, 1 << 20).await,
+            Err(BodyError::TooLarge(_))
+        ));
+    }
+}
