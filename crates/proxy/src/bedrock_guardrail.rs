@@ -20,7 +20,7 @@
 //! finding (never VALID) instead of being flattened away.
 
 use crate::config::BedrockGuardrailConfig;
-use crate::http_body::{read_bounded, BodyError, MAX_ANSWER_BYTES};
+use crate::http_body::{read_bounded, truncate, BodyError, MAX_ANSWER_BYTES};
 use crate::retry::{Attempt, RetryPolicy};
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_credential_types::Credentials;
@@ -35,6 +35,8 @@ use std::time::{Duration, SystemTime};
 
 /// The SigV4 signing name of Bedrock's runtime API (`bedrock-runtime` is only its host name).
 const SIGNING_NAME: &str = "bedrock";
+/// The most of an error's code or message kept in this proxy's errors.
+const MAX_ERROR_CHARS: usize = 300;
 /// Credentials this close to their expiry are fetched again before use.
 const REFRESH_BEFORE_EXPIRY: Duration = Duration::from_secs(300);
 /// Connecting to the endpoint (the SDK's default connect timeout).
@@ -164,10 +166,12 @@ fn error_code_and_message(headers: &reqwest::header::HeaderMap, body: &[u8]) -> 
         .unwrap_or_default();
     let code = raw_code.split(':').next().unwrap_or_default();
     let code = code.rsplit('#').next().unwrap_or_default().to_string();
-    let message = field(&["message", "Message"]).unwrap_or_else(|| {
-        // Not AWS's JSON shape (a proxy's HTML page, say): a bounded excerpt of what came.
-        String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned()
-    });
+    // Not AWS's JSON shape (a proxy's HTML page, say): an excerpt of what came. Either way
+    // bounded: it goes into an error the API's client and the log see.
+    let message = field(&["message", "Message"])
+        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let code = truncate(&code, MAX_ERROR_CHARS).to_string();
+    let message = truncate(&message, MAX_ERROR_CHARS).to_string();
     (code, message)
 }
 
@@ -423,7 +427,15 @@ impl BedrockGuardrail {
         }
         let response = request.body(body).send().await.map_err(|e| Failure {
             timeout: e.is_timeout(),
-            reason: DisplayChain(&e).to_string(),
+            reason: if e.is_timeout() {
+                // What the operator can change, rather than reqwest's nested wording.
+                format!(
+                    "timed out after {} ms (validator.bedrock.timeout_ms)",
+                    inner.config.timeout_ms
+                )
+            } else {
+                DisplayChain(&e).to_string()
+            },
             // Connection refused or reset, a timeout: worth another attempt.
             transient: true,
             retry_after: None,
@@ -731,5 +743,15 @@ mod tests {
         );
         let (code, msg) = error_code_and_message(&reqwest::header::HeaderMap::new(), b"<html>");
         assert_eq!((code.as_str(), msg.as_str()), ("", "<html>"));
+        // An endpoint cannot make an error as long as it likes, JSON or not, nor split a
+        // character.
+        let long = format!(r#"{{"message":"{}"}}"#, "é".repeat(100_000));
+        let (_, msg) = error_code_and_message(&reqwest::header::HeaderMap::new(), long.as_bytes());
+        assert_eq!(msg, "é".repeat(MAX_ERROR_CHARS));
+        let (_, msg) = error_code_and_message(
+            &reqwest::header::HeaderMap::new(),
+            "ü".repeat(5000).as_bytes(),
+        );
+        assert_eq!(msg, "ü".repeat(MAX_ERROR_CHARS));
     }
 }

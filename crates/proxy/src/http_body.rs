@@ -17,6 +17,15 @@ pub enum BodyError {
     Read(#[source] reqwest::Error),
 }
 
+/// At most the first `max` characters of `s`: an excerpt of an answer for an error message,
+/// which an endpoint must not be able to make as long as it likes.
+pub fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
 /// The whole body of `response`, up to `limit` bytes.
 pub async fn read_bounded(
     mut response: reqwest::Response,

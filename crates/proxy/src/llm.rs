@@ -2,6 +2,7 @@
 //! API, or Bedrock Converse. Every call goes through the one retry policy ([`crate::retry`]).
 
 use crate::config::{LlmEndpoint, LlmKind};
+use crate::http_body::truncate;
 use crate::retry::{is_transient_status, Attempt, RetryPolicy};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -504,11 +505,4 @@ pub fn completion_body(model: &str, text: &str) -> Value {
             "finish_reason": "stop"
         }]
     })
-}
-
-fn truncate(s: &str, max: usize) -> &str {
-    match s.char_indices().nth(max) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }

@@ -150,7 +150,13 @@ async fn a_hung_attempt_times_out_and_is_retried() {
 
     // Every attempt hangs: the error comes after the bounded attempts, not the server's pace.
     let (server, g) = hanging(100, 200, 2).await;
-    assert_says(&error_of(&g).await, &["unavailable", "timed out"]);
+    assert_says(
+        &error_of(&g).await,
+        &[
+            "unavailable",
+            "timed out after 200 ms (validator.bedrock.timeout_ms)",
+        ],
+    );
     // The server records a request on its own thread, which may come after this read.
     let mut received = server.received().len();
     for _ in 0..50 {
