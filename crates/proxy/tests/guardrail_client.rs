@@ -154,6 +154,7 @@ async fn a_hung_attempt_times_out_and_is_retried() {
         &error_of(&g).await,
         &[
             "unavailable",
+            "timed out",
             "timed out after 200 ms (validator.bedrock.timeout_ms)",
         ],
     );
