@@ -23,7 +23,8 @@ as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredT
 "hang_first": {"count": N, "seconds": S} holds the first N ApplyGuardrail requests S seconds
 before answering (client timeouts). "clock_offset_s": S runs this server's clock S seconds
 ahead of the real one (its `Date` headers and the signature's time check): a client whose clock
-is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail answer.
+is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail answer;
+"answer_raw": TEXT answers 200 with TEXT as an HTML page instead.
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -194,6 +195,14 @@ class Handler(BaseHTTPRequestHandler):
                 self.send(403, {"message": "The security token included in the request is expired"},
                           [("x-amzn-errortype", "ExpiredTokenException")])
                 return
+        if "answer_raw" in script:
+            data = script["answer_raw"].encode()
+            self.send_response(200)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         if n <= script.get("fail_first", 0):
             status = script.get("fail_status", 503)
             kind = {429: "ThrottlingException", 400: "ValidationException",

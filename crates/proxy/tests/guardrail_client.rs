@@ -226,6 +226,17 @@ async fn an_answer_without_end_is_refused_not_buffered() {
 }
 
 #[tokio::test]
+async fn a_success_that_is_not_json_is_unreadable_not_findings() {
+    aws_env();
+    let mut s = script(0, 503);
+    s["answer_raw"] = json!("<html>captive portal</html>");
+    let server = Server::python("scripted_guardrail.py", &s);
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+    assert_says(&error_of(&g).await, &["unreadable response", "not JSON"]);
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
 async fn client_errors_are_not_retried() {
     aws_env();
     let server = Server::python("scripted_guardrail.py", &script(100, 400));
