@@ -159,6 +159,9 @@ impl App {
                         translators,
                         config.validator.repair_attempts,
                         options,
+                        config.validator.reasoner_workers(
+                            std::thread::available_parallelism().map_or(2, |n| n.get()),
+                        ),
                     )
                     .map_err(|e| other(&e))?,
                 ))

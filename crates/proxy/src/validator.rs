@@ -206,10 +206,8 @@ impl LocalValidator {
         translators: Vec<LlmClient>,
         repair_attempts: usize,
         options: CheckOptions,
+        workers: usize,
     ) -> Result<LocalValidator, ValidatorError> {
-        let workers = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(2);
         let translation = TranslationConfig::new(
             model.definition(),
             u32::try_from(translators.len()).unwrap_or(u32::MAX),

@@ -376,6 +376,9 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "confidenceThreshold": c.validator.threshold,
             "solverTimeoutMs": c.validator.solver_timeout_ms,
             "repairAttempts": c.validator.repair_attempts,
+            "reasonerWorkers": c.validator.reasoner_workers(
+                std::thread::available_parallelism().map_or(2, |n| n.get()),
+            ),
             "bedrock": c.validator.bedrock.as_ref().map(|b| json!({
                 "guardrailId": b.guardrail_id, "guardrailVersion": b.guardrail_version,
                 "region": b.region, "endpointUrl": b.endpoint_url,
