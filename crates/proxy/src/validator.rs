@@ -59,6 +59,7 @@ struct Job {
 /// pure function of those), so a repeated question costs no solver time.
 pub struct ReasonerPool {
     jobs: tokio::sync::mpsc::Sender<Job>,
+    workers: usize,
     cache: Arc<FindingsCache>,
     policy_hash: String,
 }
@@ -136,6 +137,7 @@ impl ReasonerPool {
         }
         Ok(ReasonerPool {
             jobs: tx,
+            workers: workers.max(1),
             cache: Arc::new(FindingsCache::new(CACHED_FINDINGS)),
             // Findings cite rules by the version's ARN too, so it is part of the key.
             policy_hash: format!(
@@ -227,6 +229,11 @@ impl LocalValidator {
             translation,
             pool,
         })
+    }
+
+    /// How many reasoner threads check findings.
+    pub fn reasoner_workers(&self) -> usize {
+        self.pool.workers
     }
 
     /// How the thread drives the translators (recorded in every trail).

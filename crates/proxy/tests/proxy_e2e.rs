@@ -856,10 +856,16 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
 #[tokio::test]
 async fn background_threads_save_each_step_and_config_has_no_secrets() {
     let llm = demo_llm();
-    let cfg = config(&v1(&llm), "", "").replace(
-        "model = \"recorded-chatbot\"",
-        "model = \"recorded-chatbot\"\napi_key = \"sk-secret-upstream\"",
-    );
+    // One reasoner worker (`[validator] reasoner_workers`): the thread is checked by it.
+    let cfg = config(&v1(&llm), "", "")
+        .replace(
+            "model = \"recorded-chatbot\"",
+            "model = \"recorded-chatbot\"\napi_key = \"sk-secret-upstream\"",
+        )
+        .replace(
+            "translator_count = 3",
+            "translator_count = 3\nreasoner_workers = 1",
+        );
     let proxy = Proxy::start("background", &cfg);
     let client = reqwest::Client::new();
     let resp = client
@@ -893,6 +899,7 @@ async fn background_threads_save_each_step_and_config_has_no_secrets() {
         config["validator"]["translators"].as_array().unwrap().len(),
         3
     );
+    assert_eq!(config["validator"]["reasonerWorkers"], 1, "{config}");
     assert_eq!(config["upstream"]["apiKeyConfigured"], true);
     assert!(
         !config.to_string().contains("sk-secret-upstream"),

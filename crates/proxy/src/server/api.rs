@@ -376,9 +376,12 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "confidenceThreshold": c.validator.threshold,
             "solverTimeoutMs": c.validator.solver_timeout_ms,
             "repairAttempts": c.validator.repair_attempts,
-            "reasonerWorkers": c.validator.reasoner_workers(
-                std::thread::available_parallelism().map_or(2, |n| n.get()),
-            ),
+            // What runs, not what was asked for.
+            "reasonerWorkers": match &app.validator {
+                crate::validator::Validator::Local(v) => Some(v.reasoner_workers()),
+                #[cfg(feature = "bedrock")]
+                crate::validator::Validator::Bedrock(_) => None,
+            },
             "bedrock": c.validator.bedrock.as_ref().map(|b| json!({
                 "guardrailId": b.guardrail_id, "guardrailVersion": b.guardrail_version,
                 "region": b.region, "endpointUrl": b.endpoint_url,
