@@ -422,6 +422,10 @@ impl Default for ValidatorConfig {
     }
 }
 
+/// More reasoner workers than this is taken for a typo: each is a thread, and a Z3 context
+/// of about 20 MB once it has checked something.
+const MAX_REASONER_WORKERS: usize = 1024;
+
 impl ValidatorConfig {
     /// How many reasoner workers to start: `reasoner_workers`, or one per core. Fewer save
     /// a Z3 context each (about 20 MB after load) for less parallel checking: on 2 cores one
@@ -671,8 +675,12 @@ impl Config {
                 if self.validator.translators.is_empty() && self.validator.translator_count == 0 {
                     return bad("validator.translator_count must be at least 1".into());
                 }
-                if self.validator.reasoner_workers_setting == Some(0) {
-                    return bad("validator.reasoner_workers must be at least 1 (leave it out for one per core)".into());
+                if let Some(n) = self.validator.reasoner_workers_setting {
+                    if !(1..=MAX_REASONER_WORKERS).contains(&n) {
+                        return bad(format!(
+                            "validator.reasoner_workers must be between 1 and {MAX_REASONER_WORKERS}, got {n} (leave it out for one per core)"
+                        ));
+                    }
                 }
             }
             ValidatorKind::Bedrock => {
@@ -713,7 +721,7 @@ mod tests {
     }
 
     #[test]
-    fn reasoner_workers_default_to_the_cores_and_zero_is_refused() {
+    fn reasoner_workers_default_to_the_cores_and_out_of_range_is_refused() {
         let mut config = Config::default();
         for (cores, workers) in [(0, 1), (1, 1), (2, 2), (16, 16)] {
             assert_eq!(
@@ -726,12 +734,17 @@ mod tests {
         assert_eq!(config.validator.reasoner_workers(2), 3);
         config.validator.policy = Some("policy.json".into());
         assert!(config.check().is_ok());
-        config.validator.reasoner_workers_setting = Some(0);
-        let err = config.check().unwrap_err().to_string();
-        assert!(
-            err.contains("validator.reasoner_workers must be at least 1"),
-            "{err}"
-        );
+        for wrong in [0, MAX_REASONER_WORKERS + 1] {
+            config.validator.reasoner_workers_setting = Some(wrong);
+            let err = config.check().unwrap_err().to_string();
+            assert!(
+                err.contains("validator.reasoner_workers must be between 1 and 1024")
+                    && err.contains(&format!("got {wrong}")),
+                "{err}"
+            );
+        }
+        config.validator.reasoner_workers_setting = Some(MAX_REASONER_WORKERS);
+        assert!(config.check().is_ok());
     }
 
     #[test]
