@@ -516,7 +516,9 @@ impl<'m> Reasoner<'m> {
             let mut candidate = kept.clone();
             let dropped = candidate.remove(i);
             let attempt = trial.map(|trial| {
-                let rules = candidate.iter().filter_map(|&r| self.rule_formulas.get(r));
+                let rules = candidate
+                    .iter()
+                    .filter_map(|&r| self.model.rules().get(r).map(|rule| &rule.expr));
                 (trial, self.witnesses.try_for(dropped, rules, trial))
             });
             let answer = match attempt {
@@ -657,8 +659,7 @@ impl<'m> Reasoner<'m> {
         if let (Outcome::Sat(true_model), Some(Outcome::Unsat(core))) =
             (&with_claims, &without_claims)
         {
-            let formulas = [p.clone(), c.not()];
-            let trial = self.witness_trial(slice, premises, true_model, &formulas);
+            let trial = self.witness_trial(slice, premises, claims, true_model);
             support = Some(self.minimise_witnessed(core.clone(), &pn, trial.as_ref()));
         }
         let need = match &support {
@@ -750,18 +751,16 @@ impl<'m> Reasoner<'m> {
         }
     }
 
-    /// What trying kept witnesses needs (see `witness`): `formulas` (the premises and the
-    /// negated claims), the premises' variables with their values in `premises_model` (a
-    /// model of the premises), and the slice's variables. None for slices too large to keep
-    /// witnesses for.
+    /// What trying kept witnesses needs (see `witness`): the premises and claims, the
+    /// premises' variables with their values in `premises_model` (a model of the premises),
+    /// and the slice's variables. None for slices too large to keep witnesses for.
     fn witness_trial<'f>(
-        &self,
+        &'f self,
         slice: &Slice,
-        premises: &[CheckedStatementInput],
+        premises: &'f [CheckedStatementInput],
+        claims: &'f [CheckedStatementInput],
         premises_model: &Model,
-        formulas: &'f [Bool],
     ) -> Option<crate::witness::Trial<'f>> {
-        use z3::ast::Ast;
         if slice.vars.len() > crate::witness::MAX_VARS {
             return None;
         }
@@ -773,23 +772,29 @@ impl<'m> Reasoner<'m> {
             .collect();
         let vars = index
             .iter()
-            .filter_map(|(name, &i)| Some((i, self.vocab.var(name)?.clone())))
+            .filter_map(|(name, &i)| {
+                Some((i, self.vocab.var(name)?.clone(), all.get(i)?.1.clone()))
+            })
             .collect();
         let mut names = statement_vars(premises, &[]);
         names.sort_unstable();
         names.dedup();
-        let premises = names
+        let premise_values = names
             .iter()
             .filter_map(|name| {
                 let i = *index.get(name.as_str())?;
                 let var = self.vocab.var(name)?;
-                Some((i, var.decl(), premises_model.eval(var, true)?))
+                let value = premises_model.eval(var, true)?;
+                Some((i, self.vocab.val(&value, &all.get(i)?.1)?))
             })
             .collect();
         Some(crate::witness::Trial {
-            formulas,
-            premises,
+            premises: premises.iter().map(|s| &s.expr).collect(),
+            claims: claims.iter().map(|s| &s.expr).collect(),
+            premise_values,
             vars,
+            index,
+            vocab: &self.vocab,
         })
     }
 

@@ -1,6 +1,7 @@
 //! Typed policy expressions to Z3 terms, built through the API (never through SMT-LIB text),
 //! and Z3 model values back to SMT-LIB and English.
 
+use crate::eval::{Rat, Val};
 use proofgate_core::policy::english::decimal;
 use proofgate_core::policy::term::{Term, TermKind};
 use proofgate_core::policy::typecheck::{ArithOp, CmpOp, Expr, Schema, Sort};
@@ -12,6 +13,9 @@ use z3::{FuncDecl, Model, Symbol};
 pub(crate) struct Vocabulary {
     vars: HashMap<String, Dynamic>,
     values: HashMap<String, Dynamic>,
+    /// Each custom-type value's id for `eval`, by name and by constant.
+    value_ids: HashMap<String, u32>,
+    constant_ids: HashMap<Dynamic, u32>,
     /// Variables in schema order, with their sorts.
     order: Vec<(String, Sort)>,
 }
@@ -88,11 +92,39 @@ impl Vocabulary {
             vars.insert(v.name.clone(), Dynamic::new_const(v.name.as_str(), &sort));
             order.push((v.name.clone(), v.sort.clone()));
         }
+        let mut value_ids = HashMap::new();
+        let mut constant_ids = HashMap::new();
+        for (id, (name, constant)) in (0u32..).zip(&values) {
+            value_ids.insert(name.clone(), id);
+            constant_ids.insert(constant.clone(), id);
+        }
         Vocabulary {
             vars,
             values,
+            value_ids,
+            constant_ids,
             order,
         }
+    }
+
+    /// The id `eval` gives the custom-type value `value`.
+    pub(crate) fn value_id(&self, value: &str) -> Option<u32> {
+        self.value_ids.get(value).copied()
+    }
+
+    /// A model's value (a numeral, `true`/`false` or a custom-type constant) as `eval` reads
+    /// it; None for what it cannot hold exactly (a number beyond 64 bits, an algebraic
+    /// number).
+    pub(crate) fn val(&self, value: &Dynamic, sort: &Sort) -> Option<Val> {
+        Some(match sort {
+            Sort::Bool => Val::Bool(value.as_bool()?.as_bool()?),
+            Sort::Int => Val::Num(Rat::int(value.as_int()?.as_i64()?.into())),
+            Sort::Real => {
+                let (num, den) = value.as_real()?.as_rational()?;
+                Val::Num(Rat::new(num.into(), den.into())?)
+            }
+            Sort::Enum(_) => Val::Enum(*self.constant_ids.get(value)?),
+        })
     }
 
     pub(crate) fn variables(&self) -> &[(String, Sort)] {
@@ -101,6 +133,12 @@ impl Vocabulary {
 
     pub(crate) fn var(&self, name: &str) -> Option<&Dynamic> {
         self.vars.get(name)
+    }
+
+    /// The constant of the custom-type value `value`.
+    #[cfg(test)]
+    pub(crate) fn enum_value(&self, value: &str) -> Option<&Dynamic> {
+        self.values.get(value)
     }
 
     /// Encodes a Boolean expression.

@@ -21,6 +21,7 @@
 mod cache;
 mod check;
 mod encode;
+mod eval;
 mod gen_tests;
 mod lint;
 mod options;

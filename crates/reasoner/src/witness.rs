@@ -6,18 +6,22 @@
 //! satisfiable calls). Questions of one kind (the same rules, other numbers) have the same
 //! witnesses up to the premises' values. So a model found for a rule is kept (its values of
 //! the slice's variables), and the next time that rule is dropped, the kept values with the
-//! premises' variables set as in a model of the premises are tried first: when Z3 evaluates
-//! the premises, the negated claims and every remaining rule to true under them, that
-//! assignment is a model, which is exactly what the satisfiable answer proves. Nothing else is
+//! premises' variables set as in a model of the premises are tried first: when the premises,
+//! the negated claims and every remaining rule evaluate to true under them, that assignment is
+//! a model, which is exactly what the satisfiable answer proves. The evaluation is exact and
+//! in Rust (`eval`, checked against Z3's own by a property test): asking Z3 to evaluate
+//! needed a model and its evaluator built per try, about an eighth of a distinct park check. Nothing else is
 //! taken from a witness: a failed try goes to the solver as before, and the minimised support
 //! is the one the solver alone gives (the same drops are kept, in the same order).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use z3::ast::{Ast, Bool, Dynamic};
-use z3::{FuncDecl, Model};
+use z3::ast::Dynamic;
+use z3::Model;
 
-use crate::check::holds;
+use crate::encode::Vocabulary;
+use crate::eval::{self, Val, Values};
+use proofgate_core::policy::typecheck::{Expr, Sort};
 
 /// Witnesses are kept for slices of at most this many variables (where the solver's cost per
 /// call, not its search, is what a check spends), and for at most this many rules.
@@ -29,9 +33,9 @@ const MAX_RULES: usize = 1024;
 /// done on every miss).
 const REPLACE_AFTER_MISSES: u32 = 4;
 
-/// Values of the slice's variables in one model (variable index, its declaration, its value).
+/// Values of the slice's variables in one model (variable index, its value).
 struct Witness {
-    values: Vec<(usize, FuncDecl, Dynamic)>,
+    values: Vec<(usize, Val)>,
     misses: u32,
 }
 
@@ -48,13 +52,17 @@ pub(crate) struct Witnesses {
 
 /// What a try needs from the current check.
 pub(crate) struct Trial<'a> {
-    /// The formulas behind the check's fixed literals (premises, negated claims).
-    pub formulas: &'a [Bool],
-    /// The premises' variables (index, declaration) with their values in a model of the
-    /// premises.
-    pub premises: Vec<(usize, FuncDecl, Dynamic)>,
-    /// The slice's variables (index, variable): what a kept witness records.
-    pub vars: Vec<(usize, Dynamic)>,
+    /// The check's premises (all must hold) and claims (not all may hold): the formulas
+    /// behind its fixed literals.
+    pub premises: Vec<&'a Expr>,
+    pub claims: Vec<&'a Expr>,
+    /// The premises' variables (index) with their values in a model of the premises.
+    pub premise_values: Vec<(usize, Val)>,
+    /// The slice's variables (index, variable, sort): what a kept witness records.
+    pub vars: Vec<(usize, Dynamic, Sort)>,
+    /// The slice's variables by name.
+    pub index: HashMap<&'a str, usize>,
+    pub vocab: &'a Vocabulary,
 }
 
 /// What to do about a dropped rule.
@@ -68,13 +76,33 @@ pub(crate) enum Try {
     Ask,
 }
 
+/// A kept witness with the premises' values put in: one value per variable, so whatever
+/// evaluates true under it is satisfiable.
+struct Adjusted<'a> {
+    trial: &'a Trial<'a>,
+    witness: &'a [(usize, Val)],
+}
+
+impl Values for Adjusted<'_> {
+    fn var(&self, name: &str) -> Option<Val> {
+        let i = *self.trial.index.get(name)?;
+        let find = |values: &[(usize, Val)]| values.iter().find(|(j, _)| *j == i).map(|(_, v)| *v);
+        find(&self.trial.premise_values).or_else(|| find(self.witness))
+    }
+
+    fn enum_id(&self, value: &str) -> Option<u32> {
+        self.trial.vocab.value_id(value)
+    }
+}
+
 impl Witnesses {
-    /// Tries the witness kept for `dropped` against `rules` (formulas that must hold) and the
-    /// trial's formulas.
+    /// Tries the witness kept for `dropped` against `rules` (expressions that must hold) and
+    /// the trial's premises and claims. Only an exact "true" for each counts (see `eval`):
+    /// anything it cannot decide goes to the solver.
     pub(crate) fn try_for<'r>(
         &self,
         dropped: usize,
-        rules: impl IntoIterator<Item = &'r Bool>,
+        rules: impl IntoIterator<Item = &'r Expr>,
         trial: &Trial<'_>,
     ) -> Try {
         #[cfg(test)]
@@ -89,17 +117,23 @@ impl Witnesses {
                 Try::Ask
             };
         };
-        let model = Model::new();
-        for (i, decl, value) in &witness.values {
-            if !trial.premises.iter().any(|(j, _, _)| i == j) {
-                model.add_const_interp(decl, value);
-            }
-        }
-        for (_, decl, value) in &trial.premises {
-            model.add_const_interp(decl, value);
-        }
-        let shown = trial.formulas.iter().all(|f| holds(&model, f))
-            && rules.into_iter().all(|f| holds(&model, f));
+        let assignment = Adjusted {
+            trial,
+            witness: &witness.values,
+        };
+        let is = |e: &Expr, want: bool| eval::holds(e, &assignment) == Some(want);
+        // The claims' conjunction must be false: each claim decided, one of them false.
+        let claims_fail = {
+            let decided: Option<Vec<bool>> = trial
+                .claims
+                .iter()
+                .map(|c| eval::holds(c, &assignment))
+                .collect();
+            decided.is_some_and(|d| d.contains(&false))
+        };
+        let shown = claims_fail
+            && trial.premises.iter().all(|p| is(p, true))
+            && rules.into_iter().all(|r| is(r, true));
         if shown {
             witness.misses = 0;
             self.shown.set(self.shown.get() + 1);
@@ -119,7 +153,9 @@ impl Witnesses {
         let values = trial
             .vars
             .iter()
-            .filter_map(|(i, var)| Some((*i, var.decl(), model.eval(var, true)?)))
+            .filter_map(|(i, var, sort)| {
+                Some((*i, trial.vocab.val(&model.eval(var, true)?, sort)?))
+            })
             .collect();
         self.kept
             .borrow_mut()
@@ -190,10 +226,58 @@ mod tests {
     #[test]
     fn a_witness_shows_a_drop_only_when_everything_evaluates_true() {
         use super::{Trial, Try, Witnesses};
-        use z3::ast::{Ast, Bool, Int};
+        use crate::encode::Vocabulary;
+        use crate::eval::{Rat, Val};
+        use proofgate_core::policy::typecheck::Sort;
+        use std::collections::HashMap;
+        use z3::ast::{Bool, Int};
         use z3::{SatResult, Solver};
-        let (x, y) = (Int::new_const("wx"), Int::new_const("wy"));
-        let vars = vec![(0, x.clone().into()), (1, y.clone().into())];
+        let policy = PolicyModel::from_definition(
+            PolicyDefinition::from_json(
+                &serde_json::json!({
+                    "version": "1.0",
+                    "variables": [
+                        {"name": "wx", "type": "INT", "description": "x"},
+                        {"name": "wy", "type": "INT", "description": "y"}
+                    ],
+                    "rules": [{"id": "R1", "expression": "(>= wx 0)"}]
+                })
+                .to_string(),
+            )
+            .unwrap(),
+            None,
+        )
+        .unwrap();
+        let vocab = Vocabulary::new(policy.schema());
+        let expr = |text: &str| policy.check_statement(text).unwrap().expr;
+        let (x, y) = (
+            vocab.var("wx").unwrap().as_int().unwrap(),
+            vocab.var("wy").unwrap().as_int().unwrap(),
+        );
+        let exprs = |texts: &[&str]| texts.iter().map(|t| expr(t)).collect::<Vec<_>>();
+        fn make<'a>(
+            vocab: &'a Vocabulary,
+            (x, y): (&Int, &Int),
+            premises: &'a [proofgate_core::policy::Expr],
+            claims: &'a [proofgate_core::policy::Expr],
+            values: &[(usize, i128)],
+        ) -> Trial<'a> {
+            Trial {
+                premises: premises.iter().collect(),
+                claims: claims.iter().collect(),
+                premise_values: values
+                    .iter()
+                    .map(|(i, n)| (*i, Val::Num(Rat::int(*n))))
+                    .collect(),
+                vars: vec![
+                    (0, x.clone().into(), Sort::Int),
+                    (1, y.clone().into(), Sort::Int),
+                ],
+                index: HashMap::from([("wx", 0), ("wy", 1)]),
+                vocab,
+            }
+        }
+        let make = |p, c, v| make(&vocab, (&x, &y), p, c, v);
         let model_of = |f: &Bool| {
             let solver = Solver::new();
             solver.assert(f);
@@ -201,12 +285,9 @@ mod tests {
             solver.get_model().unwrap()
         };
         let witnesses = Witnesses::default();
-        let none: [Bool; 0] = [];
-        let plain = Trial {
-            formulas: &none,
-            premises: Vec::new(),
-            vars: vars.clone(),
-        };
+        // No premises, and a claim the witness makes false.
+        let (no_premises, false_claim) = (exprs(&[]), exprs(&["(< wx 0)"]));
+        let plain = make(&no_premises, &false_claim, &[]);
         // Nothing kept for rule 7 yet: ask, keeping the model.
         assert_eq!(witnesses.try_for(7, [], &plain), Try::AskKeepingModel);
         witnesses.keep(
@@ -217,39 +298,39 @@ mod tests {
             ])),
             &plain,
         );
-        let gt = |v: &Int, n: i64| v.gt(Int::from_i64(n));
-        assert_eq!(witnesses.try_for(7, [&gt(&x, 3)], &plain), Try::Shown);
+        let (gt3, gt7, y_gt2) = (expr("(> wx 3)"), expr("(> wx 7)"), expr("(> wy 2)"));
+        assert_eq!(witnesses.try_for(7, [&gt3], &plain), Try::Shown);
+        // Each refusal is followed by a try that shows the drop, which clears the misses.
+        let refused = |rules: &[&proofgate_core::policy::Expr], trial: &Trial<'_>| {
+            assert_eq!(witnesses.try_for(7, rules.iter().copied(), trial), Try::Ask);
+            assert_eq!(witnesses.try_for(7, [&gt3], &plain), Try::Shown);
+        };
         // A remaining rule the witness breaks.
-        assert_eq!(
-            witnesses.try_for(7, [&gt(&x, 3), &gt(&y, 2)], &plain),
-            Try::Ask
-        );
-        // A formula of the check (premises, negated claims) the witness breaks.
-        let negative = [x.lt(Int::from_i64(0))];
-        let failing = Trial {
-            formulas: &negative,
-            premises: Vec::new(),
-            vars: vars.clone(),
+        refused(&[&gt3, &y_gt2], &plain);
+        // A premise the witness breaks.
+        let negative = exprs(&["(< wx 0)"]);
+        refused(&[&gt3], &make(&negative, &false_claim, &[]));
+        // Claims the witness makes true: their negation fails.
+        let true_claims = exprs(&["(> wx 0)", "(= wy 1)"]);
+        refused(&[&gt3], &make(&no_premises, &true_claims, &[]));
+        // No claims at all: their conjunction is true, never false.
+        refused(&[&gt3], &make(&no_premises, &no_premises, &[]));
+        // A rule over a variable the witness has no value for is undecided: ask.
+        let unknown = Trial {
+            index: HashMap::from([("wx", 0)]),
+            ..make(&no_premises, &false_claim, &[])
         };
-        assert_eq!(witnesses.try_for(7, [&gt(&x, 3)], &failing), Try::Ask);
+        refused(&[&y_gt2], &unknown);
         // The premises' values replace the witness's: x = 10 satisfies x > 7, 5 did not.
-        let premises = vec![(0, x.decl(), Int::from_i64(10).into())];
-        let moved = Trial {
-            formulas: &none,
-            premises,
-            vars,
-        };
-        assert_eq!(witnesses.try_for(7, [&gt(&x, 7)], &plain), Try::Ask);
-        assert_eq!(witnesses.try_for(7, [&gt(&x, 7)], &moved), Try::Shown);
+        let moved = make(&no_premises, &false_claim, &[(0, 10)]);
+        assert_eq!(witnesses.try_for(7, [&gt7], &plain), Try::Ask);
+        assert_eq!(witnesses.try_for(7, [&gt7], &moved), Try::Shown);
         // Misses in a row get the witness replaced by the solver's next model.
         for _ in 0..super::REPLACE_AFTER_MISSES - 1 {
-            assert_eq!(witnesses.try_for(7, [&gt(&y, 2)], &plain), Try::Ask);
+            assert_eq!(witnesses.try_for(7, [&y_gt2], &plain), Try::Ask);
         }
-        assert_eq!(
-            witnesses.try_for(7, [&gt(&y, 2)], &plain),
-            Try::AskKeepingModel
-        );
-        assert_eq!(witnesses.shown(), 2);
+        assert_eq!(witnesses.try_for(7, [&y_gt2], &plain), Try::AskKeepingModel);
+        assert_eq!(witnesses.shown(), 7);
     }
 
     /// Two questions of one kind (other ages): the second's supporting rules are shown
