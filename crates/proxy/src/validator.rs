@@ -114,24 +114,27 @@ impl ReasonerPool {
                             return;
                         }
                     };
-                    // Which groups of rules are consistent (for slicing): once per worker.
-                    reasoner.warm_up();
-                    loop {
-                        if !job.reply.is_closed() {
-                            let started = Instant::now();
-                            let result = reasoner
-                                .validate(&job.translations)
-                                .map(|f| (f, started.elapsed()))
-                                .map_err(|e| e.to_string());
-                            let _ = job.reply.send(result);
+                    // One watchdog thread for the worker's checks, not one per check.
+                    proofgate_reasoner::with_watchdog(|| {
+                        // Which groups of rules are consistent (for slicing): once per worker.
+                        reasoner.warm_up();
+                        loop {
+                            if !job.reply.is_closed() {
+                                let started = Instant::now();
+                                let result = reasoner
+                                    .validate(&job.translations)
+                                    .map(|f| (f, started.elapsed()))
+                                    .map_err(|e| e.to_string());
+                                let _ = job.reply.send(result);
+                            }
+                            // Otherwise the request ended (client gone, deadline passed) while
+                            // queued.
+                            match next() {
+                                Some(j) => job = j,
+                                None => return,
+                            }
                         }
-                        // Otherwise the request ended (client gone, deadline passed) while
-                        // queued.
-                        match next() {
-                            Some(j) => job = j,
-                            None => return,
-                        }
-                    }
+                    })
                 })
                 .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
         }
