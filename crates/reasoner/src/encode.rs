@@ -298,19 +298,20 @@ pub(crate) fn model_value(model: &Model, var: &Dynamic, sort: &Sort) -> Option<V
                 english: b.to_string(),
             }
         }
-        Sort::Int => {
-            let text = v.to_string();
-            match v.as_int().and_then(|i| i.as_i64()) {
-                Some(n) => Value {
-                    logic: smt_signed(n.unsigned_abs().to_string(), n < 0),
-                    english: n.to_string(),
-                },
-                None => Value {
+        Sort::Int => match v.as_int().and_then(|i| i.as_i64()) {
+            Some(n) => Value {
+                logic: smt_signed(n.unsigned_abs().to_string(), n < 0),
+                english: n.to_string(),
+            },
+            // Z3's own text only when needed: printing a term is not cheap.
+            None => {
+                let text = v.to_string();
+                Value {
                     english: text.clone(),
                     logic: text,
-                },
+                }
             }
-        }
+        },
         Sort::Real => match v.as_real().and_then(|r| r.as_rational()) {
             Some((num, den)) => rational_value(num, den),
             None => {

@@ -163,8 +163,16 @@ pub(crate) fn eval(e: &Expr, v: &impl Values) -> Option<Val> {
             Val::Bool(acc)
         }
         Expr::Eq(xs) => {
-            let vals: Vec<Val> = xs.iter().map(|x| eval(x, v)).collect::<Option<_>>()?;
-            Val::Bool(vals.windows(2).all(|w| same(w[0], w[1])))
+            // Pairwise along the chain, without collecting the values.
+            let (first, rest) = xs.split_first()?;
+            let mut prev = eval(first, v)?;
+            let mut all = true;
+            for x in rest {
+                let cur = eval(x, v)?;
+                all &= same(prev, cur);
+                prev = cur;
+            }
+            Val::Bool(all)
         }
         Expr::Distinct(xs) => {
             let vals: Vec<Val> = xs.iter().map(|x| eval(x, v)).collect::<Option<_>>()?;
@@ -186,29 +194,37 @@ pub(crate) fn eval(e: &Expr, v: &impl Values) -> Option<Val> {
         }
         Expr::ToReal(a) => Val::Num(number(a, v)?),
         Expr::Arith { op, args, .. } => {
-            let xs: Vec<Rat> = args.iter().map(|a| number(a, v)).collect::<Option<_>>()?;
-            let (head, rest) = xs.split_first()?;
-            Val::Num(match op {
-                ArithOp::Neg if rest.is_empty() => head.neg()?,
+            let (head, rest) = args.split_first()?;
+            let head = number(head, v)?;
+            let step: fn(Rat, Rat) -> Option<Rat> = match op {
+                ArithOp::Neg if rest.is_empty() => return Some(Val::Num(head.neg()?)),
                 ArithOp::Neg => return None,
-                // Z3's n-ary operators fold from the left.
-                ArithOp::Add => rest.iter().try_fold(*head, |acc, x| acc.add(*x))?,
-                ArithOp::Sub => rest.iter().try_fold(*head, |acc, x| acc.sub(*x))?,
-                ArithOp::Mul => rest.iter().try_fold(*head, |acc, x| acc.mul(*x))?,
-                ArithOp::Div => rest.iter().try_fold(*head, |acc, x| acc.div(*x))?,
-            })
+                ArithOp::Add => Rat::add,
+                ArithOp::Sub => Rat::sub,
+                ArithOp::Mul => Rat::mul,
+                ArithOp::Div => Rat::div,
+            };
+            // Z3's n-ary operators fold from the left.
+            let mut acc = head;
+            for x in rest {
+                acc = step(acc, number(x, v)?)?;
+            }
+            Val::Num(acc)
         }
         Expr::Cmp { op, args } => {
-            let xs: Vec<Rat> = args.iter().map(|a| number(a, v)).collect::<Option<_>>()?;
+            let (first, rest) = args.split_first()?;
+            let mut prev = number(first, v)?;
             let mut all = true;
-            for w in xs.windows(2) {
-                let order = w[0].cmp(w[1])?;
+            for x in rest {
+                let cur = number(x, v)?;
+                let order = prev.cmp(cur)?;
                 all &= match op {
                     CmpOp::Lt => order == Ordering::Less,
                     CmpOp::Le => order != Ordering::Greater,
                     CmpOp::Gt => order == Ordering::Greater,
                     CmpOp::Ge => order != Ordering::Less,
                 };
+                prev = cur;
             }
             Val::Bool(all)
         }
