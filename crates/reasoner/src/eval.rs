@@ -21,11 +21,14 @@ pub(crate) struct Rat {
     den: i128,
 }
 
-fn gcd(mut a: i128, mut b: i128) -> i128 {
+/// In u128: `i128::MIN % -1` and `i128::MIN.abs()` overflow, and a translation's literals
+/// reach 2^127.
+fn gcd(a: i128, b: i128) -> u128 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
     while b != 0 {
         (a, b) = (b, a % b);
     }
-    a.abs()
+    a
 }
 
 impl Rat {
@@ -34,7 +37,9 @@ impl Rat {
         if den == 0 {
             return None;
         }
-        let g = gcd(num, den);
+        // 2^127 (both `i128::MIN`) does not fit: undecided. A positive divisor cannot
+        // overflow.
+        let g = i128::try_from(gcd(num, den)).ok()?;
         let (mut num, mut den) = (num / g, den / g);
         if den < 0 {
             num = num.checked_neg()?;
@@ -293,6 +298,8 @@ mod tests {
             4 => Just("i2".to_string()),
             6 => (0u64..6).prop_map(|n| n.to_string()),
             1 => Just("170141183460469231731687303715884105727".to_string()),
+            // 2^126: twice it, negated, is i128::MIN.
+            1 => Just("85070591730234615865843651857942052864".to_string()),
             1 => Just("340282366920938463463374607431768211455".to_string()),
         ];
         leaf.prop_recursive(3, 16, 3, |inner| {
@@ -472,6 +479,16 @@ mod tests {
         assert_eq!(decide("(= (/ r1 r2) 0.0)"), None);
         // A variable without a value.
         assert_eq!(decide("(> i2 0)"), None);
+        // -2^127 divided by -1 is 2^127, one beyond i128: undecided, not a panic (a
+        // translation's literal may be that large).
+        assert_eq!(
+            decide("(= (/ (to_real (* (- 2) 85070591730234615865843651857942052864)) (- 1.0)) r1)"),
+            None
+        );
+        assert_eq!(
+            decide("(< (/ (to_real (* (- 2) 85070591730234615865843651857942052864)) 2.0) r2)"),
+            Some(true)
+        );
         // Beyond 128 bits.
         assert_eq!(
             decide("(> (* i1 170141183460469231731687303715884105727) 0)"),
