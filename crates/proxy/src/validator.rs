@@ -49,6 +49,9 @@ pub struct Validation {
 struct Job {
     translations: Vec<TranslatorOutput>,
     reply: oneshot::Sender<Result<(Vec<Finding>, Duration), String>>,
+    /// The check panics (tests of the worker's recovery).
+    #[cfg(test)]
+    panic: bool,
 }
 
 /// Worker threads that each own a [`Reasoner`] (Z3 objects are bound to the thread that made
@@ -106,35 +109,7 @@ impl ReasonerPool {
                         Ok(mut guard) => guard.blocking_recv(),
                         Err(_) => None,
                     };
-                    let Some(mut job) = next() else { return };
-                    let reasoner = match Reasoner::new(&model, options) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            tracing::error!("reasoner worker {i} could not load the policy: {e}");
-                            return;
-                        }
-                    };
-                    // One watchdog thread for the worker's checks, not one per check.
-                    proofgate_reasoner::with_watchdog(|| {
-                        // Which groups of rules are consistent (for slicing): once per worker.
-                        reasoner.warm_up();
-                        loop {
-                            if !job.reply.is_closed() {
-                                let started = Instant::now();
-                                let result = reasoner
-                                    .validate(&job.translations)
-                                    .map(|f| (f, started.elapsed()))
-                                    .map_err(|e| e.to_string());
-                                let _ = job.reply.send(result);
-                            }
-                            // Otherwise the request ended (client gone, deadline passed) while
-                            // queued.
-                            match next() {
-                                Some(j) => job = j,
-                                None => return,
-                            }
-                        }
-                    })
+                    run_worker(i, &model, &options, next);
                 })
                 .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
         }
@@ -177,11 +152,26 @@ impl ReasonerPool {
         &self,
         translations: Vec<TranslatorOutput>,
     ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
+        self.solve_job(
+            translations,
+            #[cfg(test)]
+            false,
+        )
+        .await
+    }
+
+    async fn solve_job(
+        &self,
+        translations: Vec<TranslatorOutput>,
+        #[cfg(test)] panic: bool,
+    ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
         let (reply, rx) = oneshot::channel();
         self.jobs
             .send(Job {
                 translations,
                 reply,
+                #[cfg(test)]
+                panic,
             })
             .await
             .map_err(|_| ValidatorError::Reasoner("the reasoner workers stopped".into()))?;
@@ -189,6 +179,83 @@ impl ReasonerPool {
             .map_err(|_| ValidatorError::Reasoner("a reasoner worker stopped".into()))?
             .map_err(ValidatorError::Reasoner)
     }
+}
+
+/// A reasoner worker's loop: loads the policy with its first job, then checks jobs until the
+/// queue closes. A check that panics (a bug in the reasoner or in Z3's bindings) fails its own
+/// request with an error, never a verdict, and the worker drops its reasoner and loads the
+/// policy again before the next job: a panic may leave a solver mid-check, and a worker that
+/// ended instead would shrink the pool for good (every worker gone, every local check fails).
+fn run_worker(
+    i: usize,
+    model: &PolicyModel,
+    options: &CheckOptions,
+    mut next: impl FnMut() -> Option<Job>,
+) {
+    let Some(mut job) = next() else { return };
+    let load = || match Reasoner::new(model, options.clone()) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            tracing::error!("reasoner worker {i} could not load the policy: {e}");
+            None
+        }
+    };
+    let Some(mut reasoner) = load() else { return };
+    // One watchdog thread for the worker's checks, not one per check (the first job made the
+    // thread's Z3 context, which the watchdog interrupts).
+    proofgate_reasoner::with_watchdog(|| {
+        // Which groups of rules are consistent (for slicing): once per loaded policy.
+        reasoner.warm_up();
+        loop {
+            // Otherwise the request ended (client gone, deadline passed) while queued.
+            if !job.reply.is_closed() {
+                let started = Instant::now();
+                let checked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    #[cfg(test)]
+                    if job.panic {
+                        panic!("a fault injected by the test");
+                    }
+                    reasoner.validate(&job.translations)
+                }));
+                let result = match checked {
+                    Ok(r) => r.map(|f| (f, started.elapsed())).map_err(|e| e.to_string()),
+                    Err(panic) => {
+                        let what = panic_message(panic.as_ref());
+                        tracing::error!(
+                            "reasoner worker {i}: a check panicked ({what}); reloading the policy"
+                        );
+                        match load() {
+                            Some(fresh) => {
+                                reasoner = fresh;
+                                reasoner.warm_up();
+                            }
+                            None => {
+                                let _ = job.reply.send(Err(format!(
+                                    "the reasoner failed on this check ({what})"
+                                )));
+                                return;
+                            }
+                        }
+                        Err(format!("the reasoner failed on this check ({what})"))
+                    }
+                };
+                let _ = job.reply.send(result);
+            }
+            match next() {
+                Some(j) => job = j,
+                None => return,
+            }
+        }
+    })
+}
+
+/// The text of a panic's payload (`panic!` gives a `&str` or a `String`).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
 }
 
 /// The local validator: LLM translators, then Z3 on the policy model.
@@ -355,5 +422,42 @@ mod tests {
         assert_eq!(time, Duration::ZERO);
         let stats = pool.cache_stats();
         assert_eq!((stats.hits, stats.misses, stats.entries), (1, 1, 1));
+    }
+
+    /// Distinct checks of the park policy (a visitor's age), so none comes from the cache.
+    fn aged(age: u32) -> Vec<TranslatorOutput> {
+        let t = PARK_T.replace(
+            "(= totalAdmissionFund 35.4)",
+            &format!("(= customerAge {age})"),
+        );
+        proofgate_reasoner::parse_translations(&t).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_check_that_panics_fails_alone_and_the_worker_serves_on() {
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
+        );
+        // One worker: if a panic ended it, nothing would serve the checks after it.
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1).unwrap();
+        let (before, _) = pool.validate(aged(30)).await.unwrap();
+        for round in 0..3 {
+            let failed = pool.solve_job(aged(40 + round), true).await.unwrap_err();
+            assert!(
+                failed
+                    .to_string()
+                    .contains("the reasoner failed on this check")
+                    && failed.to_string().contains("a fault injected by the test"),
+                "{failed}"
+            );
+            // The next check runs on a freshly loaded reasoner, with the same findings a
+            // reasoner that never panicked gives.
+            let (after, time) = pool.solve(aged(30)).await.unwrap();
+            assert!(time > Duration::ZERO, "solved, not cached");
+            assert_eq!(
+                serde_json::to_value(&before).unwrap(),
+                serde_json::to_value(&after).unwrap()
+            );
+        }
     }
 }

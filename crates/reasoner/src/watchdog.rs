@@ -146,9 +146,16 @@ pub(crate) fn limited<T>(solver: &Solver, limit: Duration, call: impl FnOnce() -
                     shared.wake.notify_one();
                 }
             }
-            let out = call();
-            shared.lock().deadline = None;
-            out
+            // Clears the deadline even if `call` panics (the worker catches the panic and goes
+            // on): a deadline left behind would have the watchdog interrupt the next calls.
+            struct Clear<'a>(&'a Shared);
+            impl Drop for Clear<'_> {
+                fn drop(&mut self) {
+                    self.0.lock().deadline = None;
+                }
+            }
+            let _clear = Clear(&shared);
+            call()
         }
         None => {
             let ms = u32::try_from(limit.as_millis()).unwrap_or(u32::MAX).max(1);
@@ -241,6 +248,30 @@ mod tests {
                     SatResult::Sat
                 );
             }
+        });
+    }
+
+    #[test]
+    fn a_call_that_panics_leaves_no_deadline_behind() {
+        with_watchdog(|| {
+            let easy = Solver::new();
+            let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                limited(&easy, Duration::from_millis(1), || {
+                    panic!("in a solver call")
+                })
+            }));
+            assert!(panicked.is_err());
+            let deadline = super::ACTIVE.with(|a| {
+                let shared = a.borrow().clone().expect("the worker's watchdog");
+                let deadline = shared.lock().deadline;
+                deadline
+            });
+            // Left set, the watchdog would interrupt the context every 5 ms from now on.
+            assert_eq!(deadline, None);
+            assert_eq!(
+                limited(&easy, Duration::from_secs(5), || easy.check()),
+                SatResult::Sat
+            );
         });
     }
 }
