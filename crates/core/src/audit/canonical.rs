@@ -116,8 +116,15 @@ static ESCAPE: [u8; 256] = {
 /// module documentation; a test compares the two on every ASCII character and more), without
 /// an allocation per string.
 pub(crate) fn write_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
     out.push('"');
+    write_escaped(out, s);
+    out.push('"');
+}
+
+/// The inside of [`write_string`]'s quotes. Each byte is escaped on its own, so the escaped
+/// text of `a + b` is the escaped `a` followed by the escaped `b`.
+pub(crate) fn write_escaped(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
@@ -138,7 +145,6 @@ pub(crate) fn write_string(out: &mut String, s: &str) {
         start = i + 1;
     }
     out.push_str(&s[start..]);
-    out.push('"');
 }
 
 /// The canonical encoding of a whole value.

@@ -7,11 +7,12 @@
 //! SHA-256 instead: replay still rebuilds every prompt and compares its digest, so a changed
 //! prompt is caught exactly as before, and the trail holds the policy's text once.
 
-use super::canonical::write_string;
+use super::canonical::{write_escaped, write_string};
 use crate::thread::Effect;
 use crate::translation::ChatTurn;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 
 /// The first format whose effect records hold prompt digests instead of prompts.
 pub const PROMPT_DIGESTS_SINCE: u32 = 2;
@@ -54,22 +55,99 @@ pub(crate) fn effect_record_body(effect: &Effect, version: u32) -> Value {
 }
 
 /// SHA-256 of the canonical JSON of a message list (`[{"content": …, "role": …}, …]`, keys
-/// sorted as [`super::canonical`] sorts them).
+/// sorted as [`super::canonical`] sorts them). When the first message starts with a text
+/// [`remember_prompt_prefix`] was given, hashing resumes after it.
 fn messages_digest(messages: &[ChatTurn]) -> String {
     let mut out = String::with_capacity(messages.iter().map(|m| m.content.len() + 32).sum());
-    out.push('[');
+    let mut hasher = None;
     for (i, m) in messages.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
+        match (i, resumed(i, &m.content)) {
+            (0, Some((state, done))) => {
+                // The state has taken `[{"content":"` and the escaped first `done` bytes.
+                hasher = Some(state);
+                write_escaped(&mut out, &m.content[done..]);
+                out.push('"');
+            }
+            (0, None) => {
+                out.push_str("[{\"content\":");
+                write_string(&mut out, &m.content);
+            }
+            _ => {
+                out.push_str(",{\"content\":");
+                write_string(&mut out, &m.content);
+            }
         }
-        out.push_str("{\"content\":");
-        write_string(&mut out, &m.content);
         out.push_str(",\"role\":");
         write_string(&mut out, &m.role);
         out.push('}');
     }
+    if messages.is_empty() {
+        out.push('[');
+    }
     out.push(']');
-    sha256_hex(out.as_bytes())
+    let mut hasher = hasher.unwrap_or_default();
+    hasher.update(out.as_bytes());
+    hex::encode(hasher.finalize())
+}
+
+/// Prompts start with a long text that is the same in every thread of a policy version (a
+/// translator's instructions and the vocabulary): SHA-256 states that have taken a message
+/// list's opening and such a text, per thread (replay in the browser, a proxy's worker). A
+/// state is used only for a message that starts with its exact text, so a digest is the same
+/// with or without it (a property test compares them).
+struct PrefixState {
+    prefix: String,
+    state: Sha256,
+}
+
+/// Prefixes kept per thread (k translators' prompts, for a few policy versions).
+const PREFIXES_KEPT: usize = 16;
+
+/// Shorter texts are not worth a lookup.
+const PREFIX_MIN_LEN: usize = 256;
+
+thread_local! {
+    static PREFIXES: RefCell<Vec<PrefixState>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Remembers that prompts may start with `prefix` (see [`PrefixState`]).
+pub(crate) fn remember_prompt_prefix(prefix: &str) {
+    if prefix.len() < PREFIX_MIN_LEN {
+        return;
+    }
+    PREFIXES.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.iter().any(|s| s.prefix == prefix) {
+            return;
+        }
+        let mut text = String::with_capacity(prefix.len() + 32);
+        text.push_str("[{\"content\":\"");
+        write_escaped(&mut text, prefix);
+        let mut state = Sha256::new();
+        state.update(text.as_bytes());
+        if p.len() >= PREFIXES_KEPT {
+            p.remove(0);
+        }
+        p.push(PrefixState {
+            prefix: prefix.to_owned(),
+            state,
+        });
+    });
+}
+
+/// For the first message of a list: a state that has taken the list's opening and the
+/// longest remembered prefix of `content`, and that prefix's length.
+fn resumed(index: usize, content: &str) -> Option<(Sha256, usize)> {
+    if index > 0 || content.len() < PREFIX_MIN_LEN {
+        return None;
+    }
+    PREFIXES.with(|p| {
+        p.borrow()
+            .iter()
+            .filter(|s| content.starts_with(s.prefix.as_str()))
+            .max_by_key(|s| s.prefix.len())
+            .map(|s| (s.state.clone(), s.prefix.len()))
+    })
 }
 
 #[cfg(test)]
@@ -148,13 +226,30 @@ mod tests {
         fn digests_are_those_of_the_canonical_json(
             texts in proptest::collection::vec(("\\PC*", "[a-z\"\\\\\n\u{1}é]{0,8}"), 0..4),
             prompt in "\\PC*",
+            prefix_tail in "\\PC{0,40}",
+            prefix_cut in 0usize..2000,
         ) {
             let messages: Vec<ChatTurn> = texts
                 .iter()
                 .map(|(content, role)| ChatTurn { role: role.clone(), content: content.clone() })
                 .collect();
             let effect = Effect::Translate {
-                calls: vec![TranslatorCall { translator: 2, attempt: 1, messages }],
+                calls: vec![TranslatorCall { translator: 2, attempt: 1, messages: messages.clone() }],
+            };
+            proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
+            // Hashing resumed after a remembered prompt prefix gives the same digest: the
+            // long first message starts with a remembered text (cut anywhere), the other
+            // messages do not. Texts with escapes and multi-byte characters are cut between
+            // characters only.
+            let mut messages = messages;
+            let long = format!("{}{prefix_tail}", "You translate \"x\"\n\t\u{1}é ".repeat(40));
+            let cut = long.char_indices().map(|(i, _)| i).nth(prefix_cut % long.chars().count()).unwrap_or(0);
+            remember_prompt_prefix(&long[..cut]);
+            remember_prompt_prefix(&format!("{}.", &long[..cut]));
+            messages.insert(0, ChatTurn::user(long.clone()));
+            messages.push(ChatTurn::user(long));
+            let effect = Effect::Translate {
+                calls: vec![TranslatorCall { translator: 0, attempt: 0, messages }],
             };
             proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
             let effect = Effect::CallLlm { purpose: LlmPurpose::Rewrite, prompt };

@@ -33,8 +33,8 @@ mod replay;
 pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};
-pub(crate) use effect_body::effect_record_body;
 pub use effect_body::PROMPT_DIGESTS_SINCE;
+pub(crate) use effect_body::{effect_record_body, remember_prompt_prefix};
 pub use policy_document::{PolicyDocuments, POLICY_DOCUMENTS_SINCE};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{

@@ -154,6 +154,7 @@ pub fn translator_prompt(
         );
     }
     let fence = data_fence(translator, texts);
+    let instructions = p.len();
     if !texts.conversation.is_empty() {
         let turns: Vec<Value> = texts
             .conversation
@@ -183,9 +184,9 @@ pub fn translator_prompt(
              <{fence}>\n{}\n</{fence}>\n",
             json!({"conversation": turns, "question": texts.question, "answer": texts.answer})
         );
+        remember_fixed_part(&p, instructions, &fence);
         return p;
     }
-    let fence = data_fence(translator, texts);
     let _ = write!(
         p,
         "\nWrite the premises (facts stated or assumed by the question or the answer) and the \
@@ -205,7 +206,17 @@ pub fn translator_prompt(
          <{fence}>\n{}\n</{fence}>\n",
         json!({"question": texts.question, "answer": texts.answer})
     );
+    remember_fixed_part(&p, instructions, &fence);
     p
+}
+
+/// The prompt up to its first fence is the same for every question of a policy version and
+/// translator: its digest in the trail is computed from there on (see
+/// `audit::remember_prompt_prefix`).
+fn remember_fixed_part(prompt: &str, instructions: usize, fence: &str) {
+    if let Some(at) = prompt[instructions..].find(fence) {
+        crate::audit::remember_prompt_prefix(&prompt[..instructions + at]);
+    }
 }
 
 /// The follow-up message that sends a reply's errors back to the translator.
