@@ -919,6 +919,14 @@ fn check_solver() -> Solver {
     let solver = new_solver(None);
     let mut params = Params::new();
     params.set_u32("smt.arith.solver", 2);
+    // Two of Z3's optional work-savers that cost more than they save on these small checks,
+    // each of whose calls adds a few assertions and assumptions: relevancy filtering and
+    // value propagation over the newly asserted formulas. Both leave the solver complete and
+    // the answers the same (the 106 cases of `profile_checks recheck` give identical
+    // findings); instructions per check fell 8.7% (park, SATISFIABLE) and 8.6% (distinct
+    // questions, VALID), user time 16% and 13% (medians of six interleaved runs).
+    params.set_u32("smt.relevancy", 0);
+    params.set_bool("smt.propagate_values", false);
     solver.set_params(&params);
     solver
 }
