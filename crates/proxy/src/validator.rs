@@ -217,29 +217,29 @@ fn run_worker(
                     }
                     reasoner.validate(&job.translations)
                 }));
-                let result = match checked {
-                    Ok(r) => r.map(|f| (f, started.elapsed())).map_err(|e| e.to_string()),
+                match checked {
+                    Ok(r) => {
+                        let result = r.map(|f| (f, started.elapsed())).map_err(|e| e.to_string());
+                        let _ = job.reply.send(result);
+                    }
                     Err(panic) => {
                         let what = panic_message(panic.as_ref());
                         tracing::error!(
                             "reasoner worker {i}: a check panicked ({what}); reloading the policy"
                         );
+                        // The request is answered first; the reload (tens of milliseconds)
+                        // delays only the next job.
+                        let failed = format!("the reasoner failed on this check ({what})");
+                        let _ = job.reply.send(Err(failed));
                         match load() {
                             Some(fresh) => {
                                 reasoner = fresh;
                                 reasoner.warm_up();
                             }
-                            None => {
-                                let _ = job.reply.send(Err(format!(
-                                    "the reasoner failed on this check ({what})"
-                                )));
-                                return;
-                            }
+                            None => return,
                         }
-                        Err(format!("the reasoner failed on this check ({what})"))
                     }
-                };
-                let _ = job.reply.send(result);
+                }
             }
             match next() {
                 Some(j) => job = j,
