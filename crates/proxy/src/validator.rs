@@ -174,9 +174,21 @@ impl ReasonerPool {
                 panic,
             })
             .await
-            .map_err(|_| ValidatorError::Reasoner("the reasoner workers stopped".into()))?;
+            .map_err(|_| {
+                ValidatorError::Reasoner(
+                    "the reasoner workers stopped (they could not load the policy again; the \
+                     proxy's log says why): restart the proxy"
+                        .into(),
+                )
+            })?;
         rx.await
-            .map_err(|_| ValidatorError::Reasoner("a reasoner worker stopped".into()))?
+            .map_err(|_| {
+                ValidatorError::Reasoner(
+                    "a reasoner worker stopped during this check (the proxy's log says why); \
+                     the answer was not verified"
+                        .into(),
+                )
+            })?
             .map_err(ValidatorError::Reasoner)
     }
 }
@@ -229,7 +241,11 @@ fn run_worker(
                         );
                         // The request is answered first; the reload (tens of milliseconds)
                         // delays only the next job.
-                        let failed = format!("the reasoner failed on this check ({what})");
+                        let failed = format!(
+                            "the reasoner failed on this check ({what}); the answer was not \
+                             verified. This is a bug in proofgate, logged with the panic; the \
+                             next checks run on a freshly loaded reasoner"
+                        );
                         let _ = job.reply.send(Err(failed));
                         match load() {
                             Some(fresh) => {
