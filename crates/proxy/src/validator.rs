@@ -196,8 +196,10 @@ impl ReasonerPool {
 /// A reasoner worker's loop: loads the policy with its first job, then checks jobs until the
 /// queue closes. A check that panics (a bug in the reasoner or in Z3's bindings) fails its own
 /// request with an error, never a verdict, and the worker drops its reasoner and loads the
-/// policy again before the next job: a panic may leave a solver mid-check, and a worker that
-/// ended instead would shrink the pool for good (every worker gone, every local check fails).
+/// policy again before the next job (the reasoner closes a panicked check's solver scopes
+/// itself; what else a panic may have left half-done, in the reasoner or in Z3, goes with
+/// it), where a worker that ended instead would shrink the pool for good (every worker gone,
+/// every local check fails).
 fn run_worker(
     i: usize,
     model: &PolicyModel,

@@ -87,6 +87,9 @@ pub struct Reasoner<'m> {
     /// The components not proved consistent (inconsistent, or the solver could not tell),
     /// decided once, on first use. Every slice includes them.
     unproved: OnceCell<Vec<usize>>,
+    /// Tests make the next solver call panic, after the solver answered (mid-check).
+    #[cfg(test)]
+    pub(crate) panic_in_next_call: std::cell::Cell<bool>,
 }
 
 /// Slice solvers kept per worker.
@@ -194,6 +197,36 @@ impl LoadedRules {
     }
 }
 
+/// One check's scope on the rules it uses, made the reasoner's active rules; ended, and the
+/// active rules put back, when dropped. A check that panics (a bug) must still end its scope:
+/// the next check takes the same pool literals, and an `l => f` left asserted from the
+/// panicked one would constrain it (a premise of the old question silently added to the
+/// new one, which can make a claim follow that does not).
+struct CheckScope<'r, 'm> {
+    reasoner: &'r Reasoner<'m>,
+    loaded: Rc<LoadedRules>,
+    previous: Option<Rc<LoadedRules>>,
+}
+
+impl<'r, 'm> CheckScope<'r, 'm> {
+    fn begin(reasoner: &'r Reasoner<'m>, loaded: Rc<LoadedRules>) -> CheckScope<'r, 'm> {
+        let previous = reasoner.active.replace(Some(loaded.clone()));
+        loaded.begin_check();
+        CheckScope {
+            reasoner,
+            loaded,
+            previous,
+        }
+    }
+}
+
+impl Drop for CheckScope<'_, '_> {
+    fn drop(&mut self) {
+        self.loaded.end_check();
+        self.reasoner.active.replace(self.previous.take());
+    }
+}
+
 /// A failure to load the policy into the solver (a bug, not a user error).
 #[derive(Debug, thiserror::Error)]
 #[error("rule `{rule}`: {source}")]
@@ -231,6 +264,8 @@ impl<'m> Reasoner<'m> {
             components,
             witnesses: Default::default(),
             unproved: OnceCell::new(),
+            #[cfg(test)]
+            panic_in_next_call: Default::default(),
         })
     }
 
@@ -288,26 +323,22 @@ impl<'m> Reasoner<'m> {
 
     /// Whether `fs` together are satisfiable with no rule at all (on the rule-free solver).
     pub(crate) fn without_rules(&self, fs: &[&Bool]) -> SatResult {
-        self.bare.push();
+        let _scope = Pushed::new(&self.bare);
         for f in fs {
             self.bare.assert(*f);
         }
-        let r = self.bare.check();
-        self.bare.pop(1);
-        r
+        self.bare.check()
     }
 
     /// The model of no formula at all (see `default_model`).
     pub(crate) fn default_model(&self) -> Option<&Model> {
         self.default_model
             .get_or_init(|| {
-                self.bare.push();
-                let model = match self.bare.check() {
+                let _scope = Pushed::new(&self.bare);
+                match self.bare.check() {
                     SatResult::Sat => self.bare.get_model(),
                     _ => None,
-                };
-                self.bare.pop(1);
-                model
+                }
             })
             .as_ref()
     }
@@ -421,16 +452,20 @@ impl<'m> Reasoner<'m> {
         };
         let solver = &loaded.solver;
         let first = self.limited_check(solver, &assumptions);
+        #[cfg(test)]
+        if self.panic_in_next_call.replace(false) {
+            panic!("a check panicking mid-way (injected by a test)");
+        }
         if forced_fallback() || (first == SatResult::Unknown && gave_up(solver)) {
             let fallback = self.fallback(&loaded);
-            fallback.push();
+            let scope = Pushed::new(fallback);
             for f in loaded.scope.borrow().iter() {
                 fallback.assert(f);
             }
             let r = self.limited_check(fallback, &assumptions);
             // Read before the pop, which discards the answer.
             let outcome = self.outcome(&loaded, fallback, r, model);
-            fallback.pop(1);
+            drop(scope);
             return outcome;
         }
         self.outcome(&loaded, solver, first, model)
@@ -579,14 +614,8 @@ impl<'m> Reasoner<'m> {
         };
         let slice = self.slice_for(premises, claims);
         let loaded = self.loaded_for(&slice.rules);
-        let previous = self.active.replace(Some(loaded.clone()));
-        loaded.begin_check();
-        let finding = crate::watchdog::watched(|| {
-            self.decide(&slice, (&p, &c), (premises, claims), translation)
-        });
-        loaded.end_check();
-        self.active.replace(previous);
-        finding
+        let _check = CheckScope::begin(self, loaded);
+        crate::watchdog::watched(|| self.decide(&slice, (&p, &c), (premises, claims), translation))
     }
 
     /// The first applicable finding of DESIGN.md's table: IMPOSSIBLE, trivial, INVALID, VALID,
@@ -915,6 +944,24 @@ impl<'m> Reasoner<'m> {
 /// nonlinear support is documented as incomplete (it answered every nonlinear question we
 /// tried, irrational roots included); a question it gives up on goes to a fallback solver
 /// (see `Reasoner::ask`). No time limit of its own: each call is limited (see `watchdog`).
+/// A scope pushed on a solver, popped when dropped: a panic between the push and the pop
+/// (in Rust code reading a model, say) must not leave the scope's assertions in a solver that
+/// is used again.
+pub(crate) struct Pushed<'s>(&'s Solver);
+
+impl<'s> Pushed<'s> {
+    pub(crate) fn new(solver: &'s Solver) -> Pushed<'s> {
+        solver.push();
+        Pushed(solver)
+    }
+}
+
+impl Drop for Pushed<'_> {
+    fn drop(&mut self) {
+        self.0.pop(1);
+    }
+}
+
 fn check_solver() -> Solver {
     let solver = new_solver(None);
     let mut params = Params::new();
@@ -971,11 +1018,9 @@ pub(crate) fn new_solver(timeout_ms: impl Into<Option<u32>>) -> Solver {
 
 /// Whether `f` is proved unsatisfiable (unknown counts as "not proved").
 pub(crate) fn solver_says_unsat(solver: &Solver, f: &Bool) -> bool {
-    solver.push();
+    let _scope = Pushed::new(solver);
     solver.assert(f);
-    let r = solver.check();
-    solver.pop(1);
-    r == SatResult::Unsat
+    solver.check() == SatResult::Unsat
 }
 
 /// What the premises and claims force together (both are assumed where it is used).
@@ -1062,6 +1107,62 @@ mod tests {
     /// the park example's questions of every kind (the shipped one, ages on both sides of the
     /// senior threshold, and the generated test suite's cases), scenario values aside (which
     /// of several simplest models a solver picks is its choice).
+    /// A check that panics half-way leaves nothing behind: the checks after it get the findings
+    /// a reasoner that never panicked gives. (Its scope left open, the next checks would reuse
+    /// its literals with its premise still asserted behind one: here, membership, making free
+    /// shipping follow from no coupons.)
+    #[test]
+    fn a_check_that_panics_midway_leaves_no_assertion_behind() {
+        let model = PolicyModel::from_definition(
+            PolicyDefinition::from_json(
+                r#"{"variables": [
+                    {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
+                    {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
+                    {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
+                  "rules": [
+                    {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"},
+                    {"id": "COUPONS00000", "expression": "(>= coupons 0)"}]}"#,
+            )
+            .unwrap(),
+            None,
+        )
+        .unwrap();
+        let question = |premises: &[&str], claims: &[&str]| {
+            let t =
+                serde_json::json!({"translations": [[{"premises": premises, "claims": claims}]]});
+            parse_translations(&t.to_string()).unwrap()
+        };
+        let after = [
+            question(&["(= coupons 1)"], &["(not freeShipping)"]),
+            question(&["(= coupons 0)"], &["freeShipping"]),
+            question(&["(= coupons 0)"], &["freeShipping"]),
+            question(&["(>= coupons 5)"], &["freeShipping"]),
+        ];
+        let findings = |reasoner: &Reasoner| -> Vec<String> {
+            after
+                .iter()
+                .map(|q| serde_json::to_string(&reasoner.validate(q).unwrap()).unwrap())
+                .collect()
+        };
+        let clean = findings(&Reasoner::new(&model, CheckOptions::default()).unwrap());
+        assert!(clean[1].starts_with(r#"[{"satisfiable""#), "{}", clean[1]);
+
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        reasoner.panic_in_next_call.set(true);
+        let member = question(&["isMember"], &["freeShipping"]);
+        let panicked =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reasoner.validate(&member)));
+        assert!(panicked.is_err(), "the injected panic did not happen");
+        assert!(!reasoner.panic_in_next_call.get());
+        assert_eq!(findings(&reasoner), clean);
+        // And the panicked question itself, asked again.
+        let fresh = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&reasoner.validate(&member).unwrap()).unwrap(),
+            serde_json::to_string(&fresh.validate(&member).unwrap()).unwrap()
+        );
+    }
+
     #[test]
     fn fallback_solver_gives_the_same_findings() {
         let model = park();

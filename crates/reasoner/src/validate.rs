@@ -333,13 +333,13 @@ impl Reasoner<'_> {
             Bool::and(&[a.clone(), b.not()]),
             Bool::and(&[b.clone(), a.not()]),
         ] {
-            self.bare.push();
+            let scope = crate::check::Pushed::new(&self.bare);
             self.bare.assert(&f);
             let found = (self.bare.check() == SatResult::Sat)
                 .then(|| self.bare.get_model())
                 .flatten()
                 .map(|m| self.scenario(&m, vars));
-            self.bare.pop(1);
+            drop(scope);
             if found.is_some() {
                 return found;
             }
