@@ -1113,20 +1113,15 @@ mod tests {
     /// shipping follow from no coupons.)
     #[test]
     fn a_check_that_panics_midway_leaves_no_assertion_behind() {
-        let model = PolicyModel::from_definition(
-            PolicyDefinition::from_json(
-                r#"{"variables": [
-                    {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
-                    {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
-                    {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
-                  "rules": [
-                    {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"},
-                    {"id": "COUPONS00000", "expression": "(>= coupons 0)"}]}"#,
-            )
-            .unwrap(),
-            None,
-        )
-        .unwrap();
+        let model = policy(
+            r#"{"variables": [
+                {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
+                {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
+                {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
+              "rules": [
+                {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"},
+                {"id": "COUPONS00000", "expression": "(>= coupons 0)"}]}"#,
+        );
         let question = |premises: &[&str], claims: &[&str]| {
             let t =
                 serde_json::json!({"translations": [[{"premises": premises, "claims": claims}]]});
@@ -1220,6 +1215,10 @@ mod tests {
     use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 
     /// The shipped park policy.
+    fn policy(json: &str) -> PolicyModel {
+        PolicyModel::from_definition(PolicyDefinition::from_json(json).unwrap(), None).unwrap()
+    }
+
     fn park() -> PolicyModel {
         PolicyModel::from_definition(
             PolicyDefinition::from_json(include_str!(
@@ -1265,19 +1264,14 @@ mod tests {
     /// up, or every nonlinear question would be TOO_COMPLEX.
     #[test]
     fn a_nonlinear_question_is_answered_by_the_fallback() {
-        let model = PolicyModel::from_definition(
-            PolicyDefinition::from_json(
-                r#"{"variables": [
-                    {"name": "side", "type": "REAL", "description": "The side in metres"},
-                    {"name": "area", "type": "REAL", "description": "The area in square metres"}],
-                  "rules": [
-                    {"id": "AREA00000000", "expression": "(= area (* side side))"},
-                    {"id": "POSITIVE0000", "expression": "(> side 0.0)"}]}"#,
-            )
-            .unwrap(),
-            None,
-        )
-        .unwrap();
+        let model = policy(
+            r#"{"variables": [
+                {"name": "side", "type": "REAL", "description": "The side in metres"},
+                {"name": "area", "type": "REAL", "description": "The area in square metres"}],
+              "rules": [
+                {"id": "AREA00000000", "expression": "(= area (* side side))"},
+                {"id": "POSITIVE0000", "expression": "(> side 0.0)"}]}"#,
+        );
         let t = parse_translations(
             r#"{"translations": [[{"premises": ["(= area 2.0)"], "claims": ["(> side 1.0)"]}]]}"#,
         )
