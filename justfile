@@ -53,18 +53,19 @@ bench-durability:
 bench-replay: wasm
     cd crates/wasm && node bench/replay.mjs
 
-# All benchmarks (a few minutes): every figure of issue 15 but the side-by-side proxy tables,
-# which `just bench-side-by-side` and `just bench-distinct` measure (nginx, wrk, optionally
-# LiteLLM).
+# Every figure of issue 15 but the side-by-side proxy tables, which `just bench-side-by-side`
+# and `just bench-distinct` measure (nginx, wrk, optionally LiteLLM).
+# All benchmarks but the side-by-side tables (a few minutes).
 bench: bench-reasoner bench-proxy bench-durability bench-replay
 
-# The side-by-side table: direct to nginx, proofgate with both validators and (with
-# LITELLM_VENV set to a venv with litellm[proxy]) LiteLLM, in one run. Needs nginx and wrk.
+# Direct to nginx, proofgate with both validators and (with LITELLM_VENV set to a venv with
+# litellm[proxy]) LiteLLM, in one run.
+# The side-by-side table (needs nginx and wrk).
 bench-side-by-side seconds="5":
     cargo build --release -p proofgate-proxy --bin proofgate
     bench/side-by-side.sh {{seconds}}
 
-# The local validator with every question distinct, beside the Bedrock path. Needs nginx and wrk.
+# The local validator with every question distinct, beside the Bedrock path (needs nginx, wrk).
 bench-distinct seconds="5":
     cargo build --release -p proofgate-proxy --example echo_translator --bin proofgate
     bench/distinct-questions.sh {{seconds}}
