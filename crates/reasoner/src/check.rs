@@ -936,14 +936,6 @@ impl<'m> Reasoner<'m> {
     }
 }
 
-/// The solver of a check: rules behind assumption literals, with Z3's simplex arithmetic
-/// solver (`smt.arith.solver=2`) instead of its default one. On the park example it answers
-/// the same with half the work per check (6.7M instructions instead of 13.9M for a VALID
-/// question), and unlike the default one it does not get slower with every check a solver
-/// serves (with the default, a solver's 40th-72nd checks cost twice its first ones). Its
-/// nonlinear support is documented as incomplete (it answered every nonlinear question we
-/// tried, irrational roots included); a question it gives up on goes to a fallback solver
-/// (see `Reasoner::ask`). No time limit of its own: each call is limited (see `watchdog`).
 /// A scope pushed on a solver, popped when dropped: a panic between the push and the pop
 /// (in Rust code reading a model, say) must not leave the scope's assertions in a solver that
 /// is used again.
@@ -962,6 +954,14 @@ impl Drop for Pushed<'_> {
     }
 }
 
+/// The solver of a check: rules behind assumption literals, with Z3's simplex arithmetic
+/// solver (`smt.arith.solver=2`) instead of its default one. On the park example it answers
+/// the same with half the work per check (6.7M instructions instead of 13.9M for a VALID
+/// question), and unlike the default one it does not get slower with every check a solver
+/// serves (with the default, a solver's 40th-72nd checks cost twice its first ones). Its
+/// nonlinear support is documented as incomplete (it answered every nonlinear question we
+/// tried, irrational roots included); a question it gives up on goes to a fallback solver
+/// (see `Reasoner::ask`). No time limit of its own: each call is limited (see `watchdog`).
 fn check_solver() -> Solver {
     let solver = new_solver(None);
     let mut params = Params::new();
@@ -1103,10 +1103,6 @@ mod tests {
         pub(super) static FORCE_FALLBACK: Cell<bool> = const { Cell::new(false) };
     }
 
-    /// The fallback solver answers as the check's own solver does: the same findings for
-    /// the park example's questions of every kind (the shipped one, ages on both sides of the
-    /// senior threshold, and the generated test suite's cases), scenario values aside (which
-    /// of several simplest models a solver picks is its choice).
     /// A check that panics half-way leaves nothing behind: the checks after it get the findings
     /// a reasoner that never panicked gives. (Its scope left open, the next checks would reuse
     /// its literals with its premise still asserted behind one: here, membership, making free
@@ -1158,6 +1154,10 @@ mod tests {
         );
     }
 
+    /// The fallback solver answers as the check's own solver does: the same findings for
+    /// the park example's questions of every kind (the shipped one, ages on both sides of the
+    /// senior threshold, and the generated test suite's cases), scenario values aside (which
+    /// of several simplest models a solver picks is its choice).
     #[test]
     fn fallback_solver_gives_the_same_findings() {
         let model = park();
@@ -1214,20 +1214,16 @@ mod tests {
     use crate::{parse_translations, CheckOptions, Reasoner};
     use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 
-    /// The shipped park policy.
+    /// A policy from its JSON definition.
     fn policy(json: &str) -> PolicyModel {
         PolicyModel::from_definition(PolicyDefinition::from_json(json).unwrap(), None).unwrap()
     }
 
+    /// The shipped park policy.
     fn park() -> PolicyModel {
-        PolicyModel::from_definition(
-            PolicyDefinition::from_json(include_str!(
-                "../../../examples/policies/park-admission.json"
-            ))
-            .unwrap(),
-            None,
-        )
-        .unwrap()
+        policy(include_str!(
+            "../../../examples/policies/park-admission.json"
+        ))
     }
 
     #[test]
