@@ -90,6 +90,10 @@ pub struct Reasoner<'m> {
     /// Tests make the next solver call panic, after the solver answered (mid-check).
     #[cfg(test)]
     pub(crate) panic_in_next_call: std::cell::Cell<bool>,
+    /// Tests make the next scenario that separates two translators' readings panic, while
+    /// its scope is pushed on the rule-free solver.
+    #[cfg(test)]
+    pub(crate) panic_in_separating_scenario: std::cell::Cell<bool>,
 }
 
 /// Slice solvers kept per worker.
@@ -266,6 +270,8 @@ impl<'m> Reasoner<'m> {
             unproved: OnceCell::new(),
             #[cfg(test)]
             panic_in_next_call: Default::default(),
+            #[cfg(test)]
+            panic_in_separating_scenario: Default::default(),
         })
     }
 
@@ -1109,15 +1115,7 @@ mod tests {
     /// shipping follow from no coupons.)
     #[test]
     fn a_check_that_panics_midway_leaves_no_assertion_behind() {
-        let model = policy(
-            r#"{"variables": [
-                {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
-                {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
-                {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
-              "rules": [
-                {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"},
-                {"id": "COUPONS00000", "expression": "(>= coupons 0)"}]}"#,
-        );
+        let model = policy(SHIPPING);
         let question = |premises: &[&str], claims: &[&str]| {
             let t =
                 serde_json::json!({"translations": [[{"premises": premises, "claims": claims}]]});
@@ -1129,13 +1127,10 @@ mod tests {
             question(&["(= coupons 0)"], &["freeShipping"]),
             question(&["(>= coupons 5)"], &["freeShipping"]),
         ];
-        let findings = |reasoner: &Reasoner| -> Vec<String> {
-            after
-                .iter()
-                .map(|q| serde_json::to_string(&reasoner.validate(q).unwrap()).unwrap())
-                .collect()
-        };
-        let clean = findings(&Reasoner::new(&model, CheckOptions::default()).unwrap());
+        let clean = findings_json(
+            &Reasoner::new(&model, CheckOptions::default()).unwrap(),
+            &after,
+        );
         assert!(clean[1].starts_with(r#"[{"satisfiable""#), "{}", clean[1]);
 
         let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
@@ -1145,13 +1140,56 @@ mod tests {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| reasoner.validate(&member)));
         assert!(panicked.is_err(), "the injected panic did not happen");
         assert!(!reasoner.panic_in_next_call.get());
-        assert_eq!(findings(&reasoner), clean);
+        assert_eq!(findings_json(&reasoner, &after), clean);
         // And the panicked question itself, asked again.
         let fresh = Reasoner::new(&model, CheckOptions::default()).unwrap();
         assert_eq!(
             serde_json::to_string(&reasoner.validate(&member).unwrap()).unwrap(),
             serde_json::to_string(&fresh.validate(&member).unwrap()).unwrap()
         );
+    }
+
+    /// The same for the rule-free solver: a panic while a scope of its own is pushed (building
+    /// the scenario that separates two translators' readings) leaves nothing asserted there.
+    /// (Left asserted, the first reading's "no coupons and free shipping" made free shipping
+    /// look true without any rule: a later VALID finding got a false ALWAYS_TRUE warning.)
+    #[test]
+    fn a_panic_on_the_rule_free_solver_leaves_no_assertion_behind() {
+        let model = policy(SHIPPING);
+        let parse = |t: serde_json::Value| parse_translations(&t.to_string()).unwrap();
+        let pair = |premises: &[&str], claims: &[&str]| serde_json::json!([{"premises": premises, "claims": claims}]);
+        let ambiguous = parse(serde_json::json!({"translations": [
+            pair(&["(= coupons 0)"], &["freeShipping"]),
+            pair(&["(= coupons 0)"], &["(not freeShipping)"]),
+        ]}));
+        let after: Vec<_> = [
+            (&["(= coupons 1)"][..], &["(not freeShipping)"][..]),
+            (
+                &["(= coupons 4)", "(not isMember)"][..],
+                &["freeShipping"][..],
+            ),
+            (
+                &["(= coupons 0)", "(not freeShipping)"][..],
+                &["(not isMember)"][..],
+            ),
+        ]
+        .into_iter()
+        .map(|(p, c)| parse(serde_json::json!({"translations": [pair(p, c)]})))
+        .chain([ambiguous.clone()])
+        .collect();
+        let clean = findings_json(
+            &Reasoner::new(&model, CheckOptions::default()).unwrap(),
+            &after,
+        );
+        assert!(clean[3].contains("translationAmbiguous"), "{}", clean[3]);
+
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        reasoner.panic_in_separating_scenario.set(true);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            reasoner.validate(&ambiguous)
+        }));
+        assert!(panicked.is_err(), "the injected panic did not happen");
+        assert_eq!(findings_json(&reasoner, &after), clean);
     }
 
     /// The fallback solver answers as the check's own solver does: the same findings for
@@ -1213,6 +1251,26 @@ mod tests {
     }
     use crate::{parse_translations, CheckOptions, Reasoner};
     use proofgate_core::policy::{PolicyDefinition, PolicyModel};
+
+    /// Free shipping for members and for orders with three coupons or more.
+    const SHIPPING: &str = r#"{"variables": [
+        {"name": "isMember", "type": "BOOL", "description": "Whether the buyer is a member"},
+        {"name": "coupons", "type": "INT", "description": "The number of coupons used"},
+        {"name": "freeShipping", "type": "BOOL", "description": "Whether shipping is free"}],
+      "rules": [
+        {"id": "SHIPPING0000", "expression": "(= freeShipping (or isMember (>= coupons 3)))"},
+        {"id": "COUPONS00000", "expression": "(>= coupons 0)"}]}"#;
+
+    /// The findings of each question, as JSON.
+    fn findings_json(
+        reasoner: &Reasoner,
+        questions: &[Vec<crate::TranslatorOutput>],
+    ) -> Vec<String> {
+        questions
+            .iter()
+            .map(|q| serde_json::to_string(&reasoner.validate(q).unwrap()).unwrap())
+            .collect()
+    }
 
     /// A policy from its JSON definition.
     fn policy(json: &str) -> PolicyModel {

@@ -338,7 +338,13 @@ impl Reasoner<'_> {
             let found = (self.bare.check() == SatResult::Sat)
                 .then(|| self.bare.get_model())
                 .flatten()
-                .map(|m| self.scenario(&m, vars));
+                .map(|m| {
+                    #[cfg(test)]
+                    if self.panic_in_separating_scenario.replace(false) {
+                        panic!("a scenario panicking mid-way (injected by a test)");
+                    }
+                    self.scenario(&m, vars)
+                });
             drop(scope);
             if found.is_some() {
                 return found;
