@@ -13,6 +13,9 @@ shared=${SHARED_BENCH:-$root/../shared/bench}
 target=${CARGO_TARGET_DIR:-$root/target}
 [ -x "$shared/side-by-side.sh" ] || { echo "no harness at $shared/side-by-side.sh (set SHARED_BENCH)"; exit 1; }
 [ -x "$target/release/proofgate" ] || { echo "build first: cargo build --release -p proofgate-proxy --bin proofgate"; exit 1; }
+# Absolute: the harness runs the build through a symlink in another directory, and cargo takes
+# a relative CARGO_TARGET_DIR from the directory it runs in.
+target=$(cd "$target" && pwd)
 for tool in nginx wrk; do
   command -v $tool > /dev/null || { echo "$tool is missing: apt-get install -y nginx wrk"; exit 1; }
 done
