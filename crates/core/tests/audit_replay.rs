@@ -971,3 +971,105 @@ fn a_trail_the_proxy_wrote_replays_from_its_bundle() {
         ReplayProblem::PolicyDocumentMissing
     );
 }
+
+// ---- A trail read from JSON text is judged as the same trail read into records ------------
+
+/// `records` written as JSON text with every object's keys in reverse order (a trail
+/// re-serialized by another tool), which the hash does not see.
+fn reversed_keys(v: &Value) -> String {
+    match v {
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(reversed_keys).collect();
+            format!("[{}]", items.join(","))
+        }
+        Value::Object(map) => {
+            let entries: Vec<String> = map
+                .iter()
+                .rev()
+                .map(|(k, v)| format!("{}:{}", Value::from(k.as_str()), reversed_keys(v)))
+                .collect();
+            format!("{{{}}}", entries.join(","))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Replay from JSON text reads bodies lazily and compares them as text; it must reach the
+/// report that replaying the records gives, on intact, altered, forged, re-hashed and
+/// re-ordered trails, whatever the key order of the text.
+#[test]
+fn json_text_and_records_give_the_same_report() {
+    let mut trails: Vec<(String, Vec<AuditRecord>)> = Vec::new();
+    for (name, trail) in [
+        ("loop", trail()),
+        ("translated", translated_loop().audit_trail().to_vec()),
+        ("conversation", conversation_loop().audit_trail().to_vec()),
+    ] {
+        trails.push((format!("{name} intact"), trail.clone()));
+        for i in 0..trail.len() {
+            // A body changed and left with its old hash; the same re-hashed (a forgery the
+            // chain alone catches at the next record); and re-hashed with the chain after it
+            // re-linked (which only the machine catches).
+            let mut altered = trail.clone();
+            match &mut altered[i].body {
+                Value::Object(map) => {
+                    let key = map.keys().next_back().cloned().unwrap();
+                    map.insert(key, json!("tampered"));
+                }
+                other => *other = json!({"tampered": true}),
+            }
+            trails.push((format!("{name} body {i}"), altered.clone()));
+            altered[i].hash = altered[i].expected_hash();
+            trails.push((format!("{name} forged {i}"), altered.clone()));
+            for j in i + 1..altered.len() {
+                altered[j].prev = altered[j - 1].hash.clone();
+                altered[j].hash = altered[j].expected_hash();
+            }
+            trails.push((format!("{name} re-chained {i}"), altered));
+            let mut at = trail.clone();
+            at[i].at += 1;
+            trails.push((format!("{name} at {i}"), at));
+            let mut removed = trail.clone();
+            removed.remove(i);
+            trails.push((format!("{name} removed {i}"), removed));
+        }
+    }
+    for (name, trail) in &trails {
+        let expected = replay(trail);
+        let value = serde_json::to_value(trail).unwrap();
+        for text in [
+            serde_json::to_string(trail).unwrap(),
+            serde_json::to_string_pretty(trail).unwrap(),
+            reversed_keys(&value),
+        ] {
+            assert_eq!(replay_json(&text), expected, "{name}");
+        }
+    }
+    assert!(trails.iter().filter(|(_, t)| replay(t).ok).count() >= 3);
+}
+
+/// A body with a key written twice reads as a value holding the last one; its hash covers
+/// that value. Replay from text compares such a body the thorough way, with the same report.
+#[test]
+fn a_body_with_a_repeated_key_is_judged_by_its_value() {
+    let trail = trail();
+    let text = serde_json::to_string(&trail).unwrap();
+    let i = trail
+        .iter()
+        .position(|r| r.kind == RecordKind::LlmReplied)
+        .unwrap();
+    let original = serde_json::to_string(&trail[i].body).unwrap();
+    // The first key repeated with another value before it: the value read is unchanged.
+    let repeated = original.replacen('{', "{\"type\":\"Tick\",", 1);
+    assert_ne!(repeated, original);
+    let with_repeat = text.replacen(&original, &repeated, 1);
+    assert!(
+        replay_json(&with_repeat).ok,
+        "{:?}",
+        replay_json(&with_repeat)
+    );
+    // Repeated the other way round, the value read is a different one.
+    let last_wins = original.replacen('}', ",\"type\":\"Tick\"}", 1);
+    let report = replay_json(text.replacen(&original, &last_wins, 1));
+    assert_eq!(failure(&report), (i, ReplayProblem::HashMismatch));
+}

@@ -29,6 +29,7 @@ mod effect_body;
 pub mod policy_document;
 pub mod recheck;
 mod record;
+mod recorded;
 mod replay;
 pub mod transparency;
 

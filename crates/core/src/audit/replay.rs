@@ -6,11 +6,13 @@ use super::bodies::ThreadStarted;
 use super::canonical::canonical_json;
 use super::policy_document::{with_policy_document, DocumentProblem, PolicyDocuments};
 use super::record::{AuditRecord, RecordKind, GENESIS_PREV};
+use super::recorded::{read_records, RecordText};
 use super::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 use crate::thread::{Input, OutcomeStatus, Thread};
 use serde::de::{DeserializeSeed, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::borrow::Cow;
 use std::fmt;
 
 /// What was wrong with a record.
@@ -278,7 +280,10 @@ pub fn replay(trail: &[AuditRecord]) -> ReplayReport {
 /// [`replay`] with the policy documents the trail may name (an audit bundle's
 /// `policyDocuments`); each is used only under the hash of its own contents.
 pub fn replay_with(trail: &[AuditRecord], documents: &PolicyDocuments) -> ReplayReport {
-    replay_entries(&trail.iter().cloned().map(Ok).collect(), documents)
+    replay_entries(
+        &trail.iter().cloned().map(Ok).collect::<Entries>(),
+        documents,
+    )
 }
 
 /// [`replay`] over a JSON array of records.
@@ -288,15 +293,21 @@ pub fn replay_json(json: impl AsRef<[u8]>) -> ReplayReport {
 
 /// [`replay_with`] over a JSON array of records.
 pub fn replay_json_with(json: impl AsRef<[u8]>, documents: &PolicyDocuments) -> ReplayReport {
-    replay_entries(&parse_entries(json.as_ref()), documents)
+    let json = json.as_ref();
+    // A trail of well-formed records is replayed with its bodies as text; anything else is
+    // read the thorough way, which blames each problem on its record.
+    match read_records(json) {
+        Some(records) => replay_entries(&records, documents),
+        None => replay_entries(&parse_entries(json), documents),
+    }
 }
 
-fn replay_entries(entries: &Entries, documents: &PolicyDocuments) -> ReplayReport {
+fn replay_entries(entries: &impl Recorded, documents: &PolicyDocuments) -> ReplayReport {
     let mut report = ReplayReport {
         ok: false,
         format_version: None,
         thread_id: None,
-        records: entries.len(),
+        records: entries.count(),
         verified_records: 0,
         head_hash: None,
         status: None,
@@ -380,12 +391,80 @@ fn start_thread(
     })
 }
 
+/// A trail to replay: records already read ([`Entries`]), or read from JSON text with their
+/// bodies left as text ([`RecordText`]).
+trait Recorded {
+    fn count(&self) -> usize;
+    /// The kind of the record at `index`, or why it is not a record.
+    fn kind(&self, index: usize) -> Result<RecordKind, ReplayFailure>;
+    /// The record at `index`, or why it is not one.
+    fn record(&self, index: usize) -> Result<Cow<'_, AuditRecord>, ReplayFailure>;
+    /// Whether the record at `index` is exactly `produced` (see [`identical`]).
+    fn is(&self, index: usize, produced: &AuditRecord) -> bool;
+    /// The body at `index` read as an input, or why it is not one.
+    fn input(&self, index: usize) -> Result<Input, String>;
+}
+
+impl Recorded for Entries {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn kind(&self, index: usize) -> Result<RecordKind, ReplayFailure> {
+        entry(self, index).map(|rec| rec.kind)
+    }
+    fn record(&self, index: usize) -> Result<Cow<'_, AuditRecord>, ReplayFailure> {
+        entry(self, index).map(Cow::Borrowed)
+    }
+    fn is(&self, index: usize, produced: &AuditRecord) -> bool {
+        self[index]
+            .as_ref()
+            .is_ok_and(|rec| identical(rec, produced))
+    }
+    fn input(&self, index: usize) -> Result<Input, String> {
+        let rec = entry(self, index).map_err(|f| f.detail)?;
+        Input::deserialize(&rec.body).map_err(|e| e.to_string())
+    }
+}
+
+impl Recorded for Vec<RecordText<'_>> {
+    fn count(&self) -> usize {
+        self.len()
+    }
+    fn kind(&self, index: usize) -> Result<RecordKind, ReplayFailure> {
+        Ok(self[index].kind)
+    }
+    fn record(&self, index: usize) -> Result<Cow<'_, AuditRecord>, ReplayFailure> {
+        let rec = &self[index];
+        rec.to_record().map(Cow::Owned).map_err(|e| {
+            fail(
+                index,
+                Some(rec.kind),
+                ReplayProblem::Malformed,
+                format!("not an audit record: {e}"),
+            )
+        })
+    }
+    fn is(&self, index: usize, produced: &AuditRecord) -> bool {
+        self[index].is(produced)
+    }
+    fn input(&self, index: usize) -> Result<Input, String> {
+        // Straight from the text; a body that does not read that way is read as a value
+        // first, as the other trails are, which gives the same input or the same error.
+        serde_json::from_str(self[index].body.get()).or_else(|_| {
+            let body: Value =
+                serde_json::from_str(self[index].body.get()).map_err(|e| e.to_string())?;
+            Input::deserialize(&body).map_err(|e| e.to_string())
+        })
+    }
+}
+
 fn replay_into(
-    entries: &Entries,
+    recorded: &impl Recorded,
     documents: &PolicyDocuments,
     report: &mut ReplayReport,
 ) -> Result<(), ReplayFailure> {
-    if entries.is_empty() {
+    let count = recorded.count();
+    if count == 0 {
         return Err(fail(
             0,
             None,
@@ -393,20 +472,21 @@ fn replay_into(
             "the trail has no records".into(),
         ));
     }
-    let first = entry(entries, 0)?;
-    check_integrity(0, first, GENESIS_PREV)?;
-    let mut thread = start_thread(first, documents, report)?;
+    let first = recorded.record(0)?;
+    check_integrity(0, &first, GENESIS_PREV)?;
+    let mut thread = start_thread(&first, documents, report)?;
+    drop(first);
 
-    for i in 0..entries.len() {
-        let rec = entry(entries, i)?;
+    for i in 0..count {
         // Each record is checked for integrity (its hash, seq and link), then fed to the
         // machine if it is an input, then compared with the record the machine produced. The
         // usual case is decided at once: when the machine's record equals the recorded one in
         // every field (see `identical`), every one of those checks passes, and the recorded
         // hash needs no recomputing (the machine's record hashes to it). Otherwise the checks
         // run in that order, so the first failure and its report are the same as always.
+        let kind = recorded.kind(i)?;
         let fed = if i >= thread.audit_trail().len() {
-            feed(&mut thread, i, rec)
+            feed(&mut thread, i, kind, || recorded.input(i))
         } else {
             Ok(())
         };
@@ -414,15 +494,16 @@ fn replay_into(
             && thread
                 .audit_trail()
                 .get(i)
-                .is_some_and(|produced| identical(rec, produced));
+                .is_some_and(|produced| recorded.is(i, produced));
         if !same {
+            let rec = recorded.record(i)?;
             // Records before i were reproduced exactly, so their hashes are the machine's (the
             // machine only appends: feeding did not change them).
             let prev = match i {
                 0 => GENESIS_PREV,
                 _ => thread.audit_trail()[i - 1].hash.as_str(),
             };
-            check_integrity(i, rec, prev)?;
+            check_integrity(i, &rec, prev)?;
             fed?;
             let produced = thread.audit_trail().get(i).ok_or_else(|| {
                 fail(
@@ -432,17 +513,19 @@ fn replay_into(
                     "the machine produced no record here".into(),
                 )
             })?;
-            if let Some(detail) = difference(rec, produced) {
+            if let Some(detail) = difference(&rec, produced) {
                 return Err(fail(i, Some(rec.kind), ReplayProblem::Differs, detail));
             }
         }
+        // Equal to the machine's record (or the loop would have returned).
+        let produced = &thread.audit_trail()[i];
         report.verified_records = i + 1;
-        report.head_hash = Some(rec.hash.clone());
+        report.head_hash = Some(produced.hash.clone());
         report.status = thread.outcome().map(|o| o.status);
     }
-    if let Some(missing) = thread.audit_trail().get(entries.len()) {
+    if let Some(missing) = thread.audit_trail().get(count) {
         return Err(fail(
-            entries.len(),
+            count,
             Some(missing.kind),
             ReplayProblem::Missing,
             format!(
@@ -454,25 +537,29 @@ fn replay_into(
     Ok(())
 }
 
-/// Feeds the recorded input at `index` to the machine.
-fn feed(thread: &mut Thread, index: usize, rec: &AuditRecord) -> Result<(), ReplayFailure> {
-    let kind = Some(rec.kind);
-    if !rec.kind.is_input() {
+/// Feeds the recorded input at `index` (of kind `kind`, read by `input`) to the machine.
+fn feed(
+    thread: &mut Thread,
+    index: usize,
+    kind: RecordKind,
+    input: impl FnOnce() -> Result<Input, String>,
+) -> Result<(), ReplayFailure> {
+    if !kind.is_input() {
         return Err(fail(
             index,
-            kind,
+            Some(kind),
             ReplayProblem::Differs,
             format!(
                 "the machine is waiting for an input here (state {}), but the record is a {}",
                 thread.phase(),
-                rec.kind
+                kind
             ),
         ));
     }
-    let input = Input::deserialize(&rec.body).map_err(|e| {
+    let input = input().map_err(|e| {
         fail(
             index,
-            kind,
+            Some(kind),
             ReplayProblem::Malformed,
             format!("the body is not a valid input: {e}"),
         )
@@ -480,7 +567,7 @@ fn feed(thread: &mut Thread, index: usize, rec: &AuditRecord) -> Result<(), Repl
     thread.handle(input).map(|_| ()).map_err(|e| {
         fail(
             index,
-            kind,
+            Some(kind),
             ReplayProblem::RejectedInput,
             format!("the machine rejects this input: {e}"),
         )
