@@ -13,11 +13,28 @@ RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1 /usr/bin/cargo build --quiet --profile wa
   --target-dir "$target_dir" -p proofgate-wasm
 wasm="$target_dir/wasm32-unknown-unknown/wasm/proofgate_wasm.wasm"
 
+# Binaryen's optimizer, from web/'s npm packages (scripts/bootstrap.sh installs them).
+wasm_opt=web/node_modules/binaryen/bin/wasm-opt
+if [ ! -f "$wasm_opt" ]; then
+  echo "build-wasm: $wasm_opt is missing: run 'npm ci' in web/ (scripts/bootstrap.sh does)" >&2
+  exit 1
+fi
+
 rm -rf "$pkg_dir"
 mkdir -p "$pkg_dir"
 # Node (CommonJS; ESM `import` goes through a thin wrapper) and browsers (ES module + init()).
 wasm-bindgen --remove-name-section --remove-producers-section --target nodejs --out-name proofgate --out-dir "$pkg_dir/node" "$wasm"
 wasm-bindgen --remove-name-section --remove-producers-section --target web --out-name proofgate --out-dir "$pkg_dir/web" "$wasm"
+# Both targets load the same WebAssembly: optimized once (replay in Node about 7% faster than
+# rustc's own -O3 output; about 30 s), then shared.
+if ! cmp -s "$pkg_dir/node/proofgate_bg.wasm" "$pkg_dir/web/proofgate_bg.wasm"; then
+  echo "build-wasm: wasm-bindgen wrote different WebAssembly for Node and browsers; optimize each" >&2
+  exit 1
+fi
+node "$wasm_opt" -O3 --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+  --enable-mutable-globals --enable-reference-types --enable-multivalue \
+  "$pkg_dir/node/proofgate_bg.wasm" -o "$pkg_dir/node/proofgate_bg.wasm"
+cp "$pkg_dir/node/proofgate_bg.wasm" "$pkg_dir/web/proofgate_bg.wasm"
 
 # Named ESM exports, generated from the CommonJS module's own export list.
 node -e '
