@@ -12,8 +12,8 @@ use proofgate_proxy::storage::{SqliteSync, Store, StoredThread};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Writes in all, whatever the number of writers: enough that a p99 is the 30th-worst write,
-/// not the 4th (a checkpoint every 50 ms touches about one lone write in fifty).
+/// Writes in all, whatever the number of writers: enough that a lone writer's p99 is its
+/// 32nd-worst write, not its 4th (a checkpoint every 50 ms lands on about one in a hundred).
 const WRITES: usize = 3200;
 
 /// One request's write, about as large as the Bedrock path's (about 9 KB).
