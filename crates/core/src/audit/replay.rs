@@ -295,11 +295,21 @@ pub fn replay_json(json: impl AsRef<[u8]>) -> ReplayReport {
 pub fn replay_json_with(json: impl AsRef<[u8]>, documents: &PolicyDocuments) -> ReplayReport {
     let json = json.as_ref();
     // A trail of well-formed records is replayed with its bodies as text; anything else is
-    // read the thorough way, which blames each problem on its record.
-    match read_records(json) {
-        Some(records) => replay_entries(&records, documents),
-        None => replay_entries(&parse_entries(json), documents),
+    // read the thorough way, which blames each problem on its record. So is a trail whose
+    // replay finds something malformed: a body can be JSON to the scanner that kept it as
+    // text and still not read as a value (a lone surrogate, a number out of range), and the
+    // thorough reading reports that where and as it always has.
+    if let Some(records) = read_records(json) {
+        let report = replay_entries(&records, documents);
+        if report
+            .failure
+            .as_ref()
+            .is_none_or(|f| f.problem != ReplayProblem::Malformed)
+        {
+            return report;
+        }
     }
+    replay_entries(&parse_entries(json), documents)
 }
 
 fn replay_entries(entries: &impl Recorded, documents: &PolicyDocuments) -> ReplayReport {
@@ -716,5 +726,30 @@ mod tests {
             (failure.index, failure.problem),
             (last, ReplayProblem::HashMismatch)
         );
+    }
+
+    /// Bodies that are JSON to a scanner but not to a reader of values (a lone surrogate, a
+    /// number out of range): replay from text reports them exactly as reading every record
+    /// first does.
+    #[test]
+    fn a_body_that_does_not_read_as_a_value_is_reported_as_before() {
+        let trail = trail();
+        let text = serde_json::to_string(&trail).unwrap();
+        let last = trail.len() - 1;
+        let body = serde_json::to_string(&trail[last].body).unwrap();
+        for (name, broken) in [
+            ("surrogate", body.replacen('{', "{\"x\":\"\\ud800\",", 1)),
+            ("number", body.replacen('{', "{\"x\":1e400,", 1)),
+            (
+                "nested number",
+                body.replacen('{', "{\"x\":[{\"y\":-1e999}],", 1),
+            ),
+        ] {
+            let text = text.replacen(&body, &broken, 1);
+            assert_ne!(text, serde_json::to_string(&trail).unwrap(), "{name}");
+            let expected = replay_entries(&parse_entries(text.as_bytes()), &PolicyDocuments::new());
+            assert!(!expected.ok, "{name}");
+            assert_eq!(replay_json(&text), expected, "{name}");
+        }
     }
 }
