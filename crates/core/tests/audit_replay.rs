@@ -1073,3 +1073,30 @@ fn a_body_with_a_repeated_key_is_judged_by_its_value() {
     let report = replay_json(text.replacen(&original, &last_wins, 1));
     assert_eq!(failure(&report), (i, ReplayProblem::HashMismatch));
 }
+
+/// An auditor's documents are read once for many trails (the npm package's `Replayer`), and
+/// keep the vocabulary model they build: each trail still gets the report it gets alone.
+#[test]
+fn documents_kept_across_replays_give_each_trail_its_own_report() {
+    let kept = documents();
+    let intact = serde_json::to_string(translated_loop().audit_trail()).unwrap();
+    let mut altered = serde_json::to_value(translated_loop().audit_trail()).unwrap();
+    altered[4]["body"]["text"] = json!(GOOD_REPLY.replace("70", "71"));
+    let altered = altered.to_string();
+    // The trail names a document that holds the translators' vocabulary.
+    let first: Value = serde_json::from_str::<Value>(&intact).unwrap()[0].clone();
+    let name = first["body"]["policyDocument"]
+        .as_str()
+        .expect("a document");
+    assert!(kept.get(name).expect("among the documents")["vocabulary"].is_object());
+    for text in [&altered, &intact, &altered, &intact] {
+        assert_eq!(replay_json_with(text, &kept), replay_json(text));
+    }
+    assert!(replay_json_with(&intact, &kept).ok);
+    assert_eq!(
+        failure(&replay_json_with(&altered, &kept)).0,
+        4,
+        "{:?}",
+        replay_json_with(&altered, &kept)
+    );
+}

@@ -15,10 +15,13 @@
 //! `policyDocuments`).
 
 use super::canonical::canonical_json;
+use crate::policy::{PolicyDefinition, PolicyModel};
 use crate::thread::ThreadConfig;
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 /// The first format whose THREAD_STARTED names its policy document instead of holding it.
 pub const POLICY_DOCUMENTS_SINCE: u32 = 2;
@@ -137,7 +140,20 @@ pub(crate) fn with_policy_document(
 
 /// Policy documents filed under the hash of their own contents.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PolicyDocuments(BTreeMap<String, Value>);
+pub struct PolicyDocuments(BTreeMap<String, Value>, VocabularyModels);
+
+/// Each document's vocabulary as a model, built the first time a replay needs it, so that
+/// replaying many trails of one policy version builds it once (see
+/// [`PolicyDocuments::vocabulary_model`]). Not part of what the documents are: equal whatever
+/// it holds.
+#[derive(Debug, Clone, Default)]
+struct VocabularyModels(Arc<Mutex<BTreeMap<String, Option<Arc<PolicyModel>>>>>);
+
+impl PartialEq for VocabularyModels {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
 
 impl PolicyDocuments {
     /// No documents.
@@ -160,6 +176,11 @@ impl PolicyDocuments {
             return Err("a policy document needs its `policy`".into());
         }
         let name = policy_document_hash(&document);
+        self.1
+             .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&name);
         self.0.insert(name.clone(), document);
         Ok(name)
     }
@@ -186,8 +207,34 @@ impl PolicyDocuments {
         self.0.get(name)
     }
 
+    /// The vocabulary of the document filed under `name` as a model: what
+    /// [`crate::translation::TranslationConfig::vocabulary_model`] builds for a configuration
+    /// that holds this document's vocabulary (as replay puts it there). `None` when there is
+    /// no such document, it has no vocabulary, or the vocabulary does not build (the thread
+    /// then builds it itself and reports why it does not, as without this).
+    pub(crate) fn vocabulary_model(&self, name: &str) -> Option<Arc<PolicyModel>> {
+        let mut models = self.1 .0.lock().unwrap_or_else(|e| e.into_inner());
+        models
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                let vocabulary = self.0.get(name)?.get("vocabulary")?;
+                let definition = PolicyDefinition::deserialize(vocabulary).ok()?;
+                crate::translation::TranslationConfig::vocabulary_model_of(definition)
+                    .ok()
+                    .map(Arc::new)
+            })
+            .clone()
+    }
+
     /// Adds every document of `other`.
     pub fn extend(&mut self, other: PolicyDocuments) {
+        for name in other.0.keys() {
+            self.1
+                 .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(name);
+        }
         self.0.extend(other.0);
     }
 
@@ -319,5 +366,38 @@ mod tests {
                 .unwrap_err();
         assert!(e.starts_with("policyDocuments[1]"), "{e}");
         assert!(PolicyDocuments::from_values(&[json!({"vocabulary": {}})]).is_err());
+    }
+
+    /// The vocabulary model kept per document is the one the thread would build from the
+    /// configuration replay puts the document into, built once.
+    #[test]
+    fn a_documents_vocabulary_model_is_the_configurations() {
+        let vocabulary = PolicyDefinition::from_json(
+            r#"{"variables": [{"name": "age", "type": "INT", "description": "Age"}],
+                "rules": [{"id": "R1", "expression": "(>= age 0)"}]}"#,
+        )
+        .unwrap();
+        let translation = crate::translation::TranslationConfig::new(&vocabulary, 3, 1, 1.0);
+        let config = ThreadConfig {
+            translation: Some(translation.clone()),
+            ..config_with_rule()
+        };
+        let (name, document) = policy_document_of(&config).unwrap();
+        let mut documents = PolicyDocuments::new();
+        documents.insert(document).unwrap();
+        let model = documents.vocabulary_model(&name).expect("a model");
+        assert_eq!(*model, translation.vocabulary_model().unwrap());
+        let again = documents.vocabulary_model(&name).unwrap();
+        assert!(Arc::ptr_eq(&model, &again), "built once");
+        assert!(Arc::ptr_eq(
+            &model,
+            &documents.clone().vocabulary_model(&name).unwrap()
+        ));
+        assert_eq!(documents.vocabulary_model("sha256:00"), None);
+
+        // A document without a vocabulary (a remote validator's) has none.
+        let (name, document) = policy_document_of(&config_with_rule()).unwrap();
+        documents.insert(document).unwrap();
+        assert_eq!(documents.vocabulary_model(&name), None);
     }
 }

@@ -391,7 +391,13 @@ fn start_thread(
         )
     })?;
     report.thread_id = Some(started.thread_id.clone());
-    Thread::from_started(started, rec.at).map_err(|e| {
+    // The vocabulary of the document the configuration came from, built once per document.
+    let vocabulary = rec
+        .body
+        .get("policyDocument")
+        .and_then(Value::as_str)
+        .and_then(|name| documents.vocabulary_model(name));
+    Thread::start_from(started, rec.at, vocabulary).map_err(|e| {
         fail(
             0,
             kind,

@@ -309,8 +309,8 @@ impl Thread {
     }
 
     /// [`Thread::from_started`] with the configuration's vocabulary model when it is already
-    /// built.
-    fn start_from(
+    /// built (replay: the model of the policy document the configuration came from).
+    pub(crate) fn start_from(
         mut started: ThreadStarted,
         now: u64,
         vocabulary: Option<std::sync::Arc<crate::policy::PolicyModel>>,

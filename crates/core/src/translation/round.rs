@@ -46,7 +46,13 @@ impl TranslationConfig {
     /// The vocabulary as a model for type-checking statements. It cites no policy version
     /// (type-checking does not use one), so none is computed: replay builds it per reply.
     pub fn vocabulary_model(&self) -> Result<PolicyModel, String> {
-        PolicyModel::from_definition(self.vocabulary.clone(), Some("vocabulary".into()))
+        TranslationConfig::vocabulary_model_of(self.vocabulary.clone())
+    }
+
+    /// [`TranslationConfig::vocabulary_model`] of a configuration whose vocabulary is
+    /// `vocabulary`.
+    pub(crate) fn vocabulary_model_of(vocabulary: PolicyDefinition) -> Result<PolicyModel, String> {
+        PolicyModel::from_definition(vocabulary, Some("vocabulary".into()))
             .map_err(|e| format!("the translation vocabulary does not load: {e}"))
     }
 }
