@@ -22,6 +22,7 @@ fi
 
 rm -rf "$pkg_dir"
 mkdir -p "$pkg_dir"
+pkg_abs=$(cd "$pkg_dir" && pwd)
 # Node (CommonJS; ESM `import` goes through a thin wrapper) and browsers (ES module + init()).
 wasm-bindgen --remove-name-section --remove-producers-section --target nodejs --out-name proofgate --out-dir "$pkg_dir/node" "$wasm"
 wasm-bindgen --remove-name-section --remove-producers-section --target web --out-name proofgate --out-dir "$pkg_dir/web" "$wasm"
@@ -42,7 +43,7 @@ const names = Object.keys(require(process.argv[1])).filter(n => n !== "__esModul
 const lines = ["import pkg from \"./proofgate.js\";", "export default pkg;"];
 for (const n of names) lines.push(`export const ${n} = pkg.${n};`);
 require("fs").writeFileSync(process.argv[2], lines.join("\n") + "\n");
-' "$PWD/$pkg_dir/node/proofgate.js" "$pkg_dir/node/proofgate.mjs"
+' "$pkg_abs/node/proofgate.js" "$pkg_dir/node/proofgate.mjs"
 
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 cat > "$pkg_dir/package.json" <<JSON
