@@ -176,11 +176,6 @@ impl PolicyDocuments {
             return Err("a policy document needs its `policy`".into());
         }
         let name = policy_document_hash(&document);
-        self.1
-             .0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&name);
         self.0.insert(name.clone(), document);
         Ok(name)
     }
@@ -212,12 +207,17 @@ impl PolicyDocuments {
     /// that holds this document's vocabulary (as replay puts it there). `None` when there is
     /// no such document, it has no vocabulary, or the vocabulary does not build (the thread
     /// then builds it itself and reports why it does not, as without this).
+    ///
+    /// Models are filed under their document's name, which is the hash of its contents, so
+    /// one never goes stale and clones may share them; only names of documents held here are
+    /// looked up, so a trail naming documents that are not here adds nothing.
     pub(crate) fn vocabulary_model(&self, name: &str) -> Option<Arc<PolicyModel>> {
+        let document = self.0.get(name)?;
         let mut models = self.1 .0.lock().unwrap_or_else(|e| e.into_inner());
         models
             .entry(name.to_string())
             .or_insert_with(|| {
-                let vocabulary = self.0.get(name)?.get("vocabulary")?;
+                let vocabulary = document.get("vocabulary")?;
                 let definition = PolicyDefinition::deserialize(vocabulary).ok()?;
                 crate::translation::TranslationConfig::vocabulary_model_of(definition)
                     .ok()
@@ -228,13 +228,6 @@ impl PolicyDocuments {
 
     /// Adds every document of `other`.
     pub fn extend(&mut self, other: PolicyDocuments) {
-        for name in other.0.keys() {
-            self.1
-                 .0
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(name);
-        }
         self.0.extend(other.0);
     }
 
@@ -394,6 +387,12 @@ mod tests {
             &documents.clone().vocabulary_model(&name).unwrap()
         ));
         assert_eq!(documents.vocabulary_model("sha256:00"), None);
+        // Clones share the models, but only for the documents they hold.
+        assert_eq!(PolicyDocuments::new().vocabulary_model(&name), None);
+        let mut other = PolicyDocuments::new();
+        other.1 = documents.1.clone();
+        assert_eq!(other.vocabulary_model(&name), None);
+        assert!(!documents.1 .0.lock().unwrap().contains_key("sha256:00"));
 
         // A document without a vocabulary (a remote validator's) has none.
         let (name, document) = policy_document_of(&config_with_rule()).unwrap();
