@@ -1,5 +1,5 @@
 //! What durability costs on the path the server writes: a chat request's write (its thread's
-//! state, four audit records and one signed log leaf, sized as the Bedrock path's) through the
+//! owner and state, four audit records and one signed log leaf, sized as the Bedrock path's) through the
 //! journal's group commit, on SQLite with `synchronous = FULL` (what the server uses) and, for
 //! comparison only, `NORMAL`. One writer (every write alone in its commit: the c=1 latency) and
 //! 16 writers (commits shared: the c=16 throughput). Prints medians, p99s, writes per second
@@ -8,7 +8,7 @@
 use proofgate_core::audit::transparency::LogStatement;
 use proofgate_proxy::audit_log::{AuditKey, TransparencyLog};
 use proofgate_proxy::journal::{Chain, Journal, Write};
-use proofgate_proxy::storage::{SqliteSync, Store, StoredThread};
+use proofgate_proxy::storage::{SqliteSync, Store, StoredThread, ThreadOwner};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,14 @@ fn request_write(log: &TransparencyLog, writer: usize, i: usize) -> Write {
     };
     let note = log.key().sign(&statement.text()).unwrap();
     Write {
-        owner: None,
+        owner: Some((
+            id.clone(),
+            ThreadOwner {
+                key: "bench-key".into(),
+                user: String::new(),
+            },
+            0,
+        )),
         thread: Some(StoredThread {
             id: id.clone(),
             status: "done".into(),
@@ -99,7 +106,7 @@ fn ms(d: Duration) -> f64 {
 fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     println!(
-        "a chat request's write (state, 4 records, 1 signed leaf) through the journal, one run:"
+        "a chat request's write (owner, state, 4 records, 1 signed leaf) through the journal, one run:"
     );
     let mut medians = Vec::new();
     for writers in [1, 16] {

@@ -634,6 +634,160 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// What a store shows of its threads, owners, trails and log, to compare across an upgrade.
+    async fn everything(store: &Store, log: &TransparencyLog, ids: &[String]) -> Vec<String> {
+        use crate::storage::Unfinished;
+        let owner = ThreadOwner {
+            key: "k1".into(),
+            user: "u1".into(),
+        };
+        let (checkpoint, size) = log.checkpoint(store).await.unwrap();
+        let mut out = vec![checkpoint, format!("{size}")];
+        for i in 0..size {
+            out.push(format!(
+                "{:?}",
+                log.inclusion(store, i, size).await.unwrap()
+            ));
+        }
+        out.push(format!("{:?}", log.leaves(store, 0, size).await.unwrap()));
+        for id in ids {
+            out.push(format!("{:?}", store.thread(id).await.unwrap()));
+            out.push(format!("{:?}", store.owner_of(id).await.unwrap()));
+            out.push(format!("{:?}", store.audit_trail(id).await.unwrap()));
+            out.push(format!("{:?}", log.latest_head(store, id).await.unwrap()));
+        }
+        out.push(format!(
+            "{:?}",
+            store.threads_owned(&owner, 10).await.unwrap()
+        ));
+        let by_key = store
+            .threads_by_conversation("conv-1", "awaiting_input", &owner, 2)
+            .await
+            .unwrap();
+        out.push(format!("{by_key:?}"));
+        for status in [Unfinished::Processing, Unfinished::AwaitingInput] {
+            out.push(format!(
+                "{:?}",
+                store.threads_with_status(status).await.unwrap()
+            ));
+        }
+        out
+    }
+
+    /// A database in the layout every release before migrations 0006 and 0007 left (the log
+    /// keyed by a second B-tree, owners in a rowid table, full thread indexes) is upgraded with
+    /// everything in it: the same signed checkpoint, proofs, leaves, owners, trails and
+    /// listings, and the log goes on from where it was, consistent with what it signed.
+    #[tokio::test]
+    async fn a_database_in_the_earlier_layout_is_upgraded_with_everything_in_it() {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-upgrade", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("j.sqlite").display());
+        let key = || AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let layout = |store: Store| async move {
+            sqlx::query("SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
+                .fetch_all(&store.pool)
+                .await
+                .unwrap()
+                .iter()
+                .map(|r| format!("{}: {}", r.get::<String, _>(0), r.get::<String, _>(1)))
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        let ids: Vec<String> = (0..6).map(|i| format!("t{i}")).collect();
+        let old = Store::connect_at_schema(&url, 5).await.unwrap();
+        let before_layout = layout(old.clone()).await;
+        assert!(
+            before_layout.contains("idx   BIGINT PRIMARY KEY"),
+            "{before_layout}"
+        );
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key()));
+        let journal = Journal::start(old.clone(), log.clone());
+        // One waiting conversation, finished threads, and threads still processing.
+        let shaped = |mut w: Write, i: usize| {
+            let t = w.thread.as_mut().unwrap();
+            t.updated_at = i as i64;
+            match i {
+                1 => {
+                    t.status = "awaiting_input".into();
+                    t.conversation_key = Some("conv-1".into());
+                }
+                2 | 4 => t.status = "done".into(),
+                _ => {}
+            }
+            w
+        };
+        for (i, id) in ids.iter().enumerate() {
+            let mut w = shaped(step(&log, id, 0..2), i);
+            w.owner = Some((
+                id.clone(),
+                ThreadOwner {
+                    key: format!("k{}", i % 2),
+                    user: format!("u{}", i % 2),
+                },
+                i as i64,
+            ));
+            journal.write(w).await.unwrap();
+            journal
+                .write(shaped(step(&log, id, 2..3), i))
+                .await
+                .unwrap();
+        }
+        let before = everything(&old, &log, &ids).await;
+        let size = before[1].parse::<u64>().unwrap();
+        assert_eq!(size, 12);
+        // The listings hold what they should (so that the comparison below means something).
+        let listed = before[before.len() - 4..].join(" ");
+        for (id, count) in [("t0", 1), ("t1", 3), ("t3", 2), ("t5", 2)] {
+            assert_eq!(
+                listed.matches(&format!("\"{id}\"")).count(),
+                count,
+                "{listed}"
+            );
+        }
+        drop((journal, old));
+
+        let new = Store::connect(&url).await.unwrap();
+        let after_layout = layout(new.clone()).await;
+        assert!(
+            after_layout.contains("idx   INTEGER PRIMARY KEY"),
+            "{after_layout}"
+        );
+        assert!(after_layout.contains("WITHOUT ROWID"), "{after_layout}");
+        assert!(
+            after_layout.contains("WHERE status IN ('processing', 'awaiting_input')"),
+            "{after_layout}"
+        );
+        assert!(!after_layout.contains("_by_rowid") && !after_layout.contains("_by_key"));
+        // A fresh log over the upgraded store (nothing cached from before) sees the same.
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key()));
+        let after = everything(&new, &log, &ids).await;
+        assert_eq!(after.len(), before.len());
+        for (a, b) in after.iter().zip(&before) {
+            assert_eq!(a, b);
+        }
+
+        // And it goes on: new leaves follow, and the old checkpoint is a prefix of the new one.
+        let journal = Journal::start(new.clone(), log.clone());
+        journal.write(step(&log, "t6", 0..1)).await.unwrap();
+        journal.write(step(&log, "t1", 3..4)).await.unwrap();
+        let (_, grown) = log.checkpoint(&new).await.unwrap();
+        assert_eq!(grown, size + 2);
+        assert_eq!(
+            log.latest_head(&new, "t1").await.unwrap().unwrap().0,
+            size + 1
+        );
+        log.consistency(&new, size, grown).await.unwrap();
+        for i in 0..grown {
+            log.inclusion(&new, i, grown).await.unwrap();
+        }
+        // Reopening runs nothing again.
+        drop((journal, new));
+        let again = Store::connect(&url).await.unwrap();
+        assert_eq!(layout(again).await, after_layout);
+    }
+
     #[tokio::test]
     async fn writes_after_a_failed_one_of_their_chain_are_refused() {
         for (journal, store, log) in journals("chain").await {

@@ -69,6 +69,26 @@ pub struct StoredThread {
     pub updated_at: i64,
 }
 
+/// A status of threads that are not finished: the ones the maintenance loop lists (and the
+/// only ones the status index holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfinished {
+    /// A step is in flight (or was, when its server stopped).
+    Processing,
+    /// Waiting for the user's answers to follow-up questions.
+    AwaitingInput,
+}
+
+impl Unfinished {
+    /// The status as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Unfinished::Processing => "processing",
+            Unfinished::AwaitingInput => "awaiting_input",
+        }
+    }
+}
+
 /// Who a thread belongs to: the API key that started it and the end user (the OpenAI `user`
 /// field of the request, empty when there was none).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -135,6 +155,49 @@ pub(crate) fn queue_threads(
         },
     );
 }
+
+/// The schema's migrations for one kind of database: those of `migrations/`, shared by SQLite
+/// and PostgreSQL, and on SQLite those of `migrations-sqlite/` (its own storage layout). The
+/// two directories number their migrations from one sequence, so a database only ever sees its
+/// own kind's and each keeps its recorded checksums.
+fn migrator(sqlite: bool, up_to: i64) -> sqlx::migrate::Migrator {
+    static SHARED: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+    static SQLITE: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-sqlite");
+    let own = SQLITE.iter().filter(|_| sqlite);
+    sqlx::migrate::Migrator::with_migrations(
+        SHARED
+            .iter()
+            .chain(own)
+            .filter(|m| m.version <= up_to)
+            .cloned()
+            .collect(),
+    )
+}
+
+/// A conversation's threads: found by the conversation's index, then the owner checked per
+/// row (joining on the owner first would scan every thread of that key).
+const THREADS_BY_CONVERSATION: &str =
+    "SELECT t.* FROM threads t WHERE t.conversation_key = $1 AND t.status = $2 \
+     AND EXISTS (SELECT 1 FROM thread_owners o WHERE o.thread_id = t.id \
+     AND o.owner_key = $3 AND o.end_user = $4) \
+     ORDER BY t.updated_at DESC LIMIT $5";
+
+/// Unfinished threads of one status: the repeated IN lets the partial index `threads_status`
+/// serve the read (migration 0006).
+const THREADS_WITH_STATUS: &str = "SELECT * FROM threads WHERE status = $1 \
+    AND status IN ('processing', 'awaiting_input') ORDER BY updated_at";
+
+/// Ends the waiting conversations (with migration 0006's `threads_status`, through the
+/// repeated IN), rather than walking every thread older than the cutoff with the write lock
+/// held, as one statement with an OR did.
+const EXPIRE_WAITING: &str = "UPDATE threads SET conversation_key = NULL, status = 'expired' \
+    WHERE status = 'awaiting_input' AND status IN ('processing', 'awaiting_input') \
+    AND updated_at < $1";
+
+/// Ends the other conversations with a key (through `threads_conversation`; the unary `+`
+/// keeps SQLite off the `updated_at` index, which it would otherwise pick).
+const EXPIRE_KEYS: &str = "UPDATE threads SET conversation_key = NULL \
+    WHERE conversation_key IS NOT NULL AND +updated_at < $1";
 
 /// The store.
 #[derive(Clone)]
@@ -281,6 +344,17 @@ impl Store {
 
     /// [`Store::connect`] with the given SQLite durability.
     pub async fn connect_with(url: &str, sync: SqliteSync) -> Result<Store, StorageError> {
+        Store::open(url, sync, i64::MAX).await
+    }
+
+    /// A store whose schema is brought only up to migration `version`: the layout an earlier
+    /// release left, for the upgrade tests.
+    #[cfg(test)]
+    pub(crate) async fn connect_at_schema(url: &str, version: i64) -> Result<Store, StorageError> {
+        Store::open(url, SqliteSync::Full, version).await
+    }
+
+    async fn open(url: &str, sync: SqliteSync, up_to: i64) -> Result<Store, StorageError> {
         sqlx::any::install_default_drivers();
         let url = if let Some(rest) = url.strip_prefix("sqlite://") {
             if rest.contains("mode=") {
@@ -338,7 +412,7 @@ impl Store {
             .connect(&url)
             .await
             .map_err(opening())?;
-        sqlx::migrate!("./migrations").run(&pool).await?;
+        migrator(sqlite, up_to).run(&pool).await?;
         // Page caches: the journal appends, so its working set is the right edges of a few
         // B-trees; 2 MiB keeps them warm (8 MiB served no more requests per second and held
         // 3-8 MB more after load, A/B at c=16). Readers serve single threads and bundles.
@@ -496,22 +570,15 @@ impl Store {
         owner: &ThreadOwner,
         limit: i64,
     ) -> Result<Vec<StoredThread>, StorageError> {
-        let rows = sqlx::query(
-            // Found by the conversation's index, then the owner checked per row: joining on
-            // the owner first would scan every thread of that key (all of them with one key).
-            "SELECT t.* FROM threads t WHERE t.conversation_key = $1 AND t.status = $2 \
-             AND EXISTS (SELECT 1 FROM thread_owners o WHERE o.thread_id = t.id \
-             AND o.owner_key = $3 AND o.end_user = $4) \
-             ORDER BY t.updated_at DESC LIMIT $5",
-        )
-        .bind(key)
-        .bind(status)
-        .bind(&owner.key)
-        .bind(&owner.user)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("looking up a conversation"))?;
+        let rows = sqlx::query(THREADS_BY_CONVERSATION)
+            .bind(key)
+            .bind(status)
+            .bind(&owner.key)
+            .bind(&owner.user)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking up a conversation"))?;
         rows.iter().map(Self::row_to_thread).collect()
     }
 
@@ -582,16 +649,17 @@ impl Store {
         rows.iter().map(Self::row_to_thread).collect()
     }
 
-    /// Threads with a given status (e.g. those awaiting input, to deliver question timeouts).
+    /// The threads still processing, or those awaiting input (to deliver question timeouts),
+    /// oldest update first.
     pub async fn threads_with_status(
         &self,
-        status: &str,
+        status: Unfinished,
     ) -> Result<Vec<StoredThread>, StorageError> {
-        let rows = sqlx::query("SELECT * FROM threads WHERE status = $1 ORDER BY updated_at")
-            .bind(status)
+        let rows = sqlx::query(THREADS_WITH_STATUS)
+            .bind(status.as_str())
             .fetch_all(&self.pool)
             .await
-            .map_err(db(format!("listing {status} threads")))?;
+            .map_err(db(format!("listing {} threads", status.as_str())))?;
         rows.iter().map(Self::row_to_thread).collect()
     }
 
@@ -678,16 +746,24 @@ impl Store {
     /// (no conversation key; waiting ones become `expired`). Threads, owners and audit trails
     /// are kept. Returns how many conversations ended.
     pub async fn expire(&self, cutoff_ms: i64) -> Result<u64, StorageError> {
-        let done = sqlx::query(
-            "UPDATE threads SET conversation_key = NULL, \
-             status = CASE WHEN status = 'awaiting_input' THEN 'expired' ELSE status END \
-             WHERE updated_at < $1 AND (conversation_key IS NOT NULL OR status = 'awaiting_input')",
-        )
-        .bind(cutoff_ms)
-        .execute(&self.pool)
-        .await
-        .map_err(db("ending expired conversations"))?;
-        Ok(done.rows_affected())
+        let mut tx = self
+            .pool
+            .begin()
+            .await
+            .map_err(db("ending expired conversations"))?;
+        let mut ended = 0;
+        for sql in [EXPIRE_WAITING, EXPIRE_KEYS] {
+            ended += sqlx::query(sql)
+                .bind(cutoff_ms)
+                .execute(&mut *tx)
+                .await
+                .map_err(db("ending expired conversations"))?
+                .rows_affected();
+        }
+        tx.commit()
+            .await
+            .map_err(db("ending expired conversations"))?;
+        Ok(ended)
     }
 
     /// Deletes the finished threads last updated before `cutoff_ms` with their owners and
@@ -934,6 +1010,82 @@ mod tests {
         }
     }
 
+    /// SQLite's plan for `sql` with `binds` (text, or integers when they parse as such).
+    async fn plan(store: &Store, sql: &str, binds: &[&str]) -> String {
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")));
+        for b in binds {
+            q = match b.parse::<i64>() {
+                Ok(n) => q.bind(n),
+                Err(_) => q.bind(b.to_string()),
+            };
+        }
+        let rows = q.fetch_all(&store.pool).await.unwrap();
+        rows.iter()
+            .map(|r| r.get::<String, _>("detail"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    }
+
+    /// The reads of the maintenance loop and of a conversation's next message use the partial
+    /// indexes of 0006: none walks the threads (with conversation expiry holding the write
+    /// lock, that walk over every thread older than the cutoff stalled every commit each pass).
+    #[tokio::test]
+    async fn thread_reads_use_the_partial_indexes() {
+        let (store, _) = stores("plans").await.swap_remove(0);
+        // A few rows of each kind, so the plans are not those of an empty table.
+        for (i, status) in ["done", "awaiting_input", "processing", "expired"]
+            .iter()
+            .enumerate()
+        {
+            let mut t = thread(&id(&format!("plan{i}")), status, i as i64);
+            if *status != "awaiting_input" {
+                t.conversation_key = None;
+            }
+            store.save(&t, &[]).await.unwrap();
+        }
+        let conv = plan(
+            &store,
+            THREADS_BY_CONVERSATION,
+            &["k", "awaiting_input", "o", "", "2"],
+        )
+        .await;
+        assert!(conv.contains("INDEX threads_conversation"), "{conv}");
+        for status in ["processing", "awaiting_input"] {
+            let listed = plan(&store, THREADS_WITH_STATUS, &[status]).await;
+            assert!(
+                listed.contains("INDEX threads_status (status=?)"),
+                "{listed}"
+            );
+        }
+        let waiting = plan(&store, EXPIRE_WAITING, &["5"]).await;
+        assert!(
+            waiting.contains("INDEX threads_status (status=? AND updated_at<?)"),
+            "{waiting}"
+        );
+        let keys = plan(&store, EXPIRE_KEYS, &["5"]).await;
+        assert!(keys.contains("INDEX threads_conversation"), "{keys}");
+        // What a finished thread adds to the indexes: nothing (it has neither a key nor an
+        // unfinished status).
+        let entries = |index: &'static str| {
+            let store = store.clone();
+            async move {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT COUNT(*) AS n FROM threads INDEXED BY {index} WHERE {}",
+                    match index {
+                        "threads_conversation" => "conversation_key IS NOT NULL",
+                        _ => "status IN ('processing', 'awaiting_input')",
+                    }
+                )))
+                .fetch_one(&store.pool)
+                .await
+                .unwrap()
+                .get::<i64, _>("n")
+            }
+        };
+        assert_eq!(entries("threads_conversation").await, 1);
+        assert_eq!(entries("threads_status").await, 2);
+    }
+
     #[tokio::test]
     async fn expiry_ends_conversations_but_keeps_trails_until_retention() {
         for (store, url) in stores("expire").await {
@@ -945,10 +1097,35 @@ mod tests {
                 .await
                 .unwrap();
             store.save(&thread(&new, "done", 100), &[]).await.unwrap();
-            assert_eq!(store.expire(-500_000).await.unwrap(), 1, "{url}");
+            // An old conversation still processing loses its key and keeps its status; an old
+            // waiting thread without a key (none is saved so, but the expiry must not depend
+            // on it) is expired; a recent waiting one is left alone.
+            let (busy, keyless, recent) = (id("busy"), id("keyless"), id("recent"));
+            store
+                .save(&thread(&busy, "processing", -1_000_000), &[])
+                .await
+                .unwrap();
+            let mut t = thread(&keyless, "awaiting_input", -1_000_000);
+            t.conversation_key = None;
+            store.save(&t, &[]).await.unwrap();
+            store
+                .save(&thread(&recent, "awaiting_input", -100), &[])
+                .await
+                .unwrap();
+            assert_eq!(store.expire(-500_000).await.unwrap(), 3, "{url}");
             let expired = store.thread(&old).await.unwrap().unwrap();
             assert_eq!(expired.status, "expired");
             assert_eq!(expired.conversation_key, None);
+            let busy = store.thread(&busy).await.unwrap().unwrap();
+            assert_eq!(
+                (busy.status.as_str(), busy.conversation_key),
+                ("processing", None)
+            );
+            let keyless = store.thread(&keyless).await.unwrap().unwrap();
+            assert_eq!(keyless.status, "expired");
+            let recent = store.thread(&recent).await.unwrap().unwrap();
+            assert_eq!(recent.status, "awaiting_input");
+            assert!(recent.conversation_key.is_some());
             assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
             // Only retention deletes a trail, and says which head it deleted.
             let heads = store.delete_trails_before(-500_000).await.unwrap();

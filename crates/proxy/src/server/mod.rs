@@ -266,7 +266,11 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
 async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> {
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
     let stale = i64::try_from(app.config.server.resume_after_ms).unwrap_or(i64::MAX);
-    for stored in app.store.threads_with_status("processing").await? {
+    for stored in app
+        .store
+        .threads_with_status(crate::storage::Unfinished::Processing)
+        .await?
+    {
         if now.saturating_sub(stored.updated_at) < stale
             || app.live.contains(&stored.id)
             || !app.store.claim(&stored.id, stored.updated_at, now).await?
@@ -292,7 +296,11 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
 
 async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let now = now_ms();
-    for stored in app.store.threads_with_status("awaiting_input").await? {
+    for stored in app
+        .store
+        .threads_with_status(crate::storage::Unfinished::AwaitingInput)
+        .await?
+    {
         let trail = app.store.audit_trail(&stored.id).await?;
         let saved = trail.len();
         let mut thread = crate::app::load_thread(app, &stored, trail).await?;
