@@ -37,4 +37,4 @@ INSERT INTO thread_owners_by_key (thread_id, owner_key, end_user, created_at)
     SELECT thread_id, owner_key, end_user, created_at FROM thread_owners;
 DROP TABLE thread_owners;
 ALTER TABLE thread_owners_by_key RENAME TO thread_owners;
-CREATE INDEX thread_owners_owner ON thread_owners (owner_key, end_user);
+CREATE INDEX thread_owners_owner ON thread_owners (owner_key, end_user, created_at);

@@ -182,6 +182,11 @@ const THREADS_BY_CONVERSATION: &str =
      AND o.owner_key = $3 AND o.end_user = $4) \
      ORDER BY t.updated_at DESC LIMIT $5";
 
+/// A key's threads: the owners' index (0006) gives them in order, so the read stops after
+/// `limit` (ordering by the threads' last update sorted every thread the key ever started).
+const THREADS_OWNED: &str = "SELECT t.* FROM thread_owners o JOIN threads t ON t.id = o.thread_id \
+    WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY o.created_at DESC LIMIT $3";
+
 /// Unfinished threads of one status: the repeated IN lets the partial index `threads_status`
 /// serve the read (migration 0006).
 const THREADS_WITH_STATUS: &str = "SELECT * FROM threads WHERE status = $1 \
@@ -620,22 +625,20 @@ impl Store {
         .transpose()
     }
 
-    /// The most recently updated threads of one owner.
+    /// The threads of one owner, most recently started first (by its owner record, written
+    /// with the thread's first save).
     pub async fn threads_owned(
         &self,
         owner: &ThreadOwner,
         limit: i64,
     ) -> Result<Vec<StoredThread>, StorageError> {
-        let rows = sqlx::query(
-            "SELECT t.* FROM threads t JOIN thread_owners o ON o.thread_id = t.id \
-             WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY t.updated_at DESC LIMIT $3",
-        )
-        .bind(&owner.key)
-        .bind(&owner.user)
-        .bind(limit)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(db("listing threads"))?;
+        let rows = sqlx::query(THREADS_OWNED)
+            .bind(&owner.key)
+            .bind(&owner.user)
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("listing threads"))?;
         rows.iter().map(Self::row_to_thread).collect()
     }
 
@@ -987,6 +990,27 @@ mod tests {
             assert_eq!(store.owner_of(&t1).await.unwrap(), Some(owner.clone()));
             assert_eq!(store.threads_owned(&owner, 10).await.unwrap().len(), 1);
             assert!(store.threads_owned(&bob, 10).await.unwrap().is_empty());
+            // Listed newest started first, up to the limit, whatever was updated last.
+            let later: Vec<String> = (0..3).map(|i| id(&format!("later{i}"))).collect();
+            for (i, t) in later.iter().enumerate() {
+                store
+                    .save(&thread(t, "done", 50 - i as i64), &[])
+                    .await
+                    .unwrap();
+                store.set_owner(t, &owner, 20 + i as i64).await.unwrap();
+            }
+            let listed: Vec<String> = store
+                .threads_owned(&owner, 3)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(
+                listed,
+                [later[2].clone(), later[1].clone(), later[0].clone()],
+                "{url}"
+            );
             assert!(store.thread("nope").await.unwrap().is_none());
         }
     }
@@ -1057,6 +1081,9 @@ mod tests {
                 "{listed}"
             );
         }
+        let owned = plan(&store, THREADS_OWNED, &["k", "u", "200"]).await;
+        assert!(owned.contains("INDEX thread_owners_owner"), "{owned}");
+        assert!(!owned.contains("TEMP B-TREE"), "{owned}");
         let waiting = plan(&store, EXPIRE_WAITING, &["5"]).await;
         assert!(
             waiting.contains("INDEX threads_status (status=? AND updated_at<?)"),
