@@ -2,8 +2,8 @@
 //! owner and state, four audit records and one signed log leaf, sized as the Bedrock path's) through the
 //! journal's group commit, on SQLite with `synchronous = FULL` (what the server uses) and, for
 //! comparison only, `NORMAL`. One writer (every write alone in its commit: the c=1 latency) and
-//! 16 writers (commits shared: the c=16 throughput). Prints medians, p99s, writes per second
-//! and the ratios, measured in one run.
+//! 16 writers (commits shared: the c=16 throughput). Prints medians, p99s, writes per second,
+//! the bytes written per write (log and checkpoints) and the ratios, measured in one run.
 
 use proofgate_core::audit::transparency::LogStatement;
 use proofgate_proxy::audit_log::{AuditKey, TransparencyLog};
@@ -60,8 +60,21 @@ fn request_write(log: &TransparencyLog, writer: usize, i: usize) -> Write {
     }
 }
 
-/// Latencies of every write, and writes per second, with `writers` writing at once.
-async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64) {
+/// Bytes this process has passed to `write` calls so far (Linux), with the log's and the
+/// checkpoints' writes: what a request's write costs the disk, whatever the layout.
+fn bytes_written() -> Option<u64> {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("wchar:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Latencies of every write, writes per second, and bytes written per write (when the system
+/// says), with `writers` writing at once.
+async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64, Option<u64>) {
     let dir = std::env::temp_dir().join(format!(
         "proofgate-bench-durability-{}-{sync:?}-{writers}",
         std::process::id()
@@ -73,6 +86,7 @@ async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64) {
     let key = AuditKey::load_or_create(None, &dir.join("audit.key"), "bench").unwrap();
     let log = Arc::new(TransparencyLog::new("bench/log".into(), key));
     let journal = Journal::start(store.clone(), log.clone());
+    let bytes_before = bytes_written();
     let started = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..writers {
@@ -93,10 +107,13 @@ async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64) {
         times.extend(t.await.unwrap());
     }
     let per_second = times.len() as f64 / started.elapsed().as_secs_f64();
+    let per_write = bytes_before
+        .zip(bytes_written())
+        .map(|(before, after)| (after - before) / times.len() as u64);
     drop(journal);
     let _ = std::fs::remove_dir_all(&dir);
     times.sort();
-    (times, per_second)
+    (times, per_second, per_write)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -111,10 +128,13 @@ fn main() {
     let mut medians = Vec::new();
     for writers in [1, 16] {
         for (name, sync) in [("FULL  ", SqliteSync::Full), ("NORMAL", SqliteSync::Normal)] {
-            let (times, per_second) = rt.block_on(run(sync, writers));
+            let (times, per_second, per_write) = rt.block_on(run(sync, writers));
             let (p50, p99) = (times[times.len() / 2], times[times.len() * 99 / 100]);
+            let per_write = per_write.map_or("n/a".to_string(), |b| {
+                format!("{:.0} KB", b as f64 / 1024.0)
+            });
             println!(
-                "  {writers:>2} writer(s), synchronous={name}  median {:.3} ms  p99 {:.3} ms  {per_second:.0} writes/s",
+                "  {writers:>2} writer(s), synchronous={name}  median {:.3} ms  p99 {:.3} ms  {per_second:.0} writes/s  {per_write} written per write",
                 ms(p50),
                 ms(p99)
             );
