@@ -19,6 +19,19 @@ use std::process::ExitCode;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// Transparent huge pages off for this process. mimalloc (v3) asks the kernel for them on its
+/// arenas, and a 2 MiB page stays resident for a few live objects: with them the proxy held
+/// 10-12 MB more at rest and 15-20 MB more after load, for no throughput measured (README,
+/// Performance). The kernel keeps the setting for the process's life, whenever memory is
+/// touched; a kernel that refuses it leaves the default.
+fn no_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE takes integer arguments only and changes no memory.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
+    }
+}
+
 /// Verified chatbot answers: policy checks with automated reasoning.
 #[derive(Parser)]
 #[command(name = "proofgate", version, about)]
@@ -307,6 +320,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn main() -> ExitCode {
+    no_transparent_huge_pages();
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
