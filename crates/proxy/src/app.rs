@@ -162,6 +162,7 @@ impl App {
                         config.validator.reasoner_workers(
                             std::thread::available_parallelism().map_or(2, |n| n.get()),
                         ),
+                        config.validator.reasoner_idle(),
                     )
                     .map_err(|e| other(&e))?,
                 ))

@@ -400,6 +400,12 @@ pub struct ValidatorConfig {
     /// Default: one per core (see [`ValidatorConfig::reasoner_workers`]).
     #[serde(default, rename = "reasoner_workers")]
     pub reasoner_workers_setting: Option<usize>,
+    /// A reasoner worker that has had no check for this many seconds ends, and its Z3 context
+    /// (about 17 MB) with it; a fresh thread takes its place and loads the policy with its
+    /// next check (milliseconds for the shipped examples, more for large policies). 0 keeps
+    /// the workers' contexts for the proxy's life.
+    #[serde(default = "default_reasoner_idle_secs")]
+    pub reasoner_idle_secs: u64,
     /// Amazon Bedrock guardrail, for `bedrock`.
     #[serde(default)]
     pub bedrock: Option<BedrockGuardrailConfig>,
@@ -417,6 +423,7 @@ impl Default for ValidatorConfig {
             solver_timeout_ms: default_solver_timeout_ms(),
             repair_attempts: default_repair_attempts(),
             reasoner_workers_setting: None,
+            reasoner_idle_secs: default_reasoner_idle_secs(),
             bedrock: None,
         }
     }
@@ -434,6 +441,12 @@ impl ValidatorConfig {
     pub fn reasoner_workers(&self, cores: usize) -> usize {
         self.reasoner_workers_setting.unwrap_or(cores).max(1)
     }
+
+    /// How long a reasoner worker keeps its Z3 context without a check (`None`: always).
+    pub fn reasoner_idle(&self) -> Option<std::time::Duration> {
+        (self.reasoner_idle_secs > 0)
+            .then(|| std::time::Duration::from_secs(self.reasoner_idle_secs))
+    }
 }
 
 fn default_translator_count() -> usize {
@@ -444,6 +457,9 @@ fn default_threshold() -> f64 {
 }
 fn default_solver_timeout_ms() -> u64 {
     5_000
+}
+fn default_reasoner_idle_secs() -> u64 {
+    300
 }
 fn default_repair_attempts() -> usize {
     2
@@ -745,6 +761,34 @@ mod tests {
         }
         config.validator.reasoner_workers_setting = Some(MAX_REASONER_WORKERS);
         assert!(config.check().is_ok());
+    }
+
+    #[test]
+    fn reasoner_workers_keep_their_context_for_five_idle_minutes_unless_told() {
+        assert_eq!(
+            Config::default().validator.reasoner_idle(),
+            Some(std::time::Duration::from_secs(300))
+        );
+        let dir = std::env::temp_dir().join(format!("pg-idle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (setting, idle) in [("0", None), ("45", Some(45))] {
+            let path = dir.join(format!("idle-{setting}.toml"));
+            std::fs::write(
+                &path,
+                format!("[validator]\nreasoner_idle_secs = {setting}\n"),
+            )
+            .unwrap();
+            let config = Config::load_unchecked(Some(&path)).unwrap();
+            assert_eq!(
+                config.validator.reasoner_idle(),
+                idle.map(std::time::Duration::from_secs),
+                "{setting}"
+            );
+        }
+        let path = dir.join("idle-negative.toml");
+        std::fs::write(&path, "[validator]\nreasoner_idle_secs = -1\n").unwrap();
+        let err = Config::load_unchecked(Some(&path)).unwrap_err().to_string();
+        assert!(err.contains("reasoner_idle_secs"), "{err}");
     }
 
     #[test]

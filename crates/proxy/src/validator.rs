@@ -61,10 +61,12 @@ struct Job {
 /// by the workers, keyed by the policy's content hash and the translations (findings are a
 /// pure function of those), so a repeated question costs no solver time.
 pub struct ReasonerPool {
-    jobs: tokio::sync::mpsc::Sender<Job>,
+    jobs: flume::Sender<Job>,
     workers: usize,
     cache: Arc<FindingsCache>,
     policy_hash: String,
+    /// The worker threads alive now (their kernel thread ids).
+    threads: Arc<Mutex<Vec<i64>>>,
 }
 
 /// Queued solver jobs per worker, at most.
@@ -73,17 +75,139 @@ const QUEUE_PER_WORKER: usize = 16;
 /// Findings kept for repeated questions (each entry's translations are at most 16 KiB).
 const CACHED_FINDINGS: usize = 1024;
 
+/// What a worker waits on: the shared queue, and how long it keeps its Z3 context idle.
+#[derive(Clone)]
+struct Queue {
+    jobs: flume::Receiver<Job>,
+    /// A worker that has waited this long for a job ends, and its Z3 context with it; a fresh
+    /// thread takes its place (`None`: workers keep their context for the proxy's life).
+    idle: Option<Duration>,
+    threads: Arc<Mutex<Vec<i64>>>,
+}
+
+/// What waiting for a job gave.
+enum Waited {
+    Job(Job),
+    /// The worker's idle time passed without a job.
+    Idle,
+    /// The pool is gone.
+    Closed,
+}
+
+impl Queue {
+    /// The next job. A worker without a Z3 context (`fresh`) has nothing to give back, so it
+    /// waits as long as it takes.
+    fn wait(&self, fresh: bool) -> Waited {
+        let got = match self.idle {
+            Some(idle) if !fresh => self.jobs.recv_timeout(idle),
+            _ => self
+                .jobs
+                .recv()
+                .map_err(|_| flume::RecvTimeoutError::Disconnected),
+        };
+        match got {
+            Ok(job) => Waited::Job(job),
+            Err(flume::RecvTimeoutError::Timeout) => Waited::Idle,
+            Err(flume::RecvTimeoutError::Disconnected) => Waited::Closed,
+        }
+    }
+}
+
+/// Why a worker's loop returned.
+#[derive(Debug, PartialEq, Eq)]
+enum Ended {
+    /// The pool is gone, or the policy could not be loaded again.
+    Done,
+    /// Idle for the pool's idle time: its context should go with its thread.
+    Idle,
+}
+
+/// The calling thread's kernel id (`/proc/self/task/<id>`).
+fn thread_id() -> i64 {
+    // SAFETY: gettid has no arguments and cannot fail.
+    i64::from(unsafe { libc::gettid() })
+}
+
+/// Starts worker slot `i`: a thread that never touches Z3 and runs the slot's worker threads
+/// one after the other. A worker idle for the queue's idle time ends: Z3 keeps a context per
+/// thread (about 17 MB of term tables, as soon as it exists) until the thread ends, so ending
+/// the thread is what gives it back. The slot joins it (its thread-local context is then
+/// freed), hands glibc's freed pages back to the kernel (Z3 allocates through glibc, which
+/// keeps freed memory for reuse), and starts a fresh worker that loads the policy with its
+/// next job.
+fn start_worker(
+    i: usize,
+    model: Arc<PolicyModel>,
+    options: CheckOptions,
+    queue: Queue,
+) -> std::io::Result<()> {
+    // The first worker is listed before this returns, so the pool's list never misses it.
+    let (listed, is_listed) = std::sync::mpsc::sync_channel::<()>(1);
+    std::thread::Builder::new()
+        .name(format!("reasoner-{i}-slot"))
+        .spawn(move || {
+            let mut listed = Some(listed);
+            loop {
+                let (model, options, queue, listed) =
+                    (model.clone(), options.clone(), queue.clone(), listed.take());
+                let worker = std::thread::Builder::new()
+                    .name(format!("reasoner-{i}"))
+                    .spawn(move || {
+                        let me = thread_id();
+                        if let Ok(mut t) = queue.threads.lock() {
+                            t.push(me);
+                        }
+                        if let Some(l) = listed {
+                            let _ = l.send(());
+                        }
+                        let ended = run_worker(i, &model, &options, |fresh| queue.wait(fresh));
+                        if let Ok(mut t) = queue.threads.lock() {
+                            t.retain(|&t| t != me);
+                        }
+                        ended
+                    });
+                match worker.map(std::thread::JoinHandle::join) {
+                    Ok(Ok(Ended::Done)) => return,
+                    Ok(Ok(Ended::Idle)) => give_back_freed_memory(),
+                    // A panic outside a check (checks catch their own): start afresh.
+                    Ok(Err(_)) => {
+                        tracing::error!("reasoner worker {i} panicked; starting it again");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                    Err(e) => {
+                        tracing::error!("reasoner worker {i} could not start ({e}); retrying");
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            }
+        })?;
+    let _ = is_listed.recv();
+    Ok(())
+}
+
+/// Returns the free pages of glibc's heaps to the kernel (what an ended worker's Z3 context
+/// freed: glibc trims only a heap's top on its own).
+fn give_back_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases memory glibc holds free; it is thread-safe.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 impl ReasonerPool {
     /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
     ///
     /// A Z3 context costs about 17 MB (its term tables) as soon as it exists, so none is kept
     /// while the proxy idles: the policy is tried on a thread that ends (its context goes with
-    /// it), and each worker loads the policy with its first job (some milliseconds, once per
-    /// worker).
+    /// it), each worker loads the policy with its first job (some milliseconds, once per
+    /// worker), and a worker that has had no job for `idle` ends and is replaced by a fresh
+    /// thread that loads the policy with its next job (`None`: workers never end).
     pub fn new(
         model: Arc<PolicyModel>,
         options: CheckOptions,
         workers: usize,
+        idle: Option<Duration>,
     ) -> Result<ReasonerPool, ValidatorError> {
         // Load once here so that a policy Z3 rejects fails the start, not the first request.
         std::thread::scope(|scope| {
@@ -98,19 +222,15 @@ impl ReasonerPool {
                 .join()
                 .map_err(|_| ValidatorError::Reasoner("loading the policy panicked".into()))?
         })?;
-        let (tx, rx) = tokio::sync::mpsc::channel::<Job>(workers.max(1) * QUEUE_PER_WORKER);
-        let rx = Arc::new(Mutex::new(rx));
+        let (tx, rx) = flume::bounded::<Job>(workers.max(1) * QUEUE_PER_WORKER);
+        let threads = Arc::new(Mutex::new(Vec::new()));
+        let queue = Queue {
+            jobs: rx,
+            idle: idle.filter(|d| !d.is_zero()),
+            threads: threads.clone(),
+        };
         for i in 0..workers.max(1) {
-            let (model, options, rx) = (model.clone(), options.clone(), rx.clone());
-            std::thread::Builder::new()
-                .name(format!("reasoner-{i}"))
-                .spawn(move || {
-                    let next = || match rx.lock() {
-                        Ok(mut guard) => guard.blocking_recv(),
-                        Err(_) => None,
-                    };
-                    run_worker(i, &model, &options, next);
-                })
+            start_worker(i, model.clone(), options.clone(), queue.clone())
                 .map_err(|e| ValidatorError::Reasoner(format!("starting a worker: {e}")))?;
         }
         Ok(ReasonerPool {
@@ -123,12 +243,18 @@ impl ReasonerPool {
                 model.definition().content_hash(),
                 model.version_arn()
             ),
+            threads,
         })
     }
 
     /// Hits and misses of the findings cache.
     pub fn cache_stats(&self) -> CacheStats {
         self.cache.stats()
+    }
+
+    /// The kernel thread ids of the worker threads alive now (`/proc/self/task/<id>`).
+    pub fn worker_threads(&self) -> Vec<i64> {
+        self.threads.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
     /// Checks k translations; returns the findings and the solver time (zero for findings
@@ -167,7 +293,7 @@ impl ReasonerPool {
     ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
         let (reply, rx) = oneshot::channel();
         self.jobs
-            .send(Job {
+            .send_async(Job {
                 translations,
                 reply,
                 #[cfg(test)]
@@ -194,19 +320,23 @@ impl ReasonerPool {
 }
 
 /// A reasoner worker's loop: loads the policy with its first job, then checks jobs until the
-/// queue closes. A check that panics (a bug in the reasoner or in Z3's bindings) fails its own
-/// request with an error, never a verdict, and the worker drops its reasoner and loads the
-/// policy again before the next job (the reasoner closes a panicked check's solver scopes
-/// itself; what else a panic may have left half-done, in the reasoner or in Z3, goes with
-/// it), where a worker that ended instead would shrink the pool for good (every worker gone,
-/// every local check fails).
+/// queue closes or no job comes for the pool's idle time. A check that panics (a bug in the
+/// reasoner or in Z3's bindings) fails its own request with an error, never a verdict, and the
+/// worker drops its reasoner and loads the policy again before the next job (the reasoner
+/// closes a panicked check's solver scopes itself; what else a panic may have left half-done,
+/// in the reasoner or in Z3, goes with it), where a worker that ended instead would shrink the
+/// pool for good (every worker gone, every local check fails).
 fn run_worker(
     i: usize,
     model: &PolicyModel,
     options: &CheckOptions,
-    mut next: impl FnMut() -> Option<Job>,
-) {
-    let Some(mut job) = next() else { return };
+    mut next: impl FnMut(bool) -> Waited,
+) -> Ended {
+    let mut job = match next(true) {
+        Waited::Job(job) => job,
+        Waited::Idle => return Ended::Idle,
+        Waited::Closed => return Ended::Done,
+    };
     let load = || match Reasoner::new(model, options.clone()) {
         Ok(r) => Some(r),
         Err(e) => {
@@ -214,7 +344,9 @@ fn run_worker(
             None
         }
     };
-    let Some(mut reasoner) = load() else { return };
+    let Some(mut reasoner) = load() else {
+        return Ended::Done;
+    };
     // One watchdog thread for the worker's checks, not one per check (the first job made the
     // thread's Z3 context, which the watchdog interrupts).
     proofgate_reasoner::with_watchdog(|| {
@@ -254,14 +386,15 @@ fn run_worker(
                                 reasoner = fresh;
                                 reasoner.warm_up();
                             }
-                            None => return,
+                            None => return Ended::Done,
                         }
                     }
                 }
             }
-            match next() {
-                Some(j) => job = j,
-                None => return,
+            match next(false) {
+                Waited::Job(j) => job = j,
+                Waited::Idle => return Ended::Idle,
+                Waited::Closed => return Ended::Done,
             }
         }
     })
@@ -297,6 +430,7 @@ impl LocalValidator {
         repair_attempts: usize,
         options: CheckOptions,
         workers: usize,
+        idle: Option<Duration>,
     ) -> Result<LocalValidator, ValidatorError> {
         let translation = TranslationConfig::new(
             model.definition(),
@@ -304,7 +438,7 @@ impl LocalValidator {
             u32::try_from(repair_attempts).unwrap_or(u32::MAX),
             options.confidence_threshold,
         );
-        let pool = ReasonerPool::new(model.clone(), options, workers)?;
+        let pool = ReasonerPool::new(model.clone(), options, workers, idle)?;
         // Which solver decides the findings, in the log of every start and in every check's
         // evidence.
         let solver = format!("Z3 {}", proofgate_reasoner::z3_version());
@@ -429,7 +563,7 @@ mod tests {
         let model = Arc::new(
             PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
         );
-        let pool = ReasonerPool::new(model, CheckOptions::default(), 1).unwrap();
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
         let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
         let (first, _) = pool.validate(t.clone()).await.unwrap();
         let (again, time) = pool.validate(t).await.unwrap();
@@ -451,13 +585,91 @@ mod tests {
         proofgate_reasoner::parse_translations(&t).unwrap()
     }
 
+    /// Whether the kernel still runs a thread of this process.
+    fn thread_alive(tid: i64) -> bool {
+        std::path::Path::new(&format!("/proc/self/task/{tid}")).exists()
+    }
+
+    async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+        let until = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < until, "{what}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn an_idle_worker_ends_with_its_z3_context_and_a_fresh_thread_serves_the_next_check() {
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
+        );
+        let idle = Duration::from_millis(300);
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 2, Some(idle)).unwrap();
+        let started = pool.worker_threads();
+        assert_eq!(started.len(), 2);
+        // Checks closer together than the idle time keep the workers (and their contexts).
+        let (first, _) = pool.solve(aged(30)).await.unwrap();
+        for age in 31..36 {
+            pool.solve(aged(age)).await.unwrap();
+            tokio::time::sleep(idle / 4).await;
+        }
+        assert_eq!(
+            pool.worker_threads(),
+            started,
+            "a worker ended while it had checks"
+        );
+        // Quiet: each worker that made a Z3 context ends (its thread, so its context, is
+        // gone from the process) and a fresh thread waits in its place.
+        eventually("no worker ended after its idle time", || {
+            let now = pool.worker_threads();
+            now.len() == 2
+                && started
+                    .iter()
+                    .any(|t| !now.contains(t) && !thread_alive(*t))
+        })
+        .await;
+        // The fresh threads check with the same findings (solved, not cached).
+        let (again, time) = pool.solve(aged(30)).await.unwrap();
+        assert!(time > Duration::ZERO);
+        assert_eq!(
+            serde_json::to_value(&first).unwrap(),
+            serde_json::to_value(&again).unwrap()
+        );
+        // A fresh thread that never made a context waits for as long as it takes: after the
+        // last worker that checked has ended, two threads stay, and they serve.
+        tokio::time::sleep(idle * 3).await;
+        let quiet = pool.worker_threads();
+        assert_eq!(quiet.len(), 2);
+        assert!(quiet.iter().all(|t| thread_alive(*t)));
+        tokio::time::sleep(idle * 2).await;
+        assert_eq!(
+            pool.worker_threads(),
+            quiet,
+            "a worker without a context ended"
+        );
+        assert_eq!(pool.solve(aged(31)).await.unwrap().0.len(), first.len());
+    }
+
+    #[tokio::test]
+    async fn without_an_idle_time_workers_keep_their_threads() {
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
+        );
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
+        let started = pool.worker_threads();
+        pool.solve(aged(30)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(pool.worker_threads(), started);
+        assert!(started.iter().all(|t| thread_alive(*t)));
+    }
+
     #[tokio::test]
     async fn a_check_that_panics_fails_alone_and_the_worker_serves_on() {
         let model = Arc::new(
             PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
         );
         // One worker: if a panic ended it, nothing would serve the checks after it.
-        let pool = ReasonerPool::new(model, CheckOptions::default(), 1).unwrap();
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
         let (before, _) = pool.validate(aged(30)).await.unwrap();
         for round in 0..3 {
             let failed = pool.solve_job(aged(40 + round), true).await.unwrap_err();

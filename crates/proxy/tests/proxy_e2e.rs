@@ -900,6 +900,7 @@ async fn background_threads_save_each_step_and_config_has_no_secrets() {
         3
     );
     assert_eq!(config["validator"]["reasonerWorkers"], 1, "{config}");
+    assert_eq!(config["validator"]["reasonerIdleSecs"], 300, "{config}");
     assert_eq!(config["upstream"]["apiKeyConfigured"], true);
     assert!(
         !config.to_string().contains("sk-secret-upstream"),

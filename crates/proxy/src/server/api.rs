@@ -382,6 +382,7 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
                 #[cfg(feature = "bedrock")]
                 crate::validator::Validator::Bedrock(_) => None,
             },
+            "reasonerIdleSecs": c.validator.reasoner_idle_secs,
             "bedrock": c.validator.bedrock.as_ref().map(|b| json!({
                 "guardrailId": b.guardrail_id, "guardrailVersion": b.guardrail_version,
                 "region": b.region, "endpointUrl": b.endpoint_url,
