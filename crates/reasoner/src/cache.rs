@@ -3,7 +3,12 @@
 //! Findings are a pure function of the policy and the k translations (for fixed check
 //! options): the key is the policy's content hash and the translations as JSON, compared in
 //! full (no digest, so no collision can return another question's findings). TOO_COMPLEX is
-//! never kept: a solver timeout depends on the load at the time, not only on the input.
+//! never kept: a solver timeout depends on the load at the time, not only on the input. One
+//! part is not pure: where several example scenarios are equally close, which one Z3 returns
+//! depends on what its solver did before (a fresh worker and one that has served other checks
+//! can show different amounts in a SATISFIABLE finding's scenario). Kinds, translations and
+//! cited rules do not vary, and every scenario shown is one the rules allow; a kept entry
+//! shows the scenario its first check found.
 
 use crate::TranslatorOutput;
 use proofgate_core::findings::{Finding, FindingKind};
