@@ -168,7 +168,13 @@ fn start_worker(
                     });
                 match worker.map(std::thread::JoinHandle::join) {
                     Ok(Ok(Ended::Done)) => return,
-                    Ok(Ok(Ended::Idle)) => give_back_freed_memory(),
+                    Ok(Ok(Ended::Idle)) => {
+                        give_back_freed_memory();
+                        tracing::debug!(
+                            "reasoner worker {i} was idle: its Z3 context is released, and the \
+                             next check loads the policy on a fresh thread"
+                        );
+                    }
                     // A panic outside a check (checks catch their own): start afresh.
                     Ok(Err(_)) => {
                         tracing::error!("reasoner worker {i} panicked; starting it again");
