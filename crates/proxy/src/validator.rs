@@ -122,10 +122,17 @@ enum Ended {
     Idle,
 }
 
-/// The calling thread's kernel id (`/proc/self/task/<id>`).
+/// The calling thread's kernel id (`/proc/self/task/<id>`); elsewhere than Linux, a number
+/// unique in the process.
 fn thread_id() -> i64 {
+    #[cfg(target_os = "linux")]
     // SAFETY: gettid has no arguments and cannot fail.
-    i64::from(unsafe { libc::gettid() })
+    return i64::from(unsafe { libc::gettid() });
+    #[cfg(not(target_os = "linux"))]
+    {
+        static NEXT: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(1);
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
 }
 
 /// Starts worker slot `i`: a thread that never touches Z3 and runs the slot's worker threads
