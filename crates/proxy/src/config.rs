@@ -402,8 +402,8 @@ pub struct ValidatorConfig {
     pub reasoner_workers_setting: Option<usize>,
     /// A reasoner worker that has had no check for this many seconds ends, and its Z3 context
     /// (about 17 MB) with it; a fresh thread takes its place and loads the policy with its
-    /// next check (milliseconds for the shipped examples, more for large policies). 0 keeps
-    /// the workers' contexts for the proxy's life.
+    /// next check (about 20 ms for the shipped examples, 0.2 s at Bedrock's limits, seconds
+    /// beyond them). 0 keeps the workers' contexts for the proxy's life.
     #[serde(default = "default_reasoner_idle_secs")]
     pub reasoner_idle_secs: u64,
     /// Amazon Bedrock guardrail, for `bedrock`.
