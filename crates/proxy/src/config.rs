@@ -788,6 +788,7 @@ mod tests {
         let path = dir.join("idle-negative.toml");
         std::fs::write(&path, "[validator]\nreasoner_idle_secs = -1\n").unwrap();
         let err = Config::load_unchecked(Some(&path)).unwrap_err().to_string();
+        let _ = std::fs::remove_dir_all(&dir);
         assert!(err.contains("reasoner_idle_secs"), "{err}");
     }
 

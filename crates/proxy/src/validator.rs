@@ -209,7 +209,8 @@ fn give_back_freed_memory() {
 }
 
 impl ReasonerPool {
-    /// Starts `workers` threads. Fails if the policy cannot be loaded into Z3.
+    /// Starts `workers` worker slots (a slot thread and its worker thread each). Fails if the
+    /// policy cannot be loaded into Z3.
     ///
     /// A Z3 context costs about 17 MB (its term tables) as soon as it exists, so none is kept
     /// while the proxy idles: the policy is tried on a thread that ends (its context goes with
