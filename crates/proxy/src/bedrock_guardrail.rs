@@ -239,7 +239,7 @@ impl std::fmt::Display for DisplayChain<'_> {
 }
 
 struct Inner {
-    http: reqwest::Client,
+    http: crate::per_loop::PerLoop<reqwest::Client>,
     /// `https://bedrock-runtime.{region}.amazonaws.com/guardrail/{id}/version/{v}/apply`, or
     /// its FIPS, dual-stack, other-partition or overridden form.
     url: reqwest::Url,
@@ -320,12 +320,14 @@ impl BedrockGuardrail {
             (Some(h), None) => h.to_string(),
             (None, _) => return Err(misconfigured(format!("endpoint {url} has no host"))),
         };
-        let http = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .timeout(Duration::from_millis(config.timeout_ms.max(1)))
-            .user_agent(concat!("proofgate/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| misconfigured(format!("HTTP client: {e}")))?;
+        let http = crate::per_loop::PerLoop::try_new(|| {
+            reqwest::Client::builder()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .timeout(Duration::from_millis(config.timeout_ms.max(1)))
+                .user_agent(concat!("proofgate/", env!("CARGO_PKG_VERSION")))
+                .build()
+        })
+        .map_err(|e| misconfigured(format!("HTTP client: {e}")))?;
         let retry = RetryPolicy {
             min_delay: Duration::from_millis(100),
             max_delay: Duration::from_secs(5),
@@ -419,6 +421,7 @@ impl BedrockGuardrail {
             .map_err(Failure::permanent)?;
         let mut request = inner
             .http
+            .get()
             .post(inner.url.clone())
             .header(reqwest::header::HOST, &inner.host)
             .header(reqwest::header::CONTENT_TYPE, "application/json");

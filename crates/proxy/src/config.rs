@@ -180,7 +180,40 @@ pub struct ServerConfig {
     /// the web UI served here (same origin).
     #[serde(default)]
     pub cors_origins: Vec<String>,
+    /// How requests are run: `per-core` (default) or `work-stealing`.
+    #[serde(default)]
+    pub runtime: RuntimeKind,
+    /// Threads that serve requests; 0 (default): one per available core.
+    #[serde(default)]
+    pub threads: usize,
 }
+
+/// How the server runs its requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RuntimeKind {
+    /// One single-threaded event loop per thread, each connection kept on one loop (given to
+    /// the loop with the fewest open connections). A lone request never moves between
+    /// threads, which is most of what it costs on a small machine.
+    #[default]
+    PerCore,
+    /// Tokio's multi-threaded runtime: any idle thread takes any task, so one busy
+    /// connection (HTTP/2 streams) can use every core.
+    WorkStealing,
+}
+
+impl ServerConfig {
+    /// The number of serving threads: the setting, or one per available core.
+    pub fn serving_threads(&self) -> usize {
+        if self.threads > 0 {
+            return self.threads;
+        }
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// More serving threads than this is a typo, not a machine.
+pub const MAX_SERVING_THREADS: usize = 1024;
 
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -190,6 +223,8 @@ impl Default for ServerConfig {
             maintenance_interval_ms: default_maintenance_interval_ms(),
             resume_after_ms: default_resume_after_ms(),
             cors_origins: Vec::new(),
+            runtime: RuntimeKind::default(),
+            threads: 0,
         }
     }
 }
@@ -664,6 +699,12 @@ impl Config {
                 ));
             }
         }
+        if self.server.threads > MAX_SERVING_THREADS {
+            return bad(format!(
+                "server.threads must be at most {MAX_SERVING_THREADS}, got {} (0: one per core)",
+                self.server.threads
+            ));
+        }
         let l = &self.limits;
         if l.max_body_bytes == 0 || l.max_concurrent_requests == 0 || l.requests_per_minute == 0 {
             return bad("limits.max_body_bytes, max_concurrent_requests and requests_per_minute must be at least 1".into());
@@ -790,6 +831,42 @@ mod tests {
         let err = Config::load_unchecked(Some(&path)).unwrap_err().to_string();
         let _ = std::fs::remove_dir_all(&dir);
         assert!(err.contains("reasoner_idle_secs"), "{err}");
+    }
+
+    #[test]
+    fn the_server_runs_an_event_loop_per_core_unless_told() {
+        let config = Config::default();
+        assert_eq!(config.server.runtime, RuntimeKind::PerCore);
+        assert_eq!(
+            config.server.serving_threads(),
+            std::thread::available_parallelism().unwrap().get()
+        );
+        let dir = std::env::temp_dir().join(format!("pg-runtime-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let load = |name: &str, toml: &str| {
+            let path = dir.join(name);
+            std::fs::write(&path, toml).unwrap();
+            Config::load_unchecked(Some(&path)).map_err(|e| e.to_string())
+        };
+        let stealing = load(
+            "stealing.toml",
+            "[server]\nruntime = \"work-stealing\"\nthreads = 3\n",
+        )
+        .unwrap();
+        let typo = load("typo.toml", "[server]\nruntime = \"per_core\"\n");
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(stealing.server.runtime, RuntimeKind::WorkStealing);
+        assert_eq!(stealing.server.serving_threads(), 3);
+        let err = typo.unwrap_err();
+        assert!(
+            err.contains("per_core") && err.contains("per-core"),
+            "{err}"
+        );
+
+        let mut config = Config::default();
+        config.server.threads = MAX_SERVING_THREADS + 1;
+        let err = config.check().unwrap_err().to_string();
+        assert!(err.contains("server.threads must be at most 1024"), "{err}");
     }
 
     #[test]

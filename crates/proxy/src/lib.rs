@@ -22,6 +22,7 @@ pub mod live_threads;
 pub mod llm;
 pub mod metrics;
 pub mod openai;
+pub mod per_loop;
 pub mod responses;
 pub mod retry;
 pub mod server;

@@ -111,7 +111,7 @@ pub struct LlmClient {
     url: Option<reqwest::Url>,
     /// How errors and retries name the endpoint.
     label: String,
-    http: reqwest::Client,
+    http: crate::per_loop::PerLoop<reqwest::Client>,
     retry: RetryPolicy,
     #[cfg(feature = "bedrock")]
     bedrock: Option<crate::bedrock::Converse>,
@@ -137,10 +137,12 @@ fn no_bedrock() -> LlmError {
 impl LlmClient {
     /// A client for `endpoint`. Bedrock endpoints load AWS credentials the standard way.
     pub async fn new(endpoint: LlmEndpoint) -> Result<Self, LlmError> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_millis(endpoint.timeout_ms))
-            .build()
-            .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
+        let http = crate::per_loop::PerLoop::try_new(|| {
+            reqwest::Client::builder()
+                .timeout(Duration::from_millis(endpoint.timeout_ms))
+                .build()
+        })
+        .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
         #[cfg(feature = "bedrock")]
         let bedrock = match endpoint.kind {
             LlmKind::Openai | LlmKind::Anthropic => None,
@@ -253,8 +255,8 @@ impl LlmClient {
         client_auth: Option<&str>,
     ) -> Result<Value, HttpAttempt> {
         let mut req = match &self.url {
-            Some(url) => self.http.post(url.clone()),
-            None => self.http.post(completions_url(&self.endpoint)),
+            Some(url) => self.http.get().post(url.clone()),
+            None => self.http.get().post(completions_url(&self.endpoint)),
         }
         .json(body);
         match self.endpoint.kind {

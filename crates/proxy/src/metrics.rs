@@ -4,6 +4,7 @@
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::time::Duration;
@@ -31,6 +32,13 @@ pub struct RetryLabels {
     pub llm: String,
 }
 
+/// Labels of the open-connections gauge.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LoopLabels {
+    /// The event loop (serving thread) that holds the connections, from 0.
+    pub event_loop: String,
+}
+
 /// Which latency a sample measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -54,6 +62,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     verdicts: Family<VerdictLabels, Counter>,
     retries: Family<RetryLabels, Counter>,
+    open_connections: Family<LoopLabels, Gauge>,
     iterations: Histogram,
     upstream: Histogram,
     rewriter: Histogram,
@@ -99,6 +108,12 @@ impl Metrics {
             "Retried LLM calls (connection errors, 408, 409, 429, 5xx) by LLM role",
             retries.clone(),
         );
+        let open_connections = Family::<LoopLabels, Gauge>::default();
+        registry.register(
+            "open_connections",
+            "Client connections open on each event loop (per-core runtime)",
+            open_connections.clone(),
+        );
         registry.register("iterations", "Validations per answer", iterations.clone());
         registry.register(
             "upstream_seconds",
@@ -131,6 +146,7 @@ impl Metrics {
             requests,
             verdicts,
             retries,
+            open_connections,
             iterations,
             upstream,
             rewriter,
@@ -156,6 +172,15 @@ impl Metrics {
         self.retries
             .get_or_create(&RetryLabels {
                 llm: role.to_string(),
+            })
+            .clone()
+    }
+
+    /// The gauge of connections open on event loop `index` (shared with the loop).
+    pub fn open_connections(&self, index: usize) -> Gauge {
+        self.open_connections
+            .get_or_create(&LoopLabels {
+                event_loop: index.to_string(),
             })
             .clone()
     }

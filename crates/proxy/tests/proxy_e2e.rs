@@ -999,3 +999,97 @@ fn the_local_validator_names_its_z3_when_it_starts() {
         seen.join("\n")
     );
 }
+
+/// The open-connections gauge of each event loop, from `/metrics`.
+async fn open_connections(metrics: &reqwest::Client, proxy: &Proxy, loops: usize) -> Vec<i64> {
+    let text = metrics
+        .get(format!("{}/metrics", proxy.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    (0..loops)
+        .map(|i| {
+            let prefix = format!("proofgate_open_connections{{event_loop=\"{i}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("no gauge for loop {i}:\n{text}"))
+                .trim()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// The default runtime is one event loop per core (`[server] threads = 3` here): each
+/// client's connection is held by one loop, connections go to the loop holding fewest, every
+/// loop answers the whole verified loop (the journal and background tasks run on loop 0), and a
+/// loop's count goes down when its client leaves.
+#[tokio::test]
+async fn connections_are_spread_over_event_loops_and_each_loop_answers_verified() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("loops", &config(&v1(&llm), "[server]\nthreads = 3\n", ""));
+    // The metrics client's keep-alive connection comes first: loop 0.
+    let metrics = reqwest::Client::new();
+    assert_eq!(open_connections(&metrics, &proxy, 3).await, [1, 0, 0]);
+
+    // Three clients, one keep-alive connection each, made one after another: loops 1, 2, 0.
+    let mut clients: Vec<reqwest::Client> = (0..3).map(|_| reqwest::Client::new()).collect();
+    for client in &clients {
+        let r: Value = client
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r["choices"][0]["message"]["content"], REWRITTEN, "{r}");
+        assert_eq!(r["proofgate"]["verified"], true, "{r}");
+    }
+    assert_eq!(open_connections(&metrics, &proxy, 3).await, [2, 1, 1]);
+
+    // Loop 2's client goes away; the gauge follows, and the next client gets loop 2.
+    drop(clients.remove(1));
+    let mut open = Vec::new();
+    for _ in 0..100 {
+        open = open_connections(&metrics, &proxy, 3).await;
+        if open == [2, 1, 0] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(open, [2, 1, 0], "a closed connection is still counted");
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID");
+    assert_trail_replays(&proxy, r.header("x-proofgate-thread")).await;
+
+    let config = get(&proxy, "/api/config").await;
+    assert_eq!(config["server"]["runtime"], "per-core", "{config}");
+    assert_eq!(config["server"]["threads"], 3, "{config}");
+}
+
+/// `[server] runtime = "work-stealing"` (Tokio's multi-threaded runtime) serves the same.
+#[tokio::test]
+async fn the_work_stealing_runtime_answers_verified_too() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "stealing",
+        &config(
+            &v1(&llm),
+            "[server]\nruntime = \"work-stealing\"\nthreads = 2\n",
+            "",
+        ),
+    );
+    let config = get(&proxy, "/api/config").await;
+    assert_eq!(config["server"]["runtime"], "work-stealing", "{config}");
+    assert_eq!(config["server"]["threads"], 2, "{config}");
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID");
+    assert_eq!(r.content(), REWRITTEN);
+    assert_trail_replays(&proxy, r.header("x-proofgate-thread")).await;
+}

@@ -408,5 +408,13 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "maxPolicyTypes": c.limits.max_policy_types,
         },
         "corsOrigins": c.server.cors_origins,
+        "server": {
+            "runtime": match c.server.runtime {
+                crate::config::RuntimeKind::PerCore => "per-core",
+                crate::config::RuntimeKind::WorkStealing => "work-stealing",
+            },
+            // What runs: the setting resolved (0 is one per core).
+            "threads": c.server.serving_threads(),
+        },
     }))
 }

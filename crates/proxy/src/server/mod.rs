@@ -5,6 +5,7 @@ pub mod audit;
 pub mod auth;
 pub mod chat;
 pub mod error;
+pub mod event_loops;
 pub mod guardrail;
 pub mod keys;
 pub mod limits;
@@ -327,8 +328,8 @@ fn effect_name(e: &Effect) -> &'static str {
     e.name()
 }
 
-/// Serves until the process is stopped.
-pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+/// Starts the background maintenance and says what an operator should know about access.
+fn start_background(app: &Arc<App>) {
     let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
     tokio::spawn(maintain(app.clone(), every));
     let auth = &app.config.auth;
@@ -343,6 +344,11 @@ pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io:
             app.config.server.listen
         );
     }
+}
+
+/// Serves on the current runtime until the process is stopped.
+pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
+    start_background(&app);
     axum::serve(
         listener,
         router(app).into_make_service_with_connect_info::<SocketAddr>(),
@@ -368,8 +374,26 @@ pub fn run(
     if let Some(l) = listen {
         config.server.listen = l;
     }
-    let runtime = tokio::runtime::Runtime::new()
-        .map_err(|e| StartError::Other(format!("starting the runtime: {e}")))?;
+    use crate::config::RuntimeKind;
+    let threads = config.server.serving_threads();
+    let kind = config.server.runtime;
+    if kind == RuntimeKind::PerCore {
+        // Before the app makes its HTTP clients: one per loop.
+        crate::per_loop::set_loops(threads);
+    }
+    let runtime = match kind {
+        // Loop 0 is this thread; `event_loops::serve` starts the others.
+        RuntimeKind::PerCore => event_loops::loop_runtime(),
+        RuntimeKind::WorkStealing => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            // Unset, Tokio's own TOKIO_WORKER_THREADS or one per core.
+            if config.server.threads > 0 {
+                builder.worker_threads(config.server.threads);
+            }
+            builder.enable_all().build()
+        }
+    }
+    .map_err(|e| StartError::Other(format!("starting the runtime: {e}")))?;
     runtime.block_on(async move {
         let addr = config.server.listen.clone();
         let listener = tokio::net::TcpListener::bind(&addr)
@@ -381,8 +405,14 @@ pub fn run(
         let app = Arc::new(App::start(config).await?);
         // Tests and scripts wait for this line (the port may have been chosen by the OS).
         println!("proofgate listening on http://{local}");
-        serve(app, listener)
-            .await
-            .map_err(|e| StartError::Other(format!("server: {e}")))
+        let served = match kind {
+            RuntimeKind::PerCore => {
+                tracing::info!("serving on {threads} event loops");
+                start_background(&app);
+                event_loops::serve(app, listener, threads).await
+            }
+            RuntimeKind::WorkStealing => serve(app, listener).await,
+        };
+        served.map_err(|e| StartError::Other(format!("server: {e}")))
     })
 }
