@@ -352,6 +352,12 @@ impl LogAppender<'_> {
         Ok(start)
     }
 
+    /// The index the next leaf would take (the log's size once this transaction commits), once
+    /// [`LogAppender::start`] has run.
+    pub fn next_index(&self) -> Option<u64> {
+        self.next
+    }
+
     /// The transaction committed: its hashes join the cache.
     pub fn committed(mut self) {
         let pending = std::mem::take(&mut self.pending);

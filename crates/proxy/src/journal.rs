@@ -134,6 +134,7 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
     // giving it back cost round trips to the connection's thread per batch (the pool pings
     // every connection given back). It is given back after a failure, for the pool to check.
     let mut conn: Option<PoolConnection<Any>> = None;
+    let mut known = KnownSize::default();
     while let Some(first) = rx.recv().await {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -158,7 +159,7 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
             continue;
         }
         let writes: Vec<&Write> = batch.iter().map(|(w, _)| w).collect();
-        match commit(&store, &mut conn, &log, &writes).await {
+        match commit(&store, &mut conn, &mut known, &log, &writes).await {
             Ok(()) => {
                 let size = writes_size(&writes);
                 for (_, done) in batch.drain(..) {
@@ -176,7 +177,7 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
                     let result = if w.chain.broken() {
                         Err(StorageError::Write(AFTER_FAILURE.into()))
                     } else {
-                        commit(&store, &mut conn, &log, &[&w]).await
+                        commit(&store, &mut conn, &mut known, &log, &[&w]).await
                     };
                     if let Err(e) = &result {
                         tracing::error!("storing a step failed: {e}");
@@ -217,6 +218,7 @@ const AFTER_FAILURE: &str = "an earlier step of this thread could not be stored"
 async fn commit(
     store: &Store,
     held: &mut Option<PoolConnection<Any>>,
+    known: &mut KnownSize,
     log: &TransparencyLog,
     writes: &[&Write],
 ) -> Result<(), StorageError> {
@@ -231,7 +233,7 @@ async fn commit(
         ),
     };
     let result = if store.sqlite {
-        commit_sqlite(conn, log, writes).await
+        commit_sqlite(conn, log, writes, known).await
     } else {
         commit_other(conn, log, writes).await
     };
@@ -290,35 +292,95 @@ async fn commit_other(
     Err(StorageError::AuditLog(AppendError::exhausted().to_string()))
 }
 
-/// SQLite: two calls to the connection's thread instead of one per statement. The first takes
-/// the write lock (`BEGIN IMMEDIATE`) and reads the log's size, which no other writer can change
-/// until this transaction ends, so no index can be taken; the second holds every insert and
-/// the `COMMIT`.
+/// SQLite: the log's size after this writer's last commit. Nothing else in this process
+/// appends to the log, so the next commit can take its indexes from there instead of reading
+/// the size first (a round trip to the connection's thread, a fifth of a lone request's
+/// hand-offs); it checks the size in the same call instead.
+#[derive(Default)]
+pub(crate) struct KnownSize(Option<u64>, Rereads);
+
+/// How many commits found the known size wrong and read it again (tests look).
+#[derive(Default)]
+struct Rereads(u64);
+
+/// SQLite: one call to the connection's thread when this writer committed last (the log's size
+/// known), two otherwise. The write lock comes first (`BEGIN IMMEDIATE`), so no other writer
+/// can take an index until the transaction ends. With the size known, a statement in the same
+/// call fails unless the log still has that size (another process appended, or the log was cut
+/// back): the call rolls back and the commit is made again the two-call way, which reads it.
 async fn commit_sqlite(
     conn: &mut sqlx::AnyConnection,
     log: &TransparencyLog,
     writes: &[&Write],
+    known: &mut KnownSize,
 ) -> Result<(), StorageError> {
+    if let Some(size) = known.0.take() {
+        match commit_sqlite_at(conn, log, writes, Some(size)).await {
+            Ok(next) => {
+                known.0 = Some(next);
+                return Ok(());
+            }
+            Err(e) => {
+                known.1 .0 += 1;
+                tracing::info!("a commit at the log size {size} failed ({e}); reading the size");
+            }
+        }
+    }
+    let next = commit_sqlite_at(conn, log, writes, None).await?;
+    known.0 = Some(next);
+    Ok(())
+}
+
+/// One attempt of [`commit_sqlite`]: at the log size `known`, checked in the call, or read
+/// first. Returns the log's size after the commit.
+async fn commit_sqlite_at(
+    conn: &mut sqlx::AnyConnection,
+    log: &TransparencyLog,
+    writes: &[&Write],
+    known: Option<u64>,
+) -> Result<u64, StorageError> {
     let mut appender = log.appender().await;
+    let mut statements = Statements::new(true);
     let result = async {
-        // `fetch_all`: the Any driver's `fetch_one` looks only at the first statement.
-        let rows =
-            sqlx::query("BEGIN IMMEDIATE; SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM log_leaves")
+        let size = match known {
+            Some(size) => {
+                statements.plain("starting a transaction", "BEGIN IMMEDIATE");
+                // `json` of text that is not JSON raises an error: SQLite has no other way
+                // for a statement outside a trigger to fail on a condition.
+                statements.with_one(
+                    CHECKING_SIZE,
+                    |n| {
+                        format!(
+                            "SELECT CASE WHEN (SELECT COALESCE(MAX(idx) + 1, 0) FROM log_leaves) = {n} \
+                             THEN 0 ELSE json('the log size changed') END"
+                        )
+                    },
+                    size as i64,
+                );
+                size
+            }
+            None => {
+                // `fetch_all`: the Any driver's `fetch_one` looks only at the first statement.
+                let rows = sqlx::query(
+                    "BEGIN IMMEDIATE; SELECT COALESCE(MAX(idx) + 1, 0) AS n FROM log_leaves",
+                )
                 .fetch_all(&mut *conn)
                 .await
                 .map_err(crate::storage::db("starting a transaction"))?;
-        let size: i64 = match rows.first() {
-            Some(row) => row
-                .try_get("n")
-                .map_err(crate::storage::db("reading the log size"))?,
-            None => {
-                return Err(StorageError::AuditLog(
-                    "reading the log size returned no row".into(),
-                ))
+                let size: i64 = match rows.first() {
+                    Some(row) => row
+                        .try_get("n")
+                        .map_err(crate::storage::db("reading the log size"))?,
+                    None => {
+                        return Err(StorageError::AuditLog(
+                            "reading the log size returned no row".into(),
+                        ))
+                    }
+                };
+                size as u64
             }
         };
-        let mut statements = Statements::new(true);
-        let queued = match appender.start(&mut *conn, Some(size as u64)).await {
+        let queued = match appender.start(&mut *conn, Some(size)).await {
             Ok(_) => queue_all(&mut statements, &mut appender, writes),
             Err(e) => Err(Retry::from(e)),
         };
@@ -345,8 +407,9 @@ async fn commit_sqlite(
     .await;
     match result {
         Ok(()) => {
+            let next = appender.next_index().unwrap_or_default();
             appender.committed();
-            Ok(())
+            Ok(next)
         }
         Err(e) => {
             // The transaction may still be open (a statement before COMMIT failed). An error
@@ -356,6 +419,9 @@ async fn commit_sqlite(
         }
     }
 }
+
+/// What the statement checking the log's size is called in errors.
+const CHECKING_SIZE: &str = "checking the log's size";
 
 enum Retry {
     Taken,
@@ -529,6 +595,96 @@ mod tests {
                 log.inclusion(&store, i, after).await.unwrap();
             }
         }
+    }
+
+    /// The leaves' indexes and threads, in order.
+    async fn leaf_rows(store: &Store) -> Vec<(i64, String)> {
+        sqlx::query("SELECT idx, thread_id FROM log_leaves ORDER BY idx")
+            .fetch_all(&store.pool)
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| (r.get("idx"), r.get("thread_id")))
+            .collect()
+    }
+
+    /// Every leaf is in the tree the checkpoint signs, whose size is `size`.
+    async fn tree_holds(store: &Store, log: &TransparencyLog, size: u64) {
+        let (_, n) = log.checkpoint(store).await.unwrap();
+        assert_eq!(n, size);
+        for i in 0..n {
+            log.inclusion(store, i, n).await.unwrap();
+        }
+    }
+
+    /// After its first commit the writer takes the log's size from its last commit instead of
+    /// reading it, and checks it in the same call: a leaf appended by another process, or a
+    /// log cut back, fails that call, and the commit is made again on the size read, with no
+    /// gap and no index taken twice.
+    #[tokio::test]
+    async fn a_log_size_known_from_the_last_commit_is_checked_in_the_same_call() {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-known", std::process::id()));
+        let (store, log) = wal_store(&dir).await;
+        let mut conn = store.writer.acquire().await.unwrap();
+        let mut known = KnownSize::default();
+        for (i, thread) in ["a", "b"].into_iter().enumerate() {
+            commit_sqlite(&mut conn, &log, &[&step(&log, thread, 0..1)], &mut known)
+                .await
+                .unwrap();
+            assert_eq!(known.0, Some(i as u64 + 1));
+        }
+        // The second commit went through on the size it knew.
+        assert_eq!(known.1 .0, 0);
+
+        // Another process on the same file (its own log handle and cache) appends leaf 2.
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let other = TransparencyLog::new("test/log".into(), key);
+        let mut other_conn = store.pool.acquire().await.unwrap();
+        commit_sqlite(
+            &mut other_conn,
+            &other,
+            &[&step(&other, "other", 0..1)],
+            &mut KnownSize::default(),
+        )
+        .await
+        .unwrap();
+        drop(other_conn);
+        commit_sqlite(&mut conn, &log, &[&step(&log, "c", 0..1)], &mut known)
+            .await
+            .unwrap();
+        assert_eq!(known.0, Some(4));
+        assert_eq!(known.1 .0, 1, "the size it knew was not caught as wrong");
+        let threads = |rows: Vec<(i64, String)>| {
+            rows.into_iter()
+                .map(|(i, t)| format!("{i}:{t}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            threads(leaf_rows(&store).await),
+            ["0:a", "1:b", "2:other", "3:c"]
+        );
+        tree_holds(&store, &log, 4).await;
+
+        // The log is cut back to two leaves (a restored backup): no index past its end is
+        // taken, which a size not checked would leave as a gap.
+        sqlx::query("DELETE FROM log_leaves WHERE idx >= 2")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
+            .bind(tlog_tiles::stored_hash_index(0, 2) as i64)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        commit_sqlite(&mut conn, &log, &[&step(&log, "d", 0..1)], &mut known)
+            .await
+            .unwrap();
+        assert_eq!(known.0, Some(3));
+        assert_eq!(known.1 .0, 2, "the size it knew was not caught as wrong");
+        assert_eq!(threads(leaf_rows(&store).await), ["0:a", "1:b", "2:d"]);
+        tree_holds(&store, &log, 3).await;
+        drop(conn);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A fresh SQLite store in `dir` (made empty) with a test log key, for the write-ahead log

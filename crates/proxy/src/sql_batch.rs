@@ -108,6 +108,18 @@ impl Statements {
         );
     }
 
+    /// Pushes the statement `sql(placeholder)`, whose one argument is `value`.
+    pub fn with_one(&mut self, what: &'static str, sql: impl FnOnce(&str) -> String, value: i64) {
+        let call = self.call(1);
+        let placeholder = format!("${}", call.args.len() + 1);
+        if !call.sql.is_empty() {
+            call.sql.push_str(";\n");
+        }
+        call.sql.push_str(&sql(&placeholder));
+        call.what.push(what);
+        Binder(&mut call.args).bind(value);
+    }
+
     /// Pushes a statement without arguments.
     pub fn plain(&mut self, what: &'static str, sql: &str) {
         let call = self.call(0);
