@@ -4,7 +4,9 @@
 //! step (its socket, the upstream connection's task, the journal's reply) and the two hand it
 //! back and forth: about 15 context switches per request on two cores. Here one task accepts
 //! and hands each connection to the loop with the fewest open connections, and everything the
-//! connection's requests spawn stays on that loop.
+//! connection's requests spawn stays on that loop. The price: a request's own CPU work delays
+//! the other connections of its loop, where a work-stealing runtime would give them to an idle
+//! thread (`[server] runtime = "work-stealing"` keeps that).
 
 use crate::metrics::Metrics;
 use prometheus_client::metrics::gauge::Gauge;
