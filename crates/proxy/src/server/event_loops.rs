@@ -251,6 +251,15 @@ mod tests {
 
     const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
+    /// An acceptor on a fresh port handing connections to `count` loops; their ends.
+    async fn accepting(count: usize, metrics: &Metrics) -> (SocketAddr, Vec<LoopListener>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (listeners, handles) = loops(count, addr, metrics);
+        tokio::spawn(hand_out(listener, handles));
+        (addr, listeners)
+    }
+
     /// Takes the connection handed to `listener`, as its loop would.
     async fn take(listener: &mut LoopListener) -> LoopStream {
         let h = tokio::time::timeout(WAIT, listener.incoming.recv())
@@ -269,10 +278,7 @@ mod tests {
     #[tokio::test]
     async fn connections_are_spread_over_the_loops_and_counted_while_open() {
         let metrics = Metrics::new();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (mut listeners, handles) = loops(3, addr, &metrics);
-        tokio::spawn(hand_out(listener, handles));
+        let (addr, mut listeners) = accepting(3, &metrics).await;
         let open = || {
             (0..3)
                 .map(|i| metrics.open_connections(i).get())
@@ -316,10 +322,7 @@ mod tests {
     #[tokio::test]
     async fn a_stopped_loop_loses_no_connection() {
         let metrics = Metrics::new();
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (mut listeners, handles) = loops(2, addr, &metrics);
-        tokio::spawn(hand_out(listener, handles));
+        let (addr, mut listeners) = accepting(2, &metrics).await;
         drop(listeners.remove(0));
         let _client = TcpStream::connect(addr).await.unwrap();
         let _served = take(&mut listeners[0]).await;
