@@ -31,16 +31,24 @@ printf "$common[validator]\nkind = \"local\"\npolicy = \"$root/examples/policies
 sleep 2; for c in b l; do grep -q . $w/$c.log && { echo "== $c.log"; tail -5 $w/$c.log; }; done
 rss() { awk '/VmRSS/{printf "%d MB", $2/1024}' /proc/$(cat $w/$1.pid)/status; }
 idle_b=$(rss b); idle_l=$(rss l)
-printf "%-28s %4s %10s %10s %10s\n" path c p50 p99 rps
+# The proxy's CPU time (every thread) and context switches (its live threads) per request: what
+# hand-offs between threads cost a request.
+hz=$(getconf CLK_TCK)
+usage() { local pid; pid=$(cat $w/$1.pid); echo "$(awk '{print $14+$15}' /proc/$pid/stat) $(cat /proc/$pid/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/{s+=$2} END{print s+0}')"; }
+printf "%-28s %4s %10s %10s %10s %9s %9s\n" path c p50 p99 rps "cpu/req" "switch/req"
 offset=$((RANDOM * 100000 + 66))
 for c in 1 16; do
-  for t in "proofgate-bedrock|18101|$shared/post-verify.lua" "proofgate-local-repeated|18100|$shared/post-verify.lua" "proofgate-local-distinct|18100|$root/bench/distinct.lua"; do
-    IFS='|' read -r name port script <<< "$t"
+  for t in "proofgate-bedrock|18101|$shared/post-verify.lua|b" "proofgate-local-repeated|18100|$shared/post-verify.lua|l" "proofgate-local-distinct|18100|$root/bench/distinct.lua|l"; do
+    IFS='|' read -r name port script proc <<< "$t"
     offset=$((offset + 10000000))
+    read -r cpu0 sw0 <<< "$(usage $proc)"
     out=$(wrk -t1 -c$c -d${secs}s --latency -s "$script" "http://127.0.0.1:$port/v1/chat/completions" -- $offset 2>&1)
+    read -r cpu1 sw1 <<< "$(usage $proc)"
+    n=$(echo "$out" | awk '/requests in/{print $1}')
+    per=$(awk -v c=$((cpu1 - cpu0)) -v s=$((sw1 - sw0)) -v n="${n:-0}" -v hz="$hz" 'BEGIN{if (n > 0) printf "%.0fus %.1f", c * 1e6 / hz / n, s / n; else printf "- -"}')
     p50=$(echo "$out" | awk '/ 50%/{print $2}'); p99=$(echo "$out" | awk '/ 99%/{print $2}'); rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
     non=$(echo "$out" | awk '/Non-2xx/{print $NF}')
-    printf "%-28s %4s %10s %10s %10s %s\n" "$name" "$c" "$p50" "$p99" "$rps" "${non:+non-2xx=$non}"
+    printf "%-28s %4s %10s %10s %10s %9s %9s %s\n" "$name" "$c" "$p50" "$p99" "$rps" ${per} "${non:+non-2xx=$non}"
   done
 done
 # Memory: the local validator's Z3 heaps and findings cache grow with distinct questions.
