@@ -688,6 +688,35 @@ mod tests {
         );
     }
 
+    /// With event loops declared, each loop applies the guardrail through connections of its
+    /// own (see `per_loop`).
+    #[test]
+    fn each_event_loop_calls_through_connections_of_its_own() {
+        crate::per_loop::set_loops(2);
+        let (server, addr, accepted) = crate::per_loop::test_support::keep_alive_server(
+            r#"{"action":"NONE","outputs":[],"assessments":[]}"#,
+        );
+        let credentials =
+            aws_credential_types::Credentials::new("AKID", "secret", None, None, "test");
+        let sdk = aws_config::SdkConfig::builder()
+            .region(aws_config::Region::new("us-east-1"))
+            .endpoint_url(format!("http://{addr}"))
+            .credentials_provider(SharedCredentialsProvider::new(credentials))
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .build();
+        let guardrail = server
+            .block_on(BedrockGuardrail::with_sdk_config(config("gr-1"), &sdk))
+            .unwrap();
+        crate::per_loop::test_support::each_loop_in_turn(2, |_| {
+            let guardrail = guardrail.clone();
+            async move {
+                // The reply has no findings; what counts here is that the call is answered.
+                let _ = guardrail.validate("q", "a").await;
+            }
+        });
+        assert_eq!(accepted(), 2, "the loops shared a connection");
+    }
+
     #[tokio::test]
     async fn no_region_is_an_error_at_start() {
         let sdk = aws_config::SdkConfig::builder()

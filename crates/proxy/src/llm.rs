@@ -512,55 +512,7 @@ pub fn completion_body(model: &str, text: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    /// A keep-alive HTTP/1.1 endpoint that answers every request with one chat completion and
-    /// counts the connections it accepted.
-    async fn completions(accepted: Arc<AtomicUsize>) -> String {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}/v1", listener.local_addr().unwrap());
-        tokio::spawn(async move {
-            while let Ok((mut socket, _)) = listener.accept().await {
-                accepted.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let mut buf = Vec::new();
-                    loop {
-                        let mut chunk = [0u8; 4096];
-                        let Ok(n) = socket.read(&mut chunk).await else {
-                            return;
-                        };
-                        if n == 0 {
-                            return;
-                        }
-                        buf.extend_from_slice(&chunk[..n]);
-                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
-                            continue;
-                        };
-                        let head = String::from_utf8_lossy(&buf[..end]).to_lowercase();
-                        let length: usize = head
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .map_or(0, |v| v.trim().parse().unwrap());
-                        if buf.len() < end + 4 + length {
-                            continue;
-                        }
-                        buf.drain(..end + 4 + length);
-                        let body = r#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
-                        let reply = format!(
-                            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if socket.write_all(reply.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-        });
-        url
-    }
+    use crate::per_loop::test_support::{each_loop_in_turn, keep_alive_server};
 
     /// With event loops declared, each loop calls an endpoint through connections of its own:
     /// a connection pooled by another loop is driven by that loop's thread (and, were that loop
@@ -568,45 +520,24 @@ mod tests {
     #[test]
     fn each_event_loop_calls_through_connections_of_its_own() {
         crate::per_loop::set_loops(2);
-        let server = tokio::runtime::Runtime::new().unwrap();
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let url = server.block_on(completions(accepted.clone()));
+        let completion = r#"{"id":"c","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        let (server, addr, accepted) = keep_alive_server(completion);
         let client = server
             .block_on(LlmClient::new(LlmEndpoint {
-                base_url: url,
+                base_url: format!("http://{addr}/v1"),
                 max_retries: 0,
                 ..LlmEndpoint::default()
             }))
             .unwrap();
         let body =
             serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
-        let mut loops = Vec::new();
-        // One after the other; each loop's runtime stays alive but idle once it has called.
-        for index in 0..2 {
+        each_loop_in_turn(2, |_| {
             let (client, body) = (client.clone(), body.clone());
-            let loop_thread = std::thread::spawn(move || {
-                crate::per_loop::enter(index);
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                let reply = runtime.block_on(async {
-                    tokio::time::timeout(Duration::from_secs(5), client.forward(body, None)).await
-                });
-                (runtime, reply)
-            });
-            let (runtime, reply) = loop_thread.join().unwrap();
-            let reply = reply
-                .unwrap_or_else(|_| panic!("loop {index}'s call hung on another loop's connection"))
-                .unwrap();
-            assert_eq!(reply["choices"][0]["message"]["content"], "hi");
-            loops.push(runtime);
-        }
-        assert_eq!(
-            accepted.load(Ordering::SeqCst),
-            2,
-            "the loops shared a connection"
-        );
-        drop(loops);
+            async move {
+                let reply = client.forward(body, None).await.unwrap();
+                assert_eq!(reply["choices"][0]["message"]["content"], "hi");
+            }
+        });
+        assert_eq!(accepted(), 2, "the loops shared a connection");
     }
 }
