@@ -193,8 +193,8 @@ pub struct ServerConfig {
 #[serde(rename_all = "kebab-case")]
 pub enum RuntimeKind {
     /// One single-threaded event loop per thread, each connection kept on one loop (given to
-    /// the loop with the fewest open connections). A lone request never moves between
-    /// threads, which is most of what it costs on a small machine.
+    /// the loop with the fewest open connections). A lone request's tasks are not handed
+    /// between Tokio threads, which was most of what it cost on a small machine.
     #[default]
     PerCore,
     /// Tokio's multi-threaded runtime: any idle thread takes any task, so one busy

@@ -48,7 +48,17 @@ impl Reply {
 }
 
 async fn chat(proxy: &Proxy, messages: Value, extra_headers: &[(&str, &str)]) -> Reply {
-    let mut req = reqwest::Client::new()
+    chat_on(&reqwest::Client::new(), proxy, messages, extra_headers).await
+}
+
+/// As [`chat`], on `client`'s connections (kept alive between calls).
+async fn chat_on(
+    client: &reqwest::Client,
+    proxy: &Proxy,
+    messages: Value,
+    extra_headers: &[(&str, &str)],
+) -> Reply {
+    let mut req = client
         .post(format!("{}/v1/chat/completions", proxy.url))
         .json(&json!({"model": "gpt-test", "messages": messages}));
     for (k, v) in extra_headers {
@@ -1038,17 +1048,15 @@ async fn connections_are_spread_over_event_loops_and_each_loop_answers_verified(
     // Three clients, one keep-alive connection each, made one after another: loops 1, 2, 0.
     let mut clients: Vec<reqwest::Client> = (0..3).map(|_| reqwest::Client::new()).collect();
     for client in &clients {
-        let r: Value = client
-            .post(format!("{}/v1/chat/completions", proxy.url))
-            .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        assert_eq!(r["choices"][0]["message"]["content"], REWRITTEN, "{r}");
-        assert_eq!(r["proofgate"]["verified"], true, "{r}");
+        let r = chat_on(
+            client,
+            &proxy,
+            json!([{"role": "user", "content": Q1}]),
+            &[],
+        )
+        .await;
+        assert_eq!(r.content(), REWRITTEN, "{:?}", r.body);
+        assert_eq!(r.body["proofgate"]["verified"], true, "{:?}", r.body);
     }
     assert_eq!(open_connections(&metrics, &proxy, 3).await, [2, 1, 1]);
 
