@@ -103,9 +103,13 @@ impl App {
                  commits, and with them the trails of answers already given"
             );
         }
-        let store = Store::connect_with(&config.storage.url, config.storage.sqlite_synchronous)
-            .await
-            .map_err(|e| other(&e))?;
+        let store = Store::connect_with(
+            &config.storage.url,
+            config.storage.sqlite_synchronous,
+            config.storage.connection_idle(),
+        )
+        .await
+        .map_err(|e| other(&e))?;
         let key = crate::audit_log::AuditKey::load_or_create(
             config.audit.signing_key.as_deref(),
             &config.audit.key_path(&config.storage.url),

@@ -135,7 +135,18 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
     // every connection given back). It is given back after a failure, for the pool to check.
     let mut conn: Option<PoolConnection<Any>> = None;
     let mut known = KnownSize::default();
-    while let Some(first) = rx.recv().await {
+    loop {
+        let next = match (&conn, store.idle) {
+            (Some(_), Some(idle)) => match tokio::time::timeout(idle, rx.recv()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    close_idle(&mut conn, idle).await;
+                    continue;
+                }
+            },
+            _ => rx.recv().await,
+        };
+        let Some(first) = next else { break };
         batch.push(first);
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
@@ -196,6 +207,23 @@ async fn writer(store: Store, log: Arc<TransparencyLog>, mut rx: mpsc::Receiver<
             }
         }
     }
+}
+
+/// Closes the writer's connection after `idle` without a write (its page cache and prepared
+/// statements go with it; the next batch opens one), then gives glibc's freed pages back, once
+/// now and once after the pools' readers, unused as long, have closed too (sqlx looks for them
+/// every `idle`).
+async fn close_idle(conn: &mut Option<PoolConnection<Any>>, idle: std::time::Duration) {
+    if let Some(c) = conn.take() {
+        if let Err(e) = c.close().await {
+            tracing::debug!("closing the idle writer's connection: {e}");
+        }
+    }
+    tokio::task::spawn_blocking(crate::memory::give_back_freed_memory);
+    tokio::spawn(async move {
+        tokio::time::sleep(idle * 2).await;
+        tokio::task::spawn_blocking(crate::memory::give_back_freed_memory);
+    });
 }
 
 /// About how many bytes `writes` put in the database (states, records, signed notes).
@@ -684,6 +712,46 @@ mod tests {
         assert_eq!(threads(leaf_rows(&store).await), ["0:a", "1:b", "2:d"]);
         tree_holds(&store, &log, 3).await;
         drop(conn);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// With an idle time, the writer's connection and the readers' close once unused that long
+    /// (the background checkpoint takes none while nothing is committed), and the next write
+    /// opens one again and is stored and logged like any other.
+    #[tokio::test]
+    async fn unused_connections_close_and_the_next_write_opens_one() {
+        let dir = std::env::temp_dir().join(format!("pg-journal-{}-idle", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let url = format!("sqlite://{}", dir.join("j.sqlite").display());
+        let idle = std::time::Duration::from_millis(200);
+        let store = Store::connect_with(&url, crate::storage::SqliteSync::Full, Some(idle))
+            .await
+            .unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+        let journal = Journal::start(store.clone(), log.clone());
+        let all_closed = || async {
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            while store.writer.size() + store.pool.size() > 0 {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "still open after 20 s: writer {}, readers {}",
+                    store.writer.size(),
+                    store.pool.size()
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        };
+        for (i, thread) in ["a", "b", "c"].into_iter().enumerate() {
+            journal.write(step(&log, thread, 0..2)).await.unwrap();
+            assert_eq!(store.writer.size(), 1, "the writer keeps its connection");
+            assert_eq!(store.audit_trail(thread).await.unwrap().len(), 2);
+            assert!(store.pool.size() >= 1);
+            all_closed().await;
+            tree_holds(&store, &log, i as u64 + 1).await;
+        }
+        drop((journal, store));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

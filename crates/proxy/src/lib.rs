@@ -20,6 +20,7 @@ pub mod key_cache;
 pub mod keys;
 pub mod live_threads;
 pub mod llm;
+pub mod memory;
 pub mod metrics;
 pub mod openai;
 pub mod per_loop;

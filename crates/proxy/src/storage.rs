@@ -224,6 +224,9 @@ pub struct Store {
     /// SQLite: how long the write-ahead log may get (as the background checkpoint last saw it)
     /// before the writer completes a checkpoint itself.
     pub(crate) wal_restart_log_bytes: usize,
+    /// How long a connection stays open unused (`None`: always). The pools close their idle
+    /// ones; the journal closes the writer's.
+    pub(crate) idle: Option<std::time::Duration>,
 }
 
 /// Aborts a task when dropped.
@@ -269,6 +272,9 @@ struct WalDebt {
     tried: Option<std::time::Instant>,
     /// Whether the last try's failure was logged.
     warned: bool,
+    /// Whether the journal committed since the background checkpoint last copied the whole
+    /// log (it starts true: the log may hold pages from before the start).
+    uncopied: bool,
 }
 
 /// Bytes a write-ahead log file is cut back to when it starts over (it never shrinks by
@@ -287,13 +293,33 @@ const WAL_FILE_LIMIT: i64 = 64 * 1024 * 1024;
 /// (`Store::finish_wal_checkpoint`).
 ///
 /// Each pass also records how long the log is, for the writer to know when to finish the job.
-async fn checkpoint_wal(pool: AnyPool, wal: Arc<std::sync::Mutex<WalDebt>>) {
+async fn checkpoint_wal(
+    pool: AnyPool,
+    wal: Arc<std::sync::Mutex<WalDebt>>,
+    wal_file: Option<std::path::PathBuf>,
+) {
+    // The log file's length and time of change as the last pass that copied it all left them.
+    let mut copied_at = None;
+    let seen = |file: &Option<std::path::PathBuf>| {
+        let meta = std::fs::metadata(file.as_ref()?).ok()?;
+        Some((meta.len(), meta.modified().ok()?))
+    };
     let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut warned = false;
     let mut page_size = None;
     loop {
         tick.tick().await;
+        // Nothing written since a pass copied the whole log (the journal committed nothing,
+        // and the log file, which every write appends to, is unchanged): no pass, so a quiet
+        // proxy takes no connection 20 times a second and the pool's connections can close
+        // when unused (`[storage] connection_idle_secs`).
+        let now = seen(&wal_file);
+        let committed = std::mem::take(&mut wal.lock().unwrap_or_else(|e| e.into_inner()).uncopied);
+        if !committed && now.is_some() && now == copied_at {
+            continue;
+        }
+        copied_at = None;
         if page_size.is_none() {
             page_size = sqlx::query("PRAGMA page_size")
                 .fetch_one(&pool)
@@ -309,23 +335,34 @@ async fn checkpoint_wal(pool: AnyPool, wal: Arc<std::sync::Mutex<WalDebt>>) {
         {
             Ok(row) => {
                 warned = false;
-                let frames = row
-                    .try_get::<i64, _>(1)
-                    .ok()
-                    .and_then(|n| usize::try_from(n).ok());
-                if let (Some(frames), Some(page_size)) = (frames, page_size) {
-                    wal.lock().unwrap_or_else(|e| e.into_inner()).log_bytes =
-                        frames.saturating_mul(page_size);
+                let n = |i: usize| row.try_get::<i64, _>(i).unwrap_or(-1);
+                let mut debt = wal.lock().unwrap_or_else(|e| e.into_inner());
+                if let (Ok(frames), Some(page_size)) = (usize::try_from(n(1)), page_size) {
+                    debt.log_bytes = frames.saturating_mul(page_size);
+                }
+                // Busy, or pages left to copy: the next pass goes on with them.
+                if n(0) != 0 || n(1) != n(2) {
+                    debt.uncopied = true;
+                } else {
+                    copied_at = now;
                 }
             }
             // Once per run of failures: the database keeps working, its log only grows.
-            Err(e) if !warned => {
-                warned = true;
-                tracing::warn!("checkpointing the SQLite write-ahead log failed: {e}");
+            Err(e) => {
+                wal.lock().unwrap_or_else(|e| e.into_inner()).uncopied = true;
+                if !std::mem::replace(&mut warned, true) {
+                    tracing::warn!("checkpointing the SQLite write-ahead log failed: {e}");
+                }
             }
-            Err(_) => {}
         }
     }
+}
+
+/// The file of a `sqlite://FILE?...` URL (`None` for an in-memory database).
+fn sqlite_file(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("sqlite://")?;
+    let file = rest.split('?').next()?;
+    (!file.is_empty() && !file.starts_with(':')).then_some(file)
 }
 
 /// How SQLite commits reach the disk.
@@ -344,22 +381,32 @@ pub enum SqliteSync {
 impl Store {
     /// Opens (and for SQLite creates) the database and brings the schema up to date.
     pub async fn connect(url: &str) -> Result<Store, StorageError> {
-        Store::connect_with(url, SqliteSync::Full).await
+        Store::connect_with(url, SqliteSync::Full, None).await
     }
 
-    /// [`Store::connect`] with the given SQLite durability.
-    pub async fn connect_with(url: &str, sync: SqliteSync) -> Result<Store, StorageError> {
-        Store::open(url, sync, i64::MAX).await
+    /// [`Store::connect`] with the given SQLite durability, closing connections unused for
+    /// `idle` (`None`: never).
+    pub async fn connect_with(
+        url: &str,
+        sync: SqliteSync,
+        idle: Option<std::time::Duration>,
+    ) -> Result<Store, StorageError> {
+        Store::open(url, sync, idle, i64::MAX).await
     }
 
     /// A store whose schema is brought only up to migration `version`: the layout an earlier
     /// release left, for the upgrade tests.
     #[cfg(test)]
     pub(crate) async fn connect_at_schema(url: &str, version: i64) -> Result<Store, StorageError> {
-        Store::open(url, SqliteSync::Full, version).await
+        Store::open(url, SqliteSync::Full, None, version).await
     }
 
-    async fn open(url: &str, sync: SqliteSync, up_to: i64) -> Result<Store, StorageError> {
+    async fn open(
+        url: &str,
+        sync: SqliteSync,
+        idle: Option<std::time::Duration>,
+        up_to: i64,
+    ) -> Result<Store, StorageError> {
         sqlx::any::install_default_drivers();
         let url = if let Some(rest) = url.strip_prefix("sqlite://") {
             if rest.contains("mode=") {
@@ -380,6 +427,10 @@ impl Store {
                 // SQLite in WAL mode: readers run beside the one writer (the journal's group
                 // commits); other writers wait on the busy timeout rather than fail.
                 .max_connections(connections)
+                // Unused connections close (sqlx checks every `idle`), their page caches and
+                // prepared statements with them: see `[storage] connection_idle_secs`.
+                .min_connections(0)
+                .idle_timeout(idle)
                 // A SQLite file cannot go stale under a pooled connection: skip the ping (a
                 // round trip to the connection's thread) on every acquire. A PostgreSQL
                 // server can.
@@ -425,11 +476,15 @@ impl Store {
             .connect(&url)
             .await
             .map_err(opening())?;
-        let wal: Arc<std::sync::Mutex<WalDebt>> = Default::default();
+        let wal = Arc::new(std::sync::Mutex::new(WalDebt {
+            uncopied: true,
+            ..WalDebt::default()
+        }));
         let checkpointer = sqlite.then(|| {
             Arc::new(AbortOnDrop(tokio::spawn(checkpoint_wal(
                 pool.clone(),
                 wal.clone(),
+                sqlite_file(&url).map(|f| std::path::PathBuf::from(format!("{f}-wal"))),
             ))))
         });
         Ok(Store {
@@ -440,6 +495,7 @@ impl Store {
             wal,
             wal_restart_bytes: WAL_RESTART_BYTES,
             wal_restart_log_bytes: WAL_RESTART_LOG_BYTES,
+            idle,
         })
     }
 
@@ -448,6 +504,7 @@ impl Store {
         if self.sqlite {
             let mut debt = self.wal.lock().unwrap_or_else(|e| e.into_inner());
             debt.bytes += bytes;
+            debt.uncopied = true;
         }
     }
 

@@ -176,7 +176,7 @@ fn start_worker(
                 match worker.map(std::thread::JoinHandle::join) {
                     Ok(Ok(Ended::Done)) => return,
                     Ok(Ok(Ended::Idle)) => {
-                        give_back_freed_memory();
+                        crate::memory::give_back_freed_memory();
                         tracing::debug!(
                             "reasoner worker {i} was idle: its Z3 context is released, and the \
                              next check loads the policy on a fresh thread"
@@ -196,16 +196,6 @@ fn start_worker(
         })?;
     let _ = is_listed.recv();
     Ok(())
-}
-
-/// Returns the free pages of glibc's heaps to the kernel (what an ended worker's Z3 context
-/// freed: glibc trims only a heap's top on its own).
-fn give_back_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only releases memory glibc holds free; it is thread-safe.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 impl ReasonerPool {
