@@ -1101,3 +1101,44 @@ async fn the_work_stealing_runtime_answers_verified_too() {
     assert_eq!(r.content(), REWRITTEN);
     assert_trail_replays(&proxy, r.header("x-proofgate-thread")).await;
 }
+
+/// The proxy's SQLite connection threads, by name (sqlx runs each connection on one).
+fn database_threads(proxy: &Proxy) -> usize {
+    let tasks = std::fs::read_dir(format!("/proc/{}/task", proxy.pid())).unwrap();
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|name| name.starts_with("sqlx-sqlite"))
+        .count()
+}
+
+/// With `[storage] connection_idle_secs`, a quiet proxy closes every database connection (the
+/// journal's writer and the readers), and the next question is answered verified, stored and
+/// logged as before.
+#[tokio::test]
+async fn database_connections_close_when_quiet_and_the_next_request_answers_verified() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "conn-idle",
+        &config(&v1(&llm), "", "").replace("[storage]\n", "[storage]\nconnection_idle_secs = 1\n"),
+    );
+    for round in 0..2 {
+        let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+        assert_eq!(r.status, 200, "{:?}", r.body);
+        assert_eq!(r.header("x-proofgate-verdict"), "VALID");
+        assert_eq!(r.content(), REWRITTEN);
+        assert_trail_replays(&proxy, r.header("x-proofgate-thread")).await;
+        assert!(
+            database_threads(&proxy) > 0,
+            "round {round}: no connection open"
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while database_threads(&proxy) > 0 {
+            assert!(
+                std::time::Instant::now() < until,
+                "round {round}: {} database connections still open after 30 s",
+                database_threads(&proxy)
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+}
