@@ -728,3 +728,30 @@ mod one_pass_tests {
         assert!(twice.contains("found valid, valid"), "{twice}");
     }
 }
+
+#[cfg(test)]
+mod number_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A finding's numbers read back from its JSON exactly: a confidence of 1/11 read
+        /// back one unit in the last place off with serde_json's default float reading, so a
+        /// finding written to a trail or a cache did not read back as itself.
+        #[test]
+        fn a_confidence_reads_back_exactly(x in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO, k in 0u32..=64, n in 1u32..=64) {
+            for value in [x, f64::from(k.min(n)) / f64::from(n)] {
+                let finding = Finding::Valid(ValidFinding {
+                    translation: Some(Translation {
+                        confidence: serde_json::Number::from_f64(value),
+                        ..Translation::default()
+                    }),
+                    ..ValidFinding::default()
+                });
+                let text = serde_json::to_string(&finding).unwrap();
+                let back: Finding = serde_json::from_str(&text).unwrap();
+                prop_assert_eq!(&back, &finding, "{}", text);
+            }
+        }
+    }
+}

@@ -194,6 +194,30 @@ mod tests {
     }
 
     #[test]
+    fn every_share_of_agreeing_translators_is_kept() {
+        // A translation's confidence is the share of translators that agreed (k of n): its
+        // JSON must read back as the same number, or such findings would never be kept.
+        use proofgate_core::findings::{Translation, ValidFinding};
+        let cache = FindingsCache::new(1024);
+        let mut n_key = 0;
+        for n in 1..=16u32 {
+            for k in 0..=n {
+                let share = serde_json::Number::from_f64(f64::from(k) / f64::from(n)).unwrap();
+                let found = vec![Finding::Valid(ValidFinding {
+                    translation: Some(Translation {
+                        confidence: Some(share.clone()),
+                        ..Translation::default()
+                    }),
+                    ..ValidFinding::default()
+                })];
+                n_key += 1;
+                cache.insert(key(n_key), &found);
+                assert_eq!(cache.get(&key(n_key)), Some(found), "{k}/{n}: {share}");
+            }
+        }
+    }
+
+    #[test]
     fn the_policy_is_part_of_the_key() {
         let t = crate::parse_translations(
             &serde_json::json!({"translations": [[{"premises": ["x"], "claims": ["y"]}]]})
