@@ -82,7 +82,7 @@ async fn run(sync: SqliteSync, writers: usize) -> (Vec<Duration>, f64, Option<u6
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let url = format!("sqlite://{}/bench.sqlite", dir.display());
-    let store = Store::connect_with(&url, sync).await.unwrap();
+    let store = Store::connect_with(&url, sync, None).await.unwrap();
     let key = AuditKey::load_or_create(None, &dir.join("audit.key"), "bench").unwrap();
     let log = Arc::new(TransparencyLog::new("bench/log".into(), key));
     let journal = Journal::start(store.clone(), log.clone());
