@@ -1121,6 +1121,8 @@ async fn database_connections_close_when_quiet_and_the_next_request_answers_veri
         "conn-idle",
         &config(&v1(&llm), "", "").replace("[storage]\n", "[storage]\nconnection_idle_secs = 1\n"),
     );
+    let config = get(&proxy, "/api/config").await;
+    assert_eq!(config["storageConnectionIdleSecs"], 1, "{config}");
     for round in 0..2 {
         let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
         assert_eq!(r.status, 200, "{:?}", r.body);

@@ -397,6 +397,8 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
         },
         "failureMode": format!("{:?}", c.failure_mode).to_lowercase(),
         "storage": storage,
+        // Kept apart: `storage` is a string clients already read.
+        "storageConnectionIdleSecs": c.storage.connection_idle_secs,
         "auth": {"required": c.auth.required, "adminKeyConfigured": c.auth.admin_key.is_some() || c.auth.admin_key_sha256.is_some()},
         "limits": {
             "maxBodyBytes": c.limits.max_body_bytes,
