@@ -750,6 +750,11 @@ mod tests {
             assert_eq!(store.audit_trail(thread).await.unwrap().len(), 2);
             assert!(store.pool.size() >= 1);
             all_closed().await;
+            // And they stay closed: nothing opens one while nothing is written.
+            for _ in 0..30 {
+                tokio::time::sleep(idle / 10).await;
+                assert_eq!(store.writer.size() + store.pool.size(), 0, "reopened");
+            }
             tree_holds(&store, &log, i as u64 + 1).await;
         }
         drop((journal, store));

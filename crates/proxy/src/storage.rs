@@ -311,12 +311,13 @@ async fn checkpoint_wal(
     loop {
         tick.tick().await;
         // Nothing written since a pass copied the whole log (the journal committed nothing,
-        // and the log file, which every write appends to, is unchanged): no pass, so a quiet
-        // proxy takes no connection 20 times a second and the pool's connections can close
-        // when unused (`[storage] connection_idle_secs`).
+        // and the log file, which every write appends to, is unchanged or gone: SQLite removes
+        // it when the last connection closes): no pass, so a quiet proxy takes no connection
+        // 20 times a second and the pool's connections can close when unused (`[storage]
+        // connection_idle_secs`), and stay closed.
         let now = seen(&wal_file);
         let committed = std::mem::take(&mut wal.lock().unwrap_or_else(|e| e.into_inner()).uncopied);
-        if !committed && now.is_some() && now == copied_at {
+        if !committed && (now.is_none() || now == copied_at) {
             continue;
         }
         copied_at = None;

@@ -1142,5 +1142,10 @@ async fn database_connections_close_when_quiet_and_the_next_request_answers_veri
             );
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+        // And none opens again while nothing is written (maintenance runs every 30 s).
+        for _ in 0..30 {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            assert_eq!(database_threads(&proxy), 0, "round {round}: reopened");
+        }
     }
 }
