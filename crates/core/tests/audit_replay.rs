@@ -171,6 +171,41 @@ fn intact_trail_replays_and_names_its_outcome() {
     assert!(verify_chain(&trail).ok);
 }
 
+/// A validator's confidence is recorded as the number it sent, and a trail stored as JSON
+/// text replays clean whatever that number is (a share of agreeing translators, k of n).
+#[test]
+fn any_confidence_in_a_stored_trail_replays() {
+    let t0 = 1_700_000_000_000;
+    for n in 1..=16u32 {
+        for k in 0..=n {
+            let share = serde_json::Number::from_f64(f64::from(k) / f64::from(n)).unwrap();
+            let mut t = Thread::new(config(), "confidence", "I am 70. How much?", t0).unwrap();
+            t.handle(Input::LlmReplied {
+                text: "You pay 5 dollars.".into(),
+                model: None,
+                now: t0 + 1,
+            })
+            .unwrap();
+            t.handle(Input::Validated {
+                findings: vec![Finding::Valid(ValidFinding {
+                    translation: Some(Translation {
+                        confidence: Some(share.clone()),
+                        ..translation("The fee is 5 dollars.").unwrap()
+                    }),
+                    supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                    ..Default::default()
+                })],
+                evidence: None,
+                now: t0 + 2,
+            })
+            .unwrap();
+            let stored = serde_json::to_string(t.audit_trail()).unwrap();
+            let report = replay_json(&stored);
+            assert!(report.ok, "{k}/{n} ({share}): {:?}", report.failure);
+        }
+    }
+}
+
 #[test]
 fn reformatted_json_still_replays() {
     // The hash covers values, not bytes: pretty-printing a stored trail is not tampering.
