@@ -171,37 +171,43 @@ fn intact_trail_replays_and_names_its_outcome() {
     assert!(verify_chain(&trail).ok);
 }
 
-/// A validator's confidence is recorded as the number it sent, and a trail stored as JSON
-/// text replays clean whatever that number is (a share of agreeing translators, k of n).
+/// A VALID thread whose finding records `share` as its confidence, as a validator sent it.
+fn confidence_thread(share: f64) -> Thread {
+    let t0 = 1_700_000_000_000;
+    let mut t = Thread::new(config(), "confidence", "I am 70. How much?", t0).unwrap();
+    t.handle(Input::LlmReplied {
+        text: "You pay 5 dollars.".into(),
+        model: None,
+        now: t0 + 1,
+    })
+    .unwrap();
+    t.handle(Input::Validated {
+        findings: vec![Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                confidence: serde_json::Number::from_f64(share),
+                ..translation("The fee is 5 dollars.").unwrap()
+            }),
+            supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+            ..Default::default()
+        })],
+        evidence: None,
+        now: t0 + 2,
+    })
+    .unwrap();
+    t
+}
+
+/// A trail stored as JSON text replays clean whatever confidence its validator sent (a
+/// share of agreeing translators, k of n). serde_json's default float reading put 1/11 one
+/// unit in the last place off, and this intact trail failed as "altered".
 #[test]
 fn any_confidence_in_a_stored_trail_replays() {
-    let t0 = 1_700_000_000_000;
     for n in 1..=16u32 {
         for k in 0..=n {
-            let share = serde_json::Number::from_f64(f64::from(k) / f64::from(n)).unwrap();
-            let mut t = Thread::new(config(), "confidence", "I am 70. How much?", t0).unwrap();
-            t.handle(Input::LlmReplied {
-                text: "You pay 5 dollars.".into(),
-                model: None,
-                now: t0 + 1,
-            })
-            .unwrap();
-            t.handle(Input::Validated {
-                findings: vec![Finding::Valid(ValidFinding {
-                    translation: Some(Translation {
-                        confidence: Some(share.clone()),
-                        ..translation("The fee is 5 dollars.").unwrap()
-                    }),
-                    supporting_rules: Some(vec![Rule::new("R1", "v1")]),
-                    ..Default::default()
-                })],
-                evidence: None,
-                now: t0 + 2,
-            })
-            .unwrap();
+            let t = confidence_thread(f64::from(k) / f64::from(n));
             let stored = serde_json::to_string(t.audit_trail()).unwrap();
             let report = replay_json(&stored);
-            assert!(report.ok, "{k}/{n} ({share}): {:?}", report.failure);
+            assert!(report.ok, "{k}/{n}: {:?}", report.failure);
         }
     }
 }
@@ -771,6 +777,11 @@ fn fixture_cases() -> Value {
     cases.push(("translated-altered-reply", one_byte));
     cases.push(("conversation", as_json(conversation_loop().audit_trail())));
     cases.push(("tool-call", as_json(tool_call_thread().audit_trail())));
+    // Read from JSON text, 1/11 must come back exactly (see any_confidence_in_a_stored_trail_replays).
+    cases.push((
+        "confidence-one-eleventh",
+        as_json(confidence_thread(1.0 / 11.0).audit_trail()),
+    ));
 
     Value::Array(
         cases
