@@ -601,7 +601,8 @@ pub struct StorageConfig {
     pub write_ahead_after_ms: u64,
     /// A database connection unused for this many seconds closes, and its page cache and
     /// prepared statements (SQLite: a few MB in all) go with it; the next request opens one
-    /// again (about a millisecond). 0 keeps connections open for the proxy's life.
+    /// again (about a millisecond). 0 keeps connections open for the proxy's life; at most a
+    /// year.
     #[serde(default = "default_connection_idle_secs")]
     pub connection_idle_secs: u64,
 }
@@ -613,6 +614,9 @@ impl StorageConfig {
             .then(|| std::time::Duration::from_secs(self.connection_idle_secs))
     }
 }
+
+/// More than this is taken for a typo: timers that far out overflow the clock's arithmetic.
+const MAX_CONNECTION_IDLE_SECS: u64 = 365 * 24 * 3600;
 
 fn default_connection_idle_secs() -> u64 {
     // Below the pool's turn: the maintenance pass takes a reader every 30 s, and the pool hands
@@ -719,6 +723,12 @@ impl Config {
                 ));
             }
         }
+        if self.storage.connection_idle_secs > MAX_CONNECTION_IDLE_SECS {
+            return bad(format!(
+                "storage.connection_idle_secs must be at most {MAX_CONNECTION_IDLE_SECS} (a year), got {} (0 keeps connections open)",
+                self.storage.connection_idle_secs
+            ));
+        }
         if self.server.threads > MAX_SERVING_THREADS {
             return bad(format!(
                 "server.threads must be at most {MAX_SERVING_THREADS}, got {} (0: one per core)",
@@ -824,32 +834,32 @@ mod tests {
         assert!(config.check().is_ok());
     }
 
+    /// Loads `[table]\nkey = setting` from a file of its own.
+    fn load_setting(table: &str, key: &str, setting: &str) -> Result<Config, String> {
+        let dir = std::env::temp_dir().join(format!("pg-setting-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{table}-{key}-{setting}.toml"));
+        std::fs::write(&path, format!("[{table}]\n{key} = {setting}\n")).unwrap();
+        let loaded = Config::load_unchecked(Some(&path)).map_err(|e| e.to_string());
+        let _ = std::fs::remove_file(&path);
+        loaded
+    }
+
     #[test]
     fn reasoner_workers_keep_their_context_for_five_idle_minutes_unless_told() {
         assert_eq!(
             Config::default().validator.reasoner_idle(),
             Some(std::time::Duration::from_secs(300))
         );
-        let dir = std::env::temp_dir().join(format!("pg-idle-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         for (setting, idle) in [("0", None), ("45", Some(45))] {
-            let path = dir.join(format!("idle-{setting}.toml"));
-            std::fs::write(
-                &path,
-                format!("[validator]\nreasoner_idle_secs = {setting}\n"),
-            )
-            .unwrap();
-            let config = Config::load_unchecked(Some(&path)).unwrap();
+            let config = load_setting("validator", "reasoner_idle_secs", setting).unwrap();
             assert_eq!(
                 config.validator.reasoner_idle(),
                 idle.map(std::time::Duration::from_secs),
                 "{setting}"
             );
         }
-        let path = dir.join("idle-negative.toml");
-        std::fs::write(&path, "[validator]\nreasoner_idle_secs = -1\n").unwrap();
-        let err = Config::load_unchecked(Some(&path)).unwrap_err().to_string();
-        let _ = std::fs::remove_dir_all(&dir);
+        let err = load_setting("validator", "reasoner_idle_secs", "-1").unwrap_err();
         assert!(err.contains("reasoner_idle_secs"), "{err}");
     }
 
@@ -859,23 +869,32 @@ mod tests {
             Config::default().storage.connection_idle(),
             Some(std::time::Duration::from_secs(60))
         );
-        let dir = std::env::temp_dir().join(format!("pg-conn-idle-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         for (setting, idle) in [("0", None), ("5", Some(5))] {
-            let path = dir.join(format!("idle-{setting}.toml"));
-            std::fs::write(
-                &path,
-                format!("[storage]\nconnection_idle_secs = {setting}\n"),
-            )
-            .unwrap();
-            let config = Config::load_unchecked(Some(&path)).unwrap();
+            let config = load_setting("storage", "connection_idle_secs", setting).unwrap();
             assert_eq!(
                 config.storage.connection_idle(),
                 idle.map(std::time::Duration::from_secs),
                 "{setting}"
             );
         }
-        let _ = std::fs::remove_dir_all(&dir);
+        let err = load_setting("storage", "connection_idle_secs", "-1").unwrap_err();
+        assert!(err.contains("connection_idle_secs"), "{err}");
+        // A typo of many digits is refused by name rather than overflowing a timer later.
+        let config = load_setting("storage", "connection_idle_secs", "99999999999").unwrap();
+        let err = config.check().unwrap_err().to_string();
+        assert!(
+            err.contains("storage.connection_idle_secs must be at most 31536000"),
+            "{err}"
+        );
+        let mut config = Config::default();
+        config.storage.connection_idle_secs = MAX_CONNECTION_IDLE_SECS;
+        // Whatever else the default lacks (a policy), the idle time at its bound is accepted.
+        let err = config
+            .check()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!err.contains("connection_idle_secs"), "{err}");
     }
 
     #[test]

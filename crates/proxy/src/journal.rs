@@ -221,7 +221,7 @@ async fn close_idle(conn: &mut Option<PoolConnection<Any>>, idle: std::time::Dur
     }
     tokio::task::spawn_blocking(crate::memory::give_back_freed_memory);
     tokio::spawn(async move {
-        tokio::time::sleep(idle * 2).await;
+        tokio::time::sleep(idle.saturating_mul(2)).await;
         tokio::task::spawn_blocking(crate::memory::give_back_freed_memory);
     });
 }
