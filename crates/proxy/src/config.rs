@@ -276,9 +276,7 @@ impl AuditConfig {
         if let Some(p) = &self.signing_key_path {
             return p.clone();
         }
-        let db = storage_url
-            .strip_prefix("sqlite://")
-            .map(|rest| rest.split('?').next().unwrap_or(rest));
+        let db = crate::storage::sqlite_file(storage_url);
         match db.map(std::path::Path::new).and_then(|p| p.parent()) {
             Some(dir) if !dir.as_os_str().is_empty() => dir.join("proofgate-audit.key"),
             _ => PathBuf::from("proofgate-audit.key"),
@@ -861,6 +859,23 @@ mod tests {
         }
         let err = load_setting("validator", "reasoner_idle_secs", "-1").unwrap_err();
         assert!(err.contains("reasoner_idle_secs"), "{err}");
+    }
+
+    #[test]
+    fn the_audit_key_sits_beside_a_sqlite_database_file() {
+        let audit = AuditConfig::default();
+        for (url, key) in [
+            (
+                "sqlite://data/p.sqlite?mode=rwc",
+                "data/proofgate-audit.key",
+            ),
+            ("sqlite:///var/lib/p.sqlite", "/var/lib/proofgate-audit.key"),
+            ("sqlite://p.sqlite", "proofgate-audit.key"),
+            ("sqlite://:memory:", "proofgate-audit.key"),
+            ("postgres://u@h/db", "proofgate-audit.key"),
+        ] {
+            assert_eq!(audit.key_path(url), PathBuf::from(key), "{url}");
+        }
     }
 
     #[test]

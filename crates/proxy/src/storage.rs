@@ -360,7 +360,7 @@ async fn checkpoint_wal(
 }
 
 /// The file of a `sqlite://FILE?...` URL (`None` for an in-memory database).
-fn sqlite_file(url: &str) -> Option<&str> {
+pub(crate) fn sqlite_file(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("sqlite://")?;
     let file = rest.split('?').next()?;
     (!file.is_empty() && !file.starts_with(':')).then_some(file)
