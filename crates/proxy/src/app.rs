@@ -311,6 +311,7 @@ type InFlight = futures::stream::FuturesUnordered<
 /// `in_flight`, and the next reply to arrive is the input.
 async fn perform(
     app: &App,
+    scope: &str,
     thread: &Thread,
     effect: &Effect,
     waits: &mut Waits,
@@ -349,7 +350,7 @@ async fn perform(
                 Err(input) => return Some(input),
             };
             let started = Instant::now();
-            let result = local.check(translations.clone()).await;
+            let result = local.check(scope, translations.clone()).await;
             waits.validator += started.elapsed();
             validated(app, result, waits)
         }
@@ -390,7 +391,7 @@ async fn perform(
         }
         Effect::Validate { question, answer } => {
             let started = Instant::now();
-            let result = app.validator.validate(question, answer).await;
+            let result = app.validator.validate(scope, question, answer).await;
             waits.validator += started.elapsed();
             validated(app, result, waits)
         }
@@ -441,12 +442,13 @@ fn advance(thread: &mut Thread, input: Input) -> Result<Effect, DriveError> {
 /// persists the thread once at the end (the chat endpoint: one write per request).
 pub async fn drive(
     app: &App,
+    scope: &str,
     thread: &mut Thread,
     mut effect: Effect,
     waits: &mut Waits,
 ) -> Result<Effect, DriveError> {
     let mut in_flight = InFlight::new();
-    while let Some(input) = perform(app, thread, &effect, waits, &mut in_flight).await {
+    while let Some(input) = perform(app, scope, thread, &effect, waits, &mut in_flight).await {
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
     }
@@ -473,6 +475,7 @@ pub enum DurableDriveError {
 /// with [`Saver::finish`], which waits until everything is durable, before anything is returned.
 pub async fn drive_durably(
     app: &App,
+    scope: &str,
     thread: &mut Thread,
     mut effect: Effect,
     waits: &mut Waits,
@@ -486,7 +489,7 @@ pub async fn drive_durably(
         // Waiting for translator replies already asked for starts no call: its records go
         // with the next write.
         let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
-        let call = perform(app, thread, &effect, waits, &mut in_flight);
+        let call = perform(app, scope, thread, &effect, waits, &mut in_flight);
         let input = if starts_a_call {
             written_ahead(app, thread, saver, call).await?
         } else {
@@ -672,12 +675,21 @@ fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
 /// audit records are stored.
 pub async fn drive_saving_each_step(
     app: &App,
+    scope: &str,
     thread: &mut Thread,
     effect: Effect,
     saved: &mut usize,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
     let mut saver = Saver::new(*saved);
-    let effect = drive_durably(app, thread, effect, &mut Waits::default(), &mut saver).await?;
+    let effect = drive_durably(
+        app,
+        scope,
+        thread,
+        effect,
+        &mut Waits::default(),
+        &mut saver,
+    )
+    .await?;
     saver.finish(app, thread, None).await?;
     *saved = thread.audit_trail().len();
     Ok(effect)

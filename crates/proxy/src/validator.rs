@@ -59,7 +59,8 @@ struct Job {
 /// bounded (callers wait for room, and stop waiting when their request ends), and a job whose
 /// caller has gone is skipped rather than solved. Findings are kept in a bounded cache shared
 /// by the workers, keyed by the policy's content hash and the translations (findings are a
-/// pure function of those), so a repeated question costs no solver time.
+/// pure function of those), so a repeated question costs no solver time. Each caller (API
+/// key) has its own entries: a hit's speed must not tell one caller what another asked.
 pub struct ReasonerPool {
     jobs: flume::Sender<Job>,
     workers: usize,
@@ -261,13 +262,15 @@ impl ReasonerPool {
         self.threads.lock().map(|t| t.clone()).unwrap_or_default()
     }
 
-    /// Checks k translations; returns the findings and the solver time (zero for findings
-    /// from the cache).
+    /// Checks k translations for the caller named `scope` (its API key's id); returns the
+    /// findings and the solver time (zero for findings from the cache, which only that
+    /// caller's earlier checks fill).
     pub async fn validate(
         &self,
+        scope: &str,
         translations: Vec<TranslatorOutput>,
     ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
-        let key = FindingsKey::new(&self.policy_hash, &translations);
+        let key = FindingsKey::new(scope, &self.policy_hash, &translations);
         if let Some(findings) = key.as_ref().and_then(|k| self.cache.get(k)) {
             return Ok((findings, Duration::ZERO));
         }
@@ -467,12 +470,14 @@ impl LocalValidator {
         &self.translation
     }
 
-    /// Checks the translators' outputs with Z3: the findings and the evidence the trail keeps.
+    /// Checks the translators' outputs with Z3 for the caller named `scope` (see
+    /// [`ReasonerPool::validate`]): the findings and the evidence the trail keeps.
     pub async fn check(
         &self,
+        scope: &str,
         translations: Vec<TranslatorOutput>,
     ) -> Result<Validation, ValidatorError> {
-        let (findings, solver_time) = self.pool.validate(translations).await?;
+        let (findings, solver_time) = self.pool.validate(scope, translations).await?;
         let evidence = json!({
             "validator": "local",
             "policyVersionArn": self.model.version_arn(),
@@ -506,6 +511,7 @@ impl LocalValidator {
     /// compatible endpoint): the same core translation round, then [`LocalValidator::check`].
     pub async fn validate(
         &self,
+        scope: &str,
         question: &str,
         answer: &str,
     ) -> Result<Validation, ValidatorError> {
@@ -513,7 +519,7 @@ impl LocalValidator {
         let translations =
             translate(&self.translators, &self.translation, question, answer).await?;
         let translation_time = started.elapsed();
-        let mut v = self.check(translations).await?;
+        let mut v = self.check(scope, translations).await?;
         v.translation_time = translation_time;
         Ok(v)
     }
@@ -529,14 +535,16 @@ pub enum Validator {
 }
 
 impl Validator {
-    /// Validates one question/answer.
+    /// Validates one question/answer for the caller named `scope` (see
+    /// [`ReasonerPool::validate`]).
     pub async fn validate(
         &self,
+        scope: &str,
         question: &str,
         answer: &str,
     ) -> Result<Validation, ValidatorError> {
         match self {
-            Validator::Local(v) => v.validate(question, answer).await,
+            Validator::Local(v) => v.validate(scope, question, answer).await,
             #[cfg(feature = "bedrock")]
             Validator::Bedrock(g) => {
                 let started = Instant::now();
@@ -569,8 +577,8 @@ mod tests {
         );
         let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
         let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
-        let (first, _) = pool.validate(t.clone()).await.unwrap();
-        let (again, time) = pool.validate(t).await.unwrap();
+        let (first, _) = pool.validate("key-a", t.clone()).await.unwrap();
+        let (again, time) = pool.validate("key-a", t).await.unwrap();
         assert_eq!(
             serde_json::to_value(&first).unwrap(),
             serde_json::to_value(&again).unwrap()
@@ -578,6 +586,31 @@ mod tests {
         assert_eq!(time, Duration::ZERO);
         let stats = pool.cache_stats();
         assert_eq!((stats.hits, stats.misses, stats.entries), (1, 1, 1));
+    }
+
+    #[tokio::test]
+    async fn another_callers_repeat_is_solved_not_served_from_the_first_callers_entry() {
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
+        );
+        let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
+        let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
+        let (first, _) = pool.validate("key-a", t.clone()).await.unwrap();
+        // Key B asks what key A asked: solved (its time is the solver's), so B cannot tell
+        // from the answer's speed that A asked it.
+        let (theirs, time) = pool.validate("key-b", t.clone()).await.unwrap();
+        assert!(time > Duration::ZERO, "key B was served key A's entry");
+        assert_eq!(
+            serde_json::to_value(&first).unwrap(),
+            serde_json::to_value(&theirs).unwrap()
+        );
+        // Each caller's own repeat is a hit.
+        for scope in ["key-a", "key-b"] {
+            let (_, time) = pool.validate(scope, t.clone()).await.unwrap();
+            assert_eq!(time, Duration::ZERO, "{scope}");
+        }
+        let stats = pool.cache_stats();
+        assert_eq!((stats.hits, stats.misses, stats.entries), (2, 2, 2));
     }
 
     /// Distinct checks of the park policy (a visitor's age), so none comes from the cache.
@@ -746,7 +779,7 @@ mod tests {
         );
         // One worker: if a panic ended it, nothing would serve the checks after it.
         let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
-        let (before, _) = pool.validate(aged(30)).await.unwrap();
+        let (before, _) = pool.validate("k", aged(30)).await.unwrap();
         for round in 0..3 {
             let failed = pool.solve_job(aged(40 + round), true).await.unwrap_err();
             assert!(

@@ -839,3 +839,47 @@ async fn cors_only_for_configured_origins_and_policies_within_bedrock_limits() {
         .unwrap()
         .contains("501 rules"));
 }
+
+/// Z3 checks solved so far (a check answered from the findings cache takes no solver time
+/// and is not counted).
+async fn solver_checks(proxy: &Proxy) -> u64 {
+    let r = get(proxy, "/metrics", ADMIN_KEY, &[]).await;
+    let text = r.body.as_str().unwrap_or_default().to_string();
+    text.lines()
+        .find_map(|l| l.strip_prefix("proofgate_solver_seconds_count "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no solver count in /metrics: {text}"))
+}
+
+#[tokio::test]
+async fn one_keys_cached_findings_never_answer_another_keys_question() {
+    // A cache hit answers in microseconds where a check takes milliseconds: were entries
+    // shared, key B could tell from its answer's speed that key A had asked the same thing.
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-cache-scope", &secured_config(&v1(&llm), "", ""));
+    let a = new_key(&proxy, "app a", &["chat"]).await;
+    let b = new_key(&proxy, "app b", &["chat"]).await;
+    let ask = |key: String| {
+        let proxy = &proxy;
+        async move {
+            let before = solver_checks(proxy).await;
+            let r = chat(proxy, &key, first_turn(None), &[]).await;
+            assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT", "{r:?}");
+            (r.content().to_string(), solver_checks(proxy).await - before)
+        }
+    };
+    let (a_first, a_solved) = ask(a.clone()).await;
+    assert!(a_solved > 0, "key A's first question was not checked");
+    let (b_first, b_solved) = ask(b.clone()).await;
+    assert_eq!(
+        b_solved, a_solved,
+        "key B's question was answered from key A's entries"
+    );
+    assert_eq!(b_first, a_first, "the same question, the same findings");
+    // Each key's own repeat comes from its own entries.
+    for key in [a, b] {
+        let (again, solved) = ask(key).await;
+        assert_eq!(solved, 0, "a key's repeated question was solved again");
+        assert_eq!(again, a_first);
+    }
+}

@@ -104,12 +104,12 @@ fn bench_cached(name: &str, policy: &PolicyModel, query: &[TranslatorOutput]) ->
     let reasoner = Reasoner::new(policy, CheckOptions::default()).expect("encodes");
     let cache = FindingsCache::new(1024);
     let hash = policy.definition().content_hash();
-    let key = FindingsKey::new(&hash, query).expect("small");
+    let key = FindingsKey::new("bench", &hash, query).expect("small");
     cache.insert(key, &reasoner.validate(query).expect("well-formed query"));
     let mut times = Vec::new();
     for _ in 0..1001 {
         let t = Instant::now();
-        let key = FindingsKey::new(&hash, query).expect("small");
+        let key = FindingsKey::new("bench", &hash, query).expect("small");
         let found = cache.get(&key).expect("cached");
         std::hint::black_box(found);
         times.push(t.elapsed());

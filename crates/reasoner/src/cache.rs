@@ -1,8 +1,12 @@
-//! Findings already computed, shared by the workers of a pool and across requests.
+//! Findings already computed, shared by the workers of a pool and across one caller's requests.
 //!
 //! Findings are a pure function of the policy and the k translations (for fixed check
 //! options): the key is the policy's content hash and the translations as JSON, compared in
-//! full (no digest, so no collision can return another question's findings). TOO_COMPLEX is
+//! full (no digest, so no collision can return another question's findings). The key also
+//! names whose requests may share an entry (the caller's API key): a hit answers in
+//! microseconds where a check takes milliseconds, so a cache shared by every caller would
+//! tell one caller, by timing, that another had asked the same question under the same
+//! policy. TOO_COMPLEX is
 //! never kept: a solver timeout depends on the load at the time, not only on the input. One
 //! part is not pure: where several example scenarios are equally close, which one Z3 returns
 //! depends on what its solver did before (a fresh worker and one that has served other checks
@@ -27,16 +31,23 @@ const MAX_KEY_BYTES: usize = 16 * 1024;
 /// What a cache entry is looked up by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct FindingsKey {
+    scope: String,
     policy_hash: String,
     translations: String,
 }
 
 impl FindingsKey {
     /// The key of `translations` checked against the policy whose content hash is
-    /// `policy_hash`; `None` when they are too large to keep.
-    pub fn new(policy_hash: &str, translations: &[TranslatorOutput]) -> Option<FindingsKey> {
+    /// `policy_hash`, for requests in `scope` (only a lookup in the same scope finds the
+    /// entry); `None` when they are too large to keep.
+    pub fn new(
+        scope: &str,
+        policy_hash: &str,
+        translations: &[TranslatorOutput],
+    ) -> Option<FindingsKey> {
         let translations = serde_json::to_string(translations).ok()?;
         (translations.len() <= MAX_KEY_BYTES).then(|| FindingsKey {
+            scope: scope.to_string(),
             policy_hash: policy_hash.to_string(),
             translations,
         })
@@ -150,7 +161,7 @@ mod tests {
                 .to_string(),
         )
         .unwrap();
-        FindingsKey::new("hash", &t).unwrap()
+        FindingsKey::new("caller", "hash", &t).unwrap()
     }
 
     #[test]
@@ -224,7 +235,34 @@ mod tests {
                 .to_string(),
         )
         .unwrap();
-        assert_ne!(FindingsKey::new("a", &t), FindingsKey::new("b", &t));
-        assert_eq!(FindingsKey::new("a", &t), FindingsKey::new("a", &t.clone()));
+        assert_ne!(
+            FindingsKey::new("k", "a", &t),
+            FindingsKey::new("k", "b", &t)
+        );
+        assert_eq!(
+            FindingsKey::new("k", "a", &t),
+            FindingsKey::new("k", "a", &t.clone())
+        );
+    }
+
+    #[test]
+    fn one_scopes_entry_is_not_found_from_another() {
+        let cache = FindingsCache::new(8);
+        let t = crate::parse_translations(
+            &serde_json::json!({"translations": [[{"premises": ["x"], "claims": ["y"]}]]})
+                .to_string(),
+        )
+        .unwrap();
+        let found = vec![Finding::NoTranslations(EmptyFinding::default())];
+        let mine = FindingsKey::new("key-a", "hash", &t).unwrap();
+        cache.insert(mine.clone(), &found);
+        // Scopes are compared whole: neither a prefix nor a longer name finds it.
+        for other in ["key-b", "key-", "key-aa", ""] {
+            let theirs = FindingsKey::new(other, "hash", &t).unwrap();
+            assert!(cache.get(&theirs).is_none(), "scope {other:?}");
+        }
+        assert_eq!(cache.get(&mine), Some(found));
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses), (1, 4));
     }
 }

@@ -101,7 +101,7 @@ proptest! {
         let mut seen: HashMap<FindingsKey, String> = HashMap::new();
         for i in order {
             let q = &queries[i % queries.len()];
-            let key = FindingsKey::new(&hash, q).unwrap();
+            let key = FindingsKey::new("caller", &hash, q).unwrap();
             let through_cache = match cache.get(&key) {
                 Some(f) => {
                     // A hit is exactly what was computed on the miss.

@@ -91,9 +91,16 @@ pub struct Answers {
 
 /// Runs the loop for a thread in the background, saving every step; failures are logged
 /// and the thread stays as last saved.
-fn run_in_background(app: Arc<App>, mut thread: Thread, effect: Effect, mut saved: usize) {
+fn run_in_background(
+    app: Arc<App>,
+    caller: &Caller,
+    mut thread: Thread,
+    effect: Effect,
+    mut saved: usize,
+) {
+    let scope = caller.id.clone();
     tokio::spawn(async move {
-        match drive_saving_each_step(&app, &mut thread, effect, &mut saved).await {
+        match drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved).await {
             Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),
             Ok(_) => {}
             Err(e) => tracing::error!("thread {}: {e}", thread.id()),
@@ -185,10 +192,10 @@ pub async fn create_thread(
         persist(&app, &thread, 0, None).await?;
         let view = thread_view(&thread, status_of(&thread));
         let saved = thread.audit_trail().len();
-        run_in_background(app, thread, effect, saved);
+        run_in_background(app, &caller, thread, effect, saved);
         return Ok((StatusCode::ACCEPTED, Json(view)));
     }
-    let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
+    let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
     persist(&app, &thread, 0, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
         app.metrics.verdict(o.status.as_str(), thread.iterations());
@@ -276,10 +283,10 @@ pub async fn answer_thread(
         persist(&app, &thread, saved, None).await?;
         let view = thread_view(&thread, status_of(&thread));
         let saved = thread.audit_trail().len();
-        run_in_background(app, thread, effect, saved);
+        run_in_background(app, &caller, thread, effect, saved);
         return Ok(Json(view));
     }
-    let effect = drive(&app, &mut thread, effect, &mut Waits::default()).await?;
+    let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
     persist(&app, &thread, saved, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
         app.metrics.verdict(o.status.as_str(), thread.iterations());

@@ -289,7 +289,7 @@ pub(crate) async fn answer_chat(
         // Recorded with the thread's first save: no saved thread lacks an owner.
         saver.owned_by(owner.clone());
     }
-    let effect = drive_durably(app, &mut thread, effect, waits, &mut saver)
+    let effect = drive_durably(app, &caller.id, &mut thread, effect, waits, &mut saver)
         .await
         .map_err(|e| {
             fail(match e {

@@ -4,11 +4,12 @@
 //! (`x-amzn-errortype` + `{"message"}`) so SDKs report them properly.
 
 use crate::app::App;
+use crate::server::auth::Caller;
 use crate::validator::Validator;
 use axum::extract::{Path, State};
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::json;
 use std::sync::Arc;
@@ -58,6 +59,7 @@ fn usage() -> serde_json::Value {
 /// The handler.
 pub async fn apply_guardrail(
     State(app): State<Arc<App>>,
+    Extension(caller): Extension<Caller>,
     Path((_id, _version)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
@@ -109,7 +111,7 @@ pub async fn apply_guardrail(
     }
     let (question, answer) = (question.join("\n"), answer.join("\n"));
     let started = std::time::Instant::now();
-    match local.validate(&question, &answer).await {
+    match local.validate(&caller.id, &question, &answer).await {
         Ok(v) => {
             let chars = question.chars().count() + answer.chars().count();
             Json(json!({

@@ -284,15 +284,27 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
         let effect = thread.pending_effect();
         tracing::info!("thread {}: resuming after an interrupted step", stored.id);
         let app = app.clone();
+        let scope = cache_scope_of(&app, &stored.id).await;
         tokio::spawn(async move {
             if let Err(e) =
-                crate::app::drive_saving_each_step(&app, &mut thread, effect, &mut saved).await
+                crate::app::drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved)
+                    .await
             {
                 tracing::error!("thread {}: {e}", thread.id());
             }
         });
     }
     Ok(())
+}
+
+/// The findings-cache scope of a thread driven with no request (resumed, or its questions
+/// timed out): its owner's key, as for the owner's own requests. A thread from before owners
+/// were recorded, or whose owner cannot be read, is its own scope and shares nothing.
+async fn cache_scope_of(app: &App, thread_id: &str) -> String {
+    match app.store.owner_of(thread_id).await {
+        Ok(Some(owner)) => owner.key,
+        _ => format!("thread:{thread_id}"),
+    }
 }
 
 async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
@@ -313,7 +325,8 @@ async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
             continue;
         }
         let effect = thread.handle(Input::Tick { now })?;
-        let effect = drive(app, &mut thread, effect, &mut Waits::default()).await?;
+        let scope = cache_scope_of(app, &stored.id).await;
+        let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
         persist(app, &thread, saved, stored.conversation_key.clone()).await?;
         tracing::info!(
             "thread {}: questions timed out, continued to {}",
