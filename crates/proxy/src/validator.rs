@@ -570,13 +570,21 @@ mod tests {
     const PARK_T: &str =
         include_str!("../../../examples/policies/park-senior-low-season.translations.json");
 
-    #[tokio::test]
-    async fn a_repeated_question_comes_from_the_cache_unchanged() {
+    /// A one-worker pool for the park policy, and the shipped park question.
+    fn park_pool_and_question() -> (ReasonerPool, Vec<TranslatorOutput>) {
         let model = Arc::new(
             PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
         );
         let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
-        let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
+        (
+            pool,
+            proofgate_reasoner::parse_translations(PARK_T).unwrap(),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_repeated_question_comes_from_the_cache_unchanged() {
+        let (pool, t) = park_pool_and_question();
         let (first, _) = pool.validate("key-a", t.clone()).await.unwrap();
         let (again, time) = pool.validate("key-a", t).await.unwrap();
         assert_eq!(
@@ -590,11 +598,7 @@ mod tests {
 
     #[tokio::test]
     async fn another_callers_repeat_is_solved_not_served_from_the_first_callers_entry() {
-        let model = Arc::new(
-            PolicyModel::from_definition(PolicyDefinition::from_json(PARK).unwrap(), None).unwrap(),
-        );
-        let pool = ReasonerPool::new(model, CheckOptions::default(), 1, None).unwrap();
-        let t = proofgate_reasoner::parse_translations(PARK_T).unwrap();
+        let (pool, t) = park_pool_and_question();
         let (first, _) = pool.validate("key-a", t.clone()).await.unwrap();
         // Key B asks what key A asked: solved (its time is the solver's), so B cannot tell
         // from the answer's speed that A asked it.
