@@ -398,6 +398,20 @@ async fn perform(
     })
 }
 
+/// Records a validation's stage times (translation, Z3, Bedrock) in the metrics; a stage that
+/// took no time (not run, or findings from the cache) is not counted.
+pub fn observe_validation(app: &App, v: &crate::validator::Validation) {
+    for (stage, took) in [
+        (Stage::Translation, v.translation_time),
+        (Stage::Solver, v.solver_time),
+        (Stage::Guardrail, v.guardrail_time),
+    ] {
+        if !took.is_zero() {
+            app.metrics.observe(stage, took);
+        }
+    }
+}
+
 /// The input a validation (or local check) produced, with its stage times recorded.
 fn validated(
     app: &App,
@@ -406,15 +420,7 @@ fn validated(
 ) -> Input {
     match result {
         Ok(v) => {
-            for (stage, took) in [
-                (Stage::Translation, v.translation_time),
-                (Stage::Solver, v.solver_time),
-                (Stage::Guardrail, v.guardrail_time),
-            ] {
-                if !took.is_zero() {
-                    app.metrics.observe(stage, took);
-                }
-            }
+            observe_validation(app, &v);
             Input::Validated {
                 findings: v.findings,
                 evidence: Some(v.evidence),

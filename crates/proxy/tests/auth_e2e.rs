@@ -877,9 +877,45 @@ async fn one_keys_cached_findings_never_answer_another_keys_question() {
     );
     assert_eq!(b_first, a_first, "the same question, the same findings");
     // Each key's own repeat comes from its own entries.
-    for key in [a, b] {
-        let (again, solved) = ask(key).await;
+    for key in [&a, &b] {
+        let (again, solved) = ask(key.clone()).await;
         assert_eq!(solved, 0, "a key's repeated question was solved again");
         assert_eq!(again, a_first);
+    }
+
+    // The same through the ApplyGuardrail-compatible endpoint, with two new keys (the loop
+    // above may have checked this answer for A and B already).
+    let c = new_key(&proxy, "app c", &["chat"]).await;
+    let d = new_key(&proxy, "app d", &["chat"]).await;
+    let guard = |key: String| {
+        let proxy = &proxy;
+        async move {
+            let body = json!({"source": "OUTPUT", "content": [
+                {"text": {"text": Q1, "qualifiers": ["query"]}},
+                {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.", "qualifiers": ["guard_content"]}}
+            ]});
+            let before = solver_checks(proxy).await;
+            let r = post(proxy, "/guardrail/local/version/1/apply", &key, body).await;
+            assert_eq!(r.status, 200, "{r:?}");
+            let findings = r.body["assessments"][0]["automatedReasoningPolicy"]["findings"].clone();
+            assert!(findings[0].get("invalid").is_some(), "{r:?}");
+            (findings, solver_checks(proxy).await - before)
+        }
+    };
+    let (c_found, c_solved) = guard(c.clone()).await;
+    assert!(c_solved > 0, "key C's guardrail call was not checked");
+    let (d_found, d_solved) = guard(d.clone()).await;
+    assert_eq!(
+        d_solved, c_solved,
+        "key D's guardrail call was answered from key C's entries"
+    );
+    assert_eq!(d_found, c_found);
+    for key in [c, d] {
+        let (again, solved) = guard(key).await;
+        assert_eq!(
+            solved, 0,
+            "a key's repeated guardrail call was solved again"
+        );
+        assert_eq!(again, c_found);
     }
 }

@@ -113,6 +113,8 @@ pub async fn apply_guardrail(
     let started = std::time::Instant::now();
     match local.validate(&caller.id, &question, &answer).await {
         Ok(v) => {
+            // Its translation and Z3 time count in /metrics as a chat request's do.
+            crate::app::observe_validation(&app, &v);
             let chars = question.chars().count() + answer.chars().count();
             Json(json!({
                 "usage": usage(),
