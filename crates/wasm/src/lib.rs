@@ -11,11 +11,16 @@ use wasm_bindgen::prelude::*;
 mod audit;
 mod thread;
 
+#[cfg(any(test, all(not(target_feature = "atomics"), target_family = "wasm")))]
+mod small_blocks;
+
 // Talc instead of Rust's default WebAssembly allocator (dlmalloc): a replay parses and builds
-// many small JSON values, and allocation was a fifth of its time in Node.
+// many small JSON values, and allocation was a fifth of its time in Node. Small blocks go
+// through free lists per size class first (see `small_blocks`).
 #[cfg(all(not(target_feature = "atomics"), target_family = "wasm"))]
 #[global_allocator]
-static TALC: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+static ALLOCATOR: small_blocks::SmallBlocks<talc::wasm::WasmDynamicTalc> =
+    small_blocks::SmallBlocks::new(talc::wasm::new_wasm_dynamic_allocator());
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_TYPES: &'static str = r#"
