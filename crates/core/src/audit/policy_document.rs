@@ -16,6 +16,7 @@
 
 use super::canonical::canonical_json;
 use crate::policy::{PolicyDefinition, PolicyModel};
+use crate::prompts::PolicyContext;
 use crate::thread::ThreadConfig;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -138,16 +139,70 @@ pub(crate) fn with_policy_document(
     Ok(body)
 }
 
+/// The THREAD_STARTED `body` read with the document it names, as [`with_policy_document`]
+/// followed by [`ThreadStarted`]'s `Deserialize` reads it, without copying the document into
+/// the body and reading it again for every trail: the configuration's `policy` and
+/// `translation.vocabulary` are the document's members read once ([`PolicyDocuments::parts`]).
+///
+/// `None` whenever that reading fails (no such document, a member that does not read, no
+/// translation to put a vocabulary in, a body that does not read): the caller then takes the
+/// long way, which reports the problem. A member the body holds itself is replaced, as the
+/// long way replaces it. Where both ways read the body they give the same start (a property
+/// test compares them).
+pub(crate) fn started_with_document(
+    body: &Value,
+    documents: &PolicyDocuments,
+) -> Option<super::bodies::ThreadStarted> {
+    let name = body.get("policyDocument")?.as_str()?;
+    let parts = documents.parts(name)?;
+    // A recorded body holds neither member (its policy reads as the default); one that holds
+    // either must read, and then has it replaced, as the long way replaces it before reading.
+    let mut started = match &parts.vocabulary {
+        None => super::bodies::ThreadStarted::deserialize(body).ok()?,
+        // The translation needs a vocabulary to read: an empty one stands in (the body
+        // without the document is small to copy) until the document's takes its place.
+        Some(_) => {
+            let mut body = body.clone();
+            body.get_mut("config")?
+                .get_mut("translation")?
+                .as_object_mut()?
+                .insert("vocabulary".into(), Value::Object(Map::new()));
+            super::bodies::ThreadStarted::deserialize(body).ok()?
+        }
+    };
+    started.config.policy = parts.policy.clone();
+    if let Some(vocabulary) = &parts.vocabulary {
+        started.config.translation.as_mut()?.vocabulary = vocabulary.clone();
+    }
+    Some(started)
+}
+
 /// Policy documents filed under the hash of their own contents.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PolicyDocuments(BTreeMap<String, Value>, VocabularyModels);
 
-/// Each document's vocabulary as a model, built the first time a replay needs it, so that
-/// replaying many trails of one policy version builds it once (see
-/// [`PolicyDocuments::vocabulary_model`]). Not part of what the documents are: equal whatever
-/// it holds.
+/// What is derived from each document, the first time a replay needs it, so that replaying
+/// many trails of one policy version derives it once: its vocabulary as a model (see
+/// [`PolicyDocuments::vocabulary_model`]) and its members as a configuration holds them (see
+/// [`PolicyDocuments::parts`]). Not part of what the documents are: equal whatever it holds.
 #[derive(Debug, Clone, Default)]
-struct VocabularyModels(Arc<Mutex<BTreeMap<String, Option<Arc<PolicyModel>>>>>);
+struct VocabularyModels(Arc<Derived>);
+
+#[derive(Debug, Default)]
+struct Derived {
+    models: Mutex<BTreeMap<String, Option<Arc<PolicyModel>>>>,
+    parts: Mutex<BTreeMap<String, Option<Arc<DocumentParts>>>>,
+}
+
+/// A document's members read as the configuration's fields they stand for: `policy` as
+/// `config.policy`, `vocabulary` as `config.translation.vocabulary`.
+#[derive(Debug, PartialEq)]
+pub(crate) struct DocumentParts {
+    /// The document's `policy`.
+    pub policy: PolicyContext,
+    /// The document's `vocabulary`, when it has one.
+    pub vocabulary: Option<PolicyDefinition>,
+}
 
 impl PartialEq for VocabularyModels {
     fn eq(&self, _: &Self) -> bool {
@@ -213,7 +268,7 @@ impl PolicyDocuments {
     /// looked up, so a trail naming documents that are not here adds nothing.
     pub(crate) fn vocabulary_model(&self, name: &str) -> Option<Arc<PolicyModel>> {
         let document = self.0.get(name)?;
-        let mut models = self.1 .0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut models = self.1 .0.models.lock().unwrap_or_else(|e| e.into_inner());
         models
             .entry(name.to_string())
             .or_insert_with(|| {
@@ -222,6 +277,27 @@ impl PolicyDocuments {
                 crate::translation::TranslationConfig::vocabulary_model_of(definition)
                     .ok()
                     .map(Arc::new)
+            })
+            .clone()
+    }
+
+    /// The members of the document filed under `name`, read as the configuration's fields
+    /// (the same `Deserialize` of the same JSON value as when [`with_policy_document`] has put
+    /// them into a record's configuration), once per document. `None` when there is no such
+    /// document or a member does not read: replay then reads the record the long way, which
+    /// reports why.
+    pub(crate) fn parts(&self, name: &str) -> Option<Arc<DocumentParts>> {
+        let document = self.0.get(name)?;
+        let mut parts = self.1 .0.parts.lock().unwrap_or_else(|e| e.into_inner());
+        parts
+            .entry(name.to_string())
+            .or_insert_with(|| {
+                let policy = PolicyContext::deserialize(document.get("policy")?).ok()?;
+                let vocabulary = match document.get("vocabulary") {
+                    Some(v) => Some(PolicyDefinition::deserialize(v).ok()?),
+                    None => None,
+                };
+                Some(Arc::new(DocumentParts { policy, vocabulary }))
             })
             .clone()
     }
@@ -392,11 +468,198 @@ mod tests {
         let mut other = PolicyDocuments::new();
         other.1 = documents.1.clone();
         assert_eq!(other.vocabulary_model(&name), None);
-        assert!(!documents.1 .0.lock().unwrap().contains_key("sha256:00"));
+        assert!(!documents
+            .1
+             .0
+            .models
+            .lock()
+            .unwrap()
+            .contains_key("sha256:00"));
 
         // A document without a vocabulary (a remote validator's) has none.
         let (name, document) = policy_document_of(&config_with_rule()).unwrap();
         documents.insert(document).unwrap();
         assert_eq!(documents.vocabulary_model(&name), None);
+    }
+
+    /// One change to a THREAD_STARTED body or to the document it names.
+    #[derive(Debug, Clone)]
+    enum Change {
+        NoTranslation,
+        NullTranslation,
+        TranslationWith(&'static str, Value),
+        ConfigWith(&'static str, Value),
+        BodyWith(&'static str, Value),
+        BodyWithout(&'static str),
+        DocumentNamed(Value),
+        DocumentWithoutVocabulary,
+        DocumentPolicy(Value),
+        DocumentVocabulary(Value),
+    }
+
+    fn change() -> impl proptest::strategy::Strategy<Value = Change> {
+        use proptest::prelude::*;
+        let value = prop_oneof![
+            Just(json!({})),
+            Just(json!(null)),
+            Just(json!("three")),
+            Just(json!(3)),
+            Just(json!({"rules": "x"})),
+            Just(json!({"variables": 5})),
+            Just(json!({"rules": [{"id": "R9", "expression": "(= fee 1)"}]})),
+            Just(json!({"types": [], "extraMember": true})),
+        ];
+        let config_key = prop_oneof![
+            Just("policy"),
+            Just("translation"),
+            Just("maxIterations"),
+            Just("unknownMember"),
+        ];
+        let translation_key = prop_oneof![
+            Just("vocabulary"),
+            Just("translators"),
+            Just("unknownMember"),
+        ];
+        let body_key = prop_oneof![
+            Just("threadId"),
+            Just("config"),
+            Just("policyDocument"),
+            Just("formatVersion"),
+            Just("unknownMember"),
+        ];
+        prop_oneof![
+            Just(Change::NoTranslation),
+            Just(Change::NullTranslation),
+            (translation_key, value.clone()).prop_map(|(k, v)| Change::TranslationWith(k, v)),
+            (config_key, value.clone()).prop_map(|(k, v)| Change::ConfigWith(k, v)),
+            (body_key.clone(), value.clone()).prop_map(|(k, v)| Change::BodyWith(k, v)),
+            body_key.prop_map(Change::BodyWithout),
+            value.clone().prop_map(Change::DocumentNamed),
+            Just(Change::DocumentWithoutVocabulary),
+            value.clone().prop_map(Change::DocumentPolicy),
+            value.prop_map(Change::DocumentVocabulary),
+        ]
+    }
+
+    /// A recorded start of a thread with the local validator (a vocabulary) and its document.
+    fn recorded_start() -> (Value, Value) {
+        let vocabulary = PolicyDefinition::from_json(
+            r#"{"variables": [{"name": "fee", "type": "INT", "description": "Fee"}],
+                "rules": [{"id": "R1", "expression": "(= fee 5)"}]}"#,
+        )
+        .unwrap();
+        let config = ThreadConfig {
+            translation: Some(crate::translation::TranslationConfig::new(
+                &vocabulary,
+                3,
+                1,
+                1.0,
+            )),
+            ..config_with_rule()
+        };
+        let started = super::super::bodies::ThreadStarted::new("t1".into(), "Fee?".into(), config);
+        let mut body = serde_json::to_value(&started).unwrap();
+        let (_, document) = take_policy_document(&mut body).unwrap();
+        (body, document)
+    }
+
+    /// How a THREAD_STARTED body always read: the document put back, then the whole read.
+    fn the_long_way(
+        body: &Value,
+        documents: &PolicyDocuments,
+    ) -> Option<super::super::bodies::ThreadStarted> {
+        let body = with_policy_document(body, documents).ok()?;
+        super::super::bodies::ThreadStarted::deserialize(body).ok()
+    }
+
+    #[test]
+    fn an_intact_start_reads_with_the_documents_parts() {
+        let (body, document) = recorded_start();
+        let mut documents = PolicyDocuments::new();
+        documents.insert(document).unwrap();
+        let fast = started_with_document(&body, &documents).expect("read with the parts");
+        assert_eq!(Some(fast), the_long_way(&body, &documents));
+        // Read once per document, and again for the next trail from what was kept.
+        let parts = documents
+            .parts(body["policyDocument"].as_str().unwrap())
+            .unwrap();
+        assert!(parts.vocabulary.is_some());
+        assert!(started_with_document(&body, &documents).is_some());
+        assert_eq!(documents.1 .0.parts.lock().unwrap().len(), 1);
+    }
+
+    proptest::proptest! {
+        /// Whatever a trail's first record and documents hold, reading it with the document's
+        /// kept parts gives the start the long way gives, or leaves it to the long way.
+        #[test]
+        fn reading_with_the_parts_is_reading_the_long_way(
+            changes in proptest::collection::vec(change(), 0..4)
+        ) {
+            let (mut body, mut document) = recorded_start();
+            for c in changes {
+                match c {
+                    Change::NoTranslation => {
+                        if let Some(config) =
+                            body.get_mut("config").and_then(Value::as_object_mut)
+                        {
+                            config.remove("translation");
+                        }
+                    }
+                    Change::NullTranslation => {
+                        if let Some(config) =
+                            body.get_mut("config").and_then(Value::as_object_mut)
+                        {
+                            config.insert("translation".into(), Value::Null);
+                        }
+                    }
+                    Change::TranslationWith(k, v) => {
+                        if let Some(t) = body
+                            .pointer_mut("/config/translation")
+                            .and_then(Value::as_object_mut)
+                        {
+                            t.insert(k.into(), v);
+                        }
+                    }
+                    Change::ConfigWith(k, v) => {
+                        if let Some(config) =
+                            body.get_mut("config").and_then(Value::as_object_mut)
+                        {
+                            config.insert(k.into(), v);
+                        }
+                    }
+                    Change::BodyWith(k, v) => {
+                        body.as_object_mut().unwrap().insert(k.into(), v);
+                    }
+                    Change::BodyWithout(k) => {
+                        body.as_object_mut().unwrap().remove(k);
+                    }
+                    Change::DocumentNamed(v) => {
+                        body.as_object_mut().unwrap().insert("policyDocument".into(), v);
+                    }
+                    Change::DocumentWithoutVocabulary => {
+                        document.as_object_mut().unwrap().remove("vocabulary");
+                    }
+                    Change::DocumentPolicy(v) => {
+                        document["policy"] = v;
+                    }
+                    Change::DocumentVocabulary(v) => {
+                        document["vocabulary"] = v;
+                    }
+                }
+            }
+            // The body names the document as it now is, unless a change renamed it.
+            let name = policy_document_hash(&document);
+            if body.get("policyDocument").and_then(Value::as_str).is_some_and(|n| n.starts_with("sha256:")) {
+                body["policyDocument"] = json!(name);
+            }
+            let mut documents = PolicyDocuments::new();
+            documents.insert(document).unwrap();
+            // Twice: the first reading keeps the parts, the second reads from them.
+            for _ in 0..2 {
+                if let Some(fast) = started_with_document(&body, &documents) {
+                    proptest::prop_assert_eq!(Some(fast), the_long_way(&body, &documents));
+                }
+            }
+        }
     }
 }

@@ -4,7 +4,9 @@
 
 use super::bodies::ThreadStarted;
 use super::canonical::canonical_json;
-use super::policy_document::{with_policy_document, DocumentProblem, PolicyDocuments};
+use super::policy_document::{
+    started_with_document, with_policy_document, DocumentProblem, PolicyDocuments,
+};
 use super::record::{AuditRecord, RecordKind, GENESIS_PREV};
 use super::recorded::{read_records, RecordText};
 use super::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};
@@ -368,6 +370,36 @@ fn start_thread(
             ),
         ));
     }
+    // Trails of one policy version share its document: read it once (see
+    // `started_with_document`), or the long way, which also reports what is wrong.
+    let started = match started_with_document(&rec.body, documents) {
+        Some(started) => started,
+        None => start_record_the_long_way(rec, documents)?,
+    };
+    report.thread_id = Some(started.thread_id.clone());
+    // The vocabulary of the document the configuration came from, built once per document.
+    let vocabulary = rec
+        .body
+        .get("policyDocument")
+        .and_then(Value::as_str)
+        .and_then(|name| documents.vocabulary_model(name));
+    Thread::start_from(started, rec.at, vocabulary).map_err(|e| {
+        fail(
+            0,
+            kind,
+            ReplayProblem::RejectedInput,
+            format!("the recorded start cannot be replayed: {e}"),
+        )
+    })
+}
+
+/// THREAD_STARTED's body with the document it names put back into its configuration, read as
+/// a [`ThreadStarted`].
+fn start_record_the_long_way(
+    rec: &AuditRecord,
+    documents: &PolicyDocuments,
+) -> Result<ThreadStarted, ReplayFailure> {
+    let kind = Some(rec.kind);
     let body = with_policy_document(&rec.body, documents).map_err(|e| match e {
         DocumentProblem::Malformed(detail) => fail(0, kind, ReplayProblem::Malformed, detail),
         DocumentProblem::Missing(name) => fail(
@@ -382,27 +414,12 @@ fn start_thread(
         ),
     })?;
     // Owned: its strings are moved into the thread, not copied once more.
-    let started = ThreadStarted::deserialize(body).map_err(|e| {
+    ThreadStarted::deserialize(body).map_err(|e| {
         fail(
             0,
             kind,
             ReplayProblem::Malformed,
             format!("THREAD_STARTED body is invalid: {e}"),
-        )
-    })?;
-    report.thread_id = Some(started.thread_id.clone());
-    // The vocabulary of the document the configuration came from, built once per document.
-    let vocabulary = rec
-        .body
-        .get("policyDocument")
-        .and_then(Value::as_str)
-        .and_then(|name| documents.vocabulary_model(name));
-    Thread::start_from(started, rec.at, vocabulary).map_err(|e| {
-        fail(
-            0,
-            kind,
-            ReplayProblem::RejectedInput,
-            format!("the recorded start cannot be replayed: {e}"),
         )
     })
 }
