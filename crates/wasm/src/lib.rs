@@ -13,6 +13,8 @@ mod thread;
 
 #[cfg(any(test, all(not(target_feature = "atomics"), target_family = "wasm")))]
 mod small_blocks;
+#[cfg(any(test, target_family = "wasm"))]
+mod word_memcmp;
 
 // Talc instead of Rust's default WebAssembly allocator (dlmalloc): a replay parses and builds
 // many small JSON values, and allocation was a fifth of its time in Node. Small blocks go
