@@ -210,6 +210,19 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Long and short strings of text, controls, quotes, backslashes and other characters
+        /// escape as serde_json escapes them.
+        #[test]
+        fn any_string_is_escaped_as_serde_json_escapes_it(
+            s in "([a-z \\\\\"é€😀\\x00-\\x1f\\x7f]|[a-zA-Z0-9 ]{1,12}){0,24}"
+        ) {
+            let mut out = String::new();
+            write_string(&mut out, &s);
+            proptest::prop_assert_eq!(out, serde_json::to_string(&s).unwrap());
+        }
+    }
+
     #[test]
     fn large_objects_are_sorted_too() {
         let mut map = serde_json::Map::new();
