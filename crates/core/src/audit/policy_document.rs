@@ -194,6 +194,19 @@ struct Derived {
     parts: Mutex<BTreeMap<String, Option<Arc<DocumentParts>>>>,
 }
 
+/// What `derive` gives for the document filed under `name`, derived the first time it is asked
+/// for and kept (`None` too: a document that does not derive is not tried again).
+fn once_per_document<T>(
+    kept: &Mutex<BTreeMap<String, Option<Arc<T>>>>,
+    name: &str,
+    derive: impl FnOnce() -> Option<T>,
+) -> Option<Arc<T>> {
+    let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+    kept.entry(name.to_string())
+        .or_insert_with(|| derive().map(Arc::new))
+        .clone()
+}
+
 /// A document's members read as the configuration's fields they stand for: `policy` as
 /// `config.policy`, `vocabulary` as `config.translation.vocabulary`.
 #[derive(Debug, PartialEq)]
@@ -268,17 +281,11 @@ impl PolicyDocuments {
     /// looked up, so a trail naming documents that are not here adds nothing.
     pub(crate) fn vocabulary_model(&self, name: &str) -> Option<Arc<PolicyModel>> {
         let document = self.0.get(name)?;
-        let mut models = self.1 .0.models.lock().unwrap_or_else(|e| e.into_inner());
-        models
-            .entry(name.to_string())
-            .or_insert_with(|| {
-                let vocabulary = document.get("vocabulary")?;
-                let definition = PolicyDefinition::deserialize(vocabulary).ok()?;
-                crate::translation::TranslationConfig::vocabulary_model_of(definition)
-                    .ok()
-                    .map(Arc::new)
-            })
-            .clone()
+        once_per_document(&self.1 .0.models, name, || {
+            let vocabulary = document.get("vocabulary")?;
+            let definition = PolicyDefinition::deserialize(vocabulary).ok()?;
+            crate::translation::TranslationConfig::vocabulary_model_of(definition).ok()
+        })
     }
 
     /// The members of the document filed under `name`, read as the configuration's fields
@@ -288,18 +295,14 @@ impl PolicyDocuments {
     /// reports why.
     pub(crate) fn parts(&self, name: &str) -> Option<Arc<DocumentParts>> {
         let document = self.0.get(name)?;
-        let mut parts = self.1 .0.parts.lock().unwrap_or_else(|e| e.into_inner());
-        parts
-            .entry(name.to_string())
-            .or_insert_with(|| {
-                let policy = PolicyContext::deserialize(document.get("policy")?).ok()?;
-                let vocabulary = match document.get("vocabulary") {
-                    Some(v) => Some(PolicyDefinition::deserialize(v).ok()?),
-                    None => None,
-                };
-                Some(Arc::new(DocumentParts { policy, vocabulary }))
-            })
-            .clone()
+        once_per_document(&self.1 .0.parts, name, || {
+            let policy = PolicyContext::deserialize(document.get("policy")?).ok()?;
+            let vocabulary = match document.get("vocabulary") {
+                Some(v) => Some(PolicyDefinition::deserialize(v).ok()?),
+                None => None,
+            };
+            Some(DocumentParts { policy, vocabulary })
+        })
     }
 
     /// Adds every document of `other`.
