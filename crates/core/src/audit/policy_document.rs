@@ -14,6 +14,7 @@
 //! each document once and hands it out with the trails that name it (the audit bundle's
 //! `policyDocuments`).
 
+use super::bodies::ThreadStarted;
 use super::canonical::canonical_json;
 use crate::policy::{PolicyDefinition, PolicyModel};
 use crate::prompts::PolicyContext;
@@ -152,13 +153,13 @@ pub(crate) fn with_policy_document(
 pub(crate) fn started_with_document(
     body: &Value,
     documents: &PolicyDocuments,
-) -> Option<super::bodies::ThreadStarted> {
+) -> Option<ThreadStarted> {
     let name = body.get("policyDocument")?.as_str()?;
     let parts = documents.parts(name)?;
     // A recorded body holds neither member (its policy reads as the default); one that holds
     // either must read, and then has it replaced, as the long way replaces it before reading.
     let mut started = match &parts.vocabulary {
-        None => super::bodies::ThreadStarted::deserialize(body).ok()?,
+        None => ThreadStarted::deserialize(body).ok()?,
         // The translation needs a vocabulary to read: an empty one stands in (the body
         // without the document is small to copy) until the document's takes its place.
         Some(_) => {
@@ -167,7 +168,7 @@ pub(crate) fn started_with_document(
                 .get_mut("translation")?
                 .as_object_mut()?
                 .insert("vocabulary".into(), Value::Object(Map::new()));
-            super::bodies::ThreadStarted::deserialize(body).ok()?
+            ThreadStarted::deserialize(body).ok()?
         }
     };
     started.config.policy = parts.policy.clone();
@@ -179,14 +180,14 @@ pub(crate) fn started_with_document(
 
 /// Policy documents filed under the hash of their own contents.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct PolicyDocuments(BTreeMap<String, Value>, VocabularyModels);
+pub struct PolicyDocuments(BTreeMap<String, Value>, DerivedFromDocuments);
 
 /// What is derived from each document, the first time a replay needs it, so that replaying
 /// many trails of one policy version derives it once: its vocabulary as a model (see
 /// [`PolicyDocuments::vocabulary_model`]) and its members as a configuration holds them (see
 /// [`PolicyDocuments::parts`]). Not part of what the documents are: equal whatever it holds.
 #[derive(Debug, Clone, Default)]
-struct VocabularyModels(Arc<Derived>);
+struct DerivedFromDocuments(Arc<Derived>);
 
 #[derive(Debug, Default)]
 struct Derived {
@@ -217,7 +218,7 @@ pub(crate) struct DocumentParts {
     pub vocabulary: Option<PolicyDefinition>,
 }
 
-impl PartialEq for VocabularyModels {
+impl PartialEq for DerivedFromDocuments {
     fn eq(&self, _: &Self) -> bool {
         true
     }
@@ -560,19 +561,16 @@ mod tests {
             )),
             ..config_with_rule()
         };
-        let started = super::super::bodies::ThreadStarted::new("t1".into(), "Fee?".into(), config);
+        let started = ThreadStarted::new("t1".into(), "Fee?".into(), config);
         let mut body = serde_json::to_value(&started).unwrap();
         let (_, document) = take_policy_document(&mut body).unwrap();
         (body, document)
     }
 
     /// How a THREAD_STARTED body always read: the document put back, then the whole read.
-    fn the_long_way(
-        body: &Value,
-        documents: &PolicyDocuments,
-    ) -> Option<super::super::bodies::ThreadStarted> {
+    fn the_long_way(body: &Value, documents: &PolicyDocuments) -> Option<ThreadStarted> {
         let body = with_policy_document(body, documents).ok()?;
-        super::super::bodies::ThreadStarted::deserialize(body).ok()
+        ThreadStarted::deserialize(body).ok()
     }
 
     #[test]

@@ -119,9 +119,9 @@ impl PolicyModel {
         format!("{}{}", self.smtlib_declarations(), self.smtlib_rules())
     }
 
-    /// The checks a trail records for a validation's findings: [`finding_checks`]
-    /// (Self::finding_checks) without the policy's preamble in each script (`after_policy`
-    /// set). The validation's evidence names the policy version (`policyContentHash`);
+    /// The checks a trail records for a validation's findings:
+    /// [`finding_checks`](Self::finding_checks) without the policy's preamble in each script
+    /// (`after_policy` set). The validation's evidence names the policy version (`policyContentHash`);
     /// [`full_script`](Self::full_script) rebuilds each full script from it.
     pub fn recorded_finding_checks(&self, findings: &[Finding]) -> Vec<FindingChecks> {
         self.finding_checks_after(findings, "", true)
