@@ -54,8 +54,7 @@ bench-replay: wasm
     cd crates/wasm && node bench/replay.mjs
 
 # Every figure of issue 15 but the side-by-side proxy tables, which `just bench-side-by-side`
-# and `just bench-distinct` measure (nginx, wrk, optionally LiteLLM).
-# All benchmarks but the side-by-side tables (a few minutes).
+# and `just bench-distinct` measure (nginx, wrk, optionally LiteLLM); a few minutes.
 bench: bench-reasoner bench-proxy bench-durability bench-replay
 
 # Direct to nginx, proofgate with both validators and (with LITELLM_VENV set to a venv with
@@ -64,6 +63,20 @@ bench: bench-reasoner bench-proxy bench-durability bench-replay
 bench-side-by-side seconds="5":
     cargo build --release -p proofgate-proxy --bin proofgate
     bench/side-by-side.sh {{seconds}}
+
+# A venv with LiteLLM's proxy for the side-by-side table (from PyPI; about two minutes once),
+# at the version issue 15 measured; `bench/side-by-side.sh` uses it when it exists.
+litellm-venv version="1.106.2":
+    #!/usr/bin/env bash
+    set -euo pipefail
+    venv="$HOME/.cache/litellm-venv"
+    if [ "$("$venv/bin/python" -m pip show litellm 2>/dev/null | awk '/^Version:/{print $2}')" = "{{version}}" ]; then
+      echo "LiteLLM {{version}} is in $venv"; exit 0
+    fi
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q 'litellm[proxy]=={{version}}'
+    echo "LiteLLM {{version}} installed in $venv"
 
 # The local validator with every question distinct, beside the Bedrock path (needs nginx, wrk).
 bench-distinct seconds="5":

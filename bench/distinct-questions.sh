@@ -30,7 +30,9 @@ printf "$common[validator]\nkind = \"local\"\npolicy = \"$root/examples/policies
 (RUST_LOG=error exec "$bin" serve --config $w/b.toml --listen 127.0.0.1:18101 > $w/b.log 2>&1) & echo $! > $w/b.pid
 (RUST_LOG=error exec "$bin" serve --config $w/l.toml --listen 127.0.0.1:18100 > $w/l.log 2>&1) & echo $! > $w/l.pid
 sleep 2; for c in b l; do grep -q . $w/$c.log && { echo "== $c.log"; tail -5 $w/$c.log; }; done
-rss() { awk '/VmRSS/{printf "%d MB", $2/1024}' /proc/$(cat $w/$1.pid)/status; }
+# VmRSS, and its part that is the process's own memory (RssAnon) rather than mapped files (the
+# binary's and libz3's code, counted as they are first touched).
+rss() { awk '/VmRSS/{r=$2} /RssAnon/{a=$2} END{printf "%d MB (anon %d MB)", r/1024, a/1024}' /proc/$(cat $w/$1.pid)/status; }
 idle_b=$(rss b); idle_l=$(rss l)
 # The proxy's CPU time (every thread) and context switches (its live threads) per request: what
 # hand-offs between threads cost a request.

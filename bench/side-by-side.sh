@@ -25,5 +25,34 @@ view=$(mktemp -d); trap 'rm -rf "$view"' EXIT
 mkdir -p "$view/target/release"
 ln -s "$target/release/proofgate" "$view/target/release/proofgate"
 ln -s "$root/examples" "$view/examples"
+# LiteLLM from `just litellm-venv` when no other venv is named.
+if [ -z "${LITELLM_VENV:-}" ] && [ -x "$HOME/.cache/litellm-venv/bin/litellm" ]; then
+  export LITELLM_VENV="$HOME/.cache/litellm-venv"
+fi
+[ -n "${LITELLM_VENV:-}" ] && echo "LiteLLM: $("$LITELLM_VENV/bin/python" -m pip show litellm 2>/dev/null | awk '/^Version:/{print $2}') from $LITELLM_VENV"
 export PROOFGATE_LIMITS__REQUESTS_PER_MINUTE=100000000 PROOFGATE_LIMITS__MAX_CONCURRENT_REQUESTS=4096
-bash "$shared/side-by-side.sh" "$view" "$secs"
+out=$(mktemp); trap 'rm -rf "$view" "$out"' EXIT
+bash "$shared/side-by-side.sh" "$view" "$secs" | tee "$out"
+# Issue 15 reads its targets as ratios of rows of one run: p50 at c=1 against the direct call
+# (the floor), requests/s at c=16 against LiteLLM's, and the local validator's against the
+# Bedrock validator's. wrk prints times in us, ms or s.
+awk '
+  function us(t) { if (t ~ /us$/) return t + 0; if (t ~ /ms$/) return t * 1000; if (t ~ /s$/) return t * 1e6; return -1 }
+  $2 == 1 && NF >= 5 { p50[$1] = us($3); p99[$1] = us($4) }
+  $2 == 16 && NF >= 5 { rps[$1] = $5 + 0 }
+  END {
+    split("proofgate-bedrock proofgate-local litellm-bedrock", names, " ")
+    print ""
+    print "ratios within this run (issue 15: Bedrock path c=1 p50 <= 5x the floor, p99 <= 2 ms;"
+    print "c=16 >= 40x LiteLLM; local validator >= 50% of the Bedrock path on a repeated question):"
+    for (i = 1; i <= 3; i++) {
+      n = names[i]
+      if (!(n in p50) || p50["direct"] <= 0) continue
+      line = sprintf("  %-18s c=1 p50 %7.1fx the floor, p99 %8.2f ms", n, p50[n] / p50["direct"], p99[n] / 1000)
+      if (rps["litellm-bedrock"] > 0 && n != "litellm-bedrock")
+        line = line sprintf("; c=16 %6.1fx LiteLLM", rps[n] / rps["litellm-bedrock"])
+      if (n == "proofgate-local" && rps["proofgate-bedrock"] > 0)
+        line = line sprintf(", %.1f%% of the Bedrock path", 100 * rps[n] / rps["proofgate-bedrock"])
+      print line
+    }
+  }' "$out"
