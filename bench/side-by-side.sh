@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's side-by-side table: runs the shared harness (../shared/bench/side-by-side.sh:
 # nginx as the floor, proofgate with both validators, LiteLLM when LITELLM_VENV points at a venv
-# with `litellm[proxy]` installed) on this checkout's release build.
+# with `litellm[proxy]` installed, or `just litellm-venv` made one) on this checkout's release
+# build, then the ratios issue 15's targets are stated in.
 #   bench/side-by-side.sh [SECONDS]     (needs nginx, wrk, a release build)
 # The proxy's request limits are on by default (secure by default) and wrk sends thousands of
 # requests a second from one client: without raising them for the run, most answers are 429s
@@ -33,6 +34,7 @@ fi
 export PROOFGATE_LIMITS__REQUESTS_PER_MINUTE=100000000 PROOFGATE_LIMITS__MAX_CONCURRENT_REQUESTS=4096
 out=$(mktemp); trap 'rm -rf "$view" "$out"' EXIT
 bash "$shared/side-by-side.sh" "$view" "$secs" | tee "$out"
+status=${PIPESTATUS[0]}
 # Issue 15 reads its targets as ratios of rows of one run: p50 at c=1 against the direct call
 # (the floor), requests/s at c=16 against LiteLLM's, and the local validator's against the
 # Bedrock validator's. wrk prints times in us, ms or s.
@@ -56,3 +58,4 @@ awk '
       print line
     }
   }' "$out"
+exit "$status"
