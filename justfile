@@ -53,8 +53,9 @@ bench-durability:
 bench-replay: wasm
     cd crates/wasm && node bench/replay.mjs
 
-# Every figure of issue 15 but the side-by-side proxy tables, which `just bench-side-by-side`
-# and `just bench-distinct` measure (nginx, wrk, optionally LiteLLM); a few minutes.
+# The side-by-side proxy tables are `just bench-side-by-side` and `just bench-distinct` (nginx,
+# wrk, optionally LiteLLM).
+# Every figure of issue 15 but the side-by-side tables (a few minutes).
 bench: bench-reasoner bench-proxy bench-durability bench-replay
 
 # Direct to nginx, proofgate with both validators and (with LITELLM_VENV set to a venv with
@@ -64,8 +65,8 @@ bench-side-by-side seconds="5":
     cargo build --release -p proofgate-proxy --bin proofgate
     bench/side-by-side.sh {{seconds}}
 
-# A venv with LiteLLM's proxy for the side-by-side table (from PyPI; about two minutes once),
-# at the version issue 15 measured; `bench/side-by-side.sh` uses it when it exists.
+# From PyPI, about two minutes the first time; `bench/side-by-side.sh` uses it when it exists.
+# LiteLLM's proxy, at the version issue 15 measured, for the side-by-side table.
 litellm-venv version="1.106.2":
     #!/usr/bin/env bash
     set -euo pipefail
