@@ -787,34 +787,40 @@ mod tests {
         // 1 MiB instead of 16, so that a short test sees many rounds.
         store.wal_restart_bytes = 1 << 20;
         let journal = Journal::start(store.clone(), log.clone());
-        let until = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        // At least 12 MiB over at least 2 s (many background checkpoints), however slow the
+        // machine: a fixed time wrote too little to tell on a busy one.
+        const ENOUGH: usize = 12 << 20;
+        let start = std::time::Instant::now();
+        let total = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let pad = "x".repeat(8 * 1024);
         let mut tasks = Vec::new();
         for i in 0..16 {
-            let (journal, log, pad) = (journal.clone(), log.clone(), pad.clone());
+            let (journal, log, pad, total) =
+                (journal.clone(), log.clone(), pad.clone(), total.clone());
             tasks.push(tokio::spawn(async move {
-                let mut written = 0;
                 let mut n = 0;
-                while std::time::Instant::now() < until {
+                while (total.load(Ordering::Relaxed) < ENOUGH
+                    || start.elapsed() < std::time::Duration::from_secs(2))
+                    && start.elapsed() < std::time::Duration::from_secs(60)
+                {
                     let mut w = step(&log, &format!("w{i}-{n}"), 0..1);
                     if let Some(t) = w.thread.as_mut() {
                         t.state = serde_json::json!({ "pad": pad }).to_string();
-                        written += t.state.len();
+                        total.fetch_add(t.state.len(), Ordering::Relaxed);
                     }
                     journal.write(w).await.unwrap();
                     n += 1;
                 }
-                written
             }));
         }
-        let mut written = 0;
         for t in tasks {
-            written += t.await.unwrap();
+            t.await.unwrap();
         }
+        let written = total.load(Ordering::Relaxed);
         let wal = std::fs::metadata(dir.join("j.sqlite-wal")).unwrap().len() as usize;
         assert!(
-            written > 8 << 20,
-            "only {written} bytes written: too few to tell"
+            written >= ENOUGH,
+            "only {written} bytes written in 60 s: too few to tell"
         );
         assert!(
             wal * 3 < written,
