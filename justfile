@@ -58,8 +58,8 @@ bench-replay: wasm
 # Every figure of issue 15 but the side-by-side tables (a few minutes).
 bench: bench-reasoner bench-proxy bench-durability bench-replay
 
-# Direct to nginx, proofgate with both validators and (with LITELLM_VENV set to a venv with
-# litellm[proxy]) LiteLLM, in one run.
+# Direct to nginx, proofgate with both validators and LiteLLM (the venv `just litellm-venv`
+# made, or LITELLM_VENV), in one run, then issue 15's ratios within it.
 # The side-by-side table (needs nginx and wrk).
 bench-side-by-side seconds="5":
     cargo build --release -p proofgate-proxy --bin proofgate
@@ -74,7 +74,10 @@ litellm-venv version="1.106.2":
     if [ "$("$venv/bin/python" -m pip show litellm 2>/dev/null | awk '/^Version:/{print $2}')" = "{{version}}" ]; then
       echo "LiteLLM {{version}} is in $venv"; exit 0
     fi
-    rm -rf "$venv"
+    if [ -e "$venv" ]; then
+      echo "replacing $venv (it does not hold LiteLLM {{version}})"
+      rm -rf "$venv"
+    fi
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q 'litellm[proxy]=={{version}}'
     echo "LiteLLM {{version}} installed in $venv"

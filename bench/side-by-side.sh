@@ -30,7 +30,14 @@ ln -s "$root/examples" "$view/examples"
 if [ -z "${LITELLM_VENV:-}" ] && [ -x "$HOME/.cache/litellm-venv/bin/litellm" ]; then
   export LITELLM_VENV="$HOME/.cache/litellm-venv"
 fi
-[ -n "${LITELLM_VENV:-}" ] && echo "LiteLLM: $("$LITELLM_VENV/bin/python" -m pip show litellm 2>/dev/null | awk '/^Version:/{print $2}') from $LITELLM_VENV"
+if [ -n "${LITELLM_VENV:-}" ]; then
+  version=$("$LITELLM_VENV/bin/python" -m pip show litellm 2>/dev/null | awk '/^Version:/{print $2}')
+  if [ -n "$version" ] && [ -x "$LITELLM_VENV/bin/litellm" ]; then
+    echo "LiteLLM: $version from $LITELLM_VENV"
+  else
+    echo "LITELLM_VENV=$LITELLM_VENV has no litellm[proxy]: no LiteLLM row (just litellm-venv installs one)"
+  fi
+fi
 export PROOFGATE_LIMITS__REQUESTS_PER_MINUTE=100000000 PROOFGATE_LIMITS__MAX_CONCURRENT_REQUESTS=4096
 out=$(mktemp); trap 'rm -rf "$view" "$out"' EXIT
 bash "$shared/side-by-side.sh" "$view" "$secs" | tee "$out"
