@@ -776,16 +776,53 @@ pub async fn documents_for<'a>(
     Ok(Cow::Owned(documents))
 }
 
-/// [`from_stored`] with the documents its trail names ([`documents_for`]).
+/// [`from_stored`] with the documents its trail names ([`documents_for`]), once the stored
+/// trail is shown to be the one the log signed (see [`check_stored_trail`]).
 pub async fn load_thread(
     app: &App,
     stored: &StoredThread,
     trail: Vec<Value>,
 ) -> Result<Thread, String> {
+    if let Err(e) = check_stored_trail(app, &stored.id, &trail).await {
+        // The operator must hear of it: someone with the database changed a trail.
+        tracing::error!("thread {} cannot be resumed: {e}", stored.id);
+        return Err(format!("thread {} cannot be resumed: {e}", stored.id));
+    }
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
     from_stored(stored, trail, &documents)
+}
+
+/// Whether a stored trail is still the one whose heads the log holds: its records chain, and
+/// every head logged for the thread is the record at its place (the last one ends it). The
+/// server signs a new head on top of whatever trail it loads, so without this a database
+/// rewritten from an early record (its chain rebuilt) would be extended, signed and logged as
+/// genuine. A thread with no logged head (stored before the log) has only its chain checked.
+async fn check_stored_trail(app: &App, thread_id: &str, trail: &[Value]) -> Result<(), String> {
+    if !trail.is_empty() {
+        let json = serde_json::to_vec(trail).map_err(|e| e.to_string())?;
+        if let Some(f) = proofgate_core::audit::verify_chain_json(&json).failure {
+            return Err(format!(
+                "its stored trail fails at record {}: {}: the store was altered",
+                f.index, f.detail
+            ));
+        }
+    }
+    let heads = app
+        .log
+        .thread_heads(&app.store, thread_id)
+        .await
+        .map_err(|e| e.to_string())?;
+    if heads.is_empty() && !trail.is_empty() {
+        tracing::warn!(
+            "thread {thread_id} has no logged head: resumed with its chain checked only"
+        );
+    }
+    match proofgate_core::audit::transparency::logged_heads_problem(thread_id, trail, &heads) {
+        Some(problem) => Err(format!("{problem} (the store was altered)")),
+        None => Ok(()),
+    }
 }
 
 /// Saves the thread and the audit records not saved yet (`saved` of them were), signing and

@@ -6,7 +6,7 @@
 use crate::sql_batch::Statements;
 use crate::storage::{StorageError, Store};
 use proofgate_core::audit::bundle::{AuditBundle, Consistency, Inclusion};
-use proofgate_core::audit::transparency::LogStatement;
+use proofgate_core::audit::transparency::{verify_note, LogStatement};
 use proofgate_core::audit::AuditRecord;
 use serde_json::Value;
 use signed_note::{Note, StandardSigner};
@@ -607,6 +607,32 @@ impl TransparencyLog {
             ))
         })
         .transpose()
+    }
+
+    /// Every leaf of `thread_id` (index, statement), in log order, each note checked against
+    /// this log's key: what a stored trail must still hold before the server extends it (see
+    /// `app::load_thread`).
+    pub async fn thread_heads(
+        &self,
+        store: &Store,
+        thread_id: &str,
+    ) -> Result<Vec<(u64, LogStatement)>, AuditLogError> {
+        let rows =
+            sqlx::query("SELECT idx, note FROM log_leaves WHERE thread_id = $1 ORDER BY idx")
+                .bind(thread_id)
+                .fetch_all(&store.pool)
+                .await
+                .map_err(db("reading a thread's heads"))?;
+        rows.iter()
+            .map(|r| {
+                let idx: i64 = r.try_get("idx").map_err(db("reading a thread's heads"))?;
+                let note: String = r.try_get("note").map_err(db("reading a thread's heads"))?;
+                let statement = verify_note(&note, self.key.verifier_key())
+                    .and_then(|text| LogStatement::parse(&text))
+                    .map_err(|e| AuditLogError::Tlog(format!("leaf {idx}: {e}")))?;
+                Ok((idx as u64, statement))
+            })
+            .collect()
     }
 
     /// Signs and logs the head of a trail whose last record is `last`.

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use proofgate_core::audit::bundle::AuditBundle;
 use proofgate_core::audit::transparency::{
-    verify_checkpoint, verify_consistency, verify_note, LogStatement,
+    logged_heads_problem, verify_checkpoint, verify_consistency, verify_note, LogStatement,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -115,7 +115,8 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     }
     // Every leaf, checked against the signed root.
     let mut stored = Hashes(Vec::new());
-    let mut heads: BTreeMap<String, (u64, LogStatement)> = BTreeMap::new();
+    // Every head of every thread, in log order: a trail must still hold each of them.
+    let mut heads: BTreeMap<String, Vec<(u64, LogStatement)>> = BTreeMap::new();
     let mut n = 0u64;
     while n < current.size {
         let page: Value = get(
@@ -150,7 +151,10 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             stored.0.extend(new);
             debug_assert_eq!(stored.0.len() as u64, stored_hash_count(n + 1));
             if !statement.thread_id.is_empty() {
-                heads.insert(statement.thread_id.clone(), (n, statement));
+                heads
+                    .entry(statement.thread_id.clone())
+                    .or_default()
+                    .push((n, statement));
             }
             n += 1;
         }
@@ -165,7 +169,10 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     // Every logged thread still has its trail, ending at its last logged head.
     let mut trails_checked = 0;
     if let Some(api_key) = api_key {
-        for (thread, (leaf, statement)) in &heads {
+        for (thread, logged) in &heads {
+            let Some((leaf, statement)) = logged.last() else {
+                continue;
+            };
             if statement.deleted {
                 continue;
             }
@@ -187,20 +194,20 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
                 bail!("GET the trail of {thread}: HTTP {}", resp.status());
             }
             let bundle: AuditBundle = resp.json().await?;
-            let last = bundle.trail.last();
-            let (seq, hash) = (
-                last.and_then(|r| r["seq"].as_u64()),
-                last.and_then(|r| r["hash"].as_str()),
-            );
-            if seq != Some(statement.seq) || hash != Some(statement.head_hash.as_str()) {
+            // The records chain (a body changed under its old hash fails here), and each head
+            // the log ever held for the thread is still its record at that place: a trail
+            // rewritten from an early record and extended under a newly signed head ends with
+            // a logged head, yet no longer holds the earlier ones.
+            let json = serde_json::to_vec(&bundle.trail)?;
+            if let Some(f) = proofgate_core::audit::verify_chain_json(&json).failure {
                 failures.push(format!(
-                    "thread {thread}: leaf {leaf} logs record {} hashed {}, but the trail now ends \
-                     with record {} hashed {}: it was rewritten",
-                    statement.seq,
-                    statement.head_hash,
-                    seq.map_or("none".into(), |s| s.to_string()),
-                    hash.unwrap_or("none")
+                    "thread {thread}: its trail fails at record {}: {}: it was rewritten",
+                    f.index, f.detail
                 ));
+            } else if let Some(problem) =
+                logged_heads_problem(thread, &bundle.trail, logged.as_slice())
+            {
+                failures.push(format!("thread {thread}: {problem}"));
             }
             trails_checked += 1;
         }

@@ -267,6 +267,115 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     );
 }
 
+/// A trail rewritten in the database from its first record, its chain rebuilt: the server
+/// does not extend it (it would sign and log the forgery as genuine), and `log verify` names
+/// it. (A forgery extended under a head the operator signs is the core's
+/// `a_trail_must_hold_every_head_logged_for_it`.)
+#[tokio::test]
+async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "rewritten-store",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let client = reqwest::Client::new();
+    let started: Value = client
+        .post(format!("{}/api/threads", proxy.url))
+        .json(
+            &json!({"question": "I am 70. How much will I pay in total for admission?",
+                      "answer": "As a senior you pay $35.75 including tax."}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(started["status"], "awaiting_input", "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let dir = temp_dir("rewritten-store-audit");
+    let saved = dir.join("checkpoint");
+    std::fs::write(&saved, text(&proxy, "/api/log/checkpoint").await).unwrap();
+    let size = log_size(&proxy).await;
+    let log_verify = || {
+        let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args([
+                "log",
+                "verify",
+                "--server",
+                &proxy.url,
+                "--public-key",
+                &key,
+            ])
+            .args(["--api-key", "any", "--checkpoint"])
+            .arg(&saved)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    let (ok, report) = log_verify();
+    assert!(ok, "{report}");
+
+    // The pasted answer's price changed in every record, the chain rebuilt, stored back.
+    let bundle = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
+    let all = serde_json::to_string(&bundle["trail"]).unwrap();
+    assert!(all.contains("$35.75"));
+    let mut trail: Vec<Value> = serde_json::from_str(&all.replace("$35.75", "$5.75")).unwrap();
+    rebuild_chain(&mut trail, 0);
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let mut sql = String::new();
+    for r in &trail {
+        sql += &format!(
+            "UPDATE audit_records SET record = '{}' WHERE thread_id = '{id}' AND seq = {};",
+            r.to_string().replace('\'', "''"),
+            r["seq"]
+        );
+    }
+    sqlite(&db, &sql);
+
+    // Answering its questions would extend the forgery under a new signed head: refused, and
+    // nothing is signed or logged.
+    let r = client
+        .post(format!("{}/api/threads/{id}/answers", proxy.url))
+        .json(&json!({"answers": ["Low season, and no credits.", "No credits."]}))
+        .send()
+        .await
+        .unwrap();
+    let status = r.status();
+    let body = r.text().await.unwrap();
+    assert_eq!(status, 500, "{body}");
+    assert!(
+        body.contains("rewritten") && body.contains("the store was altered"),
+        "{body}"
+    );
+    assert_eq!(
+        log_size(&proxy).await,
+        size,
+        "a head was signed for the forged trail"
+    );
+    let stored = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
+    assert_eq!(stored["trail"].as_array().unwrap().len(), trail.len());
+
+    // The auditor's log walk names the thread.
+    let (ok, report) = log_verify();
+    assert!(!ok, "{report}");
+    assert!(
+        report.contains(&id) && report.contains("rewritten"),
+        "{report}"
+    );
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());

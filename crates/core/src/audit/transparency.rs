@@ -71,6 +71,65 @@ impl LogStatement {
     }
 }
 
+/// Why `trail` (a thread's records, hash-chained: check that first with
+/// [`verify_chain`](super::replay::verify_chain)) does not hold every head the log holds for
+/// `thread_id`, or `None` when it does. `heads` are the thread's log leaves (index, statement)
+/// in log order.
+///
+/// Each logged head must be the record at its `seq` with its hash, and the trail must end at
+/// the last one. Checking only the last head would miss a trail rewritten from an early record
+/// (its chain rebuilt) and then extended under a newly signed head: every head the log ever
+/// held for the thread stays in the log, and the rewrite changes the hash at each of them.
+/// A trail cut back to an earlier head fails the same way (it ends before the last head).
+pub fn logged_heads_problem(
+    thread_id: &str,
+    trail: &[serde_json::Value],
+    heads: &[(u64, LogStatement)],
+) -> Option<String> {
+    let heads: Vec<&(u64, LogStatement)> = heads.iter().filter(|(_, s)| !s.deleted).collect();
+    for (leaf, s) in &heads {
+        if s.thread_id != thread_id {
+            return Some(format!(
+                "leaf {leaf} is about thread {}, not {thread_id}",
+                s.thread_id
+            ));
+        }
+        let record = usize::try_from(s.seq).ok().and_then(|i| trail.get(i));
+        let hash = record.and_then(|r| r["hash"].as_str());
+        let seq = record.and_then(|r| r["seq"].as_u64());
+        if seq != Some(s.seq) || hash != Some(s.head_hash.as_str()) {
+            return Some(match hash {
+                Some(hash) => format!(
+                    "leaf {leaf} logs record {} hashed {}, but the trail's record {} is hashed \
+                     {hash}: it was rewritten",
+                    s.seq, s.head_hash, s.seq
+                ),
+                None => format!(
+                    "leaf {leaf} logs record {} hashed {}, but the trail has {} records: it was \
+                     cut back or rewritten",
+                    s.seq,
+                    s.head_hash,
+                    trail.len()
+                ),
+            });
+        }
+    }
+    let last = heads.last()?;
+    let end = trail
+        .len()
+        .checked_sub(1)
+        .and_then(|i| u64::try_from(i).ok());
+    (end != Some(last.1.seq)).then(|| {
+        format!(
+            "the trail ends with record {}, but its last logged head (leaf {}) is record {}: \
+             records were added without a signed head",
+            end.map_or("none".into(), |e| e.to_string()),
+            last.0,
+            last.1.seq
+        )
+    })
+}
+
 /// Verifies a C2SP signed note against one verifier key (`name+id+base64`); returns its text.
 pub fn verify_note(note: &str, verifier_key: &str) -> Result<String, String> {
     let verifier = StandardVerifier::new(verifier_key.trim())
@@ -184,6 +243,87 @@ pub fn verify_consistency(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A trail of `n` records whose first body says `first`, as JSON values.
+    fn trail(first: &str, n: usize) -> Vec<serde_json::Value> {
+        use crate::audit::{append, RecordKind};
+        let mut t = Vec::new();
+        append(
+            &mut t,
+            RecordKind::ThreadStarted,
+            1,
+            serde_json::json!({"q": first}),
+        );
+        for i in 1..n {
+            append(
+                &mut t,
+                RecordKind::Tick,
+                1 + i as u64,
+                serde_json::json!({"i": i}),
+            );
+        }
+        t.iter().map(|r| serde_json::to_value(r).unwrap()).collect()
+    }
+
+    fn head(trail: &[serde_json::Value], seq: usize) -> LogStatement {
+        LogStatement {
+            deleted: false,
+            thread_id: "t".into(),
+            seq: seq as u64,
+            head_hash: trail[seq]["hash"].as_str().unwrap().into(),
+        }
+    }
+
+    #[test]
+    fn a_trail_must_hold_every_head_logged_for_it() {
+        let genuine = trail("genuine", 4);
+        let heads = vec![(3, head(&genuine, 1)), (9, head(&genuine, 3))];
+        assert_eq!(logged_heads_problem("t", &genuine, &heads), None);
+        // No head logged: nothing to hold (a thread stored before the log).
+        assert_eq!(logged_heads_problem("t", &genuine, &[]), None);
+
+        // Rewritten from its first record, chain rebuilt, and extended under a newly signed
+        // head: the chain holds and the last head fits; the earlier head does not.
+        let forged = trail("forged", 5);
+        let records: Vec<crate::audit::AuditRecord> = forged
+            .iter()
+            .map(|r| serde_json::from_value(r.clone()).unwrap())
+            .collect();
+        assert!(crate::audit::verify_chain(&records).ok);
+        let resigned = vec![
+            (3, head(&genuine, 1)),
+            (9, head(&genuine, 3)),
+            (12, head(&forged, 4)),
+        ];
+        let problem = logged_heads_problem("t", &forged, &resigned).unwrap();
+        assert!(
+            problem.contains("leaf 3 logs record 1") && problem.contains("rewritten"),
+            "{problem}"
+        );
+
+        // Cut back to an earlier head (the later records deleted): the last head is missing.
+        let problem = logged_heads_problem("t", &genuine[..2], &heads).unwrap();
+        assert!(
+            problem.contains("leaf 9") && problem.contains("cut back"),
+            "{problem}"
+        );
+
+        // Records past the last head: added without a signed head.
+        let longer = trail("genuine", 5);
+        let problem = logged_heads_problem("t", &longer, &heads).unwrap();
+        assert!(problem.contains("without a signed head"), "{problem}");
+
+        // Another thread's head, and deletions (which name no record) ignored.
+        let mut other = head(&genuine, 3);
+        other.thread_id = "u".into();
+        assert!(logged_heads_problem("t", &genuine, &[(1, other)])
+            .unwrap()
+            .contains("thread u"));
+        let mut deleted = head(&genuine, 0);
+        deleted.deleted = true;
+        let with_deletion = vec![(1, deleted), (3, head(&genuine, 3))];
+        assert_eq!(logged_heads_problem("t", &genuine, &with_deletion), None);
+    }
 
     #[test]
     fn statements_round_trip_and_reject_other_text() {
