@@ -10,7 +10,7 @@
 use proofgate_core::audit::policy_document::policy_document_of;
 use proofgate_core::audit::{
     replay_json_with, replay_with, verify_chain, AuditRecord, PolicyDocuments, RecordKind,
-    ReplayProblem, ReplayReport,
+    ReplayProblem, ReplayReport, FORMAT_VERSION,
 };
 use proofgate_core::conversation::{ConversationTurn, TurnRole};
 use proofgate_core::findings::{
@@ -160,7 +160,7 @@ fn intact_trail_replays_and_names_its_outcome() {
     assert!(report.ok, "{:?}", report.failure);
     assert_eq!(report.records, trail.len());
     assert_eq!(report.verified_records, trail.len());
-    assert_eq!(report.format_version, Some(2));
+    assert_eq!(report.format_version, Some(FORMAT_VERSION));
     assert_eq!(report.thread_id.as_deref(), Some("fixture-1"));
     assert_eq!(
         report.head_hash.as_deref(),
@@ -318,7 +318,7 @@ fn a_trail_cut_inside_an_input_and_its_effect_is_missing_a_record() {
 #[test]
 fn future_format_versions_are_reported_as_such() {
     let mut trail = trail();
-    for version in [0, 3, 99] {
+    for version in [0, FORMAT_VERSION + 1, 99] {
         trail[0].body["formatVersion"] = json!(version);
         trail[0].hash = trail[0].expected_hash();
         let report = replay(&trail);
@@ -841,6 +841,22 @@ fn assert_stored_cases_replay(path: PathBuf) {
     }
 }
 
+/// Trails written in format 2, before an IMPOSSIBLE explanation was judged by what its
+/// findings prove (the fixtures as they were then), with the reports that version produced.
+#[test]
+fn version_2_trails_keep_replaying_with_their_reports() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v2.json");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for case in stored.as_array().unwrap() {
+        assert_eq!(
+            case["trail"][0]["body"]["formatVersion"], 2,
+            "{}",
+            case["name"]
+        );
+    }
+    assert_stored_cases_replay(path);
+}
+
 #[test]
 fn version_1_trails_keep_replaying_with_their_reports() {
     let path = version_1_fixtures_path();
@@ -941,7 +957,7 @@ fn a_prompt_digest_is_checked_like_the_prompt_was() {
     // Today's trails hold each prompt's SHA-256; a digest that is not the rebuilt prompt's
     // fails replay at that record, even with every hash recomputed.
     let mut trail = translated_loop().audit_trail().to_vec();
-    assert_eq!(trail[0].body["formatVersion"], 2);
+    assert_eq!(trail[0].body["formatVersion"], FORMAT_VERSION);
     let at = trail
         .iter()
         .position(|r| r.kind == RecordKind::Translate)

@@ -11,6 +11,7 @@ const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf8'));
 // Trails written in format 1 (prompts whole in their records), with that version's reports.
 const v1Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v1.json'), 'utf8'));
+const v2Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v2.json'), 'utf8'));
 
 test('the fixtures cover an intact trail and each kind of damage', () => {
   const names = cases.map((c) => c.name);
@@ -43,6 +44,13 @@ for (const { name, trail, report } of v1Cases) {
   test(`format 1 trail "${name}" still replays with the report it had`, () => {
     assert.equal(trail[0].body.formatVersion, 1);
     assert.deepEqual(replayAudit(trail), report);
+  });
+}
+
+for (const { name, trail, policyDocuments, report } of v2Cases) {
+  test(`format 2 trail "${name}" still replays with the report it had`, () => {
+    assert.equal(trail[0].body.formatVersion, 2);
+    assert.deepEqual(replayAudit(trail, policyDocuments), report);
   });
 }
 

@@ -50,7 +50,17 @@ pub use replay::{
 /// - 2: effect records hold their prompts' SHA-256 instead of the prompts
 ///   ([`PROMPT_DIGESTS_SINCE`]), and THREAD_STARTED names its policy document instead of
 ///   holding it ([`POLICY_DOCUMENTS_SINCE`], [`policy_document`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// - 3: an IMPOSSIBLE explanation is judged by what its findings prove
+///   ([`EFFECTIVE_EXPLANATIONS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 3;
+
+/// From this format on, an IMPOSSIBLE explanation is confirmed only by findings that prove
+/// something (a VALID whose claims are trivially true, or whose premises can never hold,
+/// counts as NO_TRANSLATIONS, as it does for an answer's verdict), and one with parts outside
+/// the policy carries the same warning a VALID answer with such parts does. Before, a vacuous
+/// VALID confirmed any explanation, and an uncovered sentence in one was returned with no
+/// notice.
+pub const EFFECTIVE_EXPLANATIONS_SINCE: u32 = 3;
 
 /// The oldest audit format this version replays.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;

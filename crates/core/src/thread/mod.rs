@@ -157,17 +157,37 @@ fn plain_answer(text: &str) -> String {
     }
 }
 
-/// Whether the validation of an IMPOSSIBLE explanation confirms it: the validator finds the
-/// premises impossible again, or proves the explanation's claims, and nothing else.
-fn explanation_confirmed(findings: &[Finding]) -> bool {
-    let kinds = || findings.iter().map(Finding::kind);
-    kinds().any(|k| matches!(k, FindingKind::Impossible | FindingKind::Valid))
-        && kinds().all(|k| {
-            matches!(
-                k,
-                FindingKind::Impossible | FindingKind::Valid | FindingKind::NoTranslations
-            )
-        })
+/// Whether the validation of an IMPOSSIBLE explanation confirms it (the validator finds the
+/// premises impossible again, or proves the explanation's claims, and nothing else), and then
+/// the warning the outcome carries. In a trail of format `version` (see
+/// [`audit::EFFECTIVE_EXPLANATIONS_SINCE`] for what changed).
+fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<String>> {
+    let judged = |kinds: &dyn Fn() -> Vec<FindingKind>| {
+        kinds()
+            .iter()
+            .any(|k| matches!(k, FindingKind::Impossible | FindingKind::Valid))
+            && kinds().iter().all(|k| {
+                matches!(
+                    k,
+                    FindingKind::Impossible | FindingKind::Valid | FindingKind::NoTranslations
+                )
+            })
+    };
+    if version < audit::EFFECTIVE_EXPLANATIONS_SINCE {
+        let kinds = || findings.iter().map(Finding::kind).collect();
+        return judged(&kinds).then_some(None);
+    }
+    let kinds = || {
+        findings
+            .iter()
+            .map(crate::verdict::effective_kind)
+            .collect()
+    };
+    judged(&kinds).then(|| {
+        kinds()
+            .contains(&FindingKind::NoTranslations)
+            .then(|| crate::verdict::NOT_COVERED_WARNING.to_string())
+    })
 }
 
 /// How close an unverified answer is to VALID, for picking the best one at the iteration
@@ -972,8 +992,10 @@ impl Thread {
         });
         let returned = self.steps.len() - 1;
 
-        if role == AnswerRole::ImpossibleExplanation && explanation_confirmed(&findings) {
-            return Ok(self.finish_with(returned, OutcomeStatus::Impossible, None, now));
+        if role == AnswerRole::ImpossibleExplanation {
+            if let Some(warning) = explanation_confirmed(&findings, self.format_version()) {
+                return Ok(self.finish_with(returned, OutcomeStatus::Impossible, warning, now));
+            }
         }
         if verdict.is_valid() {
             let status = match verdict.warning {

@@ -333,6 +333,83 @@ fn impossible_explanation_is_validated_before_it_is_returned() {
     d.assert_replays();
 }
 
+/// A VALID that proves nothing: its only claim is trivially true.
+fn vacuous_valid() -> Finding {
+    Finding::Valid(ValidFinding {
+        translation: Some(Translation {
+            premises: Some(vec![Statement::new("(= age 70)", "The visitor is 70.")]),
+            claims: Some(vec![Statement::new(
+                "true",
+                "You get a free lifetime pass.",
+            )]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+}
+
+#[test]
+fn an_impossible_explanation_is_confirmed_only_by_what_its_findings_prove() {
+    let warned = Some(Some(NOT_COVERED_WARNING.to_string()));
+    for (findings, expected) in [
+        (vec![impossible()], Some(None)),
+        (vec![valid()], Some(None)),
+        (vec![impossible(), no_translations()], warned.clone()),
+        // A VALID that proves nothing counts as NO_TRANSLATIONS, as in an answer's verdict.
+        (vec![impossible(), vacuous_valid()], warned.clone()),
+        (vec![vacuous_valid()], None),
+        (vec![no_translations()], None),
+        (vec![impossible(), invalid()], None),
+        (vec![impossible(), satisfiable()], None),
+    ] {
+        assert_eq!(
+            explanation_confirmed(&findings, crate::audit::FORMAT_VERSION),
+            expected,
+            "{findings:?}"
+        );
+    }
+    // Trails of earlier formats replay with the behaviour they were written with.
+    assert_eq!(explanation_confirmed(&[vacuous_valid()], 2), Some(None));
+    assert_eq!(
+        explanation_confirmed(&[impossible(), no_translations()], 2),
+        Some(None)
+    );
+    assert_eq!(explanation_confirmed(&[impossible(), invalid()], 2), None);
+}
+
+#[test]
+fn an_impossible_explanation_with_a_part_outside_the_policy_says_so() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    d.validated(vec![impossible()]);
+    let explanation = "You cannot be both a child and 70 years old. You get a free lifetime pass.";
+    let e = d.llm(&format!("DECISION: IMPOSSIBLE\nANSWER: {explanation}"));
+    expect_validate(&e, explanation);
+    d.validated(vec![impossible(), no_translations()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::Impossible);
+    assert_eq!(o.answer.as_deref(), Some(explanation));
+    assert_eq!(o.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    assert!(!o.verified);
+    d.assert_replays();
+}
+
+#[test]
+fn a_finding_that_proves_nothing_does_not_confirm_an_impossible_explanation() {
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    d.validated(vec![impossible()]);
+    d.llm("DECISION: IMPOSSIBLE\nANSWER: You get a free lifetime pass.");
+    d.validated(vec![vacuous_valid()]);
+    // Not IMPOSSIBLE (a validated explanation): judged as any answer is, nothing in it is
+    // covered by the policy, and the outcome says so.
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::NotCovered);
+    assert!(o.warning.is_some());
+    assert!(!o.verified);
+    d.assert_replays();
+}
+
 #[test]
 fn impossible_explanation_that_fails_validation_is_rewritten() {
     let (mut d, _) = Driver::new(config());

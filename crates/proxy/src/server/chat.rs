@@ -353,7 +353,9 @@ pub(crate) async fn answer_chat(
                 status => {
                     let answer = outcome.answer.clone().unwrap_or_default();
                     let notice = match status {
-                        OutcomeStatus::Valid | OutcomeStatus::Impossible => None,
+                        OutcomeStatus::Valid => None,
+                        // An explanation with parts outside the policy says so (format 3 on).
+                        OutcomeStatus::Impossible => outcome.warning.as_deref(),
                         _ => outcome.warning.as_deref().or(Some(match status {
                             OutcomeStatus::MaxIterations => {
                                 "NOT VERIFIED: no answer could be verified against the policy"
