@@ -334,6 +334,44 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     let config = get(&proxy, "/api/config", ADMIN_KEY, &[]).await;
     assert_eq!(config.body["auth"]["required"], true);
     assert!(!config.body.to_string().contains(ADMIN_KEY));
+
+    // A chat-only key starts threads, but the policy is `read`'s: its view of the thread it
+    // started leaves out the configuration (rules, variables, vocabulary) and the prompts that
+    // quote them; a key that may read the policy sees them.
+    let policy_text = "POLICY RULES";
+    for (scopes, sees_policy) in [(&["chat"][..], false), (&["chat", "read"][..], true)] {
+        let key = new_key(&proxy, &format!("{scopes:?}"), scopes).await;
+        assert_eq!(
+            get(&proxy, "/api/policies", &key, &[]).await.status,
+            if sees_policy { 200 } else { 403 }
+        );
+        let body = json!({"question": Q1, "answer": "You pay $12.", "wait": true});
+        let started = post(&proxy, "/api/threads", &key, body).await;
+        assert_eq!(started.status, 201, "{started:?}");
+        let view = &started.body;
+        assert!(
+            view["steps"].as_array().is_some_and(|s| s.len() > 1),
+            "{view}"
+        );
+        assert_eq!(
+            view["config"].is_object(),
+            sees_policy,
+            "{scopes:?}: {view}"
+        );
+        assert_eq!(
+            view.to_string().contains(policy_text),
+            sees_policy,
+            "{scopes:?}"
+        );
+        let id = view["id"].as_str().unwrap();
+        if view["status"] == "awaiting_input" {
+            let path = format!("/api/threads/{id}/answers");
+            let answered = post(&proxy, &path, &key, json!({"skip": true})).await;
+            assert_eq!(answered.status, 200, "{answered:?}");
+            assert_eq!(answered.body["config"].is_object(), sees_policy);
+            assert_eq!(answered.body.to_string().contains(policy_text), sees_policy);
+        }
+    }
 }
 
 #[tokio::test]

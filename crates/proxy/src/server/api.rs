@@ -2,7 +2,7 @@
 
 use super::auth::{end_user, Caller};
 use super::error::ApiError;
-use super::summary::thread_view;
+use super::summary::{thread_view, thread_view_for};
 use crate::app::{drive, drive_saving_each_step, now_ms, persist, status_of, App, Waits};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -190,7 +190,7 @@ pub async fn create_thread(
     let effect = thread.start();
     if !req.wait {
         persist(&app, &thread, 0, None).await?;
-        let view = thread_view(&thread, status_of(&thread));
+        let view = thread_view_for(&caller, &thread, status_of(&thread));
         let saved = thread.audit_trail().len();
         run_in_background(app, &caller, thread, effect, saved);
         return Ok((StatusCode::ACCEPTED, Json(view)));
@@ -202,7 +202,7 @@ pub async fn create_thread(
     }
     Ok((
         StatusCode::CREATED,
-        Json(thread_view(&thread, status_of(&thread))),
+        Json(thread_view_for(&caller, &thread, status_of(&thread))),
     ))
 }
 
@@ -281,7 +281,7 @@ pub async fn answer_thread(
         .map_err(|e| ApiError::conflict(e.to_string()))?;
     if !req.wait {
         persist(&app, &thread, saved, None).await?;
-        let view = thread_view(&thread, status_of(&thread));
+        let view = thread_view_for(&caller, &thread, status_of(&thread));
         let saved = thread.audit_trail().len();
         run_in_background(app, &caller, thread, effect, saved);
         return Ok(Json(view));
@@ -291,7 +291,7 @@ pub async fn answer_thread(
     if let proofgate_core::Effect::Finish(o) = &effect {
         app.metrics.verdict(o.status.as_str(), thread.iterations());
     }
-    Ok(Json(thread_view(&thread, status_of(&thread))))
+    Ok(Json(thread_view_for(&caller, &thread, status_of(&thread))))
 }
 
 /// `GET /api/threads/{id}/audit`: the trail, as `replayAudit` and `proofgate` verify it.

@@ -1,5 +1,7 @@
 //! JSON views of threads for the API and the `proofgate` object of chat responses.
 
+use super::auth::Caller;
+use crate::keys::Scope;
 use proofgate_core::findings::{Finding, Statement};
 use proofgate_core::{aggregate_verdict, Effect, Thread};
 use serde_json::{json, Value};
@@ -72,6 +74,25 @@ fn last_findings(thread: &Thread) -> Vec<Finding> {
 }
 
 /// The full view of a thread: every iteration with prompt, answer, decision and findings.
+/// [`thread_view`] as `caller` may see it. Starting or answering a thread needs only `chat`,
+/// while the policy needs `read` (see the scopes in `auth`): for a caller without `read`, the
+/// view leaves out the thread's configuration (the policy's rules and variables, the
+/// translators' vocabulary) and the prompts (which quote the policy).
+pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value {
+    let mut view = thread_view(thread, status);
+    if !caller.has(Scope::Read) {
+        if let Some(v) = view.as_object_mut() {
+            v.remove("config");
+        }
+        for step in view["steps"].as_array_mut().into_iter().flatten() {
+            if let Some(step) = step.as_object_mut() {
+                step.remove("prompt");
+            }
+        }
+    }
+    view
+}
+
 pub fn thread_view(thread: &Thread, status: &str) -> Value {
     let pending = match thread.pending_effect() {
         Effect::AskUser {
