@@ -727,6 +727,49 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
     let f = &r["assessments"][0]["automatedReasoningPolicy"]["findings"][0];
     assert!(f.get("invalid").is_some(), "{r}");
     assert_eq!(r["action"], "NONE");
+    // Coverage: the guarded content's characters, out of all the text sent (the question and
+    // a grounding source are context, not checked).
+    let with_source = json!({"source": "OUTPUT", "content": [
+        {"text": {"text": Q1, "qualifiers": ["query"]}},
+        {"text": {"text": "Park leaflet.", "qualifiers": ["grounding_source"]}},
+        {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.", "qualifiers": ["guard_content"]}}
+    ]});
+    let r: Value = client
+        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
+        .json(&with_source)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let answer_chars = "Seniors get 40% off the $50 fee, so you pay $30 after the discount."
+        .chars()
+        .count();
+    let all = Q1.chars().count() + "Park leaflet.".chars().count() + answer_chars;
+    assert_eq!(
+        r["guardrailCoverage"]["textCharacters"],
+        json!({"guarded": answer_chars, "total": all}),
+        "{r}"
+    );
+    // A block both question and content to guard is refused: as the question its claims
+    // would go unchecked.
+    let both = json!({"source": "OUTPUT", "content": [
+        {"text": {"text": "You get a full refund.", "qualifiers": ["query", "guard_content"]}},
+        {"text": {"text": "Hello.", "qualifiers": ["guard_content"]}}
+    ]});
+    let refused = client
+        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
+        .json(&both)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let message = refused.text().await.unwrap();
+    assert!(
+        message.contains("both query and guard_content"),
+        "{message}"
+    );
 
     let bad = client
         .post(format!("{}/guardrail/local/version/1/apply", proxy.url))

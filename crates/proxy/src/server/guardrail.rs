@@ -90,16 +90,36 @@ pub async fn apply_guardrail(
         );
     };
     // Text qualified `query` is the question; `guard_content` (or unqualified text, as in
-    // AWS) is what is checked.
+    // AWS) is what is checked. Other text (`grounding_source`) is not checked, and the
+    // coverage says so: only the checked characters count as guarded.
     let mut question = Vec::new();
     let mut answer = Vec::new();
-    for block in req.content.iter().filter_map(|c| c.text.as_ref()) {
-        if block.qualifiers.iter().any(|q| q == "query") {
+    let (mut total, mut guarded) = (0, 0);
+    for (i, block) in req
+        .content
+        .iter()
+        .filter_map(|c| c.text.as_ref())
+        .enumerate()
+    {
+        total += block.text.chars().count();
+        let has = |q: &str| block.qualifiers.iter().any(|x| x == q);
+        if has("query") && has("guard_content") {
+            // Taken as the question, its claims would go unchecked while the coverage called
+            // them guarded: which one is meant is the caller's to say.
+            return aws_error(
+                StatusCode::BAD_REQUEST,
+                "ValidationException",
+                format!(
+                    "text block {i} is qualified both query and guard_content: give the question \
+                     and the content to guard as separate blocks"
+                ),
+            );
+        }
+        if has("query") {
             question.push(block.text.as_str());
-        } else if block.qualifiers.is_empty()
-            || block.qualifiers.iter().any(|q| q == "guard_content")
-        {
+        } else if block.qualifiers.is_empty() || has("guard_content") {
             answer.push(block.text.as_str());
+            guarded += block.text.chars().count();
         }
     }
     if answer.is_empty() {
@@ -115,7 +135,6 @@ pub async fn apply_guardrail(
         Ok(v) => {
             // Its translation and Z3 time count in /metrics as a chat request's do.
             crate::app::observe_validation(&app, &v);
-            let chars = question.chars().count() + answer.chars().count();
             Json(json!({
                 "usage": usage(),
                 "action": "NONE",
@@ -126,10 +145,10 @@ pub async fn apply_guardrail(
                     "invocationMetrics": {
                         "guardrailProcessingLatency": started.elapsed().as_millis() as u64,
                         "usage": usage(),
-                        "guardrailCoverage": {"textCharacters": {"guarded": chars, "total": chars}}
+                        "guardrailCoverage": {"textCharacters": {"guarded": guarded, "total": total}}
                     }
                 }],
-                "guardrailCoverage": {"textCharacters": {"guarded": chars, "total": chars}}
+                "guardrailCoverage": {"textCharacters": {"guarded": guarded, "total": total}}
             }))
             .into_response()
         }
