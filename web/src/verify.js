@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -67,10 +67,14 @@ async function verify(text, source, out) {
       h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
     return;
   }
-  const chain = verifyChain(records);
+  // The chain and the replay read the file's own bytes: `records` came through JSON.parse,
+  // which rounds integers beyond 2^53, so a number changed to a neighbour of the signed one
+  // would read back as the signed one.
+  const trailText = trailTextOf(text);
+  const chain = verifyChain(trailText);
   let replay;
   try {
-    replay = replayAudit(records, documents);
+    replay = replayAudit(trailText, documents);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
       h('h3', {}, '✗ The bundle\'s policy documents are unreadable'), h('p', {}, e.message)));

@@ -201,6 +201,12 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         failures.contains(&format!("record {v}")) && failures.contains("auditor's policy"),
         "{failures}"
     );
+    // ...and the policy the thread was shown (its prompts) is not the auditor's either: this
+    // binds a trail whose findings no solver confirms, or whose validator names no content hash.
+    assert!(
+        failures.contains("record 0: the thread was shown the policy document"),
+        "{failures}"
+    );
 
     // 5. Another server's key: the signature fails.
     let (ok, _, _) = audit(

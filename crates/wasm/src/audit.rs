@@ -3,7 +3,9 @@
 //! `answerMatches`), and the signed head, log inclusion and consistency (`verifyTrust`).
 
 use crate::to_js;
-use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, AuditBundle};
+use proofgate_core::audit::bundle::{
+    read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle,
+};
 use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks};
 use proofgate_core::audit::AuditRecord;
@@ -28,6 +30,16 @@ fn records(json: &str) -> Result<Vec<AuditRecord>, JsError> {
             "proofgate: the trail's records are malformed: {e}"
         ))
     })
+}
+
+/// The trail's JSON text exactly as given (the whole text, or a bundle's `trail` array): what
+/// a verifier gives `replayAudit` and `verifyChain`, so that they check the bytes of the file,
+/// not a copy `JSON.parse` made (which rounds integers beyond 2^53).
+#[wasm_bindgen(js_name = trailTextOf)]
+pub fn trail_text_of_js(json: &str) -> Result<String, JsError> {
+    trail_text_of(json)
+        .map(str::to_string)
+        .map_err(|e| JsError::new(&format!("proofgate: {e}")))
 }
 
 /// The solver checks for every finding of `trail` (a trail or bundle, as JSON text), rebuilt

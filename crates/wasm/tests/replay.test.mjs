@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { replayAudit, verifyChain, policyDocumentsOf, Replayer } from 'proofgate';
+import { replayAudit, verifyChain, policyDocumentsOf, Replayer, trailTextOf } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf8'));
@@ -123,4 +123,21 @@ test('an auditor makes the policy documents from their own copy of the policy', 
   assert.ok(withVocabulary && documents.some((d) => !d.vocabulary));
   assert.ok(withVocabulary.policy.rules.some((r) => r.id === 'BASEFEE00000' && r.english));
   assert.throws(() => policyDocumentsOf('{"rules": 5}'), /the policy/);
+});
+
+test('trailTextOf gives a verifier the file\'s own bytes, which JSON.parse would round', () => {
+  const { trail, policyDocuments, report } = cases.find((c) => c.name === 'intact');
+  const text = JSON.stringify(trail);
+  // A bundle and a plain trail give the records' text exactly, whatever its spelling.
+  const bundle = `{"signedHead": "x", "trail": ${text}, "policyDocuments": []}`;
+  assert.equal(trailTextOf(bundle), text);
+  assert.equal(trailTextOf(text), text);
+  assert.deepEqual(replayAudit(trailTextOf(bundle), policyDocuments), report);
+  // An integer beyond 2^53 changed to its neighbour: the text differs where JSON.parse sees
+  // no change, so only the bytes can show it.
+  const signed = text.replace('"at":', '"at":9007199254740992, "x":');
+  const changed = signed.replace('9007199254740992', '9007199254740993');
+  assert.deepEqual(JSON.parse(signed), JSON.parse(changed));
+  assert.notEqual(trailTextOf(`{"trail": ${changed}}`), trailTextOf(`{"trail": ${signed}}`));
+  assert.throws(() => trailTextOf('{"signedHead": "x"}'), /expected a JSON array of audit records/);
 });

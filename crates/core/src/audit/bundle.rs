@@ -71,6 +71,30 @@ pub fn read_trail_or_bundle(json: &[u8]) -> Result<(Vec<Value>, Option<AuditBund
     }
 }
 
+/// The trail's JSON text exactly as given: the whole text for a plain trail, the records'
+/// array's text for an object holding one (an audit bundle's `trail`; `records`, `auditTrail`
+/// or `audit`, as the web verifier accepts). A verifier replays these bytes rather than a value
+/// read and written again: JavaScript reads every number as a double, so a trail read with
+/// `JSON.parse` and stringified for the replay would have an integer beyond 2^53 rounded, and
+/// a file whose number was changed to a neighbour of the signed one would replay as intact.
+pub fn trail_text_of(json: &str) -> Result<&str, String> {
+    const KEYS: [&str; 4] = ["trail", "records", "auditTrail", "audit"];
+    let expected = "expected a JSON array of audit records, or an object whose `trail` is one";
+    match json.trim_start().as_bytes().first() {
+        Some(b'[') => Ok(json),
+        Some(b'{') => {
+            let fields: std::collections::BTreeMap<String, &serde_json::value::RawValue> =
+                serde_json::from_str(json).map_err(|e| format!("not JSON: {e}"))?;
+            KEYS.iter()
+                .filter_map(|k| fields.get(*k))
+                .map(|raw| raw.get())
+                .find(|text| text.starts_with('['))
+                .ok_or_else(|| expected.to_string())
+        }
+        _ => Err(expected.into()),
+    }
+}
+
 /// One trust check's result.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -217,5 +241,24 @@ pub fn verify_trust(
         consistency,
         checkpoint: checkpoint.and_then(Result::ok),
         ok,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_trail_text_is_the_bytes_given() {
+        let trail = r#"[{"seq":0,"at":9007199254740993,"note":"\u00e9 1.0"}]"#;
+        assert_eq!(trail_text_of(trail).unwrap(), trail);
+        let bundle = format!(r#"{{"signedHead":"x","trail": {trail} ,"policyDocuments":[]}}"#);
+        assert_eq!(trail_text_of(&bundle).unwrap(), trail);
+        let other = format!(r#"{{"records":{trail}}}"#);
+        assert_eq!(trail_text_of(&other).unwrap(), trail);
+        assert!(trail_text_of(r#"{"trail": 3"#).is_err());
+        assert!(trail_text_of(r#"{"trail": 3}"#).is_err());
+        assert!(trail_text_of(r#"{"signedHead": "x"}"#).is_err());
+        assert!(trail_text_of("7").is_err());
     }
 }

@@ -351,7 +351,12 @@ pub fn documents_of_policy(model: &crate::policy::PolicyModel) -> PolicyDocument
 
 /// The name of the policy document a trail's first record refers to, if it refers to one.
 pub fn referenced_policy_document(first_record: &Value) -> Option<&str> {
-    first_record.pointer("/body/policyDocument")?.as_str()
+    referenced_policy_document_of(first_record.get("body")?)
+}
+
+/// [`referenced_policy_document`] of the first record's body.
+pub fn referenced_policy_document_of(body: &Value) -> Option<&str> {
+    body.get("policyDocument")?.as_str()
 }
 
 #[cfg(test)]

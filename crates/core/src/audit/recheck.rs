@@ -71,6 +71,27 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
         policy_content_hash: hash.clone(),
         ..Default::default()
     };
+    // The policy the thread was shown (its rules and variables, in every prompt) must be the
+    // auditor's: a validation's content hash binds only what the local validator checked, and
+    // findings no solver confirms (NO_TRANSLATIONS, TOO_COMPLEX) bind nothing.
+    if let Some(named) = trail
+        .first()
+        .and_then(|r| super::policy_document::referenced_policy_document_of(&r.body))
+    {
+        if super::policy_document::documents_of_policy(policy)
+            .get(named)
+            .is_none()
+        {
+            plan.problems.push(RecheckProblem {
+                record: 0,
+                detail: format!(
+                    "the thread was shown the policy document {named}, which is not made from \
+                     the auditor's policy ({hash}): it was shown another policy, or another \
+                     version of it"
+                ),
+            });
+        }
+    }
     for (i, r) in trail.iter().enumerate() {
         // Every validation, and the outcome the user got (its findings are the last
         // validation's, re-checked here as returned).
