@@ -162,32 +162,31 @@ fn plain_answer(text: &str) -> String {
 /// the warning the outcome carries. In a trail of format `version` (see
 /// [`audit::EFFECTIVE_EXPLANATIONS_SINCE`] for what changed).
 fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<String>> {
-    let judged = |kinds: &dyn Fn() -> Vec<FindingKind>| {
-        kinds()
-            .iter()
-            .any(|k| matches!(k, FindingKind::Impossible | FindingKind::Valid))
-            && kinds().iter().all(|k| {
-                matches!(
-                    k,
-                    FindingKind::Impossible | FindingKind::Valid | FindingKind::NoTranslations
-                )
-            })
-    };
-    if version < audit::EFFECTIVE_EXPLANATIONS_SINCE {
-        let kinds = || findings.iter().map(Finding::kind).collect();
-        return judged(&kinds).then_some(None);
-    }
-    let kinds = || {
+    let effective = version >= audit::EFFECTIVE_EXPLANATIONS_SINCE;
+    let kinds: Vec<FindingKind> = if effective {
         findings
             .iter()
             .map(crate::verdict::effective_kind)
             .collect()
+    } else {
+        findings.iter().map(Finding::kind).collect()
     };
-    judged(&kinds).then(|| {
-        kinds()
-            .contains(&FindingKind::NoTranslations)
-            .then(|| crate::verdict::NOT_COVERED_WARNING.to_string())
-    })
+    let confirmed = kinds
+        .iter()
+        .any(|k| matches!(k, FindingKind::Impossible | FindingKind::Valid))
+        && kinds.iter().all(|k| {
+            matches!(
+                k,
+                FindingKind::Impossible | FindingKind::Valid | FindingKind::NoTranslations
+            )
+        });
+    if !confirmed {
+        return None;
+    }
+    Some(
+        (effective && kinds.contains(&FindingKind::NoTranslations))
+            .then(|| crate::verdict::NOT_COVERED_WARNING.to_string()),
+    )
 }
 
 /// How close an unverified answer is to VALID, for picking the best one at the iteration
