@@ -51,6 +51,17 @@ async fn json_get(proxy: &Proxy, path: &str) -> Value {
     serde_json::from_str(&text(proxy, path).await).unwrap()
 }
 
+/// POSTs `body` to `path`; the status and the reply's text.
+async fn post(proxy: &Proxy, path: &str, body: Value) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", proxy.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
 /// Runs `proofgate audit` on `bundle` with the auditor's policy and key; returns (ok, report,
 /// stderr).
 fn audit(
@@ -222,23 +233,7 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     //    names it; then the log itself cut back: the saved checkpoint no longer fits.
     let saved = dir.join("checkpoint");
     std::fs::write(&saved, &checkpoint).unwrap();
-    let log_verify = || {
-        Command::new(env!("CARGO_BIN_EXE_proofgate"))
-            .args([
-                "log",
-                "verify",
-                "--server",
-                &proxy.url,
-                "--public-key",
-                &key,
-                "--api-key",
-                "any",
-            ])
-            .arg("--checkpoint")
-            .arg(&saved)
-            .output()
-            .unwrap()
-    };
+    let log_verify = || log_verify(&proxy, &key, &saved);
     let out = log_verify();
     assert!(
         out.status.success(),
@@ -284,19 +279,15 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
         "rewritten-store",
         &config(&format!("{}/v1", llm.url()), "", ""),
     );
-    let client = reqwest::Client::new();
-    let started: Value = client
-        .post(format!("{}/api/threads", proxy.url))
-        .json(
-            &json!({"question": "I am 70. How much will I pay in total for admission?",
-                      "answer": "As a senior you pay $35.75 including tax."}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let question = "I am 70. How much will I pay in total for admission?";
+    let answer = "As a senior you pay $35.75 including tax.";
+    let (_, started) = post(
+        &proxy,
+        "/api/threads",
+        json!({"question": question, "answer": answer}),
+    )
+    .await;
+    let started: Value = serde_json::from_str(&started).unwrap();
     assert_eq!(started["status"], "awaiting_input", "{started}");
     let id = started["id"].as_str().unwrap().to_string();
     let key = text(&proxy, "/.well-known/proofgate/audit-key")
@@ -308,19 +299,7 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     std::fs::write(&saved, text(&proxy, "/api/log/checkpoint").await).unwrap();
     let size = log_size(&proxy).await;
     let log_verify = || {
-        let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
-            .args([
-                "log",
-                "verify",
-                "--server",
-                &proxy.url,
-                "--public-key",
-                &key,
-            ])
-            .args(["--api-key", "any", "--checkpoint"])
-            .arg(&saved)
-            .output()
-            .unwrap();
+        let out = log_verify(&proxy, &key, &saved);
         (
             out.status.success(),
             String::from_utf8_lossy(&out.stdout).to_string(),
@@ -352,14 +331,8 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
 
     // Answering its questions would extend the forgery under a new signed head: refused, and
     // nothing is signed or logged.
-    let r = client
-        .post(format!("{}/api/threads/{id}/answers", proxy.url))
-        .json(&json!({"answers": ["Low season, and no credits.", "No credits."]}))
-        .send()
-        .await
-        .unwrap();
-    let status = r.status();
-    let body = r.text().await.unwrap();
+    let answers = json!({"answers": ["Low season, and no credits.", "No credits."]});
+    let (status, body) = post(&proxy, &format!("/api/threads/{id}/answers"), answers).await;
     assert_eq!(status, 500, "{body}");
     assert!(
         body.contains("rewritten") && body.contains("the store was altered"),
@@ -440,6 +413,17 @@ async fn expired_conversations_keep_their_trails() {
     assert!(text(&proxy, &format!("/api/threads/{thread}/audit"))
         .await
         .contains(REWRITTEN));
+}
+
+/// `proofgate log verify` against `proxy` with its verifier key and a checkpoint saved in
+/// `saved`, reading every trail (auth is off in these tests: any API key reads them all).
+fn log_verify(proxy: &Proxy, key: &str, saved: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["log", "verify", "--server", &proxy.url, "--public-key", key])
+        .args(["--api-key", "any", "--checkpoint"])
+        .arg(saved)
+        .output()
+        .unwrap()
 }
 
 /// The log's size, from its signed checkpoint (origin, size, root hash, signature).

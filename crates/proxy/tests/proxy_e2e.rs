@@ -711,19 +711,17 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
     let llm = demo_llm();
     let proxy = Proxy::start("guardrail", &config(&v1(&llm), "", ""));
     let client = reqwest::Client::new();
+    let apply = |body: Value| {
+        let request = client
+            .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
+            .json(&body);
+        async move { request.send().await.unwrap() }
+    };
     let body = json!({"source": "OUTPUT", "content": [
         {"text": {"text": Q1, "qualifiers": ["query"]}},
         {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.", "qualifiers": ["guard_content"]}}
     ]});
-    let r: Value = client
-        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r: Value = apply(body).await.json().await.unwrap();
     let f = &r["assessments"][0]["automatedReasoningPolicy"]["findings"][0];
     assert!(f.get("invalid").is_some(), "{r}");
     assert_eq!(r["action"], "NONE");
@@ -734,15 +732,7 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
         {"text": {"text": "Park leaflet.", "qualifiers": ["grounding_source"]}},
         {"text": {"text": "Seniors get 40% off the $50 fee, so you pay $30 after the discount.", "qualifiers": ["guard_content"]}}
     ]});
-    let r: Value = client
-        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
-        .json(&with_source)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let r: Value = apply(with_source).await.json().await.unwrap();
     let answer_chars = "Seniors get 40% off the $50 fee, so you pay $30 after the discount."
         .chars()
         .count();
@@ -758,12 +748,7 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
         {"text": {"text": "You get a full refund.", "qualifiers": ["query", "guard_content"]}},
         {"text": {"text": "Hello.", "qualifiers": ["guard_content"]}}
     ]});
-    let refused = client
-        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
-        .json(&both)
-        .send()
-        .await
-        .unwrap();
+    let refused = apply(both).await;
     assert_eq!(refused.status(), 400);
     let message = refused.text().await.unwrap();
     assert!(
@@ -771,12 +756,7 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
         "{message}"
     );
 
-    let bad = client
-        .post(format!("{}/guardrail/local/version/1/apply", proxy.url))
-        .json(&json!({"source": "SIDEWAYS", "content": []}))
-        .send()
-        .await
-        .unwrap();
+    let bad = apply(json!({"source": "SIDEWAYS", "content": []})).await;
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.headers()["x-amzn-errortype"], "ValidationException");
 }
