@@ -73,7 +73,6 @@ fn last_findings(thread: &Thread) -> Vec<Finding> {
         .unwrap_or_default()
 }
 
-/// The full view of a thread: every iteration with prompt, answer, decision and findings.
 /// [`thread_view`] as `caller` may see it. Starting or answering a thread needs only `chat`,
 /// while the policy needs `read` (see the scopes in `auth`): for a caller without `read`, the
 /// view leaves out the thread's configuration (the policy's rules and variables, the
@@ -93,6 +92,7 @@ pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value 
     view
 }
 
+/// The full view of a thread: every iteration with prompt, answer, decision and findings.
 pub fn thread_view(thread: &Thread, status: &str) -> Value {
     let pending = match thread.pending_effect() {
         Effect::AskUser {
