@@ -628,8 +628,17 @@ impl TransparencyLog {
                 let idx: i64 = r.try_get("idx").map_err(db("reading a thread's heads"))?;
                 let note: String = r.try_get("note").map_err(db("reading a thread's heads"))?;
                 let statement = verify_note(&note, self.key.verifier_key())
-                    .and_then(|text| LogStatement::parse(&text))
-                    .map_err(|e| AuditLogError::Tlog(format!("leaf {idx}: {e}")))?;
+                    .map_err(|e| {
+                        format!(
+                            "leaf {idx} is not signed with this server's audit key ({e}): \
+                             replicas must share one key ([audit] signing_key_path), and a \
+                             log's key cannot change"
+                        )
+                    })
+                    .and_then(|text| {
+                        LogStatement::parse(&text).map_err(|e| format!("leaf {idx}: {e}"))
+                    })
+                    .map_err(AuditLogError::Tlog)?;
                 Ok((idx as u64, statement))
             })
             .collect()

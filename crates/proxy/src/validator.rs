@@ -445,6 +445,8 @@ impl LocalValidator {
             u32::try_from(repair_attempts).unwrap_or(u32::MAX),
             options.confidence_threshold,
         );
+        // A Z3 the bindings misread would decide every finding wrongly: refuse to start.
+        proofgate_reasoner::check_linked_z3().map_err(ValidatorError::Reasoner)?;
         let pool = ReasonerPool::new(model.clone(), options, workers, idle)?;
         // Which solver decides the findings, in the log of every start and in every check's
         // evidence.

@@ -613,7 +613,12 @@ async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
         return;
     };
     let llm = demo_llm();
-    let cfg = secured_config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    // Replicas share one audit key, as they must (each checks the heads the other logged
+    // before it continues a thread).
+    let shared = proxy::temp_dir("auth-replica-key").join("audit.key");
+    let cfg = secured_config(&v1(&llm), "", "")
+        .replace("sqlite://{dir}/proofgate.sqlite", &pg)
+        .replace("{dir}/audit.key", &shared.display().to_string());
     let r1 = Proxy::start("auth-replica-a", &cfg);
     let r2 = Proxy::start("auth-replica-b", &cfg);
     let a = new_key(&r1, "replica app a", &["chat", "read"]).await;

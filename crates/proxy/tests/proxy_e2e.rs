@@ -828,7 +828,12 @@ async fn two_replicas_share_threads_through_postgres() {
         return;
     };
     let llm = demo_llm();
-    let cfg = config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    // Replicas share one audit key, as they must: each continues the others' threads only
+    // after checking the heads they logged.
+    let shared = proxy::temp_dir("replica-share-key").join("audit.key");
+    let cfg = config(&v1(&llm), "", "")
+        .replace("sqlite://{dir}/proofgate.sqlite", &pg)
+        .replace("{dir}/audit.key", &shared.display().to_string());
     let a = Proxy::start("replica-a", &cfg);
     let b = Proxy::start("replica-b", &cfg);
     let r = chat(&a, json!([{"role": "user", "content": Q2}]), &[]).await;
@@ -839,6 +844,21 @@ async fn two_replicas_share_threads_through_postgres() {
     assert_eq!(r2.header("x-proofgate-verdict"), "VALID", "{:?}", r2.body);
     assert_eq!(r2.header("x-proofgate-thread"), thread);
     assert_trail_replays(&a, &thread).await;
+    // A replica with a key of its own does not continue a thread another logged: it cannot
+    // check that thread's heads, and says why.
+    let lone = Proxy::start(
+        "replica-own-key",
+        &config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg),
+    );
+    let r = chat(&a, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let r3 = chat(&lone, answered_conversation(r.content()), &[]).await;
+    let message = r3.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not signed with this server's audit key"),
+        "{:?}",
+        r3.body
+    );
 }
 
 #[tokio::test]

@@ -231,24 +231,36 @@ impl Drop for CheckScope<'_, '_> {
     }
 }
 
-/// A failure to load the policy into the solver (a bug, not a user error).
+/// A failure to load the policy into the solver.
 #[derive(Debug, thiserror::Error)]
-#[error("rule `{rule}`: {source}")]
-pub struct LoadError {
-    rule: String,
-    source: EncodeError,
+pub enum LoadError {
+    /// A rule Z3 cannot be given (a bug, not a user error).
+    #[error("rule `{rule}`: {source}")]
+    Rule {
+        /// The rule's id.
+        rule: String,
+        /// Why.
+        source: EncodeError,
+    },
+    /// The Z3 this process loaded is one the bindings are not numbered for (see
+    /// [`crate::supported_z3`]): no finding is computed with it.
+    #[error("{0}")]
+    UnsupportedZ3(String),
 }
 
 impl<'m> Reasoner<'m> {
     /// Encodes every rule of `model` for Z3.
     pub fn new(model: &'m PolicyModel, options: CheckOptions) -> Result<Reasoner<'m>, LoadError> {
+        crate::check_linked_z3().map_err(LoadError::UnsupportedZ3)?;
         let vocab = Vocabulary::new(model.schema());
         let mut rule_formulas = Vec::new();
         for rule in model.rules() {
-            let f = vocab.formula(&rule.expr).map_err(|source| LoadError {
-                rule: rule.id.clone(),
-                source,
-            })?;
+            let f = vocab
+                .formula(&rule.expr)
+                .map_err(|source| LoadError::Rule {
+                    rule: rule.id.clone(),
+                    source,
+                })?;
             rule_formulas.push(f);
         }
         let full = Rc::new(LoadedRules::new(rule_formulas.iter().enumerate()));

@@ -58,8 +58,49 @@ pub fn z3_version() -> String {
     z3::full_version().to_string()
 }
 
+/// The oldest Z3 the bindings are numbered for: z3-sys's enums (declaration kinds, sorts,
+/// parameter kinds) are Z3 5.3's. A build that finds an older libz3 (Debian's 4.8.12, through
+/// pkg-config, when cargo runs without the bootstrap's environment) only warns, and then reads
+/// Z3's answers by the wrong numbers: in the test suite a VALID answer came back SATISFIABLE.
+const OLDEST_Z3: [u32; 3] = [5, 3, 0];
+
+/// Whether findings may be computed with the Z3 whose version string is `version` ("5.4.0.0").
+pub fn supported_z3(version: &str) -> Result<(), String> {
+    let parts: Option<Vec<u32>> = version
+        .split('.')
+        .take(3)
+        .map(|p| p.trim().parse().ok())
+        .collect();
+    match parts {
+        Some(v) if v.len() == 3 && v.as_slice() >= OLDEST_Z3.as_slice() => Ok(()),
+        _ => Err(format!(
+            "the Z3 this process loaded is {version}, but proofgate's Z3 bindings need {}.{}.{} \
+             or later: its answers would be read wrongly. Build and run with the environment \
+             scripts/bootstrap.sh sets (it pins the z3-solver wheel's libz3)",
+            OLDEST_Z3[0], OLDEST_Z3[1], OLDEST_Z3[2]
+        )),
+    }
+}
+
+/// [`supported_z3`] for the Z3 this process runs.
+pub fn check_linked_z3() -> Result<(), String> {
+    supported_z3(&z3_version())
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_a_z3_the_bindings_are_numbered_for_is_used() {
+        assert!(super::check_linked_z3().is_ok());
+        for ok in ["5.3.0.0", "5.4.0.0", "5.10.1", "6.0.0.0"] {
+            assert!(super::supported_z3(ok).is_ok(), "{ok}");
+        }
+        for old in ["4.8.12.0", "4.13.3.0", "5.2.9.0", "5", "z3", ""] {
+            let e = super::supported_z3(old).unwrap_err();
+            assert!(e.contains("5.3.0"), "{old}: {e}");
+        }
+    }
+
     /// The build links the Z3 that `scripts/bootstrap.sh` pins (the z3-solver wheel), not
     /// whichever libz3 a system package put on the linker's path: Debian's libz3-dev 4.8.12
     /// was linked, and run, in its place while the wheel sat unused.
