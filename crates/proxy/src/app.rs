@@ -776,8 +776,8 @@ pub async fn documents_for<'a>(
     Ok(Cow::Owned(documents))
 }
 
-/// [`from_stored`] with the documents its trail names ([`documents_for`]), once the stored
-/// trail is shown to be the one the log signed (see [`check_stored_trail`]).
+/// [`from_stored`] with the documents its trail names ([`documents_for`]), to be extended:
+/// once the stored trail is shown to be the one the log signed (see [`check_stored_trail`]).
 pub async fn load_thread(
     app: &App,
     stored: &StoredThread,
@@ -788,6 +788,17 @@ pub async fn load_thread(
         tracing::error!("thread {} cannot be resumed: {e}", stored.id);
         return Err(format!("thread {} cannot be resumed: {e}", stored.id));
     }
+    load_thread_to_read(app, stored, trail).await
+}
+
+/// [`load_thread`] for a view, which signs nothing: without the log check, since a thread
+/// being driven meanwhile commits between the reads of its trail and of its heads (the check
+/// would see a head past the trail's end and fail a page that polls a thread in progress).
+pub async fn load_thread_to_read(
+    app: &App,
+    stored: &StoredThread,
+    trail: Vec<Value>,
+) -> Result<Thread, String> {
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;

@@ -113,12 +113,14 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, A
 }
 
 /// The thread, when the caller (for the end user the request names) may see it; 404 otherwise,
-/// exactly as for a thread that does not exist.
+/// exactly as for a thread that does not exist. `to_extend`: the caller will add steps (and
+/// the server sign a new head), so the stored trail is checked against the log first.
 async fn load(
     app: &App,
     caller: &Caller,
     headers: &HeaderMap,
     id: &str,
+    to_extend: bool,
 ) -> Result<Thread, ApiError> {
     check_access(app, caller, headers, id).await?;
     let stored = app
@@ -127,9 +129,12 @@ async fn load(
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
     let trail = app.store.audit_trail(id).await?;
-    crate::app::load_thread(app, &stored, trail)
-        .await
-        .map_err(ApiError::internal)
+    let loaded = if to_extend {
+        crate::app::load_thread(app, &stored, trail).await
+    } else {
+        crate::app::load_thread_to_read(app, &stored, trail).await
+    };
+    loaded.map_err(ApiError::internal)
 }
 
 pub(crate) async fn check_access(
@@ -241,7 +246,7 @@ pub async fn get_thread(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = load(&app, &caller, &headers, &id).await?;
+    let thread = load(&app, &caller, &headers, &id, false).await?;
     Ok(Json(thread_view(&thread, status_of(&thread))))
 }
 
@@ -257,7 +262,7 @@ pub async fn answer_thread(
         &body,
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
-    let mut thread = load(&app, &caller, &headers, &id).await?;
+    let mut thread = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
         (true, true) => Input::UserSkipped { now: now_ms() },
