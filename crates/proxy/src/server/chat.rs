@@ -69,6 +69,23 @@ fn questions_text(questions: &[String]) -> String {
     text
 }
 
+/// The notice an answer of `status` goes out with: none for VALID, the outcome's warning when
+/// it has one (an IMPOSSIBLE explanation with parts outside the policy, from format 3 on, says
+/// so), otherwise what the status means for the end user.
+fn notice_for(status: OutcomeStatus, warning: Option<&str>) -> Option<&str> {
+    match status {
+        OutcomeStatus::Valid => None,
+        OutcomeStatus::Impossible => warning,
+        _ => warning.or(Some(match status {
+            OutcomeStatus::MaxIterations => {
+                "NOT VERIFIED: no answer could be verified against the policy"
+            }
+            OutcomeStatus::NotCovered => "this answer is outside what the policy covers",
+            _ => "",
+        })),
+    }
+}
+
 /// The answer text with a notice when it is not a plain VALID answer; the notice is part of
 /// what the end user sees, so an unverified answer is never mistaken for a verified one.
 fn with_notice(answer: &str, notice: Option<&str>) -> String {
@@ -352,22 +369,8 @@ pub(crate) async fn answer_chat(
                 }
                 status => {
                     let answer = outcome.answer.clone().unwrap_or_default();
-                    let notice = match status {
-                        OutcomeStatus::Valid => None,
-                        // An explanation with parts outside the policy says so (format 3 on).
-                        OutcomeStatus::Impossible => outcome.warning.as_deref(),
-                        _ => outcome.warning.as_deref().or(Some(match status {
-                            OutcomeStatus::MaxIterations => {
-                                "NOT VERIFIED: no answer could be verified against the policy"
-                            }
-                            OutcomeStatus::NotCovered => {
-                                "this answer is outside what the policy covers"
-                            }
-                            _ => "",
-                        })),
-                    };
                     (
-                        with_notice(&answer, notice),
+                        with_notice(&answer, notice_for(status, outcome.warning.as_deref())),
                         status.as_str().to_string(),
                         None,
                     )
@@ -515,4 +518,29 @@ pub async fn chat_completions(
 ) -> Response {
     let parse = |v: Value| ChatRequest::parse(v).map_err(|e| ApiError::bad_request(e.to_string()));
     serve_chat(&app, &caller, &headers, body, parse, ChatCompletions).await
+}
+
+#[cfg(test)]
+mod notice_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_plain_valid_or_a_fully_covered_explanation_goes_out_without_a_notice() {
+        let covered = proofgate_core::verdict::NOT_COVERED_WARNING;
+        let say = |status, warning| with_notice("A.", notice_for(status, warning));
+        assert_eq!(say(OutcomeStatus::Valid, None), "A.");
+        assert_eq!(say(OutcomeStatus::Impossible, None), "A.");
+        // An explanation with a part outside the policy says so, as a VALID answer with one
+        // does.
+        assert_eq!(
+            say(OutcomeStatus::Impossible, Some(covered)),
+            format!("A.\n\n[proofgate: {covered}]")
+        );
+        assert_eq!(
+            say(OutcomeStatus::ValidWithWarning, Some(covered)),
+            format!("A.\n\n[proofgate: {covered}]")
+        );
+        assert!(say(OutcomeStatus::MaxIterations, None).contains("NOT VERIFIED"));
+        assert!(say(OutcomeStatus::NotCovered, None).contains("outside what the policy covers"));
+    }
 }
