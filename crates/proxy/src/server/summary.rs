@@ -12,6 +12,11 @@ fn texts(statements: &[Statement]) -> Vec<&str> {
 
 /// One line per finding: kind, premises, claims, rules.
 pub fn findings_summary(findings: &[Finding]) -> Vec<Value> {
+    findings_lines(findings, true)
+}
+
+/// [`findings_summary`], with or without the translations' texts.
+fn findings_lines(findings: &[Finding], with_text: bool) -> Vec<Value> {
     findings
         .iter()
         .map(|f| {
@@ -26,6 +31,9 @@ pub fn findings_summary(findings: &[Finding]) -> Vec<Value> {
             .into_iter()
             .filter_map(|r| r.identifier.as_deref())
             .collect();
+            if !with_text {
+                return json!({"kind": f.kind().as_str(), "rules": rules});
+            }
             json!({
                 "kind": f.kind().as_str(),
                 "premises": t.map(|t| texts(t.premises())).unwrap_or_default(),
@@ -38,17 +46,24 @@ pub fn findings_summary(findings: &[Finding]) -> Vec<Value> {
 }
 
 /// The `proofgate` object added to chat completions.
+///
+/// While the thread asks the user questions, the findings are those of an answer that was
+/// not verified and is not sent: they go out as kinds and rules only, since their premises
+/// and claims are that answer's content in the translators' words.
 pub fn proofgate_object(thread: &Thread, effect: &Effect, verdict: &str) -> Value {
     let (findings, questions, warning, verified) = match effect {
         Effect::Finish(o) => (
-            o.findings.clone(),
+            findings_summary(&o.findings),
             Vec::new(),
             o.warning.clone(),
             o.verified,
         ),
-        Effect::AskUser { questions, .. } => {
-            (last_findings(thread), questions.clone(), None, false)
-        }
+        Effect::AskUser { questions, .. } => (
+            findings_lines(&last_findings(thread), false),
+            questions.clone(),
+            None,
+            false,
+        ),
         _ => (Vec::new(), Vec::new(), None, false),
     };
     json!({
@@ -58,7 +73,7 @@ pub fn proofgate_object(thread: &Thread, effect: &Effect, verdict: &str) -> Valu
         "threadId": thread.id(),
         "warning": warning,
         "questions": questions,
-        "findings": findings_summary(&findings),
+        "findings": findings,
         "audit": format!("/api/threads/{}/audit", thread.id()),
     })
 }
