@@ -75,12 +75,31 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
     })
 }
 
+/// GET `url`; a 429 or 503 (the server's rate and in-flight limits, which a walk of a long
+/// log reaches) is retried after the `Retry-After` it names, a few times.
 async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<reqwest::Response> {
-    let mut req = client.get(url);
-    if let Some(k) = key {
-        req = req.bearer_auth(k);
+    const ATTEMPTS: usize = 8;
+    for attempt in 1.. {
+        let mut req = client.get(url);
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        let resp = req.send().await.with_context(|| format!("GET {url}"))?;
+        let limited = matches!(resp.status().as_u16(), 429 | 503);
+        if !limited || attempt == ATTEMPTS {
+            return Ok(resp);
+        }
+        let wait = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1)
+            .clamp(1, 60);
+        eprintln!("GET {url}: HTTP {}; retrying in {wait} s", resp.status());
+        tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
     }
-    req.send().await.with_context(|| format!("GET {url}"))
+    unreachable!("the loop returns")
 }
 
 async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> Result<Value> {

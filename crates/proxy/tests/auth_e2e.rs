@@ -962,3 +962,50 @@ async fn one_keys_cached_findings_never_answer_another_keys_question() {
         assert_eq!(again, c_found);
     }
 }
+
+#[tokio::test]
+async fn requests_without_a_key_are_limited_per_address_and_the_health_check_never_is() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "address-rate",
+        &secured_config(&v1(&llm), "", "[limits]\nrequests_per_minute = 5\n"),
+    );
+    let key = new_key(&proxy, "steady", &["chat", "read"]).await;
+    assert_eq!(get(&proxy, "/api/me", &key, &[]).await.status, 200);
+    let anonymous = |path: &'static str, key: Option<String>| {
+        let proxy = &proxy;
+        async move { call(proxy, reqwest::Method::GET, path, key.as_deref(), None, &[]).await }
+    };
+    // Made-up keys: each is looked up in the storage once, and each lookup counts against the
+    // address (the lookup of the real key above was its first); past the quota, the answer
+    // comes before any lookup.
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let r = anonymous("/api/me", Some(format!("pg_made_up_{i}"))).await;
+        statuses.push(r.status);
+        if r.status == 429 {
+            assert!(r.headers.contains_key("retry-after"), "{r:?}");
+            assert_eq!(r.code(), "rate_limited", "{r:?}");
+            assert!(
+                r.body["error"]["message"]
+                    .as_str()
+                    .unwrap()
+                    .contains("client address"),
+                "{r:?}"
+            );
+        }
+    }
+    assert_eq!(statuses, [401, 401, 401, 401, 429, 429]);
+    // Public material counts against the same quota: a flood of checkpoint reads (each one
+    // signs and takes the log's lock) is refused, not served.
+    for path in ["/api/log/checkpoint", "/.well-known/proofgate/audit-key"] {
+        let r = anonymous(path, None).await;
+        assert_eq!(r.status, 429, "{path}: {r:?}");
+        assert!(r.headers.contains_key("retry-after"), "{r:?}");
+    }
+    // The health check is never refused, and a known key keeps its own quota.
+    for _ in 0..20 {
+        assert_eq!(anonymous("/healthz", None).await.status, 200);
+    }
+    assert_eq!(get(&proxy, "/api/me", &key, &[]).await.status, 200);
+}

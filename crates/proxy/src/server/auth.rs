@@ -2,11 +2,13 @@
 //! route needs, and API-key authentication (`Authorization: Bearer <key>`, as OpenAI SDKs send).
 
 use super::error::ApiError;
+use super::limits::RetryLater;
 use crate::app::{now_ms, App};
 use crate::key_cache::Cached;
 use crate::keys::Scope;
 use crate::storage::ThreadOwner;
 use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use subtle::ConstantTimeEq;
 
 /// The request header that names the end user on `/api/threads*` calls (the chat endpoint
@@ -30,9 +32,7 @@ pub enum Access {
 /// key under `/.well-known/proofgate/` and `/api/log/*`: anyone may verify a trail), and the
 /// web UI's static files (the page itself asks for a key). Everything else needs a key.
 pub fn access(method: &Method, path: &str) -> Access {
-    const PUBLIC_EXACT: &[&str] = &["/healthz"];
-    const PUBLIC_PREFIXES: &[&str] = &["/.well-known/proofgate/", "/api/log/"];
-    if PUBLIC_EXACT.contains(&path) || PUBLIC_PREFIXES.iter().any(|p| path.starts_with(p)) {
+    if path == "/healthz" || is_audit_material(path) {
         return Access::Public;
     }
     let reading = method == Method::GET || method == Method::HEAD;
@@ -51,6 +51,13 @@ pub fn access(method: &Method, path: &str) -> Access {
     } else {
         Access::Public
     }
+}
+
+/// The audit log's public material: its signing key and the log's checkpoints, leaves and
+/// proofs. Public, but each read is work for the server (signing, the log's lock).
+pub fn is_audit_material(path: &str) -> bool {
+    const PREFIXES: &[&str] = &["/.well-known/proofgate/", "/api/log/"];
+    PREFIXES.iter().any(|p| path.starts_with(p))
 }
 
 /// How the caller was recognised.
@@ -164,7 +171,15 @@ fn sha256_hex(s: &str) -> String {
 
 /// The caller a request's key identifies, `None` when it has no key or an unknown, revoked or
 /// expired one. The configured admin key is compared in constant time.
-pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, ApiError> {
+///
+/// `before_lookup` runs before a key is looked up in the storage (a key not in the cache):
+/// the guard charges that lookup to the client's address, so made-up keys cannot make the
+/// storage work without limit.
+pub async fn identify(
+    app: &App,
+    headers: &HeaderMap,
+    before_lookup: impl FnOnce() -> Result<(), RetryLater>,
+) -> Result<Option<Caller>, Response> {
     let Some(token) = bearer(headers) else {
         return Ok(None);
     };
@@ -185,8 +200,13 @@ pub async fn identify(app: &App, headers: &HeaderMap) -> Result<Option<Caller>, 
     let key = match app.keys.get(&presented) {
         Cached::Hit(key) => key,
         Cached::Miss(generation) => {
+            before_lookup().map_err(IntoResponse::into_response)?;
             // `presented` is the key's hash, as stored: no second hashing.
-            let key = app.store.key_by_hash(&presented).await?;
+            let key = app
+                .store
+                .key_by_hash(&presented)
+                .await
+                .map_err(|e| ApiError::from(e).into_response())?;
             app.keys.put(presented, key.clone(), generation);
             key
         }

@@ -92,7 +92,12 @@ impl Limits {
                     StatusCode::TOO_MANY_REQUESTS,
                     "rate_limited",
                     format!(
-                        "this key made more than {} requests in a minute; retry after {} s",
+                        "this {} made more than {} requests in a minute; retry after {} s",
+                        if key.starts_with("ip:") {
+                            "client address"
+                        } else {
+                            "key"
+                        },
                         self.config.requests_per_minute,
                         wait.as_secs().max(1)
                     ),

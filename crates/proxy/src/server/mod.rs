@@ -52,15 +52,38 @@ struct Gate {
 /// Every request passes here first: the route's access rule ([`auth::access`]), the key, its
 /// scope, its rate, the requests in flight, the body's type and size, and the deadline. A
 /// handler runs only when all of them allow it, with the [`Caller`] as a request extension.
+///
+/// Work done for a request without a key counts against its client address's quota: reads of
+/// the audit log's public material (a checkpoint read signs and takes the log's lock) and
+/// key lookups in the storage (made-up keys). Public routes other than the health check are
+/// also bounded by the requests in flight and the deadline.
 async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let access = auth::access(&method, &path);
+    let address = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| format!("ip:{}", c.0.ip()))
+        .unwrap_or_else(|| "anonymous".into());
     if access == Access::Public {
-        return next.run(req).await;
+        if path == "/healthz" {
+            return next.run(req).await;
+        }
+        if auth::is_audit_material(&path) {
+            if let Err(r) = gate.limits.check_rate(&address) {
+                return r.into_response();
+            }
+        }
+        let _in_flight = match gate.limits.admit() {
+            Ok(p) => p,
+            Err(r) => return r.into_response(),
+        };
+        return within_deadline(&gate, next.run(req)).await;
     }
     let app = &gate.app;
-    let caller = match auth::identify(app, req.headers()).await {
+    let charge_lookup = || gate.limits.check_rate(&address);
+    let caller = match auth::identify(app, req.headers(), charge_lookup).await {
         Ok(Some(caller)) => caller,
         Ok(None) if !app.config.auth.required => Caller::anonymous(),
         Ok(None) => {
@@ -71,7 +94,7 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
             );
             return r;
         }
-        Err(e) => return e.into_response(),
+        Err(r) => return r,
     };
     if let Access::Needs(scope) = access {
         if !caller.has(scope) {
@@ -80,11 +103,7 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
     }
     // Without keys (auth off), each client address has its own quota.
     let rate_key = match caller.via {
-        Via::Anonymous => req
-            .extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map(|c| format!("ip:{}", c.0.ip()))
-            .unwrap_or_else(|| "anonymous".into()),
+        Via::Anonymous => address,
         _ => caller.id.clone(),
     };
     if let Err(r) = gate.limits.check_rate(&rate_key) {
@@ -102,10 +121,17 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
         return e.into_response();
     }
     req.extensions_mut().insert(caller);
+    within_deadline(&gate, next.run(req)).await
+}
+
+/// The handler's response, or 504 at the deadline. Dropping the handler's future stops its
+/// work (LLM calls, queued solver jobs), as a client that disconnects does.
+async fn within_deadline(
+    gate: &Gate,
+    handler: impl std::future::Future<Output = Response>,
+) -> Response {
     let deadline = gate.limits.deadline();
-    // Dropping the handler's future at the deadline stops its work (LLM calls, queued solver
-    // jobs), as a client that disconnects does.
-    match tokio::time::timeout(deadline, next.run(req)).await {
+    match tokio::time::timeout(deadline, handler).await {
         Ok(r) if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE && !is_json(&r) => {
             // A body without a declared length that grew past the limit while being read.
             limits::too_large(gate.limits.max_body_bytes()).into_response()
