@@ -715,3 +715,61 @@ async fn two_replicas_append_to_one_log_on_postgres() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+#[tokio::test]
+async fn a_thread_that_cannot_be_loaded_does_not_stop_other_threads_timing_out() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "tick-skips",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[loop]\nquestion_timeout_secs = 3\n[server]\nmaintenance_interval_ms = 200\n",
+        ),
+    );
+    let start = || async {
+        let (_, body) = post(
+            &proxy,
+            "/api/threads",
+            json!({"question": "I am 70. How much will I pay in total for admission?",
+                   "answer": "As a senior you pay $35.75 including tax."}),
+        )
+        .await;
+        let started: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(started["status"], "awaiting_input", "{started}");
+        started["id"].as_str().unwrap().to_string()
+    };
+    // The older thread (the timeouts walk the oldest first) has a record no longer a record.
+    let broken = start().await;
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    sqlite(
+        &db,
+        &format!(
+            "UPDATE audit_records SET record = '{{\"not\": \"a record\"}}' \
+             WHERE thread_id = '{broken}' AND seq = 1;"
+        ),
+    );
+    let waiting = start().await;
+    let mut view = Value::Null;
+    for _ in 0..60 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        view = json_get(&proxy, &format!("/api/threads/{waiting}")).await;
+        if view["status"] == "done" {
+            break;
+        }
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    assert_eq!(
+        view["clarifications"][0]["response"]["status"], "TIMED_OUT",
+        "{view}"
+    );
+    // The broken one is left as it was, unread (its record cannot be loaded).
+    let r = reqwest::get(format!("{}/api/threads/{broken}", proxy.url))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 500);
+}

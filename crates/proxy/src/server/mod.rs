@@ -298,28 +298,40 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
         .threads_with_status(crate::storage::Unfinished::Processing)
         .await?
     {
-        if now.saturating_sub(stored.updated_at) < stale
-            || app.live.contains(&stored.id)
-            || !app.store.claim(&stored.id, stored.updated_at, now).await?
-        {
+        if now.saturating_sub(stored.updated_at) < stale || app.live.contains(&stored.id) {
             continue;
         }
-        let trail = app.store.audit_trail(&stored.id).await?;
-        let mut saved = trail.len();
-        let mut thread = crate::app::load_thread(app, &stored, trail).await?;
-        let effect = thread.pending_effect();
-        tracing::info!("thread {}: resuming after an interrupted step", stored.id);
-        let app = app.clone();
-        let scope = cache_scope_of(&app, &stored.id).await;
-        tokio::spawn(async move {
-            if let Err(e) =
-                crate::app::drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved)
-                    .await
-            {
-                tracing::error!("thread {}: {e}", thread.id());
-            }
-        });
+        // One thread that cannot be resumed (its stored trail altered, say) is logged and
+        // skipped: it must not hold up the others.
+        if let Err(e) = resume_orphan(app, &stored, now).await {
+            tracing::error!("thread {}: not resumed: {e}", stored.id);
+        }
     }
+    Ok(())
+}
+
+async fn resume_orphan(
+    app: &Arc<App>,
+    stored: &crate::storage::StoredThread,
+    now: i64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if !app.store.claim(&stored.id, stored.updated_at, now).await? {
+        return Ok(());
+    }
+    let trail = app.store.audit_trail(&stored.id).await?;
+    let mut saved = trail.len();
+    let mut thread = crate::app::load_thread(app, stored, trail).await?;
+    let effect = thread.pending_effect();
+    tracing::info!("thread {}: resuming after an interrupted step", stored.id);
+    let app = app.clone();
+    let scope = cache_scope_of(&app, &stored.id).await;
+    tokio::spawn(async move {
+        if let Err(e) =
+            crate::app::drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved).await
+        {
+            tracing::error!("thread {}: {e}", thread.id());
+        }
+    });
     Ok(())
 }
 
@@ -333,6 +345,8 @@ async fn cache_scope_of(app: &App, thread_id: &str) -> String {
     }
 }
 
+/// Continues the threads whose questions' deadline has passed. A thread that fails is logged
+/// and skipped, so one bad thread does not stop every other thread's timeout.
 async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let now = now_ms();
     for stored in app
@@ -340,26 +354,41 @@ async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
         .threads_with_status(crate::storage::Unfinished::AwaitingInput)
         .await?
     {
-        let trail = app.store.audit_trail(&stored.id).await?;
-        let saved = trail.len();
-        let mut thread = crate::app::load_thread(app, &stored, trail).await?;
-        let overdue = matches!(
-            thread.pending_effect(),
-            Effect::AskUser { deadline: Some(d), .. } if d <= now
-        );
-        if !overdue {
-            continue;
+        if let Err(e) = tick_if_overdue(app, &stored, now).await {
+            tracing::error!("thread {}: its questions' timeout failed: {e}", stored.id);
         }
-        let effect = thread.handle(Input::Tick { now })?;
-        let scope = cache_scope_of(app, &stored.id).await;
-        let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
-        persist(app, &thread, saved, stored.conversation_key.clone()).await?;
-        tracing::info!(
-            "thread {}: questions timed out, continued to {}",
-            stored.id,
-            effect_name(&effect)
-        );
     }
+    Ok(())
+}
+
+async fn tick_if_overdue(
+    app: &App,
+    stored: &crate::storage::StoredThread,
+    now: u64,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // Whether it is overdue needs only a read; the log check (see `load_thread`) is for the
+    // threads that are extended.
+    let trail = app.store.audit_trail(&stored.id).await?;
+    let waiting = crate::app::load_thread_to_read(app, stored, trail).await?;
+    let overdue = matches!(
+        waiting.pending_effect(),
+        Effect::AskUser { deadline: Some(d), .. } if d <= now
+    );
+    if !overdue {
+        return Ok(());
+    }
+    let trail = app.store.audit_trail(&stored.id).await?;
+    let saved = trail.len();
+    let mut thread = crate::app::load_thread(app, stored, trail).await?;
+    let effect = thread.handle(Input::Tick { now })?;
+    let scope = cache_scope_of(app, &stored.id).await;
+    let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
+    persist(app, &thread, saved, stored.conversation_key.clone()).await?;
+    tracing::info!(
+        "thread {}: questions timed out, continued to {}",
+        stored.id,
+        effect_name(&effect)
+    );
     Ok(())
 }
 
