@@ -89,6 +89,9 @@ pub struct App {
     pub keys: crate::key_cache::KeyCache,
     /// Threads this process is driving (never resumed as orphans).
     pub live: crate::live_threads::LiveThreads,
+    /// The server's limits and their counters (requests in flight, rates), which threads run
+    /// in the background are held to as well.
+    pub limits: Arc<crate::server::limits::Limits>,
 }
 
 impl App {
@@ -223,6 +226,7 @@ impl App {
             config.auth.key_cache_ms,
         ));
         Ok(App {
+            limits: Arc::new(crate::server::limits::Limits::new(&config.limits)),
             policy_documents,
             keys,
             live: Default::default(),
@@ -486,6 +490,7 @@ pub async fn drive_durably(
     mut effect: Effect,
     waits: &mut Waits,
     saver: &mut Saver,
+    deadline: Option<tokio::time::Instant>,
 ) -> Result<Effect, DurableDriveError> {
     let mut in_flight = InFlight::new();
     loop {
@@ -495,7 +500,10 @@ pub async fn drive_durably(
         // Waiting for translator replies already asked for starts no call: its records go
         // with the next write.
         let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
-        let call = perform(app, scope, thread, &effect, waits, &mut in_flight);
+        let call = within(
+            deadline,
+            perform(app, scope, thread, &effect, waits, &mut in_flight),
+        );
         let input = if starts_a_call {
             written_ahead(app, thread, saver, call).await?
         } else {
@@ -506,6 +514,25 @@ pub async fn drive_durably(
         };
         note_failure(&input, &effect, waits);
         effect = advance(thread, input)?;
+    }
+}
+
+/// `call`'s input, or past `deadline` (the call dropped, which stops it) a failure saying the
+/// time ran out: the thread then ends as any failed call ends it (ERROR, or UNVERIFIED when
+/// failing open), recorded and saved, rather than left to be resumed.
+async fn within(
+    deadline: Option<tokio::time::Instant>,
+    call: impl std::future::Future<Output = Option<Input>>,
+) -> Option<Input> {
+    let Some(deadline) = deadline else {
+        return call.await;
+    };
+    match tokio::time::timeout_at(deadline, call).await {
+        Ok(input) => input,
+        Err(_) => Some(Input::Failed {
+            reason: "the time allowed for one request ([limits] request_timeout_ms) ran out".into(),
+            now: now_ms(),
+        }),
     }
 }
 
@@ -685,6 +712,7 @@ pub async fn drive_saving_each_step(
     thread: &mut Thread,
     effect: Effect,
     saved: &mut usize,
+    deadline: Option<tokio::time::Instant>,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
     let mut saver = Saver::new(*saved);
     let effect = drive_durably(
@@ -694,6 +722,7 @@ pub async fn drive_saving_each_step(
         effect,
         &mut Waits::default(),
         &mut saver,
+        deadline,
     )
     .await?;
     saver.finish(app, thread, None).await?;

@@ -62,6 +62,12 @@ impl KeyCache {
         }
     }
 
+    /// Whether `hash` was a stored key when last read, however long ago (its entry may be past
+    /// the TTL): a client whose key this is has shown a real key before.
+    pub fn was_a_key(&self, hash: &str) -> bool {
+        matches!(self.lock().entries.get(hash), Some((_, Some(_))))
+    }
+
     /// Keeps what the database said for `hash`, unless the cache was cleared since the lookup
     /// began (`generation` from [`Cached::Miss`]): that answer may predate a revocation.
     pub fn put(&self, hash: String, key: Option<ApiKey>, generation: u64) {
@@ -120,6 +126,7 @@ mod tests {
         cache.put("unknown".into(), None, g);
         assert_eq!(cache.get("h"), Cached::Hit(Some(key("k1"))));
         assert_eq!(cache.get("unknown"), Cached::Hit(None));
+        assert!(cache.was_a_key("h") && !cache.was_a_key("unknown") && !cache.was_a_key("x"));
         std::thread::sleep(Duration::from_millis(60));
         miss(&cache, "h");
         miss(&cache, "unknown");

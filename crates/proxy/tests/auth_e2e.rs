@@ -976,11 +976,10 @@ async fn requests_without_a_key_are_limited_per_address_and_the_health_check_nev
         let proxy = &proxy;
         async move { call(proxy, reqwest::Method::GET, path, key.as_deref(), None, &[]).await }
     };
-    // Made-up keys: each is looked up in the storage once, and each lookup counts against the
-    // address (the lookup of the real key above was its first); past the quota, the answer
-    // comes before any lookup.
+    // Made-up keys: each is looked up in the storage once, and each lookup that finds no key
+    // counts against the address; past the quota, the answer comes before any lookup.
     let mut statuses = Vec::new();
-    for i in 0..6 {
+    for i in 0..8 {
         let r = anonymous("/api/me", Some(format!("pg_made_up_{i}"))).await;
         statuses.push(r.status);
         if r.status == 429 {
@@ -995,7 +994,7 @@ async fn requests_without_a_key_are_limited_per_address_and_the_health_check_nev
             );
         }
     }
-    assert_eq!(statuses, [401, 401, 401, 401, 429, 429]);
+    assert_eq!(statuses, [401, 401, 401, 401, 401, 401, 429, 429]);
     // Public material counts against the same quota: a flood of checkpoint reads (each one
     // signs and takes the log's lock) is refused, not served.
     for path in ["/api/log/checkpoint", "/.well-known/proofgate/audit-key"] {
@@ -1003,9 +1002,77 @@ async fn requests_without_a_key_are_limited_per_address_and_the_health_check_nev
         assert_eq!(r.status, 429, "{path}: {r:?}");
         assert!(r.headers.contains_key("retry-after"), "{r:?}");
     }
-    // The health check is never refused, and a known key keeps its own quota.
+    // The health check is never refused, and a key read before keeps working from that
+    // address (its cache entry long expired: it is looked up again), on its own quota.
     for _ in 0..20 {
         assert_eq!(anonymous("/healthz", None).await.status, 200);
     }
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     assert_eq!(get(&proxy, "/api/me", &key, &[]).await.status, 200);
+}
+
+#[tokio::test]
+async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_requests_time() {
+    // Every LLM answer takes 3 s; a request has 1.5 s; three requests may be served at once.
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
+    );
+    let proxy = Proxy::start(
+        "background-limits",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nmax_concurrent_requests = 3\nrequest_timeout_ms = 1500\n",
+        ),
+    );
+    let key = new_key(&proxy, "ui", &["chat", "read"]).await;
+    let start = || {
+        post(
+            &proxy,
+            "/api/threads",
+            &key,
+            json!({"question": Q2, "wait": false}),
+        )
+    };
+    // Each background thread keeps its place after its 202 (the request's own place is given
+    // back): two run, the third is refused before anything is saved.
+    let first = start().await;
+    assert_eq!(first.status, 202, "{first:?}");
+    let second = start().await;
+    assert_eq!(second.status, 202, "{second:?}");
+    let third = start().await;
+    assert_eq!(third.status, 503, "{third:?}");
+    assert_eq!(third.code(), "overloaded", "{third:?}");
+    assert!(third.headers.contains_key("retry-after"), "{third:?}");
+    let listed = get(&proxy, "/api/threads", &key, &[]).await;
+    assert_eq!(
+        listed.body["threads"].as_array().unwrap().len(),
+        2,
+        "{listed:?}"
+    );
+
+    // Past the request's time the thread ends as a failed call ends it: ERROR, recorded, and
+    // not left to be resumed; its place is free again.
+    let id = first.body["id"].as_str().unwrap();
+    let mut view = Value::Null;
+    for _ in 0..40 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        view = get(&proxy, &format!("/api/threads/{id}"), &key, &[])
+            .await
+            .body;
+        if view["status"] != "processing" {
+            break;
+        }
+    }
+    assert_eq!(view["status"], "error", "{view}");
+    assert!(
+        view["outcome"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("request_timeout_ms"),
+        "{view}"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(start().await.status, 202);
 }

@@ -90,22 +90,48 @@ pub struct Answers {
 }
 
 /// Runs the loop for a thread in the background, saving every step; failures are logged
-/// and the thread stays as last saved.
+/// and the thread stays as last saved. The work counts as a request in flight (`permit`, taken
+/// before the thread was saved: see [`background_permit`]) until it ends, and it has a
+/// request's time: past it, the thread ends as a failed call ends it.
 fn run_in_background(
     app: Arc<App>,
     caller: &Caller,
     mut thread: Thread,
     effect: Effect,
     mut saved: usize,
+    permit: tokio::sync::OwnedSemaphorePermit,
 ) {
     let scope = caller.id.clone();
+    let deadline = tokio::time::Instant::now() + app.limits.deadline();
     tokio::spawn(async move {
-        match drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved).await {
+        let _permit = permit;
+        let driven = drive_saving_each_step(
+            &app,
+            &scope,
+            &mut thread,
+            effect,
+            &mut saved,
+            Some(deadline),
+        );
+        match driven.await {
             Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),
             Ok(_) => {}
             Err(e) => tracing::error!("thread {}: {e}", thread.id()),
         }
     });
+}
+
+/// A place among the requests in flight for a thread to run in the background (`wait:
+/// false`); 503 with `Retry-After` when every place is taken. Taken before anything is saved,
+/// so a refused request leaves no thread behind.
+fn background_permit(
+    app: &App,
+    wait: bool,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
+    if wait {
+        return Ok(None);
+    }
+    Ok(Some(app.limits.admit()?))
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
@@ -167,6 +193,7 @@ pub async fn create_thread(
         &body,
         "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
     )?;
+    let background = background_permit(&app, req.wait)?;
     let id = crate::app::new_thread_id();
     let cfg = req.settings.apply(app.thread_config.config().clone())?;
     let thread = match req.answer {
@@ -193,11 +220,11 @@ pub async fn create_thread(
         )
         .await?;
     let effect = thread.start();
-    if !req.wait {
+    if let Some(permit) = background {
         persist(&app, &thread, 0, None).await?;
         let view = thread_view_for(&caller, &thread, status_of(&thread));
         let saved = thread.audit_trail().len();
-        run_in_background(app, &caller, thread, effect, saved);
+        run_in_background(app, &caller, thread, effect, saved, permit);
         return Ok((StatusCode::ACCEPTED, Json(view)));
     }
     let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
@@ -262,6 +289,7 @@ pub async fn answer_thread(
         &body,
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
+    let background = background_permit(&app, req.wait)?;
     let mut thread = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
@@ -284,11 +312,11 @@ pub async fn answer_thread(
     let effect = thread
         .handle(input)
         .map_err(|e| ApiError::conflict(e.to_string()))?;
-    if !req.wait {
+    if let Some(permit) = background {
         persist(&app, &thread, saved, None).await?;
         let view = thread_view_for(&caller, &thread, status_of(&thread));
         let saved = thread.audit_trail().len();
-        run_in_background(app, &caller, thread, effect, saved);
+        run_in_background(app, &caller, thread, effect, saved, permit);
         return Ok(Json(view));
     }
     let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;

@@ -2,7 +2,6 @@
 //! route needs, and API-key authentication (`Authorization: Bearer <key>`, as OpenAI SDKs send).
 
 use super::error::ApiError;
-use super::limits::RetryLater;
 use crate::app::{now_ms, App};
 use crate::key_cache::Cached;
 use crate::keys::Scope;
@@ -172,13 +171,13 @@ fn sha256_hex(s: &str) -> String {
 /// The caller a request's key identifies, `None` when it has no key or an unknown, revoked or
 /// expired one. The configured admin key is compared in constant time.
 ///
-/// `before_lookup` runs before a key is looked up in the storage (a key not in the cache):
-/// the guard charges that lookup to the client's address, so made-up keys cannot make the
-/// storage work without limit.
+/// A key not in the cache is looked up in the storage; a lookup that finds no usable key
+/// counts against the client's `address`, whose lookups are refused (429) once those spent
+/// its quota: made-up keys cannot make the storage work without limit.
 pub async fn identify(
     app: &App,
     headers: &HeaderMap,
-    before_lookup: impl FnOnce() -> Result<(), RetryLater>,
+    address: &str,
 ) -> Result<Option<Caller>, Response> {
     let Some(token) = bearer(headers) else {
         return Ok(None);
@@ -200,7 +199,13 @@ pub async fn identify(
     let key = match app.keys.get(&presented) {
         Cached::Hit(key) => key,
         Cached::Miss(generation) => {
-            before_lookup().map_err(IntoResponse::into_response)?;
+            // A key read before (its entry expired) is looked up again whatever the address's
+            // made-up keys did: only keys never seen wait for the address's quota.
+            if !app.keys.was_a_key(&presented) {
+                app.limits
+                    .check_lookup(address)
+                    .map_err(IntoResponse::into_response)?;
+            }
             // `presented` is the key's hash, as stored: no second hashing.
             let key = app
                 .store
@@ -208,6 +213,10 @@ pub async fn identify(
                 .await
                 .map_err(|e| ApiError::from(e).into_response())?;
             app.keys.put(presented, key.clone(), generation);
+            let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+            if !key.as_ref().is_some_and(|k| k.is_active(now)) {
+                app.limits.count_failed_lookup(address);
+            }
             key
         }
     };

@@ -306,14 +306,22 @@ pub(crate) async fn answer_chat(
         // Recorded with the thread's first save: no saved thread lacks an owner.
         saver.owned_by(owner.clone());
     }
-    let effect = drive_durably(app, &caller.id, &mut thread, effect, waits, &mut saver)
-        .await
-        .map_err(|e| {
-            fail(match e {
-                DurableDriveError::Drive(e) => e.into(),
-                DurableDriveError::Storage(e) => e.into(),
-            })
-        })?;
+    let effect = drive_durably(
+        app,
+        &caller.id,
+        &mut thread,
+        effect,
+        waits,
+        &mut saver,
+        None,
+    )
+    .await
+    .map_err(|e| {
+        fail(match e {
+            DurableDriveError::Drive(e) => e.into(),
+            DurableDriveError::Storage(e) => e.into(),
+        })
+    })?;
     let upstream = upstream.unwrap_or_else(|| completion_body(&req.model, ""));
 
     if let Effect::Finish(outcome) = &effect {

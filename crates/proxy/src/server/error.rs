@@ -14,6 +14,8 @@ pub struct ApiError {
     pub code: &'static str,
     /// What was wrong and what to do.
     pub message: String,
+    /// Seconds after which a retry may succeed (`Retry-After`), for refusals by a limit.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -23,6 +25,7 @@ impl ApiError {
             status,
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -54,7 +57,12 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut r = (self.status, Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
+        }
+        r
     }
 }
 

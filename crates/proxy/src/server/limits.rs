@@ -4,15 +4,16 @@
 
 use super::error::ApiError;
 use crate::config::LimitsConfig;
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use proofgate_core::policy::PolicyDefinition;
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// A refusal to try again later: 429 or 503 with a `Retry-After` header.
@@ -26,11 +27,16 @@ pub struct RetryLater {
 
 impl IntoResponse for RetryLater {
     fn into_response(self) -> Response {
-        let mut r = self.error.into_response();
-        if let Ok(v) = HeaderValue::from_str(&self.after_secs.max(1).to_string()) {
-            r.headers_mut().insert(header::RETRY_AFTER, v);
+        ApiError::from(self).into_response()
+    }
+}
+
+impl From<RetryLater> for ApiError {
+    fn from(r: RetryLater) -> ApiError {
+        ApiError {
+            retry_after: Some(r.after_secs.max(1)),
+            ..r.error
         }
-        r
     }
 }
 
@@ -48,7 +54,13 @@ pub struct Limits {
     authoring: Arc<Semaphore>,
     rate: DefaultKeyedRateLimiter<String>,
     checks: AtomicU64,
+    /// Client addresses whose made-up keys spent their quota, until when their key lookups are
+    /// refused.
+    lookups_refused: Mutex<HashMap<String, Instant>>,
 }
+
+/// Addresses remembered as refused, at most (expired ones are forgotten first).
+const MAX_REFUSED_ADDRESSES: usize = 4096;
 
 impl Limits {
     /// Limits as configured.
@@ -64,6 +76,7 @@ impl Limits {
             authoring: Arc::new(Semaphore::new(cores)),
             rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
             checks: AtomicU64::new(0),
+            lookups_refused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -79,30 +92,67 @@ impl Limits {
 
     /// Counts one request of `key` against its quota; 429 with `Retry-After` when it is spent.
     pub fn check_rate(&self, key: &str) -> Result<(), RetryLater> {
+        self.spend(key).map_err(|wait| self.rate_limited(key, wait))
+    }
+
+    /// Counts one request of `key`; how long until its quota has room when it is spent.
+    fn spend(&self, key: &str) -> Result<(), Duration> {
         // Forget keys idle long enough to have their whole quota back, now and then.
         if self.checks.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
             self.rate.retain_recent();
             self.rate.shrink_to_fit();
         }
-        match self.rate.check_key(&key.to_string()) {
-            Ok(()) => Ok(()),
-            Err(not_until) => {
-                let wait = not_until.wait_time_from(DefaultClock::default().now());
-                Err(retry_later(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "rate_limited",
-                    format!(
-                        "this {} made more than {} requests in a minute; retry after {} s",
-                        if key.starts_with("ip:") {
-                            "client address"
-                        } else {
-                            "key"
-                        },
-                        self.config.requests_per_minute,
-                        wait.as_secs().max(1)
-                    ),
-                    wait.as_secs_f64().ceil() as u64,
-                ))
+        self.rate
+            .check_key(&key.to_string())
+            .map_err(|not_until| not_until.wait_time_from(DefaultClock::default().now()))
+    }
+
+    fn rate_limited(&self, key: &str, wait: Duration) -> RetryLater {
+        retry_later(
+            StatusCode::TOO_MANY_REQUESTS,
+            "rate_limited",
+            format!(
+                "this {} made more than {} requests in a minute; retry after {} s",
+                if key.starts_with("ip:") {
+                    "client address"
+                } else {
+                    "key"
+                },
+                self.config.requests_per_minute,
+                wait.as_secs().max(1)
+            ),
+            wait.as_secs_f64().ceil() as u64,
+        )
+    }
+
+    /// Whether a key presented from `address` may be looked up in the storage: not while the
+    /// address's made-up keys have spent its quota (see [`Limits::count_failed_lookup`]).
+    /// Known keys are not charged, so a client sharing an address with a flood of made-up
+    /// keys is refused only when its own key is not cached.
+    pub fn check_lookup(&self, address: &str) -> Result<(), RetryLater> {
+        let refused = self
+            .lookups_refused
+            .lock()
+            .map_or(None, |m| m.get(address).copied());
+        match refused.and_then(|until| until.checked_duration_since(Instant::now())) {
+            Some(wait) if !wait.is_zero() => Err(self.rate_limited(address, wait)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Counts a lookup that found no usable key against `address`'s quota; once it is spent,
+    /// the address's lookups are refused until it has room again.
+    pub fn count_failed_lookup(&self, address: &str) {
+        let Err(wait) = self.spend(address) else {
+            return;
+        };
+        if let Ok(mut refused) = self.lookups_refused.lock() {
+            let now = Instant::now();
+            if refused.len() >= MAX_REFUSED_ADDRESSES {
+                refused.retain(|_, until| *until > now);
+            }
+            if refused.len() < MAX_REFUSED_ADDRESSES {
+                refused.insert(address.to_string(), now + wait);
             }
         }
     }

@@ -55,7 +55,7 @@ struct Gate {
 ///
 /// Work done for a request without a key counts against its client address's quota: reads of
 /// the audit log's public material (a checkpoint read signs and takes the log's lock) and
-/// key lookups in the storage (made-up keys). Public routes other than the health check are
+/// lookups in the storage that find no key (made-up keys). Public routes other than the health check are
 /// also bounded by the requests in flight and the deadline.
 async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
@@ -82,8 +82,7 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
         return within_deadline(&gate, next.run(req)).await;
     }
     let app = &gate.app;
-    let charge_lookup = || gate.limits.check_rate(&address);
-    let caller = match auth::identify(app, req.headers(), charge_lookup).await {
+    let caller = match auth::identify(app, req.headers(), &address).await {
         Ok(Some(caller)) => caller,
         Ok(None) if !app.config.auth.required => Caller::anonymous(),
         Ok(None) => {
@@ -185,7 +184,7 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
 pub fn router(app: Arc<App>) -> Router {
     let gate = Gate {
         app: app.clone(),
-        limits: Arc::new(Limits::new(&app.config.limits)),
+        limits: app.limits.clone(),
     };
     let cors = cors(&app.config.server.cors_origins);
     let router = Router::new()
@@ -315,6 +314,11 @@ async fn resume_orphan(
     stored: &crate::storage::StoredThread,
     now: i64,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    // A resumed thread is a request in flight like any other, held to the same deadline; when
+    // none may start now, it waits for the next pass.
+    let Ok(permit) = app.limits.admit() else {
+        return Ok(());
+    };
     if !app.store.claim(&stored.id, stored.updated_at, now).await? {
         return Ok(());
     }
@@ -325,9 +329,18 @@ async fn resume_orphan(
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     let app = app.clone();
     let scope = cache_scope_of(&app, &stored.id).await;
+    let deadline = tokio::time::Instant::now() + app.limits.deadline();
     tokio::spawn(async move {
-        if let Err(e) =
-            crate::app::drive_saving_each_step(&app, &scope, &mut thread, effect, &mut saved).await
+        let _permit = permit;
+        if let Err(e) = crate::app::drive_saving_each_step(
+            &app,
+            &scope,
+            &mut thread,
+            effect,
+            &mut saved,
+            Some(deadline),
+        )
+        .await
         {
             tracing::error!("thread {}: {e}", thread.id());
         }
