@@ -124,6 +124,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send(404, json.dumps({"error": {"message": f"no route {self.path}"}}))
             return
         messages = req.get("messages", [])
+        # As Anthropic's API does: tool blocks in the conversation need the tools defined.
+        if anthropic and not req.get("tools") and any(
+                isinstance(m.get("content"), list) and any(
+                    isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result")
+                    for b in m["content"])
+                for m in messages):
+            self.send(400, json.dumps({"type": "error", "error": {
+                "type": "invalid_request_error",
+                "message": "Requests which include `tool_use` or `tool_result` blocks must define tools."}}))
+            return
         parts = [anthropic_text(req.get("system", ""))] if anthropic else []
         parts += [anthropic_text(m.get("content", "")) if anthropic else str(m.get("content", ""))
                   for m in messages]

@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 /// `max_tokens` is required by the Messages API; used when the chat request has none.
 pub const DEFAULT_MAX_TOKENS: u64 = 1024;
 
-fn text_of_content(content: &Value) -> String {
+pub(crate) fn text_of_content(content: &Value) -> String {
     match content {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts

@@ -334,7 +334,9 @@ impl LlmClient {
 
     /// One completion in the app's own conversation: `app_request` (the app's chat request,
     /// as stored with the thread) with its tools removed and streaming off, plus one user
-    /// message, `prompt`. The model is this endpoint's when configured, else the app's.
+    /// message, `prompt`. The model is this endpoint's when configured, else the app's. The
+    /// conversation's tool calls and results go as text (see [`tool_turns_as_text`]): without
+    /// the tools, Anthropic's and Bedrock's APIs refuse a conversation holding tool blocks.
     pub async fn complete_in(
         &self,
         app_request: &Value,
@@ -365,7 +367,7 @@ impl LlmClient {
         let mut messages = obj
             .get("messages")
             .and_then(Value::as_array)
-            .cloned()
+            .map(|m| tool_turns_as_text(m))
             .unwrap_or_default();
         messages.push(json!({"role": "user", "content": prompt}));
         obj.insert("messages".into(), Value::Array(messages));
@@ -509,10 +511,90 @@ pub fn completion_body(model: &str, text: &str) -> Value {
     })
 }
 
+/// `messages` (chat-completions shape) with each assistant turn's tool calls written into its
+/// text and each tool result as a user turn saying which call it answers: what the model
+/// needs to read of them, in a form every API accepts without tool definitions.
+fn tool_turns_as_text(messages: &[Value]) -> Vec<Value> {
+    let text = |m: &Value| {
+        m.get("content")
+            .map(crate::anthropic::text_of_content)
+            .unwrap_or_default()
+    };
+    messages
+        .iter()
+        .map(|m| match m.get("role").and_then(Value::as_str) {
+            Some("assistant") => {
+                let calls = m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.get("function"))
+                    .chain(m.get("function_call"));
+                let mut out = text(m);
+                let mut called = false;
+                for call in calls {
+                    called = true;
+                    let name = call.get("name").and_then(Value::as_str).unwrap_or("");
+                    let args = call.get("arguments").and_then(Value::as_str).unwrap_or("");
+                    out += &format!("\n[called the tool {name} with {args}]");
+                }
+                if !called {
+                    return m.clone();
+                }
+                json!({"role": "assistant", "content": out.trim_start()})
+            }
+            Some(role @ ("tool" | "function")) => {
+                let which = match role {
+                    "tool" => m.get("tool_call_id"),
+                    _ => m.get("name"),
+                }
+                .and_then(Value::as_str)
+                .unwrap_or("");
+                json!({"role": "user",
+                       "content": format!("[result of the tool call {which}]\n{}", text(m))})
+            }
+            _ => m.clone(),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::per_loop::test_support::{each_loop_in_turn, keep_alive_server};
+
+    #[test]
+    fn tool_turns_become_text_that_names_each_call() {
+        let messages = vec![
+            json!({"role": "system", "content": "Be brief."}),
+            json!({"role": "user", "content": "How old am I?"}),
+            json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "lookup_age", "arguments": "{\"id\":7}"}}]}),
+            json!({"role": "tool", "tool_call_id": "call_1",
+                   "content": [{"type": "text", "text": "70"}]}),
+            json!({"role": "assistant", "content": "You are 70."}),
+        ];
+        let out = tool_turns_as_text(&messages);
+        assert_eq!(out[..2], messages[..2]);
+        assert_eq!(
+            out[2],
+            json!({"role": "assistant", "content": "[called the tool lookup_age with {\"id\":7}]"})
+        );
+        assert_eq!(
+            out[3],
+            json!({"role": "user", "content": "[result of the tool call call_1]\n70"})
+        );
+        assert_eq!(out[4], messages[4]);
+        // Nothing of a tool block is left for an API that wants tools defined to refuse.
+        let anthropic = crate::anthropic::request_from_chat(&json!({"messages": out}));
+        let text = anthropic.to_string();
+        assert!(
+            !text.contains("tool_use") && !text.contains("tool_result"),
+            "{text}"
+        );
+    }
 
     /// With event loops declared, each loop calls an endpoint through connections of its own:
     /// a connection pooled by another loop is driven by that loop's thread (and, were that loop

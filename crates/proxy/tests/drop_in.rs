@@ -170,3 +170,60 @@ fn official_clients_use_proofgate_as_a_drop_in() {
         assert!(n >= 1.0, "{role} retries: {n}\n{metrics}");
     }
 }
+
+#[tokio::test]
+async fn an_anthropic_rewriter_rewrites_after_a_tool_call() {
+    // Anthropic's API (and the scripted one, like it) refuses tool blocks without tools: the
+    // rewriter's request drops the app's tools, so its tool turns must go as text.
+    let llm = Server::python("scripted_llm.py", &script());
+    let url = llm.url();
+    let cfg = anthropic_config(&url).replacen(
+        &format!("[rewriter]\nbase_url = \"{url}/v1\"\nmodel = \"recorded-rewriter\""),
+        &format!(
+            "[rewriter]\nkind = \"anthropic\"\nbase_url = \"{url}/v1\"\napi_key = \"sk-ant-test\"\nmodel = \"claude-rewriter\""
+        ),
+        1,
+    );
+    assert!(cfg.contains("claude-rewriter"), "{cfg}");
+    let proxy = Proxy::start("anthropic-rewriter-tools", &cfg);
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({
+        "model": "m",
+        "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
+                   "parameters": {"type": "object", "properties": {}}}}],
+        "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "tool-rewrite-case: what is my age class?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_age1",
+             "type": "function", "function": {"name": "lookup_visitor_age", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "call_age1", "content": "visitor age is 70"}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let verdict = resp.headers()["x-proofgate-verdict"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(verdict, "VALID", "{body}");
+    assert_eq!(body["choices"][0]["message"]["content"], SENIOR, "{body}");
+    let rewrites: Vec<Value> = llm
+        .received()
+        .into_iter()
+        .filter(|r| r["body"]["model"] == "claude-rewriter" && text_of(r).contains("DECISION"))
+        .collect();
+    assert!(!rewrites.is_empty());
+    for r in &rewrites {
+        assert!(r["path"].as_str().unwrap().ends_with("/messages"), "{r}");
+        let text = r["body"]["messages"].to_string();
+        assert!(
+            text.contains("[called the tool lookup_visitor_age"),
+            "{text}"
+        );
+        assert!(text.contains("visitor age is 70"), "{text}");
+    }
+}
