@@ -501,10 +501,10 @@ async fn validator_down_fails_closed_by_default() {
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 503, "{:?}", r.body);
     assert_eq!(r.body["error"]["code"], "validator_unavailable");
-    assert!(r.body["error"]["message"]
-        .as_str()
-        .unwrap()
-        .contains("fail-closed"));
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("fail-closed"), "{message}");
+    // Why is in the thread's trail, not in the reply: no endpoint address reaches the client.
+    assert!(!message.contains("127.0.0.1"), "{message}");
     assert!(!r.body.to_string().contains(WRONG));
     // Streaming: an SSE error event, never a silent pass.
     let text = reqwest::Client::new()
@@ -558,10 +558,29 @@ async fn upstream_errors_are_passed_on_clearly() {
     // The client's own key was passed through to the upstream.
     assert_eq!(llm.received()[0]["authorization"], "Bearer client-key");
 
+    // With proofgate's own upstream key, the upstream's 401 is the operator's to fix: a 502
+    // that says so, never a 401 (the client's SDK would blame the client's key), and neither
+    // the upstream's message (it may quote the key) nor its address reaches the client.
+    let own_key = config(&v1(&llm), "", "").replacen(
+        "model = \"recorded-chatbot\"",
+        "model = \"recorded-chatbot\"\napi_key = \"sk-proofgate-upstream\"",
+        1,
+    );
+    assert!(own_key.contains("sk-proofgate-upstream"));
+    let keyed = Proxy::start("upstream-own-key", &own_key);
+    let r = chat(&keyed, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 502, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "upstream_error");
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("[upstream] api_key"), "{message}");
+    assert!(!message.contains("Incorrect API key"), "{message}");
+    assert!(!message.contains("127.0.0.1"), "{message}");
+
     let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
     let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 502);
     assert_eq!(r.body["error"]["code"], "upstream_unavailable");
+    assert!(!r.body.to_string().contains("127.0.0.1:9"), "{:?}", r.body);
 
     let r = chat(
         &down,

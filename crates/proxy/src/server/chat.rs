@@ -95,8 +95,24 @@ fn with_notice(answer: &str, notice: Option<&str>) -> String {
     }
 }
 
-fn upstream_error(e: LlmError) -> ApiError {
+/// What the client is told of a failed upstream call. The details (the endpoint's address, the
+/// response's body) go to the operator's log, not to the client; the upstream's own error
+/// message is passed on for a 4xx, which is about the request the client sent, except when the
+/// upstream refused proofgate's own credentials (401/403 with the configured key): that is the
+/// operator's to fix, and as a 401 the client's SDK would report the client's key as wrong.
+fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
+    tracing::warn!("upstream LLM call failed: {e}");
     match e {
+        LlmError::Rejected { status, .. } if matches!(status, 401 | 403) && !client_credentials => {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "upstream_error",
+                format!(
+                    "the upstream LLM refused proofgate's credentials (HTTP {status}); the \
+                     operator must check [upstream] api_key"
+                ),
+            )
+        }
         LlmError::Rejected { status, body, .. } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             let upstream: Value = serde_json::from_str(&body).unwrap_or(json!(body));
@@ -104,7 +120,7 @@ fn upstream_error(e: LlmError) -> ApiError {
                 .pointer("/error/message")
                 .and_then(Value::as_str)
                 .map(str::to_string)
-                .unwrap_or_else(|| body.clone());
+                .unwrap_or_else(|| crate::http_body::truncate(&body, 300).to_string());
             ApiError::new(
                 status,
                 "upstream_error",
@@ -117,9 +133,18 @@ fn upstream_error(e: LlmError) -> ApiError {
         LlmError::Unavailable { .. } => ApiError::new(
             StatusCode::BAD_GATEWAY,
             "upstream_unavailable",
-            format!("{e}; no answer was returned"),
+            "the upstream LLM is unavailable (after proofgate's retries); no answer was returned",
         ),
-        other => ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", other.to_string()),
+        LlmError::BadResponse { .. } => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "the upstream LLM's response was not a usable chat completion; no answer was returned",
+        ),
+        LlmError::Misconfigured(_) => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "proofgate is not set up to call the upstream LLM (see the server's log)",
+        ),
     }
 }
 
@@ -161,7 +186,7 @@ async fn start_thread(
     let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
     waits.upstream += started.elapsed();
     app.metrics.observe(Stage::Upstream, started.elapsed());
-    let (upstream, native) = upstream.map_err(upstream_error)?;
+    let (upstream, native) = upstream.map_err(|e| upstream_error(e, auth.is_some()))?;
     let reply = match tool_call_of(&upstream) {
         // Not an answer: recorded, and returned as it came once the thread has ended.
         Some(call) => ChatbotReply::ToolCall(call),
@@ -358,20 +383,35 @@ pub(crate) async fn answer_chat(
                             .finish(app, &thread, None)
                             .await
                             .map_err(|e| fail(e.into()))?;
-                        let (status, code) = match waits.failed {
-                            Some(FailedCall::Validator) => {
-                                (StatusCode::SERVICE_UNAVAILABLE, "validator_unavailable")
-                            }
-                            Some(FailedCall::Rewriter) => {
-                                (StatusCode::BAD_GATEWAY, "rewriter_unavailable")
-                            }
-                            None => (StatusCode::INTERNAL_SERVER_ERROR, "internal_error"),
+                        let (status, code, what) = match waits.failed {
+                            Some(FailedCall::Validator) => (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "validator_unavailable",
+                                "the validator failed",
+                            ),
+                            Some(FailedCall::Rewriter) => (
+                                StatusCode::BAD_GATEWAY,
+                                "rewriter_unavailable",
+                                "the rewriting LLM failed",
+                            ),
+                            None => (
+                                StatusCode::INTERNAL_SERVER_ERROR,
+                                "internal_error",
+                                "the loop failed",
+                            ),
                         };
                         app.metrics.verdict("ERROR", thread.iterations());
+                        // The reason (endpoints, response bodies: perhaps an unverified
+                        // answer's text) is in the trail and the log, not sent to the client.
+                        tracing::warn!("thread {}: ended in ERROR: {reason}", thread.id());
                         return Err(fail(ApiError::new(
                             status,
                             code,
-                            format!("the answer could not be verified, so none is returned (fail-closed): {reason}"),
+                            format!(
+                                "the answer could not be verified, so none is returned \
+                                 (fail-closed): {what}; the thread's audit trail ({}) records why",
+                                thread.id()
+                            ),
                         )));
                     }
                 }
