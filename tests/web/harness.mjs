@@ -114,6 +114,10 @@ export async function newPage(env, viewport, origins) {
   const page = await context.newPage();
   page.problems = [];
   page.on('pageerror', (e) => page.problems.push(`page error: ${e.message}`));
+  // Anything the page's Content-Security-Policy refused is a problem too.
+  page.on('console', (m) => {
+    if (/Content.Security.Policy/i.test(m.text())) page.problems.push(`CSP: ${m.text()}`);
+  });
   page.on('request', (r) => {
     const u = r.url();
     if (!origins.some((o) => u.startsWith(o)) && !/^(data|blob|file):/.test(u)) page.problems.push(`external request: ${u}`);

@@ -35,6 +35,11 @@ test('ask a question and see it rewritten to VALID, with the iterations in the d
   await page.goto(`${env.url}/`);
   await page.waitForSelector('body[data-ready]');
   assert.equal(await page.evaluate(() => crossOriginIsolated), true, 'served with COOP/COEP');
+  // No inline or foreign script may run in the page that shows LLM output and holds a key.
+  const headers = (await page.request.get(`${env.url}/`)).headers();
+  assert.match(headers['content-security-policy'], /script-src 'self' 'wasm-unsafe-eval';/);
+  assert.match(headers['content-security-policy'], /frame-ancestors 'none'/);
+  assert.equal(headers['x-content-type-options'], 'nosniff');
   await page.fill('#question', Q1);
   await shot(page, 'chat-ask-question');
   await page.click('[data-action=ask]');

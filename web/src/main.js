@@ -56,6 +56,11 @@ async function route() {
 
 window.addEventListener('hashchange', route);
 window.addEventListener('DOMContentLoaded', async () => {
+  // Here, not inline in the page: the Content-Security-Policy allows no inline script.
+  document.querySelector('.skip-link')?.addEventListener('click', (e) => {
+    e.preventDefault();
+    document.getElementById('main').focus();
+  });
   try {
     await wasm();
   } catch (e) {

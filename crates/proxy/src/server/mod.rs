@@ -180,6 +180,12 @@ fn cors(origins: &[String]) -> Option<CorsLayer> {
     )
 }
 
+/// The web UI's Content-Security-Policy (sent with every response).
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; \
+     script-src 'self' 'wasm-unsafe-eval'; worker-src 'self' blob:; style-src 'self'; \
+     img-src 'self' data: blob:; connect-src 'self' http: https: data: blob:; \
+     object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
 /// Every route.
 pub fn router(app: Arc<App>) -> Router {
     let gate = Gate {
@@ -232,6 +238,17 @@ pub fn router(app: Arc<App>) -> Router {
         .layer(SetResponseHeaderLayer::overriding(
             HeaderName::from_static("cross-origin-embedder-policy"),
             HeaderValue::from_static("require-corp"),
+        ))
+        // The page shows LLM output and trails and holds an API key: no script but its own
+        // files (WebAssembly compiled, not evaluated), no plugins, no framing, no MIME
+        // sniffing. Fetches may go elsewhere (the verifier loads a bundle from a URL).
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CONTENT_SECURITY_POLICY,
+            HeaderValue::from_static(CONTENT_SECURITY_POLICY),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
         ))
         .with_state(app);
     match cors {
