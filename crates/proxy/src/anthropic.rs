@@ -326,6 +326,55 @@ pub fn chat_from_request(req: &Value) -> Value {
     Value::Object(out)
 }
 
+/// What a Messages API request holds that proofgate cannot carry to the upstream or verify, if
+/// anything: content blocks other than text, tool use and tool results (images, documents),
+/// and server tools (web search and the like, which have no `input_schema`).
+/// Dropped silently, the app would get an answer made without them; refused with a 400
+/// naming them instead.
+pub fn unsupported_in_request(req: &Value) -> Option<String> {
+    for tool in req
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        if tool.get("input_schema").is_none() {
+            let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
+            return Some(format!(
+                "server tools (type `{kind}`) are not supported: only client tools with an \
+                 input_schema"
+            ));
+        }
+    }
+    for m in req
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        for b in m
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
+            // Earlier turns' thinking is the model's own reasoning, not a fact of the
+            // conversation: left out of the upstream's request as before.
+            if !matches!(
+                kind,
+                "text" | "tool_use" | "tool_result" | "thinking" | "redacted_thinking"
+            ) {
+                return Some(format!(
+                    "content blocks of type `{kind}` are not supported: the answer is verified \
+                     against the conversation's text only"
+                ));
+            }
+        }
+    }
+    None
+}
+
 /// The verified answer as a Messages API message, from an allow-list: the upstream's `id`
 /// (when it looks like a message id), `model` and token counts; one text block; the
 /// `proofgate` object.
@@ -496,6 +545,24 @@ pub fn error_body(code: &str, message: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_cannot_reach_the_upstream_is_refused_by_name() {
+        let text = json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                                       {"role": "assistant", "content": [{"type": "thinking", "thinking": "…"},
+                                                                         {"type": "text", "text": "yo"}]}],
+                          "tools": [{"name": "f", "input_schema": {"type": "object"}}]});
+        assert_eq!(super::unsupported_in_request(&text), None);
+        let image = json!({"messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]});
+        assert!(super::unsupported_in_request(&image)
+            .unwrap()
+            .contains("`image`"));
+        let search = json!({"messages": [], "tools": [{"type": "web_search_20250305", "name": "web_search"}]});
+        assert!(super::unsupported_in_request(&search)
+            .unwrap()
+            .contains("web_search_20250305"));
+    }
+
     use super::*;
 
     #[test]

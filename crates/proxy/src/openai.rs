@@ -37,7 +37,7 @@ pub enum RequestError {
     NoUserMessage,
     /// More than one choice asked for.
     #[error("only n = 1 is supported: proofgate verifies one answer per request (got n = {0})")]
-    SeveralChoices(u64),
+    SeveralChoices(String),
 }
 
 /// The text of a message's `content`: a string, or the text parts of a content array.
@@ -98,9 +98,12 @@ impl ChatRequest {
         if question.trim().is_empty() {
             return Err(RequestError::NoUserMessage);
         }
-        match body.get("n").and_then(Value::as_u64) {
-            Some(n) if n > 1 => return Err(RequestError::SeveralChoices(n)),
-            _ => {}
+        // Anything but an absent or null `n` or the number 1 is refused: an endpoint that reads
+        // `2.0` or `"2"` leniently (as vLLM does) would generate choices nobody verifies.
+        match body.get("n") {
+            None | Some(Value::Null) => {}
+            Some(n) if n.as_f64() == Some(1.0) => {}
+            Some(n) => return Err(RequestError::SeveralChoices(n.to_string())),
         }
         Ok(ChatRequest {
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -518,9 +521,15 @@ mod tests {
     #[test]
     fn several_choices_are_refused_clearly() {
         let mut body = req(json!([{"role": "user", "content": "q"}]));
-        body["n"] = json!(2);
-        let e = ChatRequest::parse(body).unwrap_err();
-        assert!(e.to_string().contains("only n = 1 is supported"));
+        for n in [json!(2), json!(2.0), json!("2"), json!(0), json!(true)] {
+            body["n"] = n.clone();
+            let e = ChatRequest::parse(body.clone()).unwrap_err();
+            assert!(e.to_string().contains("only n = 1 is supported"), "{n}");
+        }
+        for n in [json!(1), json!(1.0), Value::Null] {
+            body["n"] = n.clone();
+            assert!(ChatRequest::parse(body.clone()).is_ok(), "{n}");
+        }
     }
 
     #[test]

@@ -24,6 +24,63 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// What a Responses API request asks for that proofgate cannot carry to the upstream (which
+/// it calls with Chat Completions) or verify, if anything: dropped silently, the app would
+/// get an answer made without it. Refused with a 400 naming it instead.
+pub fn unsupported_in_request(req: &Value) -> Option<String> {
+    for tool in req
+        .get("tools")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kind = tool.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "function" {
+            return Some(format!(
+                "tools of type `{kind}` are not supported: proofgate calls the upstream with \
+                 Chat Completions, where only function tools exist"
+            ));
+        }
+    }
+    if let Some(format) = req.pointer("/text/format/type").and_then(Value::as_str) {
+        if format != "text" {
+            return Some(format!(
+                "text.format `{format}` is not supported: answers are verified as text"
+            ));
+        }
+    }
+    if let Some(Value::Array(items)) = req.get("input") {
+        for item in items {
+            let kind = item.get("type").and_then(Value::as_str);
+            if !matches!(
+                kind,
+                None | Some("message" | "function_call" | "function_call_output")
+            ) {
+                return Some(format!(
+                    "input items of type `{}` are not supported: send messages, function calls \
+                     and their outputs",
+                    kind.unwrap_or_default()
+                ));
+            }
+            for part in item
+                .get("content")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
+                if !matches!(kind, "input_text" | "output_text" | "text") {
+                    return Some(format!(
+                        "content parts of type `{kind}` are not supported: the answer is \
+                         verified against the conversation's text only"
+                    ));
+                }
+            }
+        }
+    }
+    None
+}
+
 /// A Responses API request as a chat-completions body: `instructions` becomes the system
 /// message, input messages keep their roles, `function_call` items become assistant tool
 /// calls and `function_call_output` items tool messages; function tools, `tool_choice`,
@@ -295,6 +352,37 @@ pub fn response_events(response: &Value) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn what_cannot_reach_the_upstream_is_refused_by_name() {
+        let plain = json!({"input": [{"type": "message", "role": "user",
+                                      "content": [{"type": "input_text", "text": "hi"}]}],
+                           "tools": [{"type": "function", "name": "f"}],
+                           "text": {"format": {"type": "text"}}});
+        assert_eq!(super::unsupported_in_request(&plain), None);
+        let cases = [
+            (
+                json!({"input": "hi", "tools": [{"type": "web_search"}]}),
+                "`web_search`",
+            ),
+            (
+                json!({"input": "hi", "text": {"format": {"type": "json_schema"}}}),
+                "`json_schema`",
+            ),
+            (
+                json!({"input": [{"type": "reasoning", "summary": []}]}),
+                "`reasoning`",
+            ),
+            (
+                json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
+                "`input_image`",
+            ),
+        ];
+        for (req, named) in cases {
+            let why = super::unsupported_in_request(&req).expect("refused");
+            assert!(why.contains(named), "{why}");
+        }
+    }
+
     use super::*;
 
     #[test]

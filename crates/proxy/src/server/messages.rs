@@ -54,6 +54,9 @@ fn parse(body: Value) -> Result<ChatRequest, ApiError> {
             "the request body must be a JSON object with a `messages` array (Anthropic Messages API)",
         ));
     }
+    if let Some(why) = crate::anthropic::unsupported_in_request(&body) {
+        return Err(ApiError::bad_request(why));
+    }
     ChatRequest::parse(chat_from_request(&body)).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 

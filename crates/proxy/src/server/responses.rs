@@ -59,6 +59,9 @@ fn parse(body: Value) -> Result<ChatRequest, ApiError> {
             "previous_response_id is not supported: send the whole conversation in `input`",
         ));
     }
+    if let Some(why) = crate::responses::unsupported_in_request(&body) {
+        return Err(ApiError::bad_request(why));
+    }
     ChatRequest::parse(chat_from_request(&body)).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
