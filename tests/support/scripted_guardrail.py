@@ -237,7 +237,18 @@ class Handler(BaseHTTPRequestHandler):
         """Bedrock Converse: answers from `converse_rules` [{match, reply}] (RECORDED replies)."""
         with LOCK:
             RECEIVED.append({"path": self.path, "body": body})
-        text = "\n".join(block.get("text", "") for m in body.get("messages", [])
+        messages = body.get("messages", [])
+        # As Converse does: turns alternate, starting with the user's, and no text is blank.
+        roles = [m.get("role") for m in messages]
+        if not roles or roles[0] != "user" or any(a == b for a, b in zip(roles, roles[1:])):
+            self.send(400, {"message": "A conversation must alternate between user and assistant roles."},
+                      [("x-amzn-errortype", "ValidationException")])
+            return
+        if any(not block.get("text", "x").strip() for m in messages for block in m.get("content", [])):
+            self.send(400, {"message": "The text field in the ContentBlock object is blank."},
+                      [("x-amzn-errortype", "ValidationException")])
+            return
+        text = "\n".join(block.get("text", "") for m in messages
                          for block in m.get("content", []))
         reply = next((r["reply"] for r in self.server.script.get("converse_rules", [])
                       if r["match"].lower() in text.lower()), None)

@@ -103,19 +103,35 @@ impl Converse {
             LlmError::Misconfigured("a Bedrock LLM endpoint needs `model` (a model id)".into())
         })?;
         let mut req = client.converse().model_id(&model);
+        // Converse wants the turns alternating and refuses blank text: consecutive turns of one
+        // role (a tool result as text, then the user's next message) go as one turn.
+        let mut turns: Vec<(bool, String)> = Vec::new();
         for m in messages {
+            if m.content.trim().is_empty() {
+                continue;
+            }
             if m.role == "system" {
                 req = req.system(SystemContentBlock::Text(m.content.clone()));
                 continue;
             }
-            let role = if m.role == "assistant" {
+            let assistant = m.role == "assistant";
+            match turns.last_mut() {
+                Some((a, text)) if *a == assistant => {
+                    text.push_str("\n\n");
+                    text.push_str(&m.content);
+                }
+                _ => turns.push((assistant, m.content.clone())),
+            }
+        }
+        for (assistant, text) in turns {
+            let role = if assistant {
                 ConversationRole::Assistant
             } else {
                 ConversationRole::User
             };
             let msg = Message::builder()
                 .role(role)
-                .content(ContentBlock::Text(m.content.clone()))
+                .content(ContentBlock::Text(text))
                 .build()
                 .map_err(|e| LlmError::Misconfigured(e.to_string()))?;
             req = req.messages(msg);
@@ -123,9 +139,19 @@ impl Converse {
         if let Some(t) = endpoint.temperature {
             req = req.inference_config(InferenceConfiguration::builder().temperature(t).build());
         }
-        let out = req.send().await.map_err(|e| LlmError::Unavailable {
-            endpoint: format!("bedrock:{model}"),
-            reason: aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
+        let out = req.send().await.map_err(|e| {
+            let endpoint = format!("bedrock:{model}");
+            let reason = aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string();
+            // A 4xx other than throttling is about the request (a validation error, a model
+            // not enabled, denied access): not worth a retry, and passed on as such.
+            match e.raw_response().map(|r| r.status().as_u16()) {
+                Some(status @ 400..=499) if status != 429 && status != 408 => LlmError::Rejected {
+                    endpoint,
+                    status,
+                    body: serde_json::json!({"error": {"message": reason}}).to_string(),
+                },
+                _ => LlmError::Unavailable { endpoint, reason },
+            }
         })?;
         let text = out
             .output()

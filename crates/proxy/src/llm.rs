@@ -196,11 +196,31 @@ impl LlmClient {
         client_auth: Option<&str>,
     ) -> Result<(Value, Option<Value>), LlmError> {
         if self.endpoint.kind == LlmKind::Bedrock {
-            let messages: Vec<ChatMessage> = body
+            // Converse is called with text turns only: the app's tools cannot be offered, so a
+            // request with tools is refused rather than answered as if it had none, and the
+            // conversation's earlier tool calls and results go as text.
+            let offers_tools = ["tools", "functions"].iter().any(|k| {
+                body.get(*k)
+                    .and_then(Value::as_array)
+                    .is_some_and(|t| !t.is_empty())
+            });
+            if offers_tools {
+                return Err(LlmError::Rejected {
+                    endpoint: self.endpoint.base_url.clone(),
+                    status: 400,
+                    body: json!({"error": {"message": "tools are not supported with a Bedrock \
+                        (Converse) upstream in proofgate: use an OpenAI-compatible endpoint \
+                        for a chatbot that calls tools"}})
+                    .to_string(),
+                });
+            }
+            let turns = body
                 .get("messages")
                 .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
+                .map(|m| tool_turns_as_text(m))
+                .unwrap_or_default();
+            let messages: Vec<ChatMessage> = turns
+                .iter()
                 .map(|m| ChatMessage {
                     role: m
                         .get("role")

@@ -463,6 +463,8 @@ async fn bedrock_converse_is_an_llm_option() {
     assert_eq!(req["body"]["system"][0]["text"], "Be exact.");
     assert_eq!(req["body"]["messages"][0]["role"], "user");
 
+    // A validation error is about the request: passed on as a rejection, not retried.
+    let before = server.received().len();
     let err = client
         .complete(&[ChatMessage::user("nothing recorded for this")])
         .await
@@ -471,4 +473,43 @@ async fn bedrock_converse_is_an_llm_option() {
         err.to_string().contains("bedrock:anthropic.claude-test"),
         "{err}"
     );
+    assert!(
+        matches!(
+            err,
+            proofgate_proxy::llm::LlmError::Rejected { status: 400, .. }
+        ),
+        "{err:?}"
+    );
+    assert_eq!(server.received().len(), before + 1, "a 400 was retried");
+
+    // As an upstream: tools cannot be offered through Converse here, so a request with tools
+    // is refused (not answered as if it had none) ...
+    let with_tools = json!({"model": "m", "messages": [{"role": "user", "content": "admission?"}],
+        "tools": [{"type": "function", "function": {"name": "lookup_age", "parameters": {}}}]});
+    let err = client.forward_native(with_tools, None).await.unwrap_err();
+    assert!(err.to_string().contains("tools are not supported"), "{err}");
+    // ... and earlier tool turns go as text, with no blank block for Converse to refuse.
+    let history = json!({"model": "m", "messages": [
+        {"role": "user", "content": "How much is admission for me?"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "lookup_age", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "70"},
+        {"role": "user", "content": "So what is the admission?"}]});
+    let (completion, _) = client.forward_native(history, None).await.unwrap();
+    assert_eq!(
+        completion["choices"][0]["message"]["content"],
+        "DECISION: REWRITE\nANSWER: $10."
+    );
+    let sent = server.received().last().unwrap()["body"]["messages"].clone();
+    let text = sent.to_string();
+    assert!(
+        text.contains("[called the tool lookup_age with {}]"),
+        "{text}"
+    );
+    assert!(text.contains("[result of the tool call call_1]"), "{text}");
+    for m in sent.as_array().unwrap() {
+        for block in m["content"].as_array().unwrap() {
+            assert!(!block["text"].as_str().unwrap().trim().is_empty(), "{sent}");
+        }
+    }
 }

@@ -109,7 +109,8 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
                 "upstream_error",
                 format!(
                     "the upstream LLM refused proofgate's credentials (HTTP {status}); the \
-                     operator must check [upstream] api_key"
+                     operator must check [upstream] api_key (or, for Bedrock, the AWS \
+                     credentials)"
                 ),
             )
         }
