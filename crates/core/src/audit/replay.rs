@@ -614,7 +614,8 @@ fn feed(
             format!("the body is not a valid input: {e}"),
         )
     })?;
-    thread.handle(input).map(|_| ()).map_err(|e| {
+    // A rejected input ends the replay, so no undo copy is needed.
+    thread.handle_replaying(input).map(|_| ()).map_err(|e| {
         fail(
             index,
             Some(kind),

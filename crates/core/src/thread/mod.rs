@@ -518,6 +518,13 @@ impl Thread {
         }
     }
 
+    /// [`Thread::handle`] without the copy that undoes a failed transition: for replay, which
+    /// stops at the first input the machine rejects and never uses the thread after that.
+    pub(crate) fn handle_replaying(&mut self, input: Input) -> Result<Effect, ThreadError> {
+        self.check_accepts(&input)?;
+        self.apply(input)
+    }
+
     /// The thread id.
     pub fn id(&self) -> &str {
         &self.id

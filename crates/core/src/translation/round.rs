@@ -175,9 +175,17 @@ impl TranslationRound {
         translator: u32,
         attempt: u32,
     ) -> Result<&mut TranslatorProgress, RoundError> {
+        self.accepts(translator, attempt)?;
+        self.translators
+            .get_mut(translator as usize)
+            .ok_or(RoundError::UnknownTranslator(translator))
+    }
+
+    /// Checks that a reply fits the round, without changing it.
+    pub fn accepts(&self, translator: u32, attempt: u32) -> Result<(), RoundError> {
         let p = self
             .translators
-            .get_mut(translator as usize)
+            .get(translator as usize)
             .ok_or(RoundError::UnknownTranslator(translator))?;
         if p.result.is_some() {
             return Err(RoundError::AlreadyFinished(translator));
@@ -189,12 +197,7 @@ impl TranslationRound {
                 got: attempt,
             });
         }
-        Ok(p)
-    }
-
-    /// Checks that a reply fits the round, without changing it.
-    pub fn accepts(&self, translator: u32, attempt: u32) -> Result<(), RoundError> {
-        self.clone().waiting(translator, attempt).map(|_| ())
+        Ok(())
     }
 
     /// A translator replied. Returns the repair call to make when the reply is unusable and
