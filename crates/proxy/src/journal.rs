@@ -904,7 +904,7 @@ mod tests {
         for status in [Unfinished::Processing, Unfinished::AwaitingInput] {
             out.push(format!(
                 "{:?}",
-                store.threads_with_status(status).await.unwrap()
+                store.threads_with_status(status, i64::MAX).await.unwrap()
             ));
         }
         out

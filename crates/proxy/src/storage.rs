@@ -190,7 +190,7 @@ const THREADS_OWNED: &str = "SELECT t.* FROM thread_owners o JOIN threads t ON t
 /// Unfinished threads of one status: the repeated IN lets the partial index `threads_status`
 /// serve the read (migration 0006).
 const THREADS_WITH_STATUS: &str = "SELECT * FROM threads WHERE status = $1 \
-    AND status IN ('processing', 'awaiting_input') ORDER BY updated_at";
+    AND status IN ('processing', 'awaiting_input') AND updated_at <= $2 ORDER BY updated_at";
 
 /// Ends the waiting conversations (with migration 0006's `threads_status`, through the
 /// repeated IN), rather than walking every thread older than the cutoff with the write lock
@@ -711,13 +711,16 @@ impl Store {
     }
 
     /// The threads still processing, or those awaiting input (to deliver question timeouts),
-    /// oldest update first.
+    /// last updated at `updated_at_most` or before, oldest update first: the maintenance
+    /// reads only the threads old enough to need it, not every waiting one.
     pub async fn threads_with_status(
         &self,
         status: Unfinished,
+        updated_at_most: i64,
     ) -> Result<Vec<StoredThread>, StorageError> {
         let rows = sqlx::query(THREADS_WITH_STATUS)
             .bind(status.as_str())
+            .bind(updated_at_most)
             .fetch_all(&self.pool)
             .await
             .map_err(db(format!("listing {} threads", status.as_str())))?;

@@ -311,10 +311,13 @@ async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>
     let stale = i64::try_from(app.config.server.resume_after_ms).unwrap_or(i64::MAX);
     for stored in app
         .store
-        .threads_with_status(crate::storage::Unfinished::Processing)
+        .threads_with_status(
+            crate::storage::Unfinished::Processing,
+            now.saturating_sub(stale),
+        )
         .await?
     {
-        if now.saturating_sub(stored.updated_at) < stale || app.live.contains(&stored.id) {
+        if app.live.contains(&stored.id) {
             continue;
         }
         // One thread that cannot be resumed (its stored trail altered, say) is logged and
@@ -379,9 +382,18 @@ async fn cache_scope_of(app: &App, thread_id: &str) -> String {
 /// and skipped, so one bad thread does not stop every other thread's timeout.
 async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let now = now_ms();
+    // A thread's questions were asked at or before its last update, with the question timeout
+    // of its day; read only those waiting at least today's timeout (one raised since is felt
+    // by the threads that asked before, later than their own deadline, never earlier).
+    let timeout = app
+        .config
+        .rewrite_loop
+        .question_timeout_secs
+        .saturating_mul(1000);
+    let asked_before = i64::try_from(now.saturating_sub(timeout)).unwrap_or(0);
     for stored in app
         .store
-        .threads_with_status(crate::storage::Unfinished::AwaitingInput)
+        .threads_with_status(crate::storage::Unfinished::AwaitingInput, asked_before)
         .await?
     {
         if let Err(e) = tick_if_overdue(app, &stored, now).await {
