@@ -51,6 +51,9 @@ fn retry_later(status: StatusCode, code: &'static str, message: String, secs: u6
 pub struct Limits {
     config: LimitsConfig,
     in_flight: Arc<Semaphore>,
+    /// Places for requests without a key (public routes), apart: a flood of them from many
+    /// addresses must not take the places of keyed requests.
+    public_in_flight: Arc<Semaphore>,
     authoring: Arc<Semaphore>,
     rate: DefaultKeyedRateLimiter<String>,
     checks: AtomicU64,
@@ -73,6 +76,7 @@ impl Limits {
         Limits {
             config: config.clone(),
             in_flight: Arc::new(Semaphore::new(config.max_concurrent_requests)),
+            public_in_flight: Arc::new(Semaphore::new(config.max_concurrent_requests)),
             authoring: Arc::new(Semaphore::new(cores)),
             rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
             checks: AtomicU64::new(0),
@@ -159,7 +163,16 @@ impl Limits {
 
     /// A place among the requests in flight; 503 with `Retry-After` when all are taken.
     pub fn admit(&self) -> Result<OwnedSemaphorePermit, RetryLater> {
-        self.in_flight.clone().try_acquire_owned().map_err(|_| {
+        self.admit_to(&self.in_flight)
+    }
+
+    /// A place among the public requests in flight (as many as keyed ones, counted apart).
+    pub fn admit_public(&self) -> Result<OwnedSemaphorePermit, RetryLater> {
+        self.admit_to(&self.public_in_flight)
+    }
+
+    fn admit_to(&self, places: &Arc<Semaphore>) -> Result<OwnedSemaphorePermit, RetryLater> {
+        places.clone().try_acquire_owned().map_err(|_| {
             retry_later(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "overloaded",

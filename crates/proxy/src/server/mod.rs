@@ -54,9 +54,9 @@ struct Gate {
 /// handler runs only when all of them allow it, with the [`Caller`] as a request extension.
 ///
 /// Work done for a request without a key counts against its client address's quota: reads of
-/// the audit log's public material (a checkpoint read signs and takes the log's lock) and
-/// lookups in the storage that find no key (made-up keys). Public routes other than the health check are
-/// also bounded by the requests in flight and the deadline.
+/// the audit log's public material and lookups in the storage that find no key (made-up
+/// keys). Public routes other than the health check are also bounded by the deadline and by
+/// places in flight of their own (so they cannot take the keyed requests' places).
 async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
@@ -75,7 +75,7 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
                 return r.into_response();
             }
         }
-        let _in_flight = match gate.limits.admit() {
+        let _in_flight = match gate.limits.admit_public() {
             Ok(p) => p,
             Err(r) => return r.into_response(),
         };
