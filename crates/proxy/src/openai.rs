@@ -79,6 +79,16 @@ pub fn conversation_key_after(messages: &[Value], reply: &str) -> String {
 }
 
 impl ChatRequest {
+    /// Whether the client asked for a usage chunk at the end of the stream.
+    pub fn wants_usage_chunk(&self) -> bool {
+        self.stream
+            && self
+                .body
+                .pointer("/stream_options/include_usage")
+                .and_then(Value::as_bool)
+                == Some(true)
+    }
+
     /// Reads a client's request body.
     pub fn parse(body: Value) -> Result<ChatRequest, RequestError> {
         let messages = body
@@ -371,6 +381,27 @@ pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Val
     }
     out.insert("proofgate".into(), proofgate);
     Value::Object(out)
+}
+
+/// `events` (ending with `[DONE]`) with the chunk OpenAI sends last when the client asked for
+/// `stream_options.include_usage`: no choices, and the completion's usage (zeros when the
+/// upstream reported none).
+pub fn with_usage_chunk(mut events: Vec<String>, completion: &Value) -> Vec<String> {
+    let usage = completion
+        .get("usage")
+        .cloned()
+        .unwrap_or_else(|| json!({"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}));
+    let chunk = json!({
+        "id": completion.get("id").cloned().unwrap_or(json!("chatcmpl")),
+        "object": "chat.completion.chunk",
+        "created": completion.get("created").cloned().unwrap_or(json!(0)),
+        "model": completion.get("model").cloned().unwrap_or(json!("")),
+        "choices": [],
+        "usage": usage,
+    });
+    let at = events.len().saturating_sub(1);
+    events.insert(at, chunk.to_string());
+    events
 }
 
 /// A copy of a usage object with only numeric members (nested detail objects included).

@@ -489,6 +489,45 @@ async fn streaming_sends_only_the_verified_answer_then_done() {
     assert_eq!(content, REWRITTEN);
 }
 
+#[tokio::test]
+async fn a_stream_ends_with_the_usage_chunk_when_asked() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("stream-usage", &config(&v1(&llm), "", ""));
+    for include_usage in [true, false] {
+        let text = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&json!({"model": "m", "stream": true,
+                          "stream_options": {"include_usage": include_usage},
+                          "messages": [{"role": "user", "content": Q1}]}))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let data: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .collect();
+        assert_eq!(data.last(), Some(&"[DONE]"));
+        let before_done: Value = serde_json::from_str(data[data.len() - 2]).unwrap();
+        if include_usage {
+            // As OpenAI sends it: no choices, the usage.
+            assert_eq!(before_done["choices"], json!([]), "{before_done}");
+            assert!(
+                before_done["usage"]["total_tokens"].as_u64().is_some(),
+                "{before_done}"
+            );
+        } else {
+            assert_eq!(
+                before_done["choices"][0]["finish_reason"], "stop",
+                "{before_done}"
+            );
+            assert!(!text.contains("\"usage\""), "{text}");
+        }
+    }
+}
+
 fn dead_translators() -> &'static str {
     // Nothing listens on port 9 (discard) here: every translator call fails to connect.
     "[[validator.translators]]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"t\"\ntimeout_ms = 2000\n"

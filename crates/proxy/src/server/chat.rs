@@ -8,7 +8,7 @@ use crate::llm::{completion_body, completion_text, LlmError};
 use crate::metrics::Stage;
 use crate::openai::{
     completion_events, conversation_key_after, tool_call_completion, tool_call_events,
-    tool_call_of, verified_completion, ChatRequest,
+    tool_call_of, verified_completion, with_usage_chunk, ChatRequest,
 };
 use crate::storage::ThreadOwner;
 use axum::body::Bytes;
@@ -57,6 +57,9 @@ pub(crate) struct Answered {
     pub thread_id: String,
     /// The `proofgate` object.
     pub proofgate: Value,
+    /// The client asked for a usage chunk at the end of the stream
+    /// (`stream_options.include_usage`).
+    pub usage_chunk: bool,
 }
 
 /// The text shown in the chat when follow-up questions are needed.
@@ -363,6 +366,7 @@ pub(crate) async fn answer_chat(
                 reply: Reply::ToolCall { upstream, native },
                 verdict,
                 thread_id: thread.id().to_string(),
+                usage_chunk: req.wants_usage_chunk(),
             });
         }
     }
@@ -442,6 +446,7 @@ pub(crate) async fn answer_chat(
         reply: Reply::Answer { text, upstream },
         verdict,
         thread_id: thread.id().to_string(),
+        usage_chunk: req.wants_usage_chunk(),
     })
 }
 
@@ -533,7 +538,12 @@ impl WireFormat for ChatCompletions {
             Reply::Answer { text, upstream } => {
                 let completion = verified_completion(upstream, &text, a.proofgate);
                 if stream {
-                    sse(completion_events(&completion))
+                    let events = completion_events(&completion);
+                    sse(if a.usage_chunk {
+                        with_usage_chunk(events, &completion)
+                    } else {
+                        events
+                    })
                 } else {
                     Json(completion).into_response()
                 }
@@ -541,7 +551,12 @@ impl WireFormat for ChatCompletions {
             Reply::ToolCall { upstream, .. } => {
                 let completion = tool_call_completion(upstream, a.proofgate);
                 if stream {
-                    sse(tool_call_events(&completion))
+                    let events = tool_call_events(&completion);
+                    sse(if a.usage_chunk {
+                        with_usage_chunk(events, &completion)
+                    } else {
+                        events
+                    })
                 } else {
                     Json(completion).into_response()
                 }
