@@ -730,6 +730,37 @@ pub async fn drive_saving_each_step(
     Ok(effect)
 }
 
+/// Drives a thread on a task of its own, saving every step (others, such as the web UI
+/// polling it, see its progress); a failure is logged and the thread stays as last saved. The
+/// work holds `permit`, a place among the requests in flight, until it ends, and has a
+/// request's time: past it, the thread ends as a failed call ends it, recorded.
+pub fn drive_in_background(
+    app: Arc<App>,
+    scope: String,
+    mut thread: Thread,
+    effect: Effect,
+    mut saved: usize,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let deadline = tokio::time::Instant::now() + app.limits.deadline();
+    tokio::spawn(async move {
+        let _permit = permit;
+        let driven = drive_saving_each_step(
+            &app,
+            &scope,
+            &mut thread,
+            effect,
+            &mut saved,
+            Some(deadline),
+        );
+        match driven.await {
+            Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),
+            Ok(_) => {}
+            Err(e) => tracing::error!("thread {}: {e}", thread.id()),
+        }
+    });
+}
+
 /// The status column for a thread.
 pub fn status_of(thread: &Thread) -> &'static str {
     match thread.phase() {

@@ -38,7 +38,12 @@ struct Inner {
     /// Bumped by [`KeyCache::clear`]: a lookup that started before it must not be kept.
     generation: u64,
     entries: HashMap<String, (Instant, Option<ApiKey>)>,
+    /// Hashes found to be stored keys, with when: made-up keys are never in it.
+    known: HashMap<String, Instant>,
 }
+
+/// How long a key found in the storage counts as known (see [`KeyCache::was_a_key`]).
+const KNOWN_FOR: Duration = Duration::from_secs(24 * 3600);
 
 impl KeyCache {
     /// A cache keeping entries for `ttl` (zero: keeps nothing).
@@ -62,10 +67,26 @@ impl KeyCache {
         }
     }
 
-    /// Whether `hash` was a stored key when last read, however long ago (its entry may be past
-    /// the TTL): a client whose key this is has shown a real key before.
+    /// Whether `hash` was found to be a stored key within [`KNOWN_FOR`] (whatever the TTL,
+    /// and through [`KeyCache::clear`]): only for deciding what a lookup costs the client's
+    /// address, never whether the key is valid.
     pub fn was_a_key(&self, hash: &str) -> bool {
-        matches!(self.lock().entries.get(hash), Some((_, Some(_))))
+        self.lock()
+            .known
+            .get(hash)
+            .is_some_and(|at| at.elapsed() < KNOWN_FOR)
+    }
+
+    /// Notes that `hash` was found to be a stored key (see [`KeyCache::was_a_key`]).
+    pub fn note_a_key(&self, hash: &str) {
+        let mut inner = self.lock();
+        if inner.known.len() >= MAX_ENTRIES && !inner.known.contains_key(hash) {
+            inner.known.retain(|_, at| at.elapsed() < KNOWN_FOR);
+            if inner.known.len() >= MAX_ENTRIES {
+                inner.known.clear();
+            }
+        }
+        inner.known.insert(hash.to_string(), Instant::now());
     }
 
     /// Keeps what the database said for `hash`, unless the cache was cleared since the lookup
@@ -126,6 +147,8 @@ mod tests {
         cache.put("unknown".into(), None, g);
         assert_eq!(cache.get("h"), Cached::Hit(Some(key("k1"))));
         assert_eq!(cache.get("unknown"), Cached::Hit(None));
+        cache.note_a_key("h");
+        cache.clear();
         assert!(cache.was_a_key("h") && !cache.was_a_key("unknown") && !cache.was_a_key("x"));
         std::thread::sleep(Duration::from_millis(60));
         miss(&cache, "h");

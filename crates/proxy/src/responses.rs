@@ -14,10 +14,15 @@ fn content_text(content: &Value) -> String {
             .filter(|p| {
                 matches!(
                     p.get("type").and_then(Value::as_str),
-                    Some("input_text" | "output_text" | "text")
+                    Some("input_text" | "output_text" | "text" | "refusal")
                 )
             })
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            // An earlier assistant turn's refusal is its text.
+            .filter_map(|p| {
+                p.get("text")
+                    .or_else(|| p.get("refusal"))
+                    .and_then(Value::as_str)
+            })
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
@@ -69,7 +74,7 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
                 .flatten()
             {
                 let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
-                if !matches!(kind, "input_text" | "output_text" | "text") {
+                if !matches!(kind, "input_text" | "output_text" | "text" | "refusal") {
                     return Some(format!(
                         "content parts of type `{kind}` are not supported: the answer is \
                          verified against the conversation's text only"
@@ -355,7 +360,9 @@ mod tests {
     #[test]
     fn what_cannot_reach_the_upstream_is_refused_by_name() {
         let plain = json!({"input": [{"type": "message", "role": "user",
-                                      "content": [{"type": "input_text", "text": "hi"}]}],
+                                      "content": [{"type": "input_text", "text": "hi"}]},
+                                     {"type": "message", "role": "assistant",
+                                      "content": [{"type": "refusal", "refusal": "no"}]}],
                            "tools": [{"type": "function", "name": "f"}],
                            "text": {"format": {"type": "text"}}});
         assert_eq!(super::unsupported_in_request(&plain), None);

@@ -614,6 +614,14 @@ async fn upstream_errors_are_passed_on_clearly() {
     assert!(message.contains("[upstream] api_key"), "{message}");
     assert!(!message.contains("Incorrect API key"), "{message}");
     assert!(!message.contains("127.0.0.1"), "{message}");
+    // A client's own Authorization changes nothing there: the configured key went upstream.
+    let r = chat(
+        &keyed,
+        json!([{"role": "user", "content": Q1}]),
+        &[("authorization", "Bearer client-key")],
+    )
+    .await;
+    assert_eq!(r.status, 502, "{:?}", r.body);
 
     let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
     let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;

@@ -2,8 +2,9 @@
 
 use super::auth::{end_user, Caller};
 use super::error::ApiError;
+use super::limits::Place;
 use super::summary::{thread_view, thread_view_for};
-use crate::app::{drive, drive_saving_each_step, now_ms, persist, status_of, App, Waits};
+use crate::app::{drive, now_ms, persist, status_of, App, Waits};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -89,49 +90,37 @@ pub struct Answers {
     pub wait: bool,
 }
 
-/// Runs the loop for a thread in the background, saving every step; failures are logged
-/// and the thread stays as last saved. The work counts as a request in flight (`permit`, taken
-/// before the thread was saved: see [`background_permit`]) until it ends, and it has a
-/// request's time: past it, the thread ends as a failed call ends it.
+/// Runs the loop for a thread in the background (see [`crate::app::drive_in_background`]),
+/// in the caller's findings-cache scope. `permit` was taken before the thread was saved (see
+/// [`background_permit`]).
 fn run_in_background(
     app: Arc<App>,
     caller: &Caller,
-    mut thread: Thread,
+    thread: Thread,
     effect: Effect,
-    mut saved: usize,
+    saved: usize,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
-    let scope = caller.id.clone();
-    let deadline = tokio::time::Instant::now() + app.limits.deadline();
-    tokio::spawn(async move {
-        let _permit = permit;
-        let driven = drive_saving_each_step(
-            &app,
-            &scope,
-            &mut thread,
-            effect,
-            &mut saved,
-            Some(deadline),
-        );
-        match driven.await {
-            Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),
-            Ok(_) => {}
-            Err(e) => tracing::error!("thread {}: {e}", thread.id()),
-        }
-    });
+    crate::app::drive_in_background(app, caller.id.clone(), thread, effect, saved, permit);
 }
 
 /// A place among the requests in flight for a thread to run in the background (`wait:
-/// false`); 503 with `Retry-After` when every place is taken. Taken before anything is saved,
-/// so a refused request leaves no thread behind.
+/// false`): the request's own place, taken over (see [`Place`]), so a thread in the
+/// background counts as the request it came from until it ends. Taken before anything is
+/// saved; with no place to take over (a request not admitted by the guard), a new one, and
+/// 503 with `Retry-After` when every place is taken.
 fn background_permit(
     app: &App,
+    place: Option<&Place>,
     wait: bool,
 ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
     if wait {
         return Ok(None);
     }
-    Ok(Some(app.limits.admit()?))
+    match place.and_then(Place::take) {
+        Some(permit) => Ok(Some(permit)),
+        None => Ok(Some(app.limits.admit()?)),
+    }
 }
 
 fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, ApiError> {
@@ -186,6 +175,7 @@ pub(crate) async fn check_access(
 pub async fn create_thread(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
+    place: Option<Extension<Place>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
@@ -193,7 +183,7 @@ pub async fn create_thread(
         &body,
         "expected {\"question\": \"...\", \"answer\"?: \"...\"}",
     )?;
-    let background = background_permit(&app, req.wait)?;
+    let background = background_permit(&app, place.as_deref(), req.wait)?;
     let id = crate::app::new_thread_id();
     let cfg = req.settings.apply(app.thread_config.config().clone())?;
     let thread = match req.answer {
@@ -281,6 +271,7 @@ pub async fn get_thread(
 pub async fn answer_thread(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
+    place: Option<Extension<Place>>,
     headers: HeaderMap,
     Path(id): Path<String>,
     body: axum::body::Bytes,
@@ -289,7 +280,7 @@ pub async fn answer_thread(
         &body,
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
-    let background = background_permit(&app, req.wait)?;
+    let background = background_permit(&app, place.as_deref(), req.wait)?;
     let mut thread = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {

@@ -171,9 +171,9 @@ fn sha256_hex(s: &str) -> String {
 /// The caller a request's key identifies, `None` when it has no key or an unknown, revoked or
 /// expired one. The configured admin key is compared in constant time.
 ///
-/// A key not in the cache is looked up in the storage; a lookup that finds no usable key
-/// counts against the client's `address`, whose lookups are refused (429) once those spent
-/// its quota: made-up keys cannot make the storage work without limit.
+/// A key not in the cache is looked up in the storage; unless it was found there before, the
+/// lookup first counts against the client's `address` (429 once its quota is spent): made-up
+/// keys cannot make the storage work without limit.
 pub async fn identify(
     app: &App,
     headers: &HeaderMap,
@@ -199,11 +199,12 @@ pub async fn identify(
     let key = match app.keys.get(&presented) {
         Cached::Hit(key) => key,
         Cached::Miss(generation) => {
-            // A key read before (its entry expired) is looked up again whatever the address's
-            // made-up keys did: only keys never seen wait for the address's quota.
+            // The lookup of a key not known to be real costs the client's address one request
+            // of its quota, before it is made: made-up keys cannot make the storage work
+            // faster than that, however many arrive at once. A key found before does not.
             if !app.keys.was_a_key(&presented) {
                 app.limits
-                    .check_lookup(address)
+                    .check_rate(address)
                     .map_err(IntoResponse::into_response)?;
             }
             // `presented` is the key's hash, as stored: no second hashing.
@@ -212,11 +213,10 @@ pub async fn identify(
                 .key_by_hash(&presented)
                 .await
                 .map_err(|e| ApiError::from(e).into_response())?;
-            app.keys.put(presented, key.clone(), generation);
-            let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-            if !key.as_ref().is_some_and(|k| k.is_active(now)) {
-                app.limits.count_failed_lookup(address);
+            if key.is_some() {
+                app.keys.note_a_key(&presented);
             }
+            app.keys.put(presented, key.clone(), generation);
             key
         }
     };

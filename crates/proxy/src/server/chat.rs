@@ -190,7 +190,11 @@ async fn start_thread(
     let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
     waits.upstream += started.elapsed();
     app.metrics.observe(Stage::Upstream, started.elapsed());
-    let (upstream, native) = upstream.map_err(|e| upstream_error(e, auth.is_some()))?;
+    // The client's own key went upstream only to an OpenAI-shaped endpoint with none of its own.
+    let client_credentials = auth.is_some()
+        && app.config.upstream.api_key.is_none()
+        && app.config.upstream.kind == crate::config::LlmKind::Openai;
+    let (upstream, native) = upstream.map_err(|e| upstream_error(e, client_credentials))?;
     let reply = match tool_call_of(&upstream) {
         // Not an answer: recorded, and returned as it came once the thread has ended.
         Some(call) => ChatbotReply::ToolCall(call),

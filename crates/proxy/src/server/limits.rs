@@ -9,12 +9,29 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use proofgate_core::policy::PolicyDefinition;
-use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The place in flight of the request being served, as a request extension: a handler that
+/// leaves work running after its response (a background thread) takes the place over, so the
+/// work keeps the request's place instead of needing a second one.
+#[derive(Clone, Default)]
+pub struct Place(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+
+impl Place {
+    /// A place holding `permit`.
+    pub fn new(permit: OwnedSemaphorePermit) -> Place {
+        Place(Arc::new(Mutex::new(Some(permit))))
+    }
+
+    /// The place's permit, once (`None` when it was taken already).
+    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
+        self.0.lock().ok().and_then(|mut p| p.take())
+    }
+}
 
 /// A refusal to try again later: 429 or 503 with a `Retry-After` header.
 #[derive(Debug)]
@@ -57,13 +74,7 @@ pub struct Limits {
     authoring: Arc<Semaphore>,
     rate: DefaultKeyedRateLimiter<String>,
     checks: AtomicU64,
-    /// Client addresses whose made-up keys spent their quota, until when their key lookups are
-    /// refused.
-    lookups_refused: Mutex<HashMap<String, Instant>>,
 }
-
-/// Addresses remembered as refused, at most (expired ones are forgotten first).
-const MAX_REFUSED_ADDRESSES: usize = 4096;
 
 impl Limits {
     /// Limits as configured.
@@ -80,7 +91,6 @@ impl Limits {
             authoring: Arc::new(Semaphore::new(cores)),
             rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
             checks: AtomicU64::new(0),
-            lookups_refused: Mutex::new(HashMap::new()),
         }
     }
 
@@ -127,38 +137,6 @@ impl Limits {
             ),
             wait.as_secs_f64().ceil() as u64,
         )
-    }
-
-    /// Whether a key presented from `address` may be looked up in the storage: not while the
-    /// address's made-up keys have spent its quota (see [`Limits::count_failed_lookup`]).
-    /// Known keys are not charged, so a client sharing an address with a flood of made-up
-    /// keys is refused only when its own key is not cached.
-    pub fn check_lookup(&self, address: &str) -> Result<(), RetryLater> {
-        let refused = self
-            .lookups_refused
-            .lock()
-            .map_or(None, |m| m.get(address).copied());
-        match refused.and_then(|until| until.checked_duration_since(Instant::now())) {
-            Some(wait) if !wait.is_zero() => Err(self.rate_limited(address, wait)),
-            _ => Ok(()),
-        }
-    }
-
-    /// Counts a lookup that found no usable key against `address`'s quota; once it is spent,
-    /// the address's lookups are refused until it has room again.
-    pub fn count_failed_lookup(&self, address: &str) {
-        let Err(wait) = self.spend(address) else {
-            return;
-        };
-        if let Ok(mut refused) = self.lookups_refused.lock() {
-            let now = Instant::now();
-            if refused.len() >= MAX_REFUSED_ADDRESSES {
-                refused.retain(|_, until| *until > now);
-            }
-            if refused.len() < MAX_REFUSED_ADDRESSES {
-                refused.insert(address.to_string(), now + wait);
-            }
-        }
     }
 
     /// A place among the requests in flight; 503 with `Retry-After` when all are taken.

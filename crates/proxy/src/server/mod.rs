@@ -108,10 +108,12 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
     if let Err(r) = gate.limits.check_rate(&rate_key) {
         return r.into_response();
     }
+    // Held until the response, unless a handler takes it over for work that outlives it.
     let _in_flight = match gate.limits.admit() {
-        Ok(p) => p,
+        Ok(p) => limits::Place::new(p),
         Err(r) => return r.into_response(),
     };
+    req.extensions_mut().insert(_in_flight.clone());
     let _authoring = match gate.limits.admit_authoring(&method, &path) {
         Ok(p) => p,
         Err(r) => return r.into_response(),
@@ -343,28 +345,12 @@ async fn resume_orphan(
         return Ok(());
     }
     let trail = app.store.audit_trail(&stored.id).await?;
-    let mut saved = trail.len();
-    let mut thread = crate::app::load_thread(app, stored, trail).await?;
+    let saved = trail.len();
+    let thread = crate::app::load_thread(app, stored, trail).await?;
     let effect = thread.pending_effect();
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
-    let app = app.clone();
-    let scope = cache_scope_of(&app, &stored.id).await;
-    let deadline = tokio::time::Instant::now() + app.limits.deadline();
-    tokio::spawn(async move {
-        let _permit = permit;
-        if let Err(e) = crate::app::drive_saving_each_step(
-            &app,
-            &scope,
-            &mut thread,
-            effect,
-            &mut saved,
-            Some(deadline),
-        )
-        .await
-        {
-            tracing::error!("thread {}: {e}", thread.id());
-        }
-    });
+    let scope = cache_scope_of(app, &stored.id).await;
+    crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit);
     Ok(())
 }
 
