@@ -1136,9 +1136,10 @@ mod tests {
         .await;
         assert!(conv.contains("INDEX threads_conversation"), "{conv}");
         for status in ["processing", "awaiting_input"] {
-            let listed = plan(&store, THREADS_WITH_STATUS, &[status]).await;
+            // By status and last update, both in the index: only the threads old enough.
+            let listed = plan(&store, THREADS_WITH_STATUS, &[status, "5"]).await;
             assert!(
-                listed.contains("INDEX threads_status (status=?)"),
+                listed.contains("INDEX threads_status (status=? AND updated_at<?)"),
                 "{listed}"
             );
         }
