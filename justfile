@@ -13,8 +13,9 @@ demo:
     scripts/demo.sh
 
 # Every test: lints, Rust (unit, property, integration), the wasm build and the npm package's
-# tests, and the web UI in headless Chromium.
-test: lint test-rust test-node test-web
+# tests, the web UI in headless Chromium, and the main job (`./run demo`) end to end, which
+# nothing else runs (its script reads the proxy's replies as a client would).
+test: lint test-rust test-node test-web demo
 
 # Native build of the workspace (the `proofgate` binary).
 build:

@@ -31,8 +31,14 @@ def show(text, indent="      "):
 
 def findings(fs):
     for f in fs:
+        rules = f"  rules {f['rules']}" if f["rules"] else ""
+        if "premises" not in f:
+            # While questions are asked, the findings are those of an answer that is not sent:
+            # the proxy gives their kinds and rules only (the thread view has the rest).
+            print(f"        {f['kind']}{rules}  (the held-back answer's claims are not sent)")
+            continue
         print(f"        {f['kind']}: premises {f['premises']}")
-        print(f"        {' ' * len(f['kind'])}  claims {f['claims']}" + (f"  rules {f['rules']}" if f["rules"] else ""))
+        print(f"        {' ' * len(f['kind'])}  claims {f['claims']}" + rules)
 
 
 def iterations(thread_id):
