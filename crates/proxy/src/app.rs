@@ -869,7 +869,10 @@ pub async fn load_thread_to_read(
 /// every head logged for the thread is the record at its place (the last one ends it). The
 /// server signs a new head on top of whatever trail it loads, so without this a database
 /// rewritten from an early record (its chain rebuilt) would be extended, signed and logged as
-/// genuine. A thread with no logged head (stored before the log) has only its chain checked.
+/// genuine. A trail with records but no logged head, or stored under a thread whose deletion
+/// was logged, is refused (see `logged_heads_problem`): the heads are read by the leaves'
+/// thread column, which the store holds, so renaming a thread's leaves away must not turn the
+/// check off.
 async fn check_stored_trail(app: &App, thread_id: &str, trail: &[Value]) -> Result<(), String> {
     if !trail.is_empty() {
         let json = serde_json::to_vec(trail).map_err(|e| e.to_string())?;
@@ -885,11 +888,6 @@ async fn check_stored_trail(app: &App, thread_id: &str, trail: &[Value]) -> Resu
         .thread_heads(&app.store, thread_id)
         .await
         .map_err(|e| e.to_string())?;
-    if heads.is_empty() && !trail.is_empty() {
-        tracing::warn!(
-            "thread {thread_id} has no logged head: resumed with its chain checked only"
-        );
-    }
     match proofgate_core::audit::transparency::logged_heads_problem(thread_id, trail, &heads) {
         Some(problem) => Err(format!("{problem} (the store was altered)")),
         None => Ok(()),

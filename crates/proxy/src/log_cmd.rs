@@ -187,20 +187,33 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     }
     // Every logged thread still has its trail, ending at its last logged head.
     let mut trails_checked = 0;
+    // Every logged deletion is listed, so an auditor sees what the server says it deleted and
+    // when (a deletion is the one way a logged thread may lose its trail).
+    let deletions: Vec<Value> = heads
+        .iter()
+        .flat_map(|(thread, logged)| {
+            logged
+                .iter()
+                .filter(|(_, s)| s.deleted)
+                .map(move |(leaf, s)| json!({"thread": thread, "leaf": leaf, "upToRecord": s.seq}))
+        })
+        .collect();
     if let Some(api_key) = api_key {
         for (thread, logged) in &heads {
             let Some((leaf, statement)) = logged.last() else {
                 continue;
             };
-            if statement.deleted {
-                continue;
-            }
             let resp = get(
                 &client,
                 &format!("{base}/api/threads/{thread}/audit/bundle"),
                 Some(api_key),
             )
             .await?;
+            let deleted = logged.iter().any(|(_, s)| s.deleted);
+            if deleted && resp.status() == reqwest::StatusCode::NOT_FOUND {
+                // Deleted as logged.
+                continue;
+            }
             if resp.status() == reqwest::StatusCode::NOT_FOUND {
                 failures.push(format!(
                     "thread {thread}: leaf {leaf} logs its trail up to record {}, but the server no \
@@ -236,6 +249,7 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
         "checkpoint": current,
         "threadsLogged": heads.len(),
         "trailsChecked": trails_checked,
+        "deletions": deletions,
         "failures": failures,
         "ok": failures.is_empty(),
     }))

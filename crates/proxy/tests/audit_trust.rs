@@ -332,12 +332,32 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     // Answering its questions would extend the forgery under a new signed head: refused, and
     // nothing is signed or logged.
     let answers = json!({"answers": ["Low season, and no credits.", "No credits."]});
-    let (status, body) = post(&proxy, &format!("/api/threads/{id}/answers"), answers).await;
+    let (status, body) = post(
+        &proxy,
+        &format!("/api/threads/{id}/answers"),
+        answers.clone(),
+    )
+    .await;
     assert_eq!(status, 500, "{body}");
     assert!(
         body.contains("rewritten") && body.contains("the store was altered"),
         "{body}"
     );
+    assert_eq!(
+        log_size(&proxy).await,
+        size,
+        "a head was signed for the forged trail"
+    );
+    // The server reads a thread's heads by the leaves' thread column, which the database
+    // holds: with the thread's leaves renamed away, the forgery has no head to contradict it,
+    // and is refused for having none (the server logs every head with its records).
+    sqlite(
+        &db,
+        &format!("UPDATE log_leaves SET thread_id = 'someone-else' WHERE thread_id = '{id}';"),
+    );
+    let (status, body) = post(&proxy, &format!("/api/threads/{id}/answers"), answers).await;
+    assert_eq!(status, 500, "{body}");
+    assert!(body.contains("no head was ever logged"), "{body}");
     assert_eq!(
         log_size(&proxy).await,
         size,

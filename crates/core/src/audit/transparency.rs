@@ -81,19 +81,42 @@ impl LogStatement {
 /// (its chain rebuilt) and then extended under a newly signed head: every head the log ever
 /// held for the thread stays in the log, and the rewrite changes the hash at each of them.
 /// A trail cut back to an earlier head fails the same way (it ends before the last head).
+///
+/// A trail with records needs a logged head: the server logs each head in the transaction
+/// that stores its records, so a stored trail with none was written around the server (or
+/// its leaves were moved to another thread's name), and extending it would sign it. A thread
+/// whose deletion was logged has no trail any more: one stored or served under its name again
+/// is not the one deleted.
 pub fn logged_heads_problem(
     thread_id: &str,
     trail: &[serde_json::Value],
     heads: &[(u64, LogStatement)],
 ) -> Option<String> {
+    if let Some((leaf, s)) = heads.iter().find(|(_, s)| s.thread_id != thread_id) {
+        return Some(format!(
+            "leaf {leaf} is about thread {}, not {thread_id}",
+            s.thread_id
+        ));
+    }
+    if let Some((leaf, s)) = heads.iter().find(|(_, s)| s.deleted) {
+        return (!trail.is_empty()).then(|| {
+            format!(
+                "leaf {leaf} logs the deletion of this thread's trail (up to record {}), yet a \
+                 trail of {} records is stored for it",
+                s.seq,
+                trail.len()
+            )
+        });
+    }
     let heads: Vec<&(u64, LogStatement)> = heads.iter().filter(|(_, s)| !s.deleted).collect();
+    if heads.is_empty() && !trail.is_empty() {
+        return Some(format!(
+            "the trail has {} records, but no head was ever logged for this thread: the server \
+             logs each head with its records, so these were written around it",
+            trail.len()
+        ));
+    }
     for (leaf, s) in &heads {
-        if s.thread_id != thread_id {
-            return Some(format!(
-                "leaf {leaf} is about thread {}, not {thread_id}",
-                s.thread_id
-            ));
-        }
         let record = usize::try_from(s.seq).ok().and_then(|i| trail.get(i));
         let hash = record.and_then(|r| r["hash"].as_str());
         let seq = record.and_then(|r| r["seq"].as_u64());
@@ -279,8 +302,10 @@ mod tests {
         let genuine = trail("genuine", 4);
         let heads = vec![(3, head(&genuine, 1)), (9, head(&genuine, 3))];
         assert_eq!(logged_heads_problem("t", &genuine, &heads), None);
-        // No head logged: nothing to hold (a thread stored before the log).
-        assert_eq!(logged_heads_problem("t", &genuine, &[]), None);
+        // No head logged: records written around the server (or its leaves renamed away).
+        let problem = logged_heads_problem("t", &genuine, &[]).unwrap();
+        assert!(problem.contains("no head was ever logged"), "{problem}");
+        assert_eq!(logged_heads_problem("t", &[], &[]), None);
 
         // Rewritten from its first record, chain rebuilt, and extended under a newly signed
         // head: the chain holds and the last head fits; the earlier head does not.
@@ -313,16 +338,22 @@ mod tests {
         let problem = logged_heads_problem("t", &longer, &heads).unwrap();
         assert!(problem.contains("without a signed head"), "{problem}");
 
-        // Another thread's head, and deletions (which name no record) ignored.
+        // Another thread's head.
         let mut other = head(&genuine, 3);
         other.thread_id = "u".into();
         assert!(logged_heads_problem("t", &genuine, &[(1, other)])
             .unwrap()
             .contains("thread u"));
-        let mut deleted = head(&genuine, 0);
+        // A logged deletion: no trail may be stored (or served) under the thread's name again,
+        // whatever heads follow it.
+        let mut deleted = head(&genuine, 3);
         deleted.deleted = true;
-        let with_deletion = vec![(1, deleted), (3, head(&genuine, 3))];
-        assert_eq!(logged_heads_problem("t", &genuine, &with_deletion), None);
+        let with_deletion = vec![(3, head(&genuine, 3)), (5, deleted.clone())];
+        assert_eq!(logged_heads_problem("t", &[], &with_deletion), None);
+        let problem = logged_heads_problem("t", &genuine, &with_deletion).unwrap();
+        assert!(problem.contains("leaf 5 logs the deletion"), "{problem}");
+        let reborn = vec![(3, head(&genuine, 3)), (5, deleted), (7, head(&genuine, 3))];
+        assert!(logged_heads_problem("t", &genuine, &reborn).is_some());
     }
 
     #[test]
