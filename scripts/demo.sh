@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 pg=${PROOFGATE_BIN:-${CARGO_TARGET_DIR:-target}/debug/proofgate}
 work=target/demo
 mkdir -p "$work"
-rm -f "$work"/proofgate.sqlite* "$work"/trail-*.json
+# A new database starts a new log: the size the last run signed goes with it.
+rm -f "$work"/proofgate.sqlite* "$work"/trail-*.json "$work"/proofgate-audit.signed-size
 bold() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
 bold "1. The paper's examples, checked by the local reasoner (Z3 $(python3 -c 'import z3; print(z3.get_version_string())'))"

@@ -113,16 +113,18 @@ impl App {
         )
         .await
         .map_err(|e| other(&e))?;
+        let key_path = config.audit.key_path(&config.storage.url);
         let key = crate::audit_log::AuditKey::load_or_create(
             config.audit.signing_key.as_deref(),
-            &config.audit.key_path(&config.storage.url),
+            &key_path,
             config.audit.key_name(),
         )
         .map_err(|e| other(&e))?;
-        let log = Arc::new(crate::audit_log::TransparencyLog::new(
-            config.audit.log_origin().to_string(),
-            key,
-        ));
+        let log = Arc::new(
+            crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key)
+                .with_signed_high_file(config.audit.signed_size_path(&key_path))
+                .map_err(|e| other(&e))?,
+        );
         let journal = crate::journal::Journal::start(store.clone(), log.clone());
         let policy = match &config.validator.policy {
             Some(p) => Some(Arc::new(load_policy(

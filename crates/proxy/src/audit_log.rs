@@ -11,7 +11,7 @@ use proofgate_core::audit::AuditRecord;
 use serde_json::Value;
 use signed_note::{Note, StandardSigner};
 use sqlx::Row;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tlog_tiles::{
     prove_record, prove_tree, stored_hash_count, stored_hash_index, stored_hashes, tree_hash,
     Checkpoint, Hash, HashReader,
@@ -393,6 +393,40 @@ pub struct TransparencyLog {
     /// log only grows, and Ed25519 signs deterministically), so a public read of an unchanged
     /// log neither signs again nor waits for the hashes' lock, which every commit takes.
     signed: std::sync::Mutex<Option<(u64, String)>>,
+    /// The largest tree this server signed a checkpoint of (size, root), also kept in a file
+    /// outside the database when one is given: no later checkpoint is signed for a tree that
+    /// does not extend it. The database is not trusted with this, since whoever holds it could
+    /// cut the log back or rewrite it, and the server would otherwise sign the result.
+    signed_high: std::sync::Mutex<Option<(u64, Hash)>>,
+    signed_high_file: Option<PathBuf>,
+}
+
+/// The file holding the largest tree a server signed: `<size> <root, base64>` on one line.
+fn read_signed_high(path: &Path) -> Result<Option<(u64, Hash)>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut parts = text.split_whitespace();
+    let (Some(size), Some(root), None) = (parts.next(), parts.next(), parts.next()) else {
+        return Err("expected `<size> <root>` on one line".into());
+    };
+    let size = size
+        .parse()
+        .map_err(|_| format!("`{size}` is not a log size"))?;
+    let root = Hash::parse_hash(root).map_err(|e| format!("root: {e}"))?;
+    Ok(Some((size, root)))
+}
+
+/// Writes the largest signed tree to `path` (a new file renamed over the old, synced).
+fn write_signed_high(path: &Path, size: u64, root: &Hash) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let mut f = std::fs::File::create(&tmp)?;
+    writeln!(f, "{size} {root}")?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 /// One leaf as stored.
@@ -413,7 +447,85 @@ impl TransparencyLog {
             key,
             hashes: Mutex::new(StoredHashes::default()),
             signed: std::sync::Mutex::new(None),
+            signed_high: std::sync::Mutex::new(None),
+            signed_high_file: None,
         }
+    }
+
+    /// Keeps the largest tree this server signed in `path` (read now when it exists), so that
+    /// a restarted server still refuses to sign a log cut back or rewritten in the database.
+    pub fn with_signed_high_file(
+        mut self,
+        path: PathBuf,
+    ) -> Result<TransparencyLog, AuditLogError> {
+        let high = read_signed_high(&path).map_err(|problem| AuditLogError::Key {
+            path: path.display().to_string(),
+            problem: format!("the log's last signed size: {problem}"),
+        })?;
+        self.signed_high = std::sync::Mutex::new(high);
+        self.signed_high_file = Some(path);
+        Ok(self)
+    }
+
+    /// Refuses a tree of `size` leaves (whose stored hashes `cache` holds, with root `root`)
+    /// that does not extend the largest tree signed before; records it when it is larger.
+    fn extends_signed(
+        &self,
+        size: u64,
+        root: Hash,
+        cache: &StoredHashes,
+    ) -> Result<(), AuditLogError> {
+        let high = *self
+            .signed_high
+            .lock()
+            .map_err(|_| AuditLogError::Tlog("the signed size's lock is poisoned".into()))?;
+        if let Some((signed, signed_root)) = high {
+            // Said to the operator too: a database replaced on purpose (a new log) needs the
+            // file removed, and every auditor holding the old log's checkpoint will see it.
+            let remedy = match &self.signed_high_file {
+                Some(path) => format!(
+                    " (if this database is meant to start a new log, remove {}; auditors \
+                     holding a checkpoint of the old log will see that it restarted)",
+                    path.display()
+                ),
+                None => String::new(),
+            };
+            if size < signed {
+                let e = format!(
+                    "the log holds {size} leaves, but this server signed a checkpoint of \
+                     {signed}: the database's log was cut back, and no checkpoint is signed for \
+                     it{remedy}"
+                );
+                tracing::error!("{e}");
+                return Err(AuditLogError::Tlog(e));
+            }
+            let prefix =
+                tree_hash(signed, cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            if prefix != signed_root {
+                let e = format!(
+                    "the log's first {signed} leaves no longer hash to the root this server \
+                     signed: the database's log was rewritten, and no checkpoint is signed for \
+                     it{remedy}"
+                );
+                tracing::error!("{e}");
+                return Err(AuditLogError::Tlog(e));
+            }
+            if size == signed {
+                return Ok(());
+            }
+        }
+        if let Some(path) = &self.signed_high_file {
+            write_signed_high(path, size, &root).map_err(|e| {
+                AuditLogError::Tlog(format!(
+                    "keeping the signed size in {}: {e}",
+                    path.display()
+                ))
+            })?;
+        }
+        if let Ok(mut high) = self.signed_high.lock() {
+            *high = Some((size, root));
+        }
+        Ok(())
     }
 
     /// The signing key.
@@ -523,6 +635,7 @@ impl TransparencyLog {
         let mut cache = self.hashes.lock().await;
         self.refresh(&mut cache, &mut conn, n).await?;
         let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        self.extends_signed(n, root, &cache)?;
         drop(cache);
         let c = Checkpoint::new(&self.origin, n, root, "")
             .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
@@ -715,5 +828,103 @@ impl TransparencyLog {
             consistency,
             policy_documents: Vec::new(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn statement(thread: &str, seq: u64) -> LogStatement {
+        LogStatement {
+            deleted: false,
+            thread_id: thread.into(),
+            seq,
+            head_hash: "ab".repeat(32),
+        }
+    }
+
+    /// The database's log cut back or rewritten is never signed, by this server or by one
+    /// restarted on the same key file (which reads the largest signed tree from its own file,
+    /// not from the database).
+    #[tokio::test]
+    async fn a_log_cut_back_or_rewritten_in_the_database_is_not_signed() {
+        let dir = std::env::temp_dir().join(format!("pg-signed-high-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
+            .await
+            .unwrap();
+        let high = dir.join("key.signed-size");
+        let open = || {
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(high.clone())
+                .unwrap()
+        };
+        let log = open();
+        for seq in 0..5 {
+            log.append(&store, &statement("t", seq)).await.unwrap();
+        }
+        let (_, size) = log.checkpoint(&store).await.unwrap();
+        assert_eq!(size, 5);
+        assert!(std::fs::read_to_string(&high).unwrap().starts_with("5 "));
+
+        // Cut back by two leaves (and their stored hashes): refused, now and after a restart.
+        let cut = |n: u64| {
+            let store = store.clone();
+            async move {
+                sqlx::query("DELETE FROM log_leaves WHERE idx >= $1")
+                    .bind(n as i64)
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+                sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
+                    .bind(stored_hash_count(n) as i64)
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+            }
+        };
+        cut(3).await;
+        let refused = |r: Result<(String, u64), AuditLogError>| match r {
+            Ok((_, n)) => panic!("a checkpoint of {n} leaves was signed"),
+            Err(e) => e.to_string(),
+        };
+        let e = refused(log.checkpoint(&store).await);
+        assert!(e.contains("cut back"), "{e}");
+        let e = refused(open().checkpoint(&store).await);
+        assert!(e.contains("cut back"), "{e}");
+
+        // ...and grown again past the signed size with other leaves: rewritten, refused.
+        let restarted = open();
+        for seq in 10..14 {
+            restarted
+                .append(&store, &statement("u", seq))
+                .await
+                .unwrap();
+        }
+        let e = refused(restarted.checkpoint(&store).await);
+        assert!(e.contains("rewritten"), "{e}");
+
+        // A genuine log that grows is signed, and its new size kept.
+        let fresh = dir.join("fresh.sqlite");
+        let store = Store::connect(&format!("sqlite://{}", fresh.display()))
+            .await
+            .unwrap();
+        std::fs::remove_file(&high).unwrap();
+        let log = open();
+        log.append(&store, &statement("t", 0)).await.unwrap();
+        assert_eq!(log.checkpoint(&store).await.unwrap().1, 1);
+        log.append(&store, &statement("t", 1)).await.unwrap();
+        assert_eq!(open().checkpoint(&store).await.unwrap().1, 2);
+        assert!(std::fs::read_to_string(&high).unwrap().starts_with("2 "));
+
+        // A file that is not a size and root stops the server at start.
+        std::fs::write(&high, "not a size\n").unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        assert!(TransparencyLog::new("test/log".into(), key)
+            .with_signed_high_file(high.clone())
+            .is_err());
     }
 }

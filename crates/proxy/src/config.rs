@@ -268,6 +268,11 @@ pub struct AuditConfig {
     /// forever. Conversation expiry (`storage.thread_ttl_secs`) never deletes trails.
     #[serde(default)]
     pub retention_days: Option<u64>,
+    /// Where the server keeps the size and root of the largest log it signed a checkpoint of,
+    /// outside the database, so that it never signs a log cut back or rewritten there.
+    /// Default: next to the signing key file, named `<key file stem>.signed-size`.
+    #[serde(default)]
+    pub signed_size_path: Option<PathBuf>,
 }
 
 impl AuditConfig {
@@ -281,6 +286,12 @@ impl AuditConfig {
             Some(dir) if !dir.as_os_str().is_empty() => dir.join("proofgate-audit.key"),
             _ => PathBuf::from("proofgate-audit.key"),
         }
+    }
+    /// Where the largest signed log size is kept (see `signed_size_path`).
+    pub fn signed_size_path(&self, key_path: &std::path::Path) -> PathBuf {
+        self.signed_size_path
+            .clone()
+            .unwrap_or_else(|| key_path.with_extension("signed-size"))
     }
     /// The key's name.
     pub fn key_name(&self) -> &str {

@@ -710,7 +710,13 @@ mod tests {
         assert_eq!(known.0, Some(3));
         assert_eq!(known.1 .0, 2, "the size it knew was not caught as wrong");
         assert_eq!(threads(leaf_rows(&store).await), ["0:a", "1:b", "2:d"]);
-        tree_holds(&store, &log, 3).await;
+        // This handle signed a checkpoint of 4 leaves, so it signs none of the cut-back log:
+        // to auditors a restored backup is a new log, which the operator declares by removing
+        // the signed-size file (a handle without one signs the 3 leaves).
+        let refused = log.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
+        assert!(refused.to_string().contains("cut back"), "{refused}");
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        tree_holds(&store, &TransparencyLog::new("test/log".into(), key), 3).await;
         drop(conn);
         let _ = std::fs::remove_dir_all(&dir);
     }

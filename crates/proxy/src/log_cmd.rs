@@ -108,10 +108,14 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     let mut failures: Vec<String> = Vec::new();
     let saved_cp =
         verify_checkpoint(saved, key).map_err(|e| anyhow::anyhow!("saved checkpoint: {e}"))?;
-    let current_note = get(&client, &format!("{base}/api/log/checkpoint"), None)
-        .await?
-        .text()
-        .await?;
+    let resp = get(&client, &format!("{base}/api/log/checkpoint"), None).await?;
+    let status = resp.status();
+    let current_note = resp.text().await?;
+    if !status.is_success() {
+        // The server refuses to sign a log that does not extend the one it signed before (cut
+        // back or rewritten in its database): its reason is the finding.
+        bail!("the server signs no checkpoint (HTTP {status}): {current_note}");
+    }
     let current = match verify_checkpoint(&current_note, key) {
         Ok(c) => c,
         Err(e) => bail!("the server's checkpoint: {e}"),
