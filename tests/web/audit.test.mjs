@@ -2,7 +2,9 @@
 // audit bundle passes with the signature, log inclusion and checks rebuilt from the policy;
 // each tampering is flagged: the answer rewritten with the chain rebuilt, a stored check script
 // changed or removed, the auditor's policy differing by one rule, and a log cut back after the
-// auditor saved a checkpoint. Screenshots: test-output/web/audit/.
+// auditor saved a checkpoint. A check that did not run (no policy, a plain trail instead of the
+// bundle, no verifier key, Z3 unavailable) is never a pass: the outcome is "incomplete" and says
+// what to do. Screenshots: test-output/web/audit/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -16,6 +18,8 @@ const { recordHash } = require(path.join(root, 'crates/wasm/pkg'));
 
 const Q1 = 'I am 70 and visit in the low season without credits. What is my admission fee after the senior discount?';
 const Z3_TIMEOUT = 180_000;
+// Every final outcome, so that a wrong one fails at once instead of timing out.
+const DONE = ['pass', 'fail', 'incomplete'].map((o) => `.verdict-box[data-outcome=${o}]`).join(', ');
 let env;
 let page;
 let thread;
@@ -50,7 +54,7 @@ async function verifyPasted(value) {
   await page.waitForFunction(() => /Policy: /.test(document.querySelector('#policy-source')?.textContent || ''));
   await page.fill('#trail-text', JSON.stringify(value));
   await page.click('[data-action=verify-paste]');
-  const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail]');
+  const box = page.locator(DONE);
   await box.waitFor({ timeout: Z3_TIMEOUT });
   await page.waitForFunction(() => !document.querySelector('table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
   return box;
@@ -61,10 +65,13 @@ const validated = (trail) => trail.map((r) => r.kind).lastIndexOf('VALIDATED');
 test('a genuine bundle passes: chain, replay, logic from the policy, signature, inclusion', async () => {
   await page.goto(`${env.url}/#/chat/${thread}`);
   await page.click(`[data-action=verify][href*="${thread}"]`);
-  const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail]');
+  const box = page.locator(DONE);
   await box.waitFor({ timeout: Z3_TIMEOUT });
   await page.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome !== 'pending', null, { timeout: Z3_TIMEOUT });
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
+  assert.match(await box.locator('h3').textContent(), /^✓ Every record passes$/);
+  assert.equal(await box.locator('[data-missing]').count(), 0, 'no check is missing');
+  assert.equal(await box.getAttribute('role'), 'status');
   assert.match(await page.locator('[data-check=signature]').textContent(), /✓ Signature/);
   assert.match(await page.locator('[data-check=inclusion]').textContent(), /✓ Inclusion in the log: the head is leaf \d+/);
   assert.match(await page.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);
@@ -101,6 +108,85 @@ test('a stored check script changed or removed: flagged at its record, and never
   // The logic is still confirmed: the checks come from the policy, not from the trail.
   assert.match(await page.locator(`#rec-${v} td:nth-child(5)`).textContent(), /Z3 agrees/);
   await shot(page, 'removed-scripts-flagged');
+});
+
+/** The outcome of a verification that nothing failed but that is not a full audit. */
+async function expectIncomplete(p, missing) {
+  const box = p.locator(DONE);
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  await p.waitForFunction(() => !document.querySelector('table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
+  const text = await box.textContent();
+  assert.equal(await box.getAttribute('data-outcome'), 'incomplete', text);
+  assert.doesNotMatch(text, /Every record passes/);
+  assert.match(await box.locator('h3').textContent(), /^⚠ Not fully verified: /);
+  // Not the green pass box, and still announced politely as a status.
+  assert.equal(await box.getAttribute('class'), 'verdict-box incomplete');
+  assert.equal(await box.getAttribute('role'), 'status');
+  assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), missing, text);
+  assert.equal(await p.locator('table.records tr.fail').count(), 0, 'no record fails');
+  return box;
+}
+
+test('a bundle verified without the auditor\'s policy is incomplete, never a pass', async () => {
+  // A server that offers no policy: the auditor has the key and the bundle, but no policy.
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  await p.context().route('**/api/policies', (r) => r.fulfill({ status: 200, contentType: 'application/json', body: '{"policies":[]}' }));
+  await p.goto(`${env.url}/#/verify`);
+  await p.waitForFunction(() => /No policy loaded/.test(document.querySelector('#policy-source')?.textContent || '')
+    && document.querySelector('#audit-key')?.value);
+  await p.fill('#trail-text', JSON.stringify(bundle));
+  await p.click('[data-action=verify-paste]');
+  const box = await expectIncomplete(p, ['policy']);
+  assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(no policy loaded\)/);
+  assert.match(await box.locator('[data-missing=policy]').textContent(), /load your copy of the policy/);
+  // The checks that did run are still shown.
+  assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
+  assert.match(await p.locator('[data-check=inclusion]').textContent(), /✓ Inclusion in the log/);
+  await p.locator('.verdict-box').scrollIntoViewIfNeeded();
+  await shot(p, 'bundle-without-policy-incomplete');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
+});
+
+test('a plain trail (not the bundle) with the verifier key is incomplete: the signature was not checked', async () => {
+  const box = await verifyPasted(bundle.trail);
+  await expectIncomplete(page, ['bundle']);
+  assert.match(await box.locator('h3').textContent(), /signature and log inclusion were not checked \(a plain trail, not an audit bundle\)/);
+  assert.match(await box.locator('[data-missing=bundle]').textContent(), /load the audit bundle/);
+  assert.doesNotMatch(await box.locator('[data-missing=bundle]').textContent(), /verifier key/, 'the key was given');
+  // The logic did run: Z3 confirmed it from the policy.
+  assert.match(await page.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);
+  await box.scrollIntoViewIfNeeded();
+  await shot(page, 'plain-trail-with-key-incomplete');
+});
+
+test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and the key is incomplete', async () => {
+  const auditKey = (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim();
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.staticUrl]);
+  await p.goto(`${env.staticUrl}/index.html#/verify`);
+  await p.waitForSelector('body[data-ready]');
+  assert.equal(await p.evaluate(() => crossOriginIsolated), false);
+  await p.setInputFiles('#policy-file', path.join(root, 'examples/policies/park-admission.json'));
+  await p.waitForFunction(() => /Policy: /.test(document.querySelector('#policy-source')?.textContent || ''));
+  // First without the key: both the logic and the signature are missing.
+  await p.fill('#trail-text', JSON.stringify(bundle));
+  await p.click('[data-action=verify-paste]');
+  let box = await expectIncomplete(p, ['z3', 'key']);
+  assert.match(await box.locator('[data-missing=key]').textContent(), /give the server's verifier key/);
+  // With the key, the signature and inclusion pass, and only Z3 is missing.
+  await p.fill('#audit-key', auditKey);
+  await p.click('[data-action=verify-paste]');
+  await p.waitForFunction(() => !document.querySelector('.verdict-box [data-missing=key]'));
+  box = await expectIncomplete(p, ['z3']);
+  assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(Z3 cannot run in this page\)/);
+  assert.match(await box.locator('[data-missing=z3]').textContent(), /open the verifier where Z3 can run/);
+  assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
+  assert.match(await p.locator('[data-check=logic]').textContent(), /Logic not re-checked: Z3 is unavailable/);
+  assert.ok(await p.locator('table.records .mark.skip', { hasText: 'Z3 unavailable' }).count() > 0);
+  await p.locator('.verdict-box').scrollIntoViewIfNeeded();
+  await shot(p, 'bundle-without-z3-incomplete');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
 });
 
 test('the auditor\'s policy differs by one rule: the validation is flagged', async () => {

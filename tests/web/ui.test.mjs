@@ -164,9 +164,11 @@ test('load a trail in the verifier and see every record pass', async () => {
   await page.goto(`${env.url}/#/chat/${threads.q2}`);
   // This thread's link, not the previous page's (the page re-renders after the hash change).
   await page.click(`[data-action=verify][href*="${encodeURIComponent(encodeURIComponent(threads.q2))}"]`);
-  const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail]');
+  // The thread's link loads the audit bundle; the served policy and verifier key are the defaults.
+  const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail], .verdict-box[data-outcome=incomplete]');
   await box.waitFor({ timeout: Z3_TIMEOUT });
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
+  assert.equal(await box.locator('[data-missing]').count(), 0);
   const trail = await trailOf(threads.q2);
   const rows = page.locator('table.records tbody tr');
   assert.equal(await rows.count(), trail.length);
@@ -230,7 +232,8 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   tampered[k].body.answer += ' (edited)';
   writeFileSync(tamperedFile, JSON.stringify(tampered));
 
-  // A plain static host: chain and replay run; Z3 is reported unavailable.
+  // A plain static host: chain and replay run; Z3 is reported unavailable. Nothing fails, but
+  // a plain trail without Z3 is not fully verified: the outcome says what did not run.
   const p = await newPage(env, DESKTOP, [env.staticUrl]);
   await p.goto(`${env.staticUrl}/index.html#/verify`);
   await p.waitForSelector('body[data-ready]');
@@ -241,8 +244,12 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   await p.setInputFiles('#trail-file', file);
   const box = p.locator('.verdict-box[data-outcome]');
   await box.waitFor();
-  assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
+  assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
   assert.match(await box.textContent(), /Logic not re-checked: Z3 is unavailable/);
+  assert.doesNotMatch(await box.textContent(), /Every record passes/);
+  assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['z3', 'bundle']);
+  assert.match(await box.locator('[data-missing=bundle]').textContent(), /load the audit bundle .* and give the server's verifier key/);
+  assert.equal(await p.locator('table.records tr.fail').count(), 0);
   await shot(p, 'verifier-static-host-no-z3');
   await p.setInputFiles('#trail-file', tamperedFile);
   await p.locator('.verdict-box[data-outcome=fail]').waitFor();
@@ -263,8 +270,9 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   await d.setInputFiles('#trail-file', tamperedFile);
   await d.locator('.verdict-box[data-outcome=fail]').waitFor();
   await d.setInputFiles('#trail-file', file);
-  await d.locator('.verdict-box[data-outcome=pass]').waitFor();
-  assert.equal(await d.locator('.verdict-box').getAttribute('data-outcome'), 'pass');
+  await d.locator('.verdict-box[data-outcome=incomplete]').waitFor();
+  assert.match(await d.locator('.verdict-box h3').textContent(), /^⚠ Not fully verified: .*Z3 cannot run in this page.*signature and log inclusion were not checked/);
+  assert.equal(await d.locator('table.records tr.fail').count(), 0);
   await shot(d, 'verifier-from-disk');
   noProblems(d);
   await d.context().close();
@@ -299,8 +307,10 @@ test('phone width: chat, debug panel, proof and verifier fit the screen', async 
   await p.locator('#proof').scrollIntoViewIfNeeded();
   assert.ok(await fits(), 'no horizontal scrolling on the proof');
   await shot(p, 'phone-proof');
+  // A plain trail (not the bundle): nothing fails, but the signature is not checked.
   await p.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${threads.q1}/audit`)}`);
-  await p.locator('.verdict-box[data-outcome=pass]').waitFor({ timeout: Z3_TIMEOUT });
+  await p.locator('.verdict-box[data-outcome=incomplete]').waitFor({ timeout: Z3_TIMEOUT });
+  assert.deepEqual(await p.locator('.verdict-box [data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['bundle']);
   assert.ok(await fits(), 'no horizontal scrolling on the verifier');
   await shot(p, 'phone-verifier');
   noProblems(p);

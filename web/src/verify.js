@@ -48,14 +48,17 @@ async function verify(text, source, out) {
   view.text = text;
   view.source = source;
   clear(out);
+  // What the auditor brought when this verification started: the key field can change while
+  // Z3 runs, and the summary must describe the checks that were actually made.
+  const { policy, key, checkpoint } = auditor;
   let records;
   let isBundle = false;
   // The policy document the trail names (recorded once per policy version): a bundle carries
   // it, and the auditor's own policy makes it (when it is the policy the thread was shown).
   // Replay uses a document only under the hash of its own contents.
   let documents = [];
-  if (auditor.policy) {
-    try { documents = policyDocumentsOf(auditor.policy); } catch { /* reported by planRechecks below */ }
+  if (policy) {
+    try { documents = policyDocumentsOf(policy); } catch { /* reported by planRechecks below */ }
   }
   try {
     const data = JSON.parse(text);
@@ -87,8 +90,8 @@ async function verify(text, source, out) {
   // policy; the scripts stored in the trail are never run.
   let plan = null;
   let planError = null;
-  if (auditor.policy) {
-    try { plan = planRechecks(text, auditor.policy); } catch (e) { planError = e.message; }
+  if (policy) {
+    try { plan = planRechecks(text, policy); } catch (e) { planError = e.message; }
   }
   const withChecks = [];
   for (const c of plan?.checks || []) {
@@ -101,8 +104,8 @@ async function verify(text, source, out) {
   // Signature, inclusion, consistency: only for bundles, with the server's verifier key.
   let trust = null;
   let trustError = null;
-  if (auditor.key && isBundle) {
-    try { trust = verifyTrust(text, auditor.key, auditor.checkpoint || undefined); } catch (e) { trustError = e.message; }
+  if (key && isBundle) {
+    try { trust = verifyTrust(text, key, checkpoint || undefined); } catch (e) { trustError = e.message; }
   }
 
   const summary = h('div', { class: 'verdict-box pending', role: 'status', 'aria-live': 'polite' });
@@ -154,7 +157,7 @@ async function verify(text, source, out) {
 
   function trustLines() {
     if (!isBundle) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: this is a plain trail; load the audit bundle (/api/threads/<id>/audit/bundle).');
-    if (!auditor.key) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: give the server\'s verifier key.');
+    if (!key) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: give the server\'s verifier key.');
     if (trustError) return h('li', { 'data-check': 'signature', class: 'fail' }, `Signature and log: ${trustError}`);
     const line = (name, label, c) => h('li', { 'data-check': name, class: c.ok ? 'pass' : 'fail' }, `${c.ok ? '✓' : '✗'} ${label}: ${c.detail}`);
     return [
@@ -164,18 +167,45 @@ async function verify(text, source, out) {
     ];
   }
 
+  // The checks that did not run, each with what the auditor must do for a full audit. Nothing
+  // failing is not a pass: "pass" needs the chain and replay, the logic re-checked by Z3 from the
+  // auditor's policy, and the signature and log inclusion checked with the verifier key.
+  const notRun = [];
+  if (!policy) {
+    notRun.push({ id: 'policy', what: 'the logic was not re-checked (no policy loaded)', todo: 'load your copy of the policy' });
+  } else if (!planError && totalChecks && z3Why) {
+    notRun.push({ id: 'z3', what: 'the logic was not re-checked (Z3 cannot run in this page)', todo: 'open the verifier where Z3 can run: a page served by proofgate serve (cross-origin isolated), not from disk or a plain static host' });
+  }
+  if (!isBundle) {
+    notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${key ? '' : ' and give the server\'s verifier key'}` });
+  } else if (!key) {
+    notRun.push({ id: 'key', what: 'the signature and log inclusion were not checked (no verifier key)', todo: 'give the server\'s verifier key' });
+  }
+
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');
     const first = failures[0];
     const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError;
-    summary.className = `verdict-box ${ok ? 'pass' : first ? 'fail' : 'pending'}`;
-    summary.dataset.outcome = ok && z3State !== 'running' ? 'pass' : first || !ok ? 'fail' : 'pending';
+    const outcome = !ok ? 'fail' : z3State === 'running' ? 'pending' : notRun.length ? 'incomplete' : 'pass';
+    summary.className = `verdict-box ${outcome}`;
+    summary.dataset.outcome = outcome;
+    const heading = {
+      fail: first ? `✗ Record ${first.i} fails` : '✗ The trail is not the server\'s signed, logged trail',
+      pending: '… Checking the logic with Z3',
+      incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
+      pass: '✓ Every record passes',
+    }[outcome];
     clear(summary).append(
-      h('h3', {}, ok ? (z3State === 'running' ? '… Checking the logic with Z3' : '✓ Every record passes') : first ? `✗ Record ${first.i} fails` : '✗ The trail is not the server\'s signed, logged trail'),
+      h('h3', {}, heading),
+      outcome === 'incomplete' || (outcome === 'pending' && notRun.length)
+        ? h('div', { class: 'not-run' },
+          h('p', {}, h('strong', {}, 'Nothing failed, but this is not a full audit. To complete it:')),
+          h('ul', {}, notRun.map((m) => h('li', { 'data-missing': m.id }, `${m.what[0].toUpperCase()}${m.what.slice(1)}: ${m.todo}.`))))
+        : null,
       h('ul', {},
         h('li', {}, chain.ok ? `Hash chain intact: ${chain.verifiedRecords}/${chain.records} records` : `Hash chain broken at record ${chain.failure?.index}`),
         h('li', {}, replay.ok ? `Replay: every decision of the loop reproduced (outcome ${replay.status || 'none'}), head ${(replay.headHash || '').slice(0, 16)}…` : `Replay stops at record ${replay.failure?.index} (${replay.failure?.problem})`),
-        h('li', { 'data-check': 'logic' }, !auditor.policy ? 'Logic not re-checked: load your copy of the policy to rebuild and run every finding\'s solver checks.'
+        h('li', { 'data-check': 'logic' }, !policy ? 'Logic not re-checked: load your copy of the policy to rebuild and run every finding\'s solver checks.'
           : planError ? `Logic not re-checked: ${planError}`
             : totalChecks === 0 ? `No finding in this trail needs a solver check (policy ${plan?.policyContentHash?.slice(0, 20)}…).`
               : z3Why ? `Logic not re-checked: ${z3Why}`
