@@ -56,6 +56,13 @@ fn script() -> Value {
                "reply": json!({"pairs": [{"premises": ["(= customerAge 70)"],
                    "claims": [{"logic": "(= totalExpense 35.75)",
                                "naturalLanguage": "LEAK-CLAIM: you pay $35.75"}]}]}).to_string()}),
+        // Facts that contradict the policy, and an explanation that adds a claim of its own:
+        // the IMPOSSIBLE finding that confirms the explanation checks none of its claims.
+        json!({"match": ["You translate", "case-impossible"],
+               "reply": pair(&["(= customerAge 7)", "(= customerAge 70)"], &["(= ageClass SENIOR)"])}),
+        json!({"match": ["DECISION", "case-impossible"],
+               "reply": "DECISION: IMPOSSIBLE\nEXPLANATION: You cannot be both 7 and 70. FREE-PASS: you also get a free annual pass."}),
+        json!({"match": "case-impossible", "reply": "As a senior you pay the senior price."}),
         json!({"match": ["DECISION", "case-ask"],
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?"}),
         json!({"match": "DECISION", "reply": format!("DECISION: REWRITE\nANSWER: {SENIOR_ANSWER}")}),
@@ -190,6 +197,45 @@ async fn questions_go_out_without_the_unverified_answer_they_replace() {
         assert!(pg["findings"][0].get("claims").is_none(), "{pg}");
         assert!(!text.contains("LEAK-CLAIM"), "stream={stream}: {text}");
         assert!(!text.contains("totalExpense"), "stream={stream}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn an_impossible_explanation_goes_out_saying_what_was_not_checked() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let proxy = Proxy::start("impossible", &config(&format!("{}/v1", llm.url()), "", ""));
+    for stream in [false, true] {
+        let (verdict, pg, text) = ask(
+            &proxy,
+            "case-impossible: I am 7 and I am 70, what do I pay?",
+            stream,
+        )
+        .await;
+        assert_eq!(verdict, "IMPOSSIBLE", "{pg}");
+        assert_eq!(pg["verified"], false, "{pg}");
+        // The text the reader sees (a stream's deltas joined).
+        let text = if stream {
+            text.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .filter_map(|c| {
+                    c["choices"][0]["delta"]["content"]
+                        .as_str()
+                        .map(String::from)
+                })
+                .collect::<String>()
+        } else {
+            serde_json::from_str::<Value>(&text).unwrap()["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        };
+        // The explanation's own claim went out unchecked, so the reader is told.
+        assert!(text.contains("FREE-PASS"), "stream={stream}: {text}");
+        assert!(
+            text.contains("[proofgate: the facts given contradict the policy; beyond that, this explanation is not verified"),
+            "stream={stream}: {text}"
+        );
     }
 }
 

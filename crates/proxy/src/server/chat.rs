@@ -72,20 +72,35 @@ fn questions_text(questions: &[String]) -> String {
     text
 }
 
-/// The notice an answer of `status` goes out with: none for VALID, the outcome's warning when
-/// it has one (an IMPOSSIBLE explanation with parts outside the policy, from format 3 on, says
-/// so), otherwise what the status means for the end user.
-fn notice_for(status: OutcomeStatus, warning: Option<&str>) -> Option<&str> {
+/// What an IMPOSSIBLE outcome's text is: the rewriter's explanation, confirmed only in that the
+/// question's facts contradict the policy. An IMPOSSIBLE finding checks none of its pair's
+/// claims (from premises that cannot hold, every claim follows), so a sentence the explanation
+/// adds ("...and you also get a free pass") goes out unchecked, and the reader must be told.
+pub(crate) const IMPOSSIBLE_NOTICE: &str =
+    "the facts given contradict the policy; beyond that, this explanation is not verified";
+
+/// The notice an answer of `status` goes out with: none for VALID; for IMPOSSIBLE what was and
+/// was not checked, with the outcome's warning (an explanation with parts outside the policy,
+/// from format 3 on); otherwise the outcome's warning when it has one, or what the status
+/// means for the end user.
+fn notice_for(status: OutcomeStatus, warning: Option<&str>) -> Option<String> {
     match status {
         OutcomeStatus::Valid => None,
-        OutcomeStatus::Impossible => warning,
-        _ => warning.or(Some(match status {
-            OutcomeStatus::MaxIterations => {
-                "NOT VERIFIED: no answer could be verified against the policy"
-            }
-            OutcomeStatus::NotCovered => "this answer is outside what the policy covers",
-            _ => "",
-        })),
+        OutcomeStatus::Impossible => Some(match warning {
+            Some(w) => format!("{IMPOSSIBLE_NOTICE}; {w}"),
+            None => IMPOSSIBLE_NOTICE.to_string(),
+        }),
+        _ => Some(
+            warning
+                .unwrap_or(match status {
+                    OutcomeStatus::MaxIterations => {
+                        "NOT VERIFIED: no answer could be verified against the policy"
+                    }
+                    OutcomeStatus::NotCovered => "this answer is outside what the policy covers",
+                    _ => "",
+                })
+                .to_string(),
+        ),
     }
 }
 
@@ -427,7 +442,10 @@ pub(crate) async fn answer_chat(
                 status => {
                     let answer = outcome.answer.clone().unwrap_or_default();
                     (
-                        with_notice(&answer, notice_for(status, outcome.warning.as_deref())),
+                        with_notice(
+                            &answer,
+                            notice_for(status, outcome.warning.as_deref()).as_deref(),
+                        ),
                         status.as_str().to_string(),
                         None,
                     )
@@ -593,16 +611,19 @@ mod notice_tests {
     use super::*;
 
     #[test]
-    fn only_a_plain_valid_or_a_fully_covered_explanation_goes_out_without_a_notice() {
+    fn only_a_plain_valid_answer_goes_out_without_a_notice() {
         let covered = proofgate_core::verdict::NOT_COVERED_WARNING;
-        let say = |status, warning| with_notice("A.", notice_for(status, warning));
+        let say = |status, warning| with_notice("A.", notice_for(status, warning).as_deref());
         assert_eq!(say(OutcomeStatus::Valid, None), "A.");
-        assert_eq!(say(OutcomeStatus::Impossible, None), "A.");
-        // An explanation with a part outside the policy says so, as a VALID answer with one
-        // does.
+        // An IMPOSSIBLE explanation's claims are never checked: it says so, and also when a
+        // part of it is outside the policy, as a VALID answer with one does.
+        assert_eq!(
+            say(OutcomeStatus::Impossible, None),
+            format!("A.\n\n[proofgate: {IMPOSSIBLE_NOTICE}]")
+        );
         assert_eq!(
             say(OutcomeStatus::Impossible, Some(covered)),
-            format!("A.\n\n[proofgate: {covered}]")
+            format!("A.\n\n[proofgate: {IMPOSSIBLE_NOTICE}; {covered}]")
         );
         assert_eq!(
             say(OutcomeStatus::ValidWithWarning, Some(covered)),
