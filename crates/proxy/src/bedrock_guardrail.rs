@@ -409,7 +409,11 @@ impl BedrockGuardrail {
         // Read from the tree in place: the tree itself is kept as evidence.
         let response = <ApplyGuardrailResponse as serde::Deserialize>::deserialize(&body)
             .map_err(|e| bad(e.to_string()))?;
-        Ok((response.findings(), body))
+        let findings = response.findings();
+        if let Some(why) = unshown_valid(&findings) {
+            return Err(bad(why));
+        }
+        Ok((findings, body))
     }
 
     /// One signed POST; the response body when the service answered 2xx.
@@ -604,6 +608,23 @@ fn apply_url(endpoint: &str, id: &str, version: &str) -> Result<reqwest::Url, St
         endpoint.trim_end_matches('/')
     );
     reqwest::Url::parse(&url).map_err(|e| format!("endpoint {endpoint}: {e}"))
+}
+
+/// Why a VALID finding of this response cannot count: one without a translation shows no
+/// premise and no claim, so nothing says what it proved (the AWS reference marks every member
+/// optional). It is refused as a bad response, so the validation fails closed, rather than
+/// counted as a proof of the whole answer.
+fn unshown_valid(findings: &[proofgate_core::Finding]) -> Option<String> {
+    findings
+        .iter()
+        .position(|f| f.kind() == proofgate_core::FindingKind::Valid && f.translation().is_none())
+        .map(|i| {
+            format!(
+                "finding {} is VALID without a translation: nothing shows what it proved, so it \
+                 is not taken as a proof",
+                i + 1
+            )
+        })
 }
 
 #[cfg(test)]

@@ -43,7 +43,8 @@ fn script(fail_first: u32, fail_status: u16) -> serde_json::Value {
                 {"invalid": {"contradictingRules": [{"identifier": "FEE1"}]}},
                 {"futureKind": {"x": 1}}
             ]},
-            {"match": "$10", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE1"}]}}]}
+            {"match": "$10", "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= fee 10.0)", "naturalLanguage": "It costs $10."}]}, "supportingRules": [{"identifier": "FEE1"}]}}]},
+            {"match": "$12", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE1"}]}}]}
         ]
     })
 }
@@ -233,6 +234,21 @@ async fn a_success_that_is_not_json_is_unreadable_not_findings() {
     let server = Server::python("scripted_guardrail.py", &s);
     let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
     assert_says(&error_of(&g).await, &["unreadable response", "not JSON"]);
+    assert_eq!(server.received().len(), 1);
+}
+
+#[tokio::test]
+async fn a_valid_finding_without_a_translation_is_refused_not_taken_as_proof() {
+    aws_env();
+    let server = Server::python("scripted_guardrail.py", &script(0, 503));
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+    let e = g
+        .validate("Q", "It costs $12.")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_says(&e, &["finding 1 is VALID without a translation"]);
+    // Not retried: the same answer would come back.
     assert_eq!(server.received().len(), 1);
 }
 

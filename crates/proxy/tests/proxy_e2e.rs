@@ -653,7 +653,7 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
         &json!({"sigv4": {"access_key": "AKIDEXAMPLE", "secret_key": "secret", "region": "us-east-1"},
                 "fail_first": 1, "fail_status": 429, "rules": [
             {"match": "$30", "findings": [{"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "contradictingRules": [{"identifier": "FEEAFTEDISCO"}]}}]},
-            {"match": "$22.50", "findings": [{"valid": {"supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
+            {"match": "$22.50", "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 22.5)", "naturalLanguage": "$22.50"}]}, "supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
         ]}),
     );
     let tables = format!(
