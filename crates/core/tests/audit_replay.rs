@@ -337,6 +337,35 @@ fn malformed_json_is_blamed_on_its_record() {
     assert_eq!(failure(&replay_json(broken)), (2, ReplayProblem::Malformed));
 }
 
+#[test]
+fn a_duplicated_key_is_refused_not_read_as_its_last_copy() {
+    // A forged value put before the signed one under the same key: a reader keeping the last
+    // copy (serde_json, JSON.parse) sees the signed record and its hash, one keeping the first
+    // sees the forgery. Refused at that record, whichever copy a reader keeps.
+    let text = serde_json::to_string(&trail()).unwrap();
+    assert!(replay_json(&text).ok);
+    let bodies: Vec<usize> = text.match_indices("\"body\":{\"").map(|(i, _)| i).collect();
+    for (record, &at) in bodies.iter().enumerate().take(3) {
+        let open = at + "\"body\":{".len();
+        let key_end = open + 1 + text[open + 1..].find('"').unwrap();
+        let key = &text[open + 1..key_end];
+        let forged = format!("{}\"{key}\":\"forged\",{}", &text[..open], &text[open..]);
+        let report = replay_json(&forged);
+        assert_eq!(
+            failure(&report),
+            (record, ReplayProblem::Malformed),
+            "{key}"
+        );
+        let detail = &report.failure.as_ref().unwrap().detail;
+        assert!(
+            detail.contains(&format!("`{key}` appears twice")),
+            "{detail}"
+        );
+        let chain = proofgate_core::audit::verify_chain_json(&forged);
+        assert_eq!(chain.failure.map(|f| f.index), Some(record));
+    }
+}
+
 // ---- Translation inside the loop: the translators' raw replies are the record --------------
 
 fn translation_config() -> ThreadConfig {
@@ -1110,10 +1139,12 @@ fn json_text_and_records_give_the_same_report() {
     assert!(trails.iter().filter(|(_, t)| replay(t).ok).count() >= 3);
 }
 
-/// A body with a key written twice reads as a value holding the last one; its hash covers
-/// that value. Replay from text compares such a body the thorough way, with the same report.
+/// A body with a key written twice is refused at its record, whichever copy comes first: it
+/// read as a value holding the last one (its hash covering that value), so a forgery placed
+/// before the signed copy passed for readers keeping the last, and not for one keeping the
+/// first.
 #[test]
-fn a_body_with_a_repeated_key_is_judged_by_its_value() {
+fn a_body_with_a_repeated_key_is_refused_whichever_copy_comes_first() {
     let trail = trail();
     let text = serde_json::to_string(&trail).unwrap();
     let i = trail
@@ -1121,19 +1152,17 @@ fn a_body_with_a_repeated_key_is_judged_by_its_value() {
         .position(|r| r.kind == RecordKind::LlmReplied)
         .unwrap();
     let original = serde_json::to_string(&trail[i].body).unwrap();
-    // The first key repeated with another value before it: the value read is unchanged.
-    let repeated = original.replacen('{', "{\"type\":\"Tick\",", 1);
-    assert_ne!(repeated, original);
-    let with_repeat = text.replacen(&original, &repeated, 1);
-    assert!(
-        replay_json(&with_repeat).ok,
-        "{:?}",
-        replay_json(&with_repeat)
-    );
-    // Repeated the other way round, the value read is a different one.
-    let last_wins = original.replacen('}', ",\"type\":\"Tick\"}", 1);
-    let report = replay_json(text.replacen(&original, &last_wins, 1));
-    assert_eq!(failure(&report), (i, ReplayProblem::HashMismatch));
+    let first = original.replacen('{', "{\"type\":\"Tick\",", 1);
+    let last = original.replacen('}', ",\"type\":\"Tick\"}", 1);
+    for repeated in [first, last] {
+        assert_ne!(repeated, original);
+        let report = replay_json(text.replacen(&original, &repeated, 1));
+        assert_eq!(
+            failure(&report),
+            (i, ReplayProblem::Malformed),
+            "{report:?}"
+        );
+    }
 }
 
 /// An auditor's documents are read once for many trails (the npm package's `Replayer`), and

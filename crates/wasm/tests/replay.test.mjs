@@ -141,3 +141,21 @@ test('trailTextOf gives a verifier the file\'s own bytes, which JSON.parse would
   assert.notEqual(trailTextOf(`{"trail": ${changed}}`), trailTextOf(`{"trail": ${signed}}`));
   assert.throws(() => trailTextOf('{"signedHead": "x"}'), /expected a JSON array of audit records/);
 });
+
+test('a key written twice in a record is refused, whichever copy comes first', () => {
+  // JSON.parse (and serde_json) keep the last copy, so a forgery placed before the signed value
+  // hashed as the signed record; a reader keeping the first copy would read the forgery.
+  const bundle = JSON.parse(readFileSync(here('../../core/tests/fixtures/park-local-bundle.json'), 'utf8'));
+  const text = JSON.stringify(bundle.trail);
+  const documents = JSON.stringify(bundle.policyDocuments);
+  assert.equal(replayAudit(text, documents).ok, true);
+  const at = text.indexOf('"body":{"') + '"body":{'.length;
+  const key = text.slice(at + 1, text.indexOf('"', at + 1));
+  const forged = `${text.slice(0, at)}"${key}":"forged",${text.slice(at)}`;
+  const report = replayAudit(forged, documents);
+  assert.equal(report.ok, false);
+  assert.equal(report.failure.index, 0);
+  assert.equal(report.failure.problem, 'MALFORMED');
+  assert.match(report.failure.detail, new RegExp(`\`${key}\` appears twice`));
+  assert.equal(verifyChain(forged).ok, false);
+});

@@ -31,6 +31,7 @@ pub mod recheck;
 mod record;
 mod recorded;
 mod replay;
+mod strict_json;
 pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};

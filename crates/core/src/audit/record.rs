@@ -161,7 +161,9 @@ pub struct AuditRecord {
     pub at: u64,
     /// What it is.
     pub kind: RecordKind,
-    /// The input, the effect, or the event's fields.
+    /// The input, the effect, or the event's fields (a duplicated key in any of its objects
+    /// is refused when read, see `strict_json`).
+    #[serde(deserialize_with = "super::strict_json::value")]
     pub body: Value,
     /// SHA-256 (lower-case hex) over the canonical encoding of the other fields; see
     /// [`crate::audit::canonical`].

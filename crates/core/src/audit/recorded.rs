@@ -40,7 +40,7 @@ impl RecordText<'_> {
             prev: self.prev.clone().into_owned(),
             at: self.at,
             kind: self.kind,
-            body: serde_json::from_str(self.body.get())?,
+            body: super::strict_json::value_from_str(self.body.get())?,
             hash: self.hash.clone().into_owned(),
         })
     }

@@ -152,7 +152,7 @@ fn parse_entries_one_by_one(json: &[u8]) -> Entries {
             f.write_str("a JSON array of audit records")
         }
         fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-            while let Some(v) = seq.next_element::<Value>()? {
+            while let Some(v) = seq.next_element_seed(super::strict_json::Strict)? {
                 self.0.push(v);
             }
             Ok(())
