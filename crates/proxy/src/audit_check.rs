@@ -55,7 +55,10 @@ pub struct AuditVerification {
     pub trust: Option<TrustReport>,
     /// Every failure, one line each, naming the record.
     pub failures: Vec<String>,
-    /// True when everything holds.
+    /// What this audit did not check, and what would check it (empty for a full audit): a
+    /// trail that passes what was checked is not thereby shown signed or logged.
+    pub not_checked: Vec<String>,
+    /// True when everything checked holds.
     pub ok: bool,
 }
 
@@ -85,15 +88,22 @@ pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
 /// Audits `input` (a trail or an audit bundle) against the auditor's `policy`; with
 /// `verifier_key`, also the signature and log inclusion (and consistency with
 /// `saved_checkpoint`).
+///
+/// With `thread`, the trail must be that thread's: a bundle proves only that its trail is a
+/// logged head of *some* thread, so a server asked for one thread's trail could hand out
+/// another's.
+#[allow(clippy::too_many_arguments)]
 pub fn verify(
     input: &[u8],
     policy: &PolicyModel,
     verifier_key: Option<&str>,
     saved_checkpoint: Option<&str>,
+    thread: Option<&str>,
     z3: &str,
     timeout_ms: u64,
 ) -> AuditVerification {
     let mut failures = Vec::new();
+    let mut not_checked = Vec::new();
     let (trail, bundle) = match read_trail_or_bundle(input) {
         Ok((records, bundle)) => (Value::Array(records), bundle),
         Err(e) => {
@@ -117,6 +127,18 @@ pub fn verify(
     let replay = replay_json_with(&trail_text, &documents);
     if let Some(f) = &replay.failure {
         failures.push(format!("replay: {f}"));
+    }
+    match thread {
+        Some(want) if replay.thread_id.as_deref() != Some(want) => failures.push(format!(
+            "the trail is thread {}'s, not {want}'s",
+            replay.thread_id.as_deref().unwrap_or("(none)")
+        )),
+        Some(_) => {}
+        None => not_checked.push(
+            "which thread this is: give --thread ID (a bundle shows only that its trail is a \
+             logged head of some thread)"
+                .to_string(),
+        ),
     }
     let records: Vec<AuditRecord> = serde_json::from_value(trail).unwrap_or_default();
     let plan = plan_rechecks(&records, policy);
@@ -176,6 +198,18 @@ pub fn verify(
             }
         }
     }
+    match (&bundle, verifier_key) {
+        (_, None) => not_checked.push(
+            "the signature and log inclusion: give --public-key (the server's verifier key) \
+             with the audit bundle"
+                .to_string(),
+        ),
+        (Some(_), Some(_)) if saved_checkpoint.is_none() => not_checked.push(
+            "that the log still extends a checkpoint you saved earlier: give --checkpoint"
+                .to_string(),
+        ),
+        _ => {}
+    }
     let ok = failures.is_empty() && replay.ok;
     AuditVerification {
         replay,
@@ -184,6 +218,7 @@ pub fn verify(
         checks,
         trust,
         failures,
+        not_checked,
         ok,
     }
 }

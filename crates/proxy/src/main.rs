@@ -96,6 +96,10 @@ enum Command {
         /// A signed checkpoint saved earlier (GET /api/log/checkpoint): the log must extend it.
         #[arg(long)]
         checkpoint: Option<PathBuf>,
+        /// The thread the trail must be (a bundle shows only that its trail is a logged head
+        /// of some thread).
+        #[arg(long)]
+        thread: Option<String>,
         /// The z3 binary used to re-check the findings.
         #[arg(long, default_value = "z3")]
         z3: String,
@@ -223,6 +227,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             policy,
             public_key,
             checkpoint,
+            thread,
             z3,
             timeout_ms,
         } => {
@@ -237,12 +242,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &model,
                 key.as_deref(),
                 saved.as_deref(),
+                thread.as_deref(),
                 &z3,
                 timeout_ms,
             );
             println!("{}", serde_json::to_string_pretty(&v)?);
             for f in &v.failures {
                 eprintln!("audit: {f}");
+            }
+            for n in &v.not_checked {
+                eprintln!("audit: not checked: {n}");
             }
             if !v.ok {
                 return Ok(ExitCode::from(1));

@@ -71,6 +71,18 @@ fn audit(
     key: &str,
     checkpoint: Option<&str>,
 ) -> (bool, Value, String) {
+    audit_with(dir, bundle, policy, key, checkpoint, &[])
+}
+
+/// [`audit`] with more arguments.
+fn audit_with(
+    dir: &Path,
+    bundle: &Value,
+    policy: &Path,
+    key: &str,
+    checkpoint: Option<&str>,
+    more: &[&str],
+) -> (bool, Value, String) {
     let path = dir.join(format!("bundle-{}.json", uuid::Uuid::new_v4().simple()));
     std::fs::write(&path, serde_json::to_vec(bundle).unwrap()).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proofgate"));
@@ -85,6 +97,7 @@ fn audit(
         std::fs::write(&cp, c).unwrap();
         cmd.arg("--checkpoint").arg(cp);
     }
+    cmd.args(more);
     let out = cmd.output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
     (
@@ -155,6 +168,32 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     assert!(ok, "{report}\n{err}");
     assert_eq!(report["trust"]["ok"], true);
     assert!(report["checks"].as_array().unwrap().len() >= 3);
+    // Without --thread the report says which thread it is was not checked: a bundle shows only
+    // that its trail is a logged head of some thread, so a server could hand out another's.
+    assert!(
+        report["notChecked"].to_string().contains("--thread") && err.contains("not checked"),
+        "{report}"
+    );
+    let (ok, report, err) = audit_with(
+        &dir,
+        &bundle,
+        &park(),
+        &key,
+        Some(&saved_before),
+        &["--thread", "some-other-thread"],
+    );
+    assert!(!ok, "{report}");
+    assert!(err.contains("not some-other-thread's"), "{err}");
+    let (ok, report, err) = audit_with(
+        &dir,
+        &bundle,
+        &park(),
+        &key,
+        Some(&saved_before),
+        &["--thread", &thread],
+    );
+    assert!(ok, "{report}\n{err}");
+    assert_eq!(report["notChecked"], json!([]), "{report}");
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
     let mut forged = bundle.clone();
