@@ -107,6 +107,18 @@ def openai_checks(url):
         check("only n = 1 is supported" in str(e), str(e))
         print("openai n=2: 400 only n = 1 is supported")
 
+    # 7b. An image part: the translators read text only, so a clear 400, not an answer
+    #     verified against a conversation without the image.
+    try:
+        client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": [
+                {"type": "text", "text": "image-case: what does my ticket say?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]}])
+        raise AssertionError("an image part was accepted")
+    except openai.BadRequestError as e:
+        check("`image_url` are not supported" in str(e), str(e))
+        print("openai image part: 400 not supported")
+
     # 8. The Responses API, JSON and streaming.
     raw = client.responses.with_raw_response.create(
         model="m", instructions=SYSTEM, input="responses-case: I am 70, which age class am I in?")

@@ -359,6 +359,23 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
             .flatten()
         {
             let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
+            // A tool result is passed on as its text: an image or document in it would be
+            // dropped, and the answer verified against a result without it.
+            if kind == "tool_result" {
+                let inner = b
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c.get("type").and_then(Value::as_str).unwrap_or(""))
+                    .find(|k| *k != "text");
+                if let Some(inner) = inner {
+                    return Some(format!(
+                        "tool_result content blocks of type `{inner}` are not supported: the \
+                         answer is verified against the conversation's text only"
+                    ));
+                }
+            }
             // Earlier turns' thinking is the model's own reasoning, not a fact of the
             // conversation: left out of the upstream's request as before.
             if !matches!(
@@ -557,6 +574,15 @@ mod tests {
         assert!(super::unsupported_in_request(&image)
             .unwrap()
             .contains("`image`"));
+        let in_result = json!({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+            "content": [{"type": "text", "text": "the scan:"},
+                        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": ""}}]}]}]});
+        assert!(super::unsupported_in_request(&in_result)
+            .unwrap()
+            .contains("tool_result content blocks of type `image`"));
+        let text_result = json!({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+            "content": [{"type": "text", "text": "$30"}]}]}]});
+        assert_eq!(super::unsupported_in_request(&text_result), None);
         let search = json!({"messages": [], "tools": [{"type": "web_search_20250305", "name": "web_search"}]});
         assert!(super::unsupported_in_request(&search)
             .unwrap()

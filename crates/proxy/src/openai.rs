@@ -38,6 +38,25 @@ pub enum RequestError {
     /// More than one choice asked for.
     #[error("only n = 1 is supported: proofgate verifies one answer per request (got n = {0})")]
     SeveralChoices(String),
+    /// A content part the verification cannot read (an image, audio, a file).
+    #[error(
+        "content parts of type `{0}` are not supported: the answer is verified against the \
+         conversation's text only, so an answer drawing on this part could not be checked"
+    )]
+    UnsupportedContent(String),
+}
+
+/// The first content part of `messages` whose type is not text (or an assistant's refusal):
+/// the upstream would read it, the translators could not, so an answer drawn from it would be
+/// verified against a conversation without it.
+fn unreadable_part(messages: &[Value]) -> Option<String> {
+    messages
+        .iter()
+        .filter_map(|m| m.get("content").and_then(Value::as_array))
+        .flatten()
+        .map(|p| p.get("type").and_then(Value::as_str).unwrap_or(""))
+        .find(|kind| !matches!(*kind, "text" | "refusal"))
+        .map(str::to_string)
 }
 
 /// The text of a message's `content`: a string, or the text parts of a content array.
@@ -114,6 +133,9 @@ impl ChatRequest {
             None | Some(Value::Null) => {}
             Some(n) if n.as_f64() == Some(1.0) => {}
             Some(n) => return Err(RequestError::SeveralChoices(n.to_string())),
+        }
+        if let Some(kind) = unreadable_part(messages) {
+            return Err(RequestError::UnsupportedContent(kind));
         }
         Ok(ChatRequest {
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -561,6 +583,29 @@ mod tests {
             body["n"] = n.clone();
             assert!(ChatRequest::parse(body.clone()).is_ok(), "{n}");
         }
+    }
+
+    #[test]
+    fn parts_the_verification_cannot_read_are_refused() {
+        for part in [
+            json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,AA=="}}),
+            json!({"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}),
+            json!({"type": "file", "file": {"file_id": "f"}}),
+            json!({"text": "no type"}),
+        ] {
+            let body = req(
+                json!([{"role": "user", "content": [{"type": "text", "text": "q"}, part.clone()]}]),
+            );
+            let e = ChatRequest::parse(body).unwrap_err();
+            assert!(e.to_string().contains("not supported"), "{part}: {e}");
+        }
+        // Text parts, and an assistant's refusal in the history, are read.
+        let body = req(json!([
+            {"role": "user", "content": [{"type": "text", "text": "q"}]},
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "no"}]},
+            {"role": "user", "content": "again"}
+        ]));
+        assert!(ChatRequest::parse(body).is_ok());
     }
 
     #[test]
