@@ -174,24 +174,20 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         report["notChecked"].to_string().contains("--thread") && err.contains("not checked"),
         "{report}"
     );
-    let (ok, report, err) = audit_with(
-        &dir,
-        &bundle,
-        &park(),
-        &key,
-        Some(&saved_before),
-        &["--thread", "some-other-thread"],
-    );
+    let as_thread = |id: &str| {
+        audit_with(
+            &dir,
+            &bundle,
+            &park(),
+            &key,
+            Some(&saved_before),
+            &["--thread", id],
+        )
+    };
+    let (ok, report, err) = as_thread("some-other-thread");
     assert!(!ok, "{report}");
     assert!(err.contains("not some-other-thread's"), "{err}");
-    let (ok, report, err) = audit_with(
-        &dir,
-        &bundle,
-        &park(),
-        &key,
-        Some(&saved_before),
-        &["--thread", &thread],
-    );
+    let (ok, report, err) = as_thread(&thread);
     assert!(ok, "{report}\n{err}");
     assert_eq!(report["notChecked"], json!([]), "{report}");
 
