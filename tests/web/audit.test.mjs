@@ -205,17 +205,30 @@ test('the auditor\'s policy differs by one rule: the validation is flagged', asy
 });
 
 test('a log cut back after the auditor saved a checkpoint: consistency fails', async () => {
-  // Save a checkpoint, then let the operator delete the newest leaf.
+  // The auditor saved a checkpoint of a larger log than the bundle's: as if the log had been
+  // cut back to the bundle's size since. (The log grows by one thread here; the bundle is the
+  // one taken before.)
+  const res = await fetch(`${env.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: Q1 }] }),
+  });
+  assert.equal((await res.json()).proofgate.verdict, 'VALID');
   const saved = await (await fetch(`${env.url}/api/log/checkpoint`)).text();
-  const db = path.join(env.work, 'proofgate.sqlite');
-  execFileSync('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("DELETE FROM log_leaves WHERE idx = (SELECT MAX(idx) FROM log_leaves)"); c.commit()', db]);
-  const cut = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle`)).json();
   await page.goto(`${env.url}/#/verify`);
   await page.fill('#saved-checkpoint', saved);
-  await page.fill('#trail-text', JSON.stringify(cut));
+  await page.fill('#trail-text', JSON.stringify(bundle));
   await page.click('[data-action=verify-paste]');
   await page.locator('.verdict-box[data-outcome=fail]').waitFor({ timeout: Z3_TIMEOUT });
   assert.match(await page.locator('[data-check=consistency]').textContent(), /✗ Consistency with your saved checkpoint: .*(shrank|rewritten)/);
   await shot(page, 'log-cut-back-flagged');
   assert.deepEqual(page.problems, []);
+
+  // The operator really cuts the log back in the database: the server, which signed the larger
+  // log, signs no checkpoint (nor bundle) of the smaller one, and says why. (Last: the server
+  // serves no bundle after this.)
+  const db = path.join(env.work, 'proofgate.sqlite');
+  execFileSync('python3', ['-c', 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute("DELETE FROM log_leaves WHERE idx = (SELECT MAX(idx) FROM log_leaves)"); c.commit()', db]);
+  const refused = await fetch(`${env.url}/api/threads/${thread}/audit/bundle`);
+  assert.equal(refused.status, 500);
+  assert.match(await refused.text(), /cut back/);
 });

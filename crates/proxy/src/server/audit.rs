@@ -109,11 +109,13 @@ pub async fn bundle(
     let documents = crate::app::documents_for(&app, &trail)
         .await
         .map_err(ApiError::internal)?;
+    // A `from` past the log's end gets no proof rather than an error, so what fails here is the
+    // server's (its log, or its refusal to sign a log cut back in its database): a 500.
     let mut bundle = app
         .log
         .bundle(&app.store, &id, trail, q.from)
         .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        .map_err(|e| ApiError::internal(e.to_string()))?;
     bundle.policy_documents = documents.iter().map(|(_, d)| d.clone()).collect();
     Ok(Json(
         serde_json::to_value(bundle).map_err(|e| ApiError::internal(e.to_string()))?,
