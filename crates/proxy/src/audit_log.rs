@@ -460,7 +460,11 @@ impl TransparencyLog {
     ) -> Result<TransparencyLog, AuditLogError> {
         let high = read_signed_high(&path).map_err(|problem| AuditLogError::Key {
             path: path.display().to_string(),
-            problem: format!("the log's last signed size: {problem}"),
+            problem: format!(
+                "the log's last signed size: {problem}; restore the file from a backup, or \
+                 remove it if this database starts a new log (auditors holding a checkpoint of \
+                 the old log will see that it restarted)"
+            ),
         })?;
         self.signed_high = std::sync::Mutex::new(high);
         self.signed_high_file = Some(path);

@@ -41,7 +41,8 @@ pub enum RequestError {
     /// A content part the verification cannot read (an image, audio, a file).
     #[error(
         "content parts of type `{0}` are not supported: the answer is verified against the \
-         conversation's text only, so an answer drawing on this part could not be checked"
+         conversation's text only, so an answer drawing on this part could not be checked; \
+         send what the part holds as text"
     )]
     UnsupportedContent(String),
 }
