@@ -15,6 +15,7 @@ for port in 18090 18092 18100 18101; do
 done
 w=$(mktemp -d); trap 'kill $(cat $w/*.pid 2>/dev/null) 2>/dev/null; sleep 1; kill -9 $(cat $w/*.pid 2>/dev/null) 2>/dev/null; rm -rf $w' EXIT
 cp "$shared/nginx-verify.conf" "$w/nginx.conf"
+python3 "$root/bench/cite-turn-one.py" "$w/nginx.conf" || exit 1
 nginx -p "$w" -c "$w/nginx.conf" || exit 1
 "$echo_bin" 127.0.0.1:18092 > $w/echo.log 2>&1 & echo $! > $w/echo.pid
 z3dir=$(python3 -c 'import z3,os;print(os.path.dirname(z3.__file__))')

@@ -39,8 +39,12 @@ if [ -n "${LITELLM_VENV:-}" ]; then
   fi
 fi
 export PROOFGATE_LIMITS__REQUESTS_PER_MINUTE=100000000 PROOFGATE_LIMITS__MAX_CONCURRENT_REQUESTS=4096
-out=$(mktemp); trap 'rm -rf "$view" "$out"' EXIT
-bash "$shared/side-by-side.sh" "$view" "$secs" | tee "$out"
+# The harness, with its fixed translation citing the question's turn as format 4 asks
+# (bench/cite-turn-one.py says why).
+harness=$(mktemp -d); cp -r "$shared"/. "$harness"
+python3 "$root/bench/cite-turn-one.py" "$harness/nginx-verify.conf" || exit 1
+out=$(mktemp); trap 'rm -rf "$view" "$out" "$harness"' EXIT
+bash "$harness/side-by-side.sh" "$view" "$secs" | tee "$out"
 status=${PIPESTATUS[0]}
 # Issue 15 reads its targets as ratios of rows of one run: p50 at c=1 against the direct call
 # (the floor), requests/s at c=16 against LiteLLM's, and the local validator's against the

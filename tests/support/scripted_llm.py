@@ -19,6 +19,10 @@ choices[0] / its message (e.g. `logprobs`, `refusal`), to test what the proxy le
 `tool_calls`: [{"name", "arguments", "id"?}] answers with those tool calls (content null,
 finish_reason "tool_calls") instead of text. `retry_after`: the Retry-After header of an
 error reply. `unless`: substrings that must NOT occur (e.g. a tool result not sent yet).
+A reply may hold `{turn:TEXT}`: it becomes the number of the last turn of the translator
+prompt's conversation that the user, the system or a tool said and whose text holds TEXT
+(case-insensitive), or 0 when none does; what a translator writes when it cites the turn a
+premise came from, as in "The visitor is 70 (turn {turn:70})". `{turn:}` is the last such turn.
 
 POST .../messages answers in the Anthropic Messages API's shape (the same rules; text from the
 system prompt, text blocks and tool results; `tool_calls` become `tool_use` blocks), so the
@@ -27,6 +31,7 @@ Prints "listening on PORT" on stdout once ready. GET /_requests returns what it 
 """
 import argparse
 import json
+import re
 import sys
 import threading
 import time
@@ -42,6 +47,25 @@ def load(path):
     for rule in script.get("rules", []):
         rule.setdefault("used", 0)
     return script
+
+
+DATA_BLOCK = re.compile(r"<(data-[0-9a-f]{16})>\n(.*?)\n</\1>", re.S)
+TURN_CITE = re.compile(r"\{turn:([^}]*)\}")
+
+
+def cite_turns(reply, text):
+    """Replaces each {turn:TEXT} of a reply with the turn that states TEXT (see above)."""
+    if "{turn:" not in reply:
+        return reply
+    block = DATA_BLOCK.search(text)
+    turns = json.loads(block.group(2)).get("conversation", []) if block else []
+
+    def turn_of(match):
+        needle = match.group(1).lower()
+        said = [t["turn"] for t in turns
+                if t.get("role") != "assistant" and needle in t.get("text", "").lower()]
+        return str(said[-1] if said else 0)
+    return TURN_CITE.sub(turn_of, reply)
 
 
 def pick(script, text, req=None):
@@ -64,6 +88,7 @@ def pick(script, text, req=None):
         reply = rule.get("reply", "")
         if isinstance(reply, list):
             reply = reply[min(rule["used"], len(reply) - 1)]
+        reply = cite_turns(reply, text)
         rule["used"] += 1
         return rule.get("status", 200), reply, rule, rule.get("delay_ms", 0) / 1000
     if "default" in script:

@@ -1,8 +1,10 @@
 //! The app's conversation around an answer: the system prompt, earlier user and assistant
 //! turns, tool calls and tool results. Translators read it as context (facts from it may
 //! become premises; claims come only from the answer), and each premise is traced back to the
-//! turn it came from.
+//! turn it came from. From audit format 4 that trace is a rule, not a note: a premise that no
+//! user, system or tool turn stated is checked as a claim ([`ground_premises`]).
 
+use crate::findings::Statement;
 use crate::translation::TranslatorOutput;
 use serde::{Deserialize, Serialize};
 
@@ -78,6 +80,41 @@ fn cited_turn(text: &str) -> Option<u32> {
     let rest = &low[at + 6..];
     let end = rest.find(')')?;
     rest[..end].trim().parse().ok()
+}
+
+/// Whether the user, the system or a tool said turn `turn` (1-based) of `conversation`: the
+/// turns whose facts may be premises. An assistant turn is the chatbot's own word.
+fn is_stated_turn(conversation: &[ConversationTurn], turn: u32) -> bool {
+    turn >= 1
+        && conversation
+            .get(turn as usize - 1)
+            .is_some_and(|t| t.role != TurnRole::Assistant)
+}
+
+/// Whether a premise cites (`(turn N)` at the end of its natural language) a turn that the
+/// user, the system or a tool said.
+pub fn cites_a_stated_turn(conversation: &[ConversationTurn], premise: &Statement) -> bool {
+    premise
+        .natural_language
+        .as_deref()
+        .and_then(cited_turn)
+        .is_some_and(|t| is_stated_turn(conversation, t))
+}
+
+/// Audit format 4's rule: every premise of every pair that does not cite a user, system or
+/// tool turn of `conversation` is moved to its pair's claims. The answer cannot supply its
+/// own premises: "You are 70, so you pay $9" with no turn saying 70 must prove the age too,
+/// which it cannot, so it is not VALID. Soundness over recall: a premise a translator forgot
+/// to cite is checked as a claim as well. Deterministic, so replay re-derives it.
+pub fn ground_premises(conversation: &[ConversationTurn], outputs: &mut [TranslatorOutput]) {
+    for pair in outputs.iter_mut().flat_map(|o| o.pairs.iter_mut()) {
+        let (stated, unstated): (Vec<Statement>, Vec<Statement>) =
+            std::mem::take(&mut pair.premises)
+                .into_iter()
+                .partition(|p| cites_a_stated_turn(conversation, p));
+        pair.premises = stated;
+        pair.claims.extend(unstated);
+    }
 }
 
 /// Words and numbers of a text that say something (numbers, and words of 4+ letters).
@@ -196,5 +233,51 @@ mod tests {
         );
         assert_eq!(sources[2].turn, None);
         assert!(premise_sources(&[], &[]).is_empty());
+    }
+
+    #[test]
+    fn only_premises_citing_a_user_system_or_tool_turn_stay_premises() {
+        let conversation = vec![
+            ConversationTurn::new(TurnRole::System, "Admission is $50."),
+            ConversationTurn::new(TurnRole::User, "I am 70 years old."),
+            ConversationTurn::new(TurnRole::Assistant, "It is the low season."),
+            ConversationTurn::new(TurnRole::Tool, "{\"credits\": 0}"),
+            ConversationTurn::new(TurnRole::User, "How much do I pay?"),
+        ];
+        let premises = vec![
+            statement("(= customerAge 70)", "The visitor is 70 (turn 2)"),
+            statement("(= credits 0)", "No credits (TURN 4)"),
+            statement("(= baseFee 50)", "The fee is $50 (turn 1)"),
+            // The chatbot's own earlier word, a turn that does not exist, no citation, a
+            // citation that is not at a number, and a premise with logic only.
+            statement("isLowSeason", "It is the low season (turn 3)"),
+            statement("isMember", "A member (turn 9)"),
+            statement("isWeekday", "It is a weekday"),
+            statement("hasPass", "Has a pass (turn two)"),
+            Statement {
+                logic: Some("isLocal".into()),
+                ..Default::default()
+            },
+        ];
+        let claim = statement("(= fee 9.0)", "You pay $9");
+        let mut outputs = vec![TranslatorOutput {
+            pairs: vec![PairInput {
+                premises: premises.clone(),
+                claims: vec![claim.clone()],
+            }],
+            ..Default::default()
+        }];
+        ground_premises(&conversation, &mut outputs);
+        let pair = &outputs[0].pairs[0];
+        assert_eq!(pair.premises, premises[..3].to_vec());
+        let mut claims = vec![claim];
+        claims.extend(premises[3..].iter().cloned());
+        assert_eq!(pair.claims, claims);
+
+        // Without a conversation nothing is stated: every premise is a claim.
+        let mut alone = outputs.clone();
+        ground_premises(&[], &mut alone);
+        assert!(alone[0].pairs[0].premises.is_empty());
+        assert_eq!(alone[0].pairs[0].claims.len(), 1 + premises.len());
     }
 }

@@ -102,18 +102,35 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
     };
     assert_eq!(outcome.status, OutcomeStatus::Unverified);
     assert_eq!(outcome.answer.as_deref(), Some("You pay 10 dollars."));
-    // Found INVALID, then the rewriter is down: ERROR, no answer.
-    let mut t = Thread::with_answer(config, "t2", "How much?", given(), 1).unwrap();
-    t.handle(Input::Validated {
-        findings: vec![Finding::Invalid(ContradictionFinding::default())],
-        evidence: None,
-        now: 2,
-    })
-    .unwrap();
-    let outcome = match t.handle(failed(3)).unwrap() {
-        proofgate_core::Effect::Finish(o) => o,
-        e => panic!("{e:?}"),
-    };
-    assert_eq!(outcome.status, OutcomeStatus::Error);
-    assert_eq!(outcome.answer, None);
+    // Found INVALID, then the rewriter is down: ERROR, no answer. Also when another pair's
+    // finding outranks INVALID in the aggregate verdict (TRANSLATION_AMBIGUOUS, UNKNOWN), and
+    // for IMPOSSIBLE.
+    let ambiguous = Finding::TranslationAmbiguous(Default::default());
+    let unknown: Finding = serde_json::from_value(serde_json::json!({"somethingNew": {}})).unwrap();
+    let impossible = Finding::Impossible(ContradictionFinding::default());
+    for findings in [
+        vec![Finding::Invalid(ContradictionFinding::default())],
+        vec![
+            ambiguous.clone(),
+            Finding::Invalid(ContradictionFinding::default()),
+        ],
+        vec![Finding::Invalid(ContradictionFinding::default()), unknown],
+        vec![ambiguous, impossible],
+    ] {
+        let mut t = Thread::with_answer(config.clone(), "t2", "How much?", given(), 1).unwrap();
+        t.handle(Input::Validated {
+            findings: findings.clone(),
+            evidence: None,
+            now: 2,
+        })
+        .unwrap();
+        let outcome = match t.handle(failed(3)).unwrap() {
+            proofgate_core::Effect::Finish(o) => o,
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(outcome.status, OutcomeStatus::Error, "{findings:?}");
+        assert_eq!(outcome.answer, None);
+        let report = proofgate_core::audit::replay(t.audit_trail());
+        assert!(report.ok, "{report:?}");
+    }
 }

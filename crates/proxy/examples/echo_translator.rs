@@ -25,7 +25,12 @@ async fn complete(body: Bytes) -> Json<Value> {
     let age = age_in(&body);
     let content = json!({
         "pairs": [{
-            "premises": [format!("(= customerAge {age})"), "isLowSeason", "(not usesCredits)"],
+            // The question is the conversation's one turn: premises cite it.
+            "premises": [
+                {"logic": format!("(= customerAge {age})"), "naturalLanguage": "The visitor's age (turn 1)"},
+                {"logic": "isLowSeason", "naturalLanguage": "Low season (turn 1)"},
+                {"logic": "(not usesCredits)", "naturalLanguage": "No credits (turn 1)"},
+            ],
             "claims": ["(= feeAfterDiscount 22.5)"],
         }],
         "untranslatedPremises": [],

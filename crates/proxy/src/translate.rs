@@ -3,10 +3,11 @@
 //! this only sends messages and hands back the raw replies.
 
 use crate::llm::{ChatMessage, LlmClient, LlmError};
+use proofgate_core::conversation::ground_premises;
 use proofgate_core::policy::PolicyModel;
 use proofgate_core::translation::{
-    reply_schema, TranslationConfig, TranslationRound, TranslationTexts, TranslatorCall,
-    TranslatorOutput,
+    question_as_conversation, reply_schema, TranslationConfig, TranslationRound, TranslationTexts,
+    TranslatorCall, TranslatorOutput,
 };
 use proofgate_core::Input;
 
@@ -107,5 +108,8 @@ pub async fn translate(
     if let Some(reason) = round.all_unavailable() {
         return Err(TranslateError::Unavailable(reason));
     }
-    Ok(round.outputs())
+    // As in a thread: a premise must cite the question, the one turn there is.
+    let mut outputs = round.outputs();
+    ground_premises(&question_as_conversation(question), &mut outputs);
+    Ok(outputs)
 }

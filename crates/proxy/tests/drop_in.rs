@@ -23,8 +23,14 @@ fn pair(premises: Value, claims: &[&str]) -> String {
     .to_string()
 }
 
+/// The visitor's age as a premise citing the turn that says 70 (the scripted LLM fills in
+/// its number; 0, which cites nothing, when no user, system or tool turn says it).
+fn age_70() -> Value {
+    json!([{"logic": "(= customerAge 70)", "naturalLanguage": "The visitor is 70 (turn {turn:70})"}])
+}
+
 fn script() -> Value {
-    let senior = pair(json!(["(= customerAge 70)"]), &["(= ageClass SENIOR)"]);
+    let senior = pair(age_70(), &["(= ageClass SENIOR)"]);
     json!({"rules": [
         // Translators.
         {"match": ["You translate", "earlier-case", "I am 70 years old", "your age class is senior"],
@@ -38,7 +44,7 @@ fn script() -> Value {
         {"match": ["You translate", "visitor age is 70", "senior age class"], "reply": senior},
         {"match": ["You translate", "senior age class"], "unless": ["tool-case"], "reply": senior},
         {"match": ["You translate", "you are an adult"],
-         "reply": pair(json!(["(= customerAge 70)"]), &["(= ageClass ADULT)"])},
+         "reply": pair(age_70(), &["(= ageClass ADULT)"])},
         // The rewriter: one 429, then the rewrite.
         {"match": ["DECISION", "rewrite-case"], "status": 429, "times": 1, "reply": "slow down"},
         {"match": ["DECISION", "rewrite-case"], "reply": format!("DECISION: REWRITE\nANSWER: {SENIOR}")},

@@ -424,7 +424,7 @@ async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
 async fn max_iterations_returns_the_best_answer_marked_not_verified() {
     // The rewriter keeps producing answers the policy contradicts.
     let wrong = |n: u32| {
-        json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "70"}, {"logic": "isLowSeason", "naturalLanguage": "low"}, {"logic": "(not usesCredits)", "naturalLanguage": "no credits"}],
+        json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "70 (turn {turn:})"}, {"logic": "isLowSeason", "naturalLanguage": "low (turn {turn:})"}, {"logic": "(not usesCredits)", "naturalLanguage": "no credits (turn {turn:})"}],
                           "claims": [{"logic": format!("(= feeAfterDiscount {n}.0)"), "naturalLanguage": format!("${n}")}]}]})
         .to_string()
     };
@@ -929,14 +929,20 @@ async fn two_replicas_share_threads_through_postgres() {
 
 #[tokio::test]
 async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
+    // The user's age cites the question; the conditions of a conditional answer are part of
+    // its claim, not premises: the user never said them.
     let tr = |premises: &[&str], claim: &str| {
+        let premises: Vec<Value> = premises
+            .iter()
+            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
+            .collect();
         json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
     };
     let llm = Server::python(
         "scripted_llm.py",
         &json!({"rules": [
             {"match": ["You translate", "If you visit in the low season"],
-             "reply": tr(&["(= customerAge 70)", "isLowSeason", "(not usesCredits)"], "(= totalExpense 35.75)")},
+             "reply": tr(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")},
             {"match": ["You translate", "As a senior you pay $35.75"],
              "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
             {"match": "did not answer your follow-up questions",

@@ -41,7 +41,8 @@ async fn clients(url: &str, k: usize) -> Vec<LlmClient> {
 fn script() -> serde_json::Value {
     json!({"rules": [
         {"match": "Your reply could not be used",
-         "reply": json!({"pairs": [{"premises": ["(= customerAge 70)"], "claims": ["(= ageClass SENIOR)"]}]}).to_string()},
+         "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "I am 70 (turn {turn:70})"}],
+                                    "claims": ["(= ageClass SENIOR)"]}]}).to_string()},
         {"match": "You translate",
          "reply": json!({"pairs": [{"premises": ["(= agee 70)"], "claims": ["(= ageClass SENIOR)"]}]}).to_string()}
     ]})

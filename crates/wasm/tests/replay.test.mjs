@@ -12,6 +12,8 @@ const cases = JSON.parse(readFileSync(here('./fixtures/replay-cases.json'), 'utf
 // Trails written in format 1 (prompts whole in their records), with that version's reports.
 const v1Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v1.json'), 'utf8'));
 const v2Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v2.json'), 'utf8'));
+// Format 3: premises not yet held to the turns they cite.
+const v3Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v3.json'), 'utf8'));
 
 test('the fixtures cover an intact trail and each kind of damage', () => {
   const names = cases.map((c) => c.name);
@@ -47,11 +49,13 @@ for (const { name, trail, report } of v1Cases) {
   });
 }
 
-for (const { name, trail, policyDocuments, report } of v2Cases) {
-  test(`format 2 trail "${name}" still replays with the report it had`, () => {
-    assert.equal(trail[0].body.formatVersion, 2);
-    assert.deepEqual(replayAudit(trail, policyDocuments), report);
-  });
+for (const [version, stored] of [[2, v2Cases], [3, v3Cases]]) {
+  for (const { name, trail, policyDocuments, report } of stored) {
+    test(`format ${version} trail "${name}" still replays with the report it had`, () => {
+      assert.equal(trail[0].body.formatVersion, version);
+      assert.deepEqual(replayAudit(trail, policyDocuments), report);
+    });
+  }
 }
 
 test('a Replayer made once gives every trail the report replayAudit gives it', () => {

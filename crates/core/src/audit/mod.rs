@@ -53,7 +53,26 @@ pub use replay::{
 ///   holding it ([`POLICY_DOCUMENTS_SINCE`], [`policy_document`]).
 /// - 3: an IMPOSSIBLE explanation is judged by what its findings prove
 ///   ([`EFFECTIVE_EXPLANATIONS_SINCE`]).
-pub const FORMAT_VERSION: u32 = 3;
+/// - 4: premises come only from what the user, the system or a tool said, and the user's
+///   answers to follow-up questions reach the translators ([`GROUNDED_PREMISES_SINCE`]);
+///   fail-open never releases an answer any finding refuted ([`REFUTED_BY_ANY_FINDING_SINCE`]).
+pub const FORMAT_VERSION: u32 = 4;
+
+/// From this format on, a premise must cite a user, system or tool turn of the conversation
+/// the translators read, or it is checked as a claim
+/// ([`crate::conversation::ground_premises`]); that conversation is the app's (a lone
+/// question is turn 1) followed by each follow-up exchange the user answered, and the
+/// translator prompt asks for exactly that. Before, the prompt allowed facts "the answer
+/// states or assumes" as premises, so "you are 70, so you pay $9" could be VALID with no turn
+/// saying 70; and translators never saw the user's answers to follow-up questions, so a
+/// regenerated answer was proved from premises it restated itself.
+pub const GROUNDED_PREMISES_SINCE: u32 = 4;
+
+/// From this format on, fail-open (`failure_mode = "open"`) does not release the chatbot's
+/// first answer when any of its findings is INVALID or IMPOSSIBLE. Before, only the aggregate
+/// verdict was read, and TRANSLATION_AMBIGUOUS or UNKNOWN in another pair outranks INVALID, so
+/// an answer the policy contradicted in part could go out (labelled UNVERIFIED).
+pub const REFUTED_BY_ANY_FINDING_SINCE: u32 = 4;
 
 /// From this format on, an IMPOSSIBLE explanation is confirmed only by findings that prove
 /// something (a VALID whose claims are trivially true, or whose premises can never hold,

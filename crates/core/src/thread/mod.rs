@@ -52,7 +52,7 @@ pub use state::{Phase, ThreadState};
 
 use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
 pub use crate::audit::{GivenAnswer, GivenToolCall, ToolCall};
-use crate::conversation::{premise_sources, ConversationTurn};
+use crate::conversation::{ground_premises, premise_sources, ConversationTurn, TurnRole};
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
 use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
@@ -834,12 +834,14 @@ impl Thread {
             step.role = Some(role);
         }
         if let Some(config) = &self.config.translation {
+            let turns = self.translator_turns();
             let round = TranslationRound::new(
                 config,
                 TranslationTexts {
                     question: &self.question,
                     answer: &answer,
-                    conversation: &self.conversation,
+                    conversation: &turns,
+                    grounded: self.grounds_premises(),
                 },
             );
             let calls = round.pending_calls();
@@ -913,7 +915,10 @@ impl Thread {
         if let Some(reason) = round.all_unavailable() {
             return Ok(self.fail(format!("validator: {reason}"), now));
         }
-        let translations = round.outputs();
+        let mut translations = round.outputs();
+        if self.grounds_premises() {
+            ground_premises(&self.translator_turns(), &mut translations);
+        }
         let ThreadState::Translate { answer, role, .. } = std::mem::replace(
             &mut self.state,
             ThreadState::GenerateInitial {
@@ -980,7 +985,7 @@ impl Thread {
                 }
                 let sources = translations
                     .as_deref()
-                    .map(|t| premise_sources(&self.conversation, t))
+                    .map(|t| premise_sources(&self.translator_turns(), t))
                     .unwrap_or_default();
                 (answer.clone(), *role, sources)
             }
@@ -1178,9 +1183,17 @@ impl Thread {
     fn fail(&mut self, reason: String, now: u64) -> Effect {
         // Fail-open returns the chatbot's first answer unchecked, and says so in the trail;
         // never an answer the policy already contradicted (INVALID or IMPOSSIBLE).
+        // From format 4 any INVALID or IMPOSSIBLE finding refutes it: the aggregate verdict
+        // ranks TRANSLATION_AMBIGUOUS and UNKNOWN above INVALID, so reading it alone released
+        // an answer one pair of which the policy contradicted.
+        let any_finding = self.format_version() >= audit::REFUTED_BY_ANY_FINDING_SINCE;
         let refuted = |s: &Step| {
             s.validation.as_ref().is_some_and(|v| {
                 matches!(v.verdict.verdict, Verdict::Invalid | Verdict::Impossible)
+                    || (any_finding
+                        && v.findings
+                            .iter()
+                            .any(|f| matches!(f, Finding::Invalid(_) | Finding::Impossible(_))))
             })
         };
         let first = self
@@ -1244,6 +1257,47 @@ impl Thread {
             self.append(kind, now, body);
         }
         effect
+    }
+
+    /// Whether this thread holds premises to the turns they cite (audit format 4 on).
+    fn grounds_premises(&self) -> bool {
+        self.format_version() >= audit::GROUNDED_PREMISES_SINCE
+    }
+
+    /// The conversation the translators read. From format 4: the app's conversation (a lone
+    /// question is turn 1), then each follow-up exchange the user answered, the questions as
+    /// the assistant's turn and the answers as the user's, so that a fact the user gave there
+    /// can be a premise of the regenerated answer. Before: the app's conversation alone.
+    fn translator_turns(&self) -> std::borrow::Cow<'_, [ConversationTurn]> {
+        if !self.grounds_premises() {
+            return std::borrow::Cow::Borrowed(&self.conversation);
+        }
+        let answered: Vec<(&[String], &[String])> = self
+            .clarifications
+            .iter()
+            .filter_map(|e| match &e.response {
+                Some(ClarificationResponse::Answered { answers, .. }) => {
+                    Some((e.questions.as_slice(), answers.as_slice()))
+                }
+                _ => None,
+            })
+            .collect();
+        if answered.is_empty() && !self.conversation.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.conversation);
+        }
+        let mut turns = if self.conversation.is_empty() {
+            crate::translation::question_as_conversation(&self.question)
+        } else {
+            self.conversation.to_vec()
+        };
+        for (questions, answers) in answered {
+            turns.push(ConversationTurn::new(
+                TurnRole::Assistant,
+                questions.join("\n"),
+            ));
+            turns.push(ConversationTurn::new(TurnRole::User, answers.join("\n")));
+        }
+        std::borrow::Cow::Owned(turns)
     }
 
     /// The audit format of the thread's trail: the one its THREAD_STARTED record names (a

@@ -18,7 +18,7 @@ pub mod round;
 
 pub use consistency::check_findings;
 pub use input::{parse_translations, InputError, PairInput, TranslatorOutput};
-pub use prompt::{reply_schema, ChatTurn, TranslationTexts};
+pub use prompt::{question_as_conversation, reply_schema, ChatTurn, TranslationTexts};
 pub use reply::{json_part, parse_reply};
 pub use round::{
     RoundError, TranslationConfig, TranslationRound, TranslatorCall, TranslatorProgress,
