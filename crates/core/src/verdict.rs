@@ -127,11 +127,33 @@ pub fn effective_kind(finding: &Finding) -> FindingKind {
     }
 }
 
+/// Whether a finding's translation leaves text of the answer's claims untranslated. The local
+/// reasoner reports such text as a NO_TRANSLATIONS finding of its own; Bedrock reports it
+/// inside the translation of the finding it belongs to, a VALID one included.
+pub fn leaves_claims_untranslated(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| {
+        f.translation()
+            .and_then(|t| t.untranslated_claims.as_ref())
+            .is_some_and(|c| !c.is_empty())
+    })
+}
+
 /// The verdict over a list of findings: VALID only when every finding is VALID; VALID plus
-/// NO_TRANSLATIONS is VALID with a warning; all NO_TRANSLATIONS is NO_TRANSLATIONS; otherwise
-/// the kind of the highest-priority finding. An empty list is never VALID, and a VALID finding
-/// that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
+/// NO_TRANSLATIONS is VALID with a warning, as is a VALID whose findings leave claims
+/// untranslated ([`leaves_claims_untranslated`]); all NO_TRANSLATIONS is NO_TRANSLATIONS;
+/// otherwise the kind of the highest-priority finding. An empty list is never VALID, and a
+/// VALID finding that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
 pub fn aggregate_verdict(findings: &[Finding]) -> AggregateVerdict {
+    let mut verdict = aggregate_verdict_of_format_3(findings);
+    if verdict.is_valid() && verdict.warning.is_none() && leaves_claims_untranslated(findings) {
+        verdict.warning = Some(NOT_COVERED_WARNING.to_string());
+    }
+    verdict
+}
+
+/// [`aggregate_verdict`] as audit formats 1 to 3 had it, for replaying their trails: a VALID
+/// with claims left untranslated inside its own translation carried no warning.
+pub fn aggregate_verdict_of_format_3(findings: &[Finding]) -> AggregateVerdict {
     let Some(top) = findings
         .iter()
         .map(effective_kind)

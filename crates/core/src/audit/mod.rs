@@ -55,7 +55,9 @@ pub use replay::{
 ///   ([`EFFECTIVE_EXPLANATIONS_SINCE`]).
 /// - 4: premises come only from what the user, the system or a tool said, and the user's
 ///   answers to follow-up questions reach the translators ([`GROUNDED_PREMISES_SINCE`]);
-///   fail-open never releases an answer any finding refuted ([`REFUTED_BY_ANY_FINDING_SINCE`]).
+///   fail-open never releases an answer any finding refuted ([`REFUTED_BY_ANY_FINDING_SINCE`]);
+///   a VALID with claims left untranslated in its own translation carries the not-covered
+///   warning ([`UNTRANSLATED_CLAIMS_WARNED_SINCE`]).
 pub const FORMAT_VERSION: u32 = 4;
 
 /// From this format on, a premise must cite a user, system or tool turn of the conversation
@@ -73,6 +75,13 @@ pub const GROUNDED_PREMISES_SINCE: u32 = 4;
 /// verdict was read, and TRANSLATION_AMBIGUOUS or UNKNOWN in another pair outranks INVALID, so
 /// an answer the policy contradicted in part could go out (labelled UNVERIFIED).
 pub const REFUTED_BY_ANY_FINDING_SINCE: u32 = 4;
+
+/// From this format on, findings that leave claims untranslated inside their own translation
+/// (Bedrock's way of reporting them; the local reasoner adds a NO_TRANSLATIONS finding) make a
+/// VALID answer, or a confirmed IMPOSSIBLE explanation, carry the warning "part of the answer
+/// is not covered by the policy". Before, such an answer went out as plainly VALID, a sentence
+/// that nothing checked included.
+pub const UNTRANSLATED_CLAIMS_WARNED_SINCE: u32 = 4;
 
 /// From this format on, an IMPOSSIBLE explanation is confirmed only by findings that prove
 /// something (a VALID whose claims are trivially true, or whose premises can never hold,

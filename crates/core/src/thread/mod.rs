@@ -183,8 +183,10 @@ fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<St
     if !confirmed {
         return None;
     }
+    let untranslated = version >= audit::UNTRANSLATED_CLAIMS_WARNED_SINCE
+        && crate::verdict::leaves_claims_untranslated(findings);
     Some(
-        (effective && kinds.contains(&FindingKind::NoTranslations))
+        (effective && kinds.contains(&FindingKind::NoTranslations) || untranslated)
             .then(|| crate::verdict::NOT_COVERED_WARNING.to_string()),
     )
 }
@@ -992,7 +994,11 @@ impl Thread {
             _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
         };
         let iteration = self.iterations().saturating_add(1);
-        let verdict = aggregate_verdict(&findings);
+        let verdict = if self.format_version() >= audit::UNTRANSLATED_CLAIMS_WARNED_SINCE {
+            aggregate_verdict(&findings)
+        } else {
+            crate::verdict::aggregate_verdict_of_format_3(&findings)
+        };
         self.current_step()?.validation = Some(Validation {
             iteration,
             findings: findings.clone(),

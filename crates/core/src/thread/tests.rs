@@ -480,6 +480,52 @@ fn valid_plus_no_translations_warns() {
     d.assert_replays();
 }
 
+/// Bedrock reports text it could not translate inside the VALID finding's own translation,
+/// not as a NO_TRANSLATIONS finding: the answer still goes out saying part of it is not
+/// covered (audit format 4; before, plainly VALID).
+#[test]
+fn a_valid_with_claims_left_untranslated_warns() {
+    let with_untranslated = || {
+        let Finding::Valid(mut v) = valid() else {
+            unreachable!()
+        };
+        if let Some(t) = v.translation.as_mut() {
+            t.untranslated_claims = Some(vec![crate::findings::InputTextReference {
+                text: Some("You also get a free annual pass.".into()),
+                ..Default::default()
+            }]);
+        }
+        Finding::Valid(v)
+    };
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars. You also get a free annual pass.");
+    d.validated(vec![with_untranslated()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::ValidWithWarning);
+    assert_eq!(o.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    assert!(o.verified);
+    d.assert_replays();
+    // An empty list leaves nothing out.
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    let Finding::Valid(mut v) = valid() else {
+        unreachable!()
+    };
+    v.translation.as_mut().unwrap().untranslated_claims = Some(vec![]);
+    d.validated(vec![Finding::Valid(v)]);
+    assert_eq!(d.finish().status, OutcomeStatus::Valid);
+    // An IMPOSSIBLE explanation confirmed by such a finding says so too.
+    let (mut d, _) = Driver::new(config());
+    d.llm("You pay 5 dollars.");
+    d.validated(vec![impossible()]);
+    d.llm("DECISION: IMPOSSIBLE\nANSWER: No ticket fits. You also get a free annual pass.");
+    d.validated(vec![impossible(), with_untranslated()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::Impossible);
+    assert_eq!(o.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    d.assert_replays();
+}
+
 #[test]
 fn no_translations_alone_is_not_covered() {
     let (mut d, _) = Driver::new(config());
