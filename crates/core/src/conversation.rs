@@ -82,27 +82,90 @@ fn cited_turn(text: &str) -> Option<u32> {
     rest[..end].trim().parse().ok()
 }
 
-/// Whether the user, the system or a tool said turn `turn` (1-based) of `conversation`: the
-/// turns whose facts may be premises. An assistant turn is the chatbot's own word.
+/// Whether the user, the system or a tool said turn `turn` (1-based) of `conversation`, and
+/// said something: the turns whose facts may be premises. An assistant turn is the chatbot's
+/// own word, and a blank turn states nothing (an ApplyGuardrail request without a query).
 fn is_stated_turn(conversation: &[ConversationTurn], turn: u32) -> bool {
     turn >= 1
         && conversation
             .get(turn as usize - 1)
-            .is_some_and(|t| t.role != TurnRole::Assistant)
+            .is_some_and(|t| t.role != TurnRole::Assistant && !t.text.trim().is_empty())
+}
+
+/// The numbers a text states: runs of digits with an optional fraction (a comma between
+/// digits is a thousands separator), and each also divided by 100 when a percent sign follows.
+fn stated_numbers(text: &str) -> Vec<f64> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() {
+            i += 1;
+            continue;
+        }
+        let mut digits = String::new();
+        let mut seen_point = false;
+        while i < chars.len() {
+            let c = chars[i];
+            let next_is_digit = chars.get(i + 1).is_some_and(char::is_ascii_digit);
+            if c.is_ascii_digit() {
+                digits.push(c);
+            } else if c == ',' && next_is_digit && !seen_point {
+                // a thousands separator
+            } else if c == '.' && next_is_digit && !seen_point {
+                seen_point = true;
+                digits.push('.');
+            } else {
+                break;
+            }
+            i += 1;
+        }
+        if let Ok(n) = digits.parse::<f64>() {
+            out.push(n);
+            let rest = chars[i..].iter().find(|c| !c.is_whitespace());
+            if rest == Some(&'%') {
+                out.push(n / 100.0);
+            }
+        }
+    }
+    out
+}
+
+/// The numbers a premise's logic holds (its numerals, as SMT-LIB writes them), but 0 and 1,
+/// which a turn says in words as often as in digits ("no credits", "a bag").
+fn numbers_in_logic(logic: &str) -> Vec<f64> {
+    logic
+        .split(|c: char| c.is_whitespace() || c == '(' || c == ')')
+        .filter(|t| !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .filter_map(|t| t.parse::<f64>().ok())
+        .filter(|n| *n != 0.0 && *n != 1.0)
+        .collect()
 }
 
 /// Whether a premise cites (`(turn N)` at the end of its natural language) a turn that the
-/// user, the system or a tool said.
+/// user, the system or a tool said, and that turn states every number of the premise's logic.
+/// The citation is the translators' word; its numbers are checked, so an answer that writes
+/// "you are 70 (turn 1)" does not make 70 a premise when turn 1 never says 70.
 pub fn cites_a_stated_turn(conversation: &[ConversationTurn], premise: &Statement) -> bool {
-    premise
-        .natural_language
-        .as_deref()
-        .and_then(cited_turn)
-        .is_some_and(|t| is_stated_turn(conversation, t))
+    let Some(turn) = premise.natural_language.as_deref().and_then(cited_turn) else {
+        return false;
+    };
+    if !is_stated_turn(conversation, turn) {
+        return false;
+    }
+    let stated = stated_numbers(&conversation[turn as usize - 1].text);
+    numbers_in_logic(premise.logic.as_deref().unwrap_or(""))
+        .iter()
+        .all(|n| {
+            stated
+                .iter()
+                .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0))
+        })
 }
 
 /// Audit format 4's rule: every premise of every pair that does not cite a user, system or
-/// tool turn of `conversation` is moved to its pair's claims. The answer cannot supply its
+/// tool turn of `conversation` stating its numbers ([`cites_a_stated_turn`]) is moved to its
+/// pair's claims. The answer cannot supply its
 /// own premises: "You are 70, so you pay $9" with no turn saying 70 must prove the age too,
 /// which it cannot, so it is not VALID. Soundness over recall: a premise a translator forgot
 /// to cite is checked as a claim as well. Deterministic, so replay re-derives it.
@@ -260,22 +323,61 @@ mod tests {
             },
         ];
         let claim = statement("(= fee 9.0)", "You pay $9");
-        let mut outputs = vec![TranslatorOutput {
-            pairs: vec![PairInput {
-                premises: premises.clone(),
-                claims: vec![claim.clone()],
-            }],
-            ..Default::default()
-        }];
+        let fresh = || {
+            vec![TranslatorOutput {
+                pairs: vec![PairInput {
+                    premises: premises.clone(),
+                    claims: vec![claim.clone()],
+                }],
+                ..Default::default()
+            }]
+        };
+        let mut outputs = fresh();
         ground_premises(&conversation, &mut outputs);
         let pair = &outputs[0].pairs[0];
         assert_eq!(pair.premises, premises[..3].to_vec());
-        let mut claims = vec![claim];
+        let mut claims = vec![claim.clone()];
         claims.extend(premises[3..].iter().cloned());
         assert_eq!(pair.claims, claims);
 
+        // A cited turn must state the premise's numbers (0 and 1 excepted).
+        let numbers = vec![
+            ConversationTurn::new(
+                TurnRole::User,
+                "I am 70, my budget is $1,234.50, I get 40 % off, and bring 1 bag.",
+            ),
+            ConversationTurn::new(TurnRole::User, "How much do I pay?"),
+        ];
+        let cases = [
+            ("(= customerAge 70)", 1, true),
+            ("(= customerAge 70.0)", 1, true),
+            ("(= budget 1234.5)", 1, true),
+            ("(= discount 0.4)", 1, true),
+            ("(= discount 40)", 1, true),
+            ("(and (= bags 1) (= credits 0))", 2, true),
+            ("(= customerAge 70)", 2, false),
+            ("(= customerAge 71)", 1, false),
+            ("(= budget 1234)", 1, false),
+            ("(and (= customerAge 70) (= budget 35.4))", 1, false),
+        ];
+        for (logic, turn, kept) in cases {
+            let premise = statement(logic, &format!("stated (turn {turn})"));
+            assert_eq!(
+                cites_a_stated_turn(&numbers, &premise),
+                kept,
+                "{logic} citing turn {turn}"
+            );
+        }
+
+        // A blank turn states nothing.
+        let mut blank = fresh();
+        let mut quiet = conversation.clone();
+        quiet[1].text = " \n".into();
+        ground_premises(&quiet, &mut blank);
+        assert_eq!(blank[0].pairs[0].premises, premises[1..3].to_vec());
+
         // Without a conversation nothing is stated: every premise is a claim.
-        let mut alone = outputs.clone();
+        let mut alone = fresh();
         ground_premises(&[], &mut alone);
         assert!(alone[0].pairs[0].premises.is_empty());
         assert_eq!(alone[0].pairs[0].claims.len(), 1 + premises.len());

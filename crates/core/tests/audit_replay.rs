@@ -545,10 +545,12 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
         .expect("valid thread");
         let mut inputs: Vec<Input> = Vec::new();
         if plain.config().translation.is_some() && plain.outcome().is_none() {
+            // The age is in turn 2 of `conversation()`.
+            let reply = GOOD_REPLY.replace("(turn 1)", "(turn 2)");
             inputs.extend((0..2).map(|translator| Input::TranslatorReplied {
                 translator,
                 attempt: 0,
-                text: GOOD_REPLY.into(),
+                text: reply.clone(),
                 model: Some("translator".into()),
                 now: t0 + 1 + u64::from(translator),
             }));

@@ -133,4 +133,37 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
         let report = proofgate_core::audit::replay(t.audit_trail());
         assert!(report.ok, "{report:?}");
     }
+    // The first answer is only ambiguous, but the rewriter's reply holds no answer, so the same
+    // text is validated again and found INVALID; then the rewriter is down: still no answer.
+    let mut t = Thread::with_answer(config, "t3", "How much?", given(), 1).unwrap();
+    t.handle(Input::Validated {
+        findings: vec![Finding::TranslationAmbiguous(Default::default())],
+        evidence: None,
+        now: 2,
+    })
+    .unwrap();
+    let again = t
+        .handle(Input::LlmReplied {
+            text: "DECISION: REWRITE\nANSWER: ".into(),
+            model: None,
+            now: 3,
+        })
+        .unwrap();
+    assert!(
+        matches!(&again, proofgate_core::Effect::Validate { answer, .. } if answer == "You pay 10 dollars."),
+        "{again:?}"
+    );
+    t.handle(Input::Validated {
+        findings: vec![Finding::Invalid(ContradictionFinding::default())],
+        evidence: None,
+        now: 4,
+    })
+    .unwrap();
+    let outcome = match t.handle(failed(5)).unwrap() {
+        proofgate_core::Effect::Finish(o) => o,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!(outcome.status, OutcomeStatus::Error);
+    assert_eq!(outcome.answer, None);
+    assert!(proofgate_core::audit::replay(t.audit_trail()).ok);
 }

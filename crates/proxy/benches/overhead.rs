@@ -57,7 +57,10 @@ fn main() {
     let dir = std::env::temp_dir().join(format!("pg-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let valid =
-        json!({"pairs": [{"premises": ["(= customerAge 70)", "isLowSeason", "(not usesCredits)"],
+        json!({"pairs": [{"premises": [
+                              {"logic": "(= customerAge 70)", "naturalLanguage": "70 (turn 1)"},
+                              {"logic": "isLowSeason", "naturalLanguage": "low season (turn 1)"},
+                              {"logic": "(not usesCredits)", "naturalLanguage": "no credits (turn 1)"}],
                                   "claims": ["(= feeAfterDiscount 22.5)"]}]})
         .to_string();
     let script = json!({"rules": [

@@ -234,7 +234,21 @@ pub fn chat_from_request(req: &Value) -> Value {
         .into_iter()
         .flatten()
     {
-        let role = m.get("role").and_then(Value::as_str).unwrap_or("user");
+        let role = m.get("role").and_then(Value::as_str).unwrap_or("");
+        // The Messages API has two roles; any other goes on as written (a missing one as
+        // null), and Chat Completions' parse refuses it with a 400 that names it, rather than
+        // take a turn of unknown origin for the user's.
+        if role != "user" && role != "assistant" {
+            let unknown = match m.get("role") {
+                Some(Value::String(r)) if r == "system" => {
+                    json!("system inside messages (send it as the request's system)")
+                }
+                Some(r) => r.clone(),
+                None => Value::Null,
+            };
+            messages.push(json!({"role": unknown, "content": m.get("content").map(text_of_content).unwrap_or_default()}));
+            continue;
+        }
         let content = m.get("content").cloned().unwrap_or(Value::Null);
         let blocks = match content {
             Value::String(s) => vec![json!({"type": "text", "text": s})],

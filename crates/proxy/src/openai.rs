@@ -45,6 +45,42 @@ pub enum RequestError {
          send what the part holds as text"
     )]
     UnsupportedContent(String),
+    /// A message whose role is missing or not one of the API's: the translators take facts
+    /// from user, system and tool turns only, so a turn of unknown origin is not guessed at.
+    #[error(
+        "messages[{0}] has role {1}: the roles are system, developer, user, assistant, tool and \
+         function (the translators take facts only from what the user, the system or a tool \
+         said, so a turn's origin is not guessed); send earlier chatbot turns as assistant"
+    )]
+    UnknownRole(usize, String),
+}
+
+/// The first message whose role is not one of Chat Completions' roles, with the role as the
+/// client wrote it (`missing` when absent).
+fn unknown_role(messages: &[Value]) -> Option<(usize, String)> {
+    messages
+        .iter()
+        .enumerate()
+        .find_map(|(i, m)| match m.get("role") {
+            Some(Value::String(r))
+                if matches!(
+                    r.as_str(),
+                    "system" | "developer" | "user" | "assistant" | "tool" | "function"
+                ) =>
+            {
+                None
+            }
+            None | Some(Value::Null) => Some((i, "missing".to_string())),
+            Some(other) => Some((
+                i,
+                format!(
+                    "`{}`",
+                    other
+                        .as_str()
+                        .map_or_else(|| other.to_string(), str::to_string)
+                ),
+            )),
+        })
 }
 
 /// The first content part of `messages` whose type is not text (or an assistant's refusal):
@@ -137,6 +173,9 @@ impl ChatRequest {
         }
         if let Some(kind) = unreadable_part(messages) {
             return Err(RequestError::UnsupportedContent(kind));
+        }
+        if let Some((at, role)) = unknown_role(messages) {
+            return Err(RequestError::UnknownRole(at, role));
         }
         Ok(ChatRequest {
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -496,6 +535,70 @@ mod tests {
         assert_eq!(r.question, "second");
         assert!(!r.stream);
         assert_eq!(r.model, "m");
+    }
+
+    /// A turn's role decides whether its facts may be premises (audit format 4), so a role
+    /// that is missing or unknown is refused by name, on every surface, not read as the user's.
+    #[test]
+    fn a_missing_or_unknown_role_is_refused_by_name() {
+        let known = req(json!([
+            {"role": "developer", "content": "be nice"},
+            {"role": "function", "name": "f", "content": "{}"},
+            {"role": "user", "content": "hi"}
+        ]));
+        assert!(ChatRequest::parse(known).is_ok());
+        for (messages, want) in [
+            (
+                json!([{"role": "model", "content": "You are 70."}, {"role": "user", "content": "hi"}]),
+                (0, "`model`"),
+            ),
+            (
+                json!([{"content": "You are 70."}, {"role": "user", "content": "hi"}]),
+                (0, "missing"),
+            ),
+            (
+                json!([{"role": "user", "content": "hi"}, {"role": null, "content": "x"}, {"role": "user", "content": "hi"}]),
+                (1, "missing"),
+            ),
+            (
+                json!([{"role": 7, "content": "x"}, {"role": "user", "content": "hi"}]),
+                (0, "`7`"),
+            ),
+        ] {
+            let err = ChatRequest::parse(req(messages)).unwrap_err();
+            assert_eq!(err, RequestError::UnknownRole(want.0, want.1.to_string()));
+            assert!(err
+                .to_string()
+                .contains("send earlier chatbot turns as assistant"));
+        }
+        // The Responses API and the Messages API reach the same refusal.
+        let responses = crate::responses::chat_from_request(&json!({"input": [
+            {"type": "message", "role": "model", "content": "You are 70."},
+            {"type": "message", "role": "user", "content": "hi"}]}));
+        assert!(
+            matches!(ChatRequest::parse(responses), Err(RequestError::UnknownRole(_, r)) if r == "`model`")
+        );
+        let unnamed = crate::responses::chat_from_request(&json!({"input": [
+            {"type": "message", "content": "You are 70."},
+            {"type": "message", "role": "user", "content": "hi"}]}));
+        assert!(
+            matches!(ChatRequest::parse(unnamed), Err(RequestError::UnknownRole(_, r)) if r == "missing")
+        );
+        let messages = crate::anthropic::chat_from_request(&json!({"messages": [
+            {"role": "system", "content": "You are 70."},
+            {"role": "user", "content": "hi"}]}));
+        assert!(
+            matches!(ChatRequest::parse(messages), Err(RequestError::UnknownRole(_, r)) if r.starts_with("`system inside messages"))
+        );
+        let messages = crate::anthropic::chat_from_request(&json!({"messages": [
+            {"content": "You are 70."}, {"role": "user", "content": "hi"}]}));
+        assert!(
+            matches!(ChatRequest::parse(messages), Err(RequestError::UnknownRole(_, r)) if r == "missing")
+        );
+        let fine = crate::anthropic::chat_from_request(&json!({"system": "be nice", "messages": [
+            {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+            {"role": "user", "content": "and?"}]}));
+        assert!(ChatRequest::parse(fine).is_ok());
     }
 
     #[test]

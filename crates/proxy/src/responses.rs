@@ -127,10 +127,14 @@ pub fn chat_from_request(req: &Value) -> Value {
                         "content": item.get("output").map(content_text).unwrap_or_default(),
                     })),
                     Some("message") | None => {
-                        let role = match item.get("role").and_then(Value::as_str) {
-                            Some("developer" | "system") => "system",
-                            Some("assistant") => "assistant",
-                            _ => "user",
+                        // An unknown or missing role goes on as written, and Chat
+                        // Completions' parse refuses it with a 400 that names it.
+                        let role = match item.get("role") {
+                            Some(Value::String(r)) if r == "developer" || r == "system" => {
+                                json!("system")
+                            }
+                            Some(r) => r.clone(),
+                            None => Value::Null,
                         };
                         let text = item.get("content").map(content_text).unwrap_or_default();
                         messages.push(json!({"role": role, "content": text}));

@@ -51,16 +51,22 @@ fn script() -> Value {
         rules.push(json!({"match": ["You translate", marker], "reply": reply}));
     }
     rules.extend([
-        // An answer that supplies the user's age itself. The translator takes it as a premise
-        // and cites the turn that says 70: none does until the user answers the follow-up
-        // question, so the scripted LLM writes (turn 0), as a translator citing nothing does.
+        // An answer that supplies the user's age itself, with a citation for the translators
+        // to copy. Until the user answers the follow-up question the translator takes the
+        // age as a premise and copies "(turn 1)": turn 1 never says 70. Then it cites the
+        // user's answer.
+        json!({"match": ["You translate", "case-self-premise"], "unless": ["I am 70."],
+               "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)",
+                                "naturalLanguage": "The visitor is 70 (turn 1)"}],
+                                "claims": ["(= ageClass SENIOR)"]}]}).to_string()}),
         json!({"match": ["You translate", "case-self-premise"],
                "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)",
                                 "naturalLanguage": "The visitor is 70 (turn {turn:70})"}],
                                 "claims": ["(= ageClass SENIOR)"]}]}).to_string()}),
         json!({"match": ["DECISION", "case-self-premise"],
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
-        json!({"match": "case-self-premise", "reply": "You are 70, so you are in the senior age class."}),
+        json!({"match": "case-self-premise",
+               "reply": "You are 70 (turn 1), so you are in the senior age class."}),
         // The injected answer: a translator that obeys it can only write trivial claims.
         json!({"match": ["You translate", "case-injection"],
                "reply": pair(&["(= customerAge 70)"], &["(= customerAge 70)"])}),
@@ -153,7 +159,8 @@ async fn trivial_translations_are_never_verified_and_proper_ones_are() {
     let proxy = Proxy::start("trivial", &config(&format!("{}/v1", llm.url()), "", ""));
     for (marker, _) in trivial_cases() {
         for stream in [false, true] {
-            let (verdict, pg, _) = ask(&proxy, &format!("{marker}: am I a senior?"), stream).await;
+            let question = format!("{marker}: I have $32.50 in cash, am I a senior?");
+            let (verdict, pg, _) = ask(&proxy, &question, stream).await;
             assert_eq!(verdict, "NOT_COVERED", "{marker} stream={stream}: {pg}");
             assert_eq!(pg["verified"], false, "{marker}: {pg}");
             assert_ne!(pg["findings"][0]["kind"], "VALID", "{marker}: {pg}");

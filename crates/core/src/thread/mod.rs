@@ -1192,6 +1192,8 @@ impl Thread {
         // From format 4 any INVALID or IMPOSSIBLE finding refutes it: the aggregate verdict
         // ranks TRANSLATION_AMBIGUOUS and UNKNOWN above INVALID, so reading it alone released
         // an answer one pair of which the policy contradicted.
+        // The first answer can be validated again in a later step (a rewrite that holds no
+        // answer, or the same text): from format 4 any such validation can refute it too.
         let any_finding = self.format_version() >= audit::REFUTED_BY_ANY_FINDING_SINCE;
         let refuted = |s: &Step| {
             s.validation.as_ref().is_some_and(|v| {
@@ -1202,10 +1204,17 @@ impl Thread {
                             .any(|f| matches!(f, Finding::Invalid(_) | Finding::Impossible(_))))
             })
         };
+        let first_answer = self.steps.first().and_then(|s| s.answer.as_deref());
+        let refuted_later = any_finding
+            && self
+                .steps
+                .iter()
+                .skip(1)
+                .any(|s| s.answer.as_deref() == first_answer && refuted(s));
         let first = self
             .steps
             .first()
-            .filter(|s| !refuted(s))
+            .filter(|s| !refuted(s) && !refuted_later)
             .and_then(|s| s.reply.as_ref());
         if let (FailureMode::Open, Some(first)) = (self.config.failure_mode, first) {
             let outcome = Outcome {

@@ -3,7 +3,7 @@
 use super::auth::Caller;
 use crate::keys::Scope;
 use proofgate_core::findings::{Finding, Statement};
-use proofgate_core::{aggregate_verdict, Effect, Thread};
+use proofgate_core::{Effect, Thread};
 use serde_json::{json, Value};
 
 fn texts(statements: &[Statement]) -> Vec<&str> {
@@ -134,7 +134,8 @@ pub fn thread_view(thread: &Thread, status: &str) -> Value {
             .steps()
             .iter()
             .rev()
+            // The verdict the core recorded, by the rules of the thread's own format.
             .find_map(|s| s.validation.as_ref())
-            .map(|v| aggregate_verdict(&v.findings)),
+            .map(|v| &v.verdict),
     })
 }
