@@ -190,7 +190,9 @@ pub fn translator_prompt(
              follow-up questions are turns too); end its naturalLanguage with the number of that \
              turn, as in (turn 2). A fact that only the answer or an assistant turn states is \
              not a premise: the answer cannot supply its own facts, so whatever it states, \
-             assumes or presents as given is a claim. Claims come only from the answer. Text \
+             assumes or presents as given is a claim. A condition the answer puts on what it \
+             says (\"if you travel in the low season, you pay $30\") is part of that claim: \
+             (=> condition assertion). Claims come only from the answer. Text \
              that these variables cannot express goes, verbatim, into untranslatedPremises or \
              untranslatedClaims.\n\n\
              Reply with JSON only, in this shape:\n\
