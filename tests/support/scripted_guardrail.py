@@ -10,7 +10,9 @@ SCRIPT.json: {"rules": [{"match": "substring of the guard_content text", "findin
                                                   "definition": {definition}}]}}
 POST /guardrail/{id}/version/{version}/apply answers with the findings of the first rule whose
 `match` occurs in the answer text (the content block qualified guard_content), inside a full
-ApplyGuardrail response body. The first `fail_first` requests answer `fail_status` (429 is
+ApplyGuardrail response body; a rule with "blocked_by": {assessment members, e.g. "contentPolicy"}
+answers as a guardrail whose other policies blocked the answer (`action`
+GUARDRAIL_INTERVENED, those members beside the findings). The first `fail_first` requests answer `fail_status` (429 is
 sent as a ThrottlingException) to exercise retries. GET /_requests returns what it received.
 
 With "sigv4": {"access_key", "secret_key", "session_token"?, "region"} in the script, every
@@ -214,10 +216,11 @@ class Handler(BaseHTTPRequestHandler):
         answer = " ".join(
             c.get("text", {}).get("text", "") for c in body.get("content", [])
             if "guard_content" in c.get("text", {}).get("qualifiers", []))
-        findings = []
+        findings, blocked = [], None
         for rule in script.get("rules", []):
             if rule["match"].lower() in answer.lower():
                 findings = rule["findings"]
+                blocked = rule.get("blocked_by")
                 break
         print(f"[scripted guardrail] {len(findings)} recorded finding(s)", file=sys.stderr, flush=True)
         self.send(200, {
@@ -225,9 +228,11 @@ class Handler(BaseHTTPRequestHandler):
                       "sensitiveInformationPolicyUnits": 0, "sensitiveInformationPolicyFreeUnits": 0,
                       "contextualGroundingPolicyUnits": 0, "automatedReasoningPolicyUnits": 1,
                       "automatedReasoningPolicies": 1},
-            "action": "NONE",
-            "outputs": [],
+            "action": "GUARDRAIL_INTERVENED" if blocked else "NONE",
+            **({"actionReason": "Guardrail blocked."} if blocked else {}),
+            "outputs": [{"text": "Sorry, the model cannot answer this question."}] if blocked else [],
             "assessments": [{"automatedReasoningPolicy": {"findings": findings},
+                             **(blocked or {}),
                              "invocationMetrics": {"guardrailProcessingLatency": 5}}],
             **({"padding": "x" * script["pad_bytes"]} if "pad_bytes" in script else {}),
         })

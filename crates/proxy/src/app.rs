@@ -258,6 +258,8 @@ pub enum FailedCall {
     Rewriter,
     /// The validator (translators, Z3 or Bedrock).
     Validator,
+    /// Not a failure: the validator's guardrail blocked the answer.
+    Blocked,
 }
 
 /// Time spent waiting on others while driving, to compute proofgate's own overhead.
@@ -430,6 +432,13 @@ fn validated(
             Input::Validated {
                 findings: v.findings,
                 evidence: Some(v.evidence),
+                now: now_ms(),
+            }
+        }
+        Err(e) if e.is_blocked() => {
+            waits.failed = Some(FailedCall::Blocked);
+            Input::Blocked {
+                reason: format!("validator: {e}"),
                 now: now_ms(),
             }
         }

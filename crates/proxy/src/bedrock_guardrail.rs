@@ -63,6 +63,16 @@ pub enum GuardrailError {
         /// What was wrong.
         reason: String,
     },
+    /// The guardrail blocked the answer: `action` is GUARDRAIL_INTERVENED, which only its other
+    /// policies do (Automated Reasoning checks only detect). Not a failure: the thread ends with
+    /// no answer, fail-open or not.
+    #[error("Bedrock ApplyGuardrail ({guardrail}) blocked the answer: {reason}")]
+    Intervened {
+        /// Guardrail id and version.
+        guardrail: String,
+        /// Which policies intervened.
+        reason: String,
+    },
     /// The configuration cannot work (no region, an endpoint the rules refuse, no credentials
     /// provider).
     #[error("Bedrock ApplyGuardrail ({guardrail}) is misconfigured: {reason}")]
@@ -409,6 +419,12 @@ impl BedrockGuardrail {
         // Read from the tree in place: the tree itself is kept as evidence.
         let response = <ApplyGuardrailResponse as serde::Deserialize>::deserialize(&body)
             .map_err(|e| bad(e.to_string()))?;
+        if let Some(reason) = intervention(&body) {
+            return Err(GuardrailError::Intervened {
+                guardrail: name(&inner.config),
+                reason,
+            });
+        }
         let findings = response.findings();
         if let Some(why) = unshown_valid(&findings) {
             return Err(bad(why));
@@ -610,6 +626,37 @@ fn apply_url(endpoint: &str, id: &str, version: &str) -> Result<reqwest::Url, St
     reqwest::Url::parse(&url).map_err(|e| format!("endpoint {endpoint}: {e}"))
 }
 
+/// Which policies blocked the answer when the guardrail's `action` is GUARDRAIL_INTERVENED
+/// (the members of its assessments other than the Automated Reasoning policy, and
+/// `actionReason`); `None` when it did not intervene. A guardrail that blocks content has said
+/// the answer must not go out, whatever its reasoning findings say.
+fn intervention(body: &serde_json::Value) -> Option<String> {
+    if body.get("action").and_then(serde_json::Value::as_str) != Some("GUARDRAIL_INTERVENED") {
+        return None;
+    }
+    let mut policies: Vec<String> = body
+        .get("assessments")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(serde_json::Value::as_object)
+        .flat_map(|a| a.keys())
+        .filter(|k| *k != "automatedReasoningPolicy" && *k != "invocationMetrics")
+        .cloned()
+        .collect();
+    policies.dedup();
+    let mut reason = if policies.is_empty() {
+        "the guardrail intervened".to_string()
+    } else {
+        format!("the guardrail intervened ({})", policies.join(", "))
+    };
+    if let Some(why) = body.get("actionReason").and_then(serde_json::Value::as_str) {
+        reason.push_str(": ");
+        reason.push_str(why);
+    }
+    Some(reason)
+}
+
 /// Why a VALID finding of this response cannot count: one without a translation shows no
 /// premise and no claim, so nothing says what it proved (the AWS reference marks every member
 /// optional). It is refused as a bad response, so the validation fails closed, rather than
@@ -769,6 +816,29 @@ mod tests {
         assert_eq!(
             refusal(reqwest::StatusCode::METHOD_NOT_ALLOWED, "", "", None),
             "HTTP 405 Method Not Allowed"
+        );
+    }
+
+    #[test]
+    fn an_intervention_names_the_policies_that_blocked() {
+        assert_eq!(
+            intervention(
+                &serde_json::json!({"action": "NONE", "assessments": [{"contentPolicy": {}}]})
+            ),
+            None
+        );
+        let body = serde_json::json!({"action": "GUARDRAIL_INTERVENED",
+            "actionReason": "Guardrail blocked.",
+            "assessments": [{"automatedReasoningPolicy": {"findings": []}},
+                            {"contentPolicy": {"filters": [{"type": "VIOLENCE", "action": "BLOCKED"}]},
+                             "invocationMetrics": {}}]});
+        assert_eq!(
+            intervention(&body).as_deref(),
+            Some("the guardrail intervened (contentPolicy): Guardrail blocked.")
+        );
+        assert_eq!(
+            intervention(&serde_json::json!({"action": "GUARDRAIL_INTERVENED"})).as_deref(),
+            Some("the guardrail intervened")
         );
     }
 

@@ -31,6 +31,17 @@ pub enum ValidatorError {
     Reasoner(String),
 }
 
+impl ValidatorError {
+    /// Whether the validator refused the answer rather than failed: its guardrail blocked it.
+    pub fn is_blocked(&self) -> bool {
+        #[cfg(feature = "bedrock")]
+        if let ValidatorError::Guardrail(GuardrailError::Intervened { .. }) = self {
+            return true;
+        }
+        false
+    }
+}
+
 /// A validation's result.
 #[derive(Debug, Clone)]
 pub struct Validation {

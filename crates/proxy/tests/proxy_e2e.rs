@@ -678,6 +678,66 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     assert_eq!(validated.body["evidence"]["validator"], "bedrock");
 }
 
+/// A guardrail whose other policies block the answer (a content filter; Automated Reasoning
+/// checks only detect) has said it must not go out: no answer, with fail-open too, and the
+/// client is told it was blocked, not that something is down. Before, the findings were read
+/// and `action` ignored, so a blocked answer with VALID findings went out as VALID.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn an_answer_the_guardrail_blocked_is_never_given() {
+    let llm = demo_llm();
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"rules": [
+            {"match": "$30", "blocked_by": {"contentPolicy": {"filters": [{"type": "VIOLENCE", "confidence": "HIGH", "action": "BLOCKED"}]}},
+             "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}], "confidence": 1.0}, "supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
+        ]}),
+    );
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
+        guardrail.url()
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    let cfg = config(&v1(&llm), "failure_mode = \"open\"", &tables)
+        .replace("kind = \"local\"", "kind = \"bedrock\"");
+    let proxy = Proxy::start("blocked", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 422, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "answer_blocked", "{:?}", r.body);
+    assert!(!r.body.to_string().contains(WRONG), "{:?}", r.body);
+    assert_eq!(guardrail.received().len(), 1);
+    // The message names the thread whose trail says which policy blocked it.
+    let message = r.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("blocked the answer"), "{message}");
+    let thread = message
+        .split("audit trail (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    let blocked = trail
+        .iter()
+        .find(|r| r.kind.as_str() == "BLOCKED")
+        .expect("a BLOCKED record");
+    assert!(
+        blocked.body["reason"]
+            .as_str()
+            .unwrap()
+            .contains("contentPolicy"),
+        "{}",
+        blocked.body
+    );
+    let last = trail.last().unwrap();
+    assert_eq!(last.kind.as_str(), "ERROR");
+    assert!(
+        last.body["outcome"].get("answer").is_none(),
+        "{}",
+        last.body
+    );
+}
+
 #[tokio::test]
 async fn api_threads_answers_audit_health_and_metrics() {
     let llm = demo_llm();

@@ -35,7 +35,9 @@ export type Input =
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }
-  | { type: "Failed"; reason: string; now?: number };
+  | { type: "Failed"; reason: string; now?: number }
+  /** The validator's guardrail blocked the answer: ERROR with no answer, fail-open or not. */
+  | { type: "Blocked"; reason: string; now?: number };
 export type OutcomeStatus = "VALID" | "VALID_WITH_WARNING" | "NOT_COVERED" | "IMPOSSIBLE" | "MAX_ITERATIONS"
   | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 export interface Outcome {
@@ -80,7 +82,7 @@ export interface Step {
     at: number };
 }
 export type RecordKind = "THREAD_STARTED" | "LLM_REPLIED" | "VALIDATED" | "USER_ANSWERED" | "USER_SKIPPED"
-  | "TICK" | "FAILED" | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
+  | "TICK" | "FAILED" | "BLOCKED" | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
   | "IMPOSSIBLE_RESPONSE" | "NOT_COVERED" | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 /** One audit record; `hash` is SHA-256 over the canonical JSON of the other fields. */
 export interface AuditRecord { seq: number; prev: string; at: number; kind: RecordKind; body: any; hash: string }

@@ -28,6 +28,8 @@ pub enum RecordKind {
     Tick,
     /// Input: the caller gave up on the LLM or validator.
     Failed,
+    /// Input: the validator's guardrail blocked the answer.
+    Blocked,
     /// Input: a translator replied.
     TranslatorReplied,
     /// Input: a translator's endpoint failed.
@@ -69,6 +71,7 @@ impl RecordKind {
             RecordKind::UserSkipped => "USER_SKIPPED",
             RecordKind::Tick => "TICK",
             RecordKind::Failed => "FAILED",
+            RecordKind::Blocked => "BLOCKED",
             RecordKind::TranslatorReplied => "TRANSLATOR_REPLIED",
             RecordKind::TranslatorFailed => "TRANSLATOR_FAILED",
             RecordKind::Translate => "TRANSLATE",
@@ -95,6 +98,7 @@ impl RecordKind {
             Input::UserSkipped { .. } => RecordKind::UserSkipped,
             Input::Tick { .. } => RecordKind::Tick,
             Input::Failed { .. } => RecordKind::Failed,
+            Input::Blocked { .. } => RecordKind::Blocked,
             Input::TranslatorReplied { .. } => RecordKind::TranslatorReplied,
             Input::TranslatorFailed { .. } => RecordKind::TranslatorFailed,
         }
@@ -137,6 +141,7 @@ impl RecordKind {
                 | RecordKind::UserSkipped
                 | RecordKind::Tick
                 | RecordKind::Failed
+                | RecordKind::Blocked
                 | RecordKind::TranslatorReplied
                 | RecordKind::TranslatorFailed
         )

@@ -110,6 +110,16 @@ pub enum Input {
         /// When the caller gave up.
         now: u64,
     },
+    /// The validator's guardrail blocked the answer under validation: a policy of it other
+    /// than the reasoning check intervened (a content filter, a denied topic; Bedrock's
+    /// Automated Reasoning checks only detect). The thread finishes with ERROR and gives no
+    /// answer, with `failure_mode = "open"` too: nothing failed, the answer was refused.
+    Blocked {
+        /// Which of the guardrail's policies intervened, for the audit trail.
+        reason: String,
+        /// When the validator answered.
+        now: u64,
+    },
 }
 
 impl Input {
@@ -123,7 +133,8 @@ impl Input {
             | Input::Tick { now }
             | Input::TranslatorReplied { now, .. }
             | Input::TranslatorFailed { now, .. }
-            | Input::Failed { now, .. } => *now,
+            | Input::Failed { now, .. }
+            | Input::Blocked { now, .. } => *now,
         }
     }
 
@@ -138,6 +149,7 @@ impl Input {
             Input::TranslatorReplied { .. } => "TranslatorReplied",
             Input::TranslatorFailed { .. } => "TranslatorFailed",
             Input::Failed { .. } => "Failed",
+            Input::Blocked { .. } => "Blocked",
         }
     }
 }

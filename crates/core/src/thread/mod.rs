@@ -684,10 +684,13 @@ impl Thread {
                 _ => "TranslatorReplied or TranslatorFailed (or Failed)",
             },
             ThreadState::Validate { .. } => {
-                if matches!(input, Input::Validated { .. } | Input::Failed { .. }) {
+                if matches!(
+                    input,
+                    Input::Validated { .. } | Input::Failed { .. } | Input::Blocked { .. }
+                ) {
                     return Ok(());
                 }
-                "Validated (or Failed)"
+                "Validated (or Failed, or Blocked)"
             }
             ThreadState::AwaitingInput { .. } => match input {
                 Input::UserAnswered { answers, .. } if answers.iter().all(|a| is_blank(a)) => {
@@ -712,6 +715,7 @@ impl Thread {
         self.append(RecordKind::of_input(&input), now, to_body(&input));
         match input {
             Input::Failed { reason, now } => Ok(self.fail(reason, now)),
+            Input::Blocked { reason, now } => Ok(self.finish_error(reason, now)),
             Input::LlmReplied { text, model, now } => self.on_llm_reply(text, model, now),
             Input::Validated {
                 findings,
@@ -1231,6 +1235,12 @@ impl Thread {
             };
             return self.finish(outcome, None, now);
         }
+        self.finish_error(reason, now)
+    }
+
+    /// ERROR, with no answer: what a failure is in fail-closed mode, and a blocked answer in
+    /// any mode.
+    fn finish_error(&mut self, reason: String, now: u64) -> Effect {
         let outcome = Outcome {
             status: OutcomeStatus::Error,
             answer: None,

@@ -651,6 +651,56 @@ fn failure_finishes_with_error() {
     d.assert_replays();
 }
 
+/// A validator whose guardrail blocked the answer (a content filter, not the reasoning check)
+/// ends the thread with ERROR and no answer, with fail-open too: nothing failed.
+#[test]
+fn a_blocked_answer_is_never_given_fail_open_or_not() {
+    for mode in [FailureMode::Closed, FailureMode::Open] {
+        let (mut d, _) = Driver::new(ThreadConfig {
+            failure_mode: mode,
+            ..config()
+        });
+        d.llm("You pay 5 dollars.");
+        // Only while a validation is awaited.
+        let now = d.tick();
+        let e =
+            d.t.handle(Input::Blocked {
+                reason: "contentPolicy: VIOLENCE BLOCKED".into(),
+                now,
+            })
+            .unwrap();
+        let Effect::Finish(o) = e else {
+            panic!("expected Finish, got {e:?}")
+        };
+        assert_eq!(o.status, OutcomeStatus::Error, "{mode:?}");
+        assert_eq!(o.answer, None);
+        assert_eq!(o.reason.as_deref(), Some("contentPolicy: VIOLENCE BLOCKED"));
+        assert_eq!(
+            d.t.audit_trail()[d.t.audit_trail().len() - 2].kind,
+            RecordKind::Blocked
+        );
+        d.assert_replays();
+    }
+    let (mut d, _) = Driver::new(config());
+    let now = d.tick();
+    let err =
+        d.t.handle(Input::Blocked {
+            reason: "x".into(),
+            now,
+        })
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ThreadError::UnexpectedInput {
+                input: "Blocked",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
 #[test]
 fn max_iterations_of_one_stops_after_the_first_validation() {
     let cfg = ThreadConfig {

@@ -418,6 +418,13 @@ pub(crate) async fn answer_chat(
                                 "rewriter_unavailable",
                                 "the rewriting LLM failed",
                             ),
+                            // The operator's guardrail refused the answer: no answer goes out,
+                            // and the client is told so, not that something is down.
+                            Some(FailedCall::Blocked) => (
+                                StatusCode::UNPROCESSABLE_ENTITY,
+                                "answer_blocked",
+                                "the validator's guardrail blocked the answer",
+                            ),
                             None => (
                                 StatusCode::INTERNAL_SERVER_ERROR,
                                 "internal_error",
@@ -428,15 +435,20 @@ pub(crate) async fn answer_chat(
                         // The reason (endpoints, response bodies: perhaps an unverified
                         // answer's text) is in the trail and the log, not sent to the client.
                         tracing::warn!("thread {}: ended in ERROR: {reason}", thread.id());
-                        return Err(fail(ApiError::new(
-                            status,
-                            code,
+                        let message = if waits.failed == Some(FailedCall::Blocked) {
+                            format!(
+                                "no answer is returned: {what}; the thread's audit trail ({}) \
+                                 records which of its policies did",
+                                thread.id()
+                            )
+                        } else {
                             format!(
                                 "the answer could not be verified, so none is returned \
                                  (fail-closed): {what}; the thread's audit trail ({}) records why",
                                 thread.id()
-                            ),
-                        )));
+                            )
+                        };
+                        return Err(fail(ApiError::new(status, code, message)));
                     }
                 }
                 status => {
