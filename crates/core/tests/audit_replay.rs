@@ -872,20 +872,27 @@ fn assert_stored_cases_replay(path: PathBuf) {
     }
 }
 
-/// Trails written in format 2, before an IMPOSSIBLE explanation was judged by what its
-/// findings prove (the fixtures as they were then), with the reports that version produced.
-#[test]
-fn version_2_trails_keep_replaying_with_their_reports() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v2.json");
+/// The stored trails of format `version` (`tests/fixtures/trails-v{version}.json`) are all of
+/// that format and replay with the reports that version produced.
+fn assert_version_trails_replay(version: u64) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/trails-v{version}.json"));
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     for case in stored.as_array().unwrap() {
         assert_eq!(
-            case["trail"][0]["body"]["formatVersion"], 2,
+            case["trail"][0]["body"]["formatVersion"], version,
             "{}",
             case["name"]
         );
     }
     assert_stored_cases_replay(path);
+}
+
+/// Trails written in format 2, before an IMPOSSIBLE explanation was judged by what its
+/// findings prove (the fixtures as they were then), with the reports that version produced.
+#[test]
+fn version_2_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(2);
 }
 
 /// Trails written in format 3, before premises had to cite a user, system or tool turn and
@@ -894,16 +901,7 @@ fn version_2_trails_keep_replaying_with_their_reports() {
 /// holds them to the rules of their time.
 #[test]
 fn version_3_trails_keep_replaying_with_their_reports() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v3.json");
-    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    for case in stored.as_array().unwrap() {
-        assert_eq!(
-            case["trail"][0]["body"]["formatVersion"], 3,
-            "{}",
-            case["name"]
-        );
-    }
-    assert_stored_cases_replay(path);
+    assert_version_trails_replay(3);
 }
 
 #[test]
