@@ -644,6 +644,8 @@ fn intervention(body: &serde_json::Value) -> Option<String> {
         .filter(|k| *k != "automatedReasoningPolicy" && *k != "invocationMetrics")
         .cloned()
         .collect();
+    // Each policy once, in a stable order, wherever its assessments come.
+    policies.sort();
     policies.dedup();
     let mut reason = if policies.is_empty() {
         "the guardrail intervened".to_string()
@@ -839,6 +841,12 @@ mod tests {
         assert_eq!(
             intervention(&serde_json::json!({"action": "GUARDRAIL_INTERVENED"})).as_deref(),
             Some("the guardrail intervened")
+        );
+        let spread = serde_json::json!({"action": "GUARDRAIL_INTERVENED", "assessments": [
+            {"contentPolicy": {}}, {"topicPolicy": {}}, {"contentPolicy": {}}]});
+        assert_eq!(
+            intervention(&spread).as_deref(),
+            Some("the guardrail intervened (contentPolicy, topicPolicy)")
         );
     }
 
