@@ -360,12 +360,37 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
             ));
         }
     }
-    for m in req
+    for (i, m) in req
         .get("messages")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
+        // Named by the client's own index (the converted request also holds `system` as a
+        // message, and merges consecutive turns, so its indexes differ).
+        match m.get("role").and_then(Value::as_str) {
+            Some("user" | "assistant") => {}
+            Some("system") => {
+                return Some(format!(
+                    "messages[{i}] has role `system`: send the system prompt as the request's \
+                     `system`, not inside messages"
+                ))
+            }
+            _ => {
+                let role = match m.get("role") {
+                    None => "missing".to_string(),
+                    Some(Value::String(r)) => format!("`{r}`"),
+                    Some(r) => format!("`{r}`"),
+                };
+                return Some(format!(
+                    "messages[{i}] has role {role}: the Messages API's roles are user and \
+                     assistant (the translators take facts only from what the user, the system \
+                     or a tool said, so a turn's origin is not guessed); send earlier chatbot \
+                     turns as assistant"
+                ));
+            }
+        }
         for b in m
             .get("content")
             .and_then(Value::as_array)

@@ -601,6 +601,35 @@ mod tests {
         assert!(ChatRequest::parse(fine).is_ok());
     }
 
+    /// The Responses and Messages APIs name the message by the client's own index: their
+    /// conversion puts the system prompt first (and merges turns), which shifted it.
+    #[test]
+    fn responses_and_messages_name_an_unknown_role_by_the_clients_index() {
+        use crate::{anthropic, responses};
+        let r = responses::unsupported_in_request(&json!({"instructions": "be nice", "input": [
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
+            {"role": "model", "content": "You are 70."}]}))
+        .unwrap();
+        assert!(r.starts_with("input[2] has role `model`"), "{r}");
+        let r = responses::unsupported_in_request(&json!({"input": [
+            {"type": "message", "content": "You are 70."}]}))
+        .unwrap();
+        assert!(r.starts_with("input[0] has role missing"), "{r}");
+        assert!(responses::unsupported_in_request(&json!({"input": [
+            {"role": "developer", "content": "x"}, {"role": "user", "content": "hi"}]}))
+        .is_none());
+        let r = anthropic::unsupported_in_request(&json!({"system": "be nice", "messages": [
+            {"role": "user", "content": "hi"}, {"role": "user", "content": "more"},
+            {"role": "bot", "content": "You are 70."}]}))
+        .unwrap();
+        assert!(r.starts_with("messages[2] has role `bot`"), "{r}");
+        let r = anthropic::unsupported_in_request(&json!({"messages": [
+            {"role": "user", "content": "hi"}, {"role": "system", "content": "x"}]}))
+        .unwrap();
+        assert!(r.starts_with("messages[1] has role `system`"), "{r}");
+    }
+
     #[test]
     fn bad_requests_say_what_is_missing() {
         assert_eq!(

@@ -55,8 +55,27 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
         }
     }
     if let Some(Value::Array(items)) = req.get("input") {
-        for item in items {
+        for (i, item) in items.iter().enumerate() {
             let kind = item.get("type").and_then(Value::as_str);
+            // Named by the client's own index (the converted request also holds
+            // `instructions` as a message, so its index would be off by one).
+            if matches!(kind, None | Some("message")) {
+                let known = |r: &str| matches!(r, "user" | "assistant" | "system" | "developer");
+                let role = match item.get("role") {
+                    Some(Value::String(r)) if known(r) => None,
+                    Some(Value::String(r)) => Some(format!("`{r}`")),
+                    Some(r) => Some(format!("`{r}`")),
+                    None => Some("missing".to_string()),
+                };
+                if let Some(role) = role {
+                    return Some(format!(
+                        "input[{i}] has role {role}: the roles are user, assistant, system and \
+                         developer (the translators take facts only from what the user, the \
+                         system or a tool said, so a turn's origin is not guessed); send \
+                         earlier chatbot turns as assistant"
+                    ));
+                }
+            }
             if !matches!(
                 kind,
                 None | Some("message" | "function_call" | "function_call_output")
