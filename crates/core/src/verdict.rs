@@ -91,14 +91,53 @@ impl AggregateVerdict {
     }
 }
 
-/// Whether a VALID finding proves anything: its translation (when it has one) has claims, and
-/// no logic warning says the claims hold, or the premises fail, regardless of the policy. A
-/// VALID that proves nothing counts as NO_TRANSLATIONS: the policy checked nothing.
-pub fn proves_something(finding: &Finding) -> bool {
-    use crate::findings::LogicWarningType;
-    if finding.kind() != FindingKind::Valid {
-        return false;
+/// How one audit format reads findings into a verdict (see [`VerdictRules::of_format`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerdictRules {
+    /// Findings that leave claims untranslated inside their own translation make a VALID
+    /// carry the not-covered warning (format 4 on).
+    pub untranslated_claims_warn: bool,
+    /// A VALID proves something only when it names a rule that supports it and no logic
+    /// warning leaves its proof in doubt (format 5 on; see [`proves_something_under`]).
+    pub valid_needs_support: bool,
+}
+
+impl VerdictRules {
+    /// The rules this version writes trails with.
+    pub const CURRENT: VerdictRules = VerdictRules {
+        untranslated_claims_warn: true,
+        valid_needs_support: true,
+    };
+
+    /// The rules of audit format `version`, for replaying its trails.
+    pub fn of_format(version: u32) -> VerdictRules {
+        VerdictRules {
+            untranslated_claims_warn: version >= crate::audit::UNTRANSLATED_CLAIMS_WARNED_SINCE,
+            valid_needs_support: version >= crate::audit::SUPPORTED_VALID_SINCE,
+        }
     }
+}
+
+/// Whether a VALID finding proves anything, under the current rules
+/// ([`proves_something_under`]).
+pub fn proves_something(finding: &Finding) -> bool {
+    proves_something_under(finding, VerdictRules::CURRENT)
+}
+
+/// Whether a VALID finding proves anything: its translation (when it has one) has claims, and
+/// no logic warning says the claims hold, or the premises fail, regardless of the policy. With
+/// [`VerdictRules::valid_needs_support`] it must also name at least one supporting rule (a
+/// proof that needs no rule is a proof from the premises alone: the policy checked nothing),
+/// and any logic warning other than "the premises are always true" leaves it proving nothing:
+/// one that does not say which statements it is about, always-false on either side (a VALID
+/// whose claims can never hold was proved from premises that cannot hold together with the
+/// rules), or a type this version does not know. A VALID that proves nothing counts as
+/// NO_TRANSLATIONS: the policy checked nothing.
+pub fn proves_something_under(finding: &Finding, rules: VerdictRules) -> bool {
+    use crate::findings::{LogicWarning, LogicWarningType, Statement};
+    let Finding::Valid(valid) = finding else {
+        return false;
+    };
     if finding.translation().is_some_and(|t| {
         t.claims()
             .iter()
@@ -106,23 +145,43 @@ pub fn proves_something(finding: &Finding) -> bool {
     }) {
         return false;
     }
-    let vacuous = finding.logic_warning().is_some_and(|w| {
-        let flagged =
-            |s: &Option<Vec<crate::findings::Statement>>| s.as_ref().is_some_and(|v| !v.is_empty());
-        match &w.warning_type {
-            Some(LogicWarningType::AlwaysTrue) => flagged(&w.claims),
-            Some(LogicWarningType::AlwaysFalse) => flagged(&w.premises),
-            _ => false,
-        }
-    });
-    !vacuous
+    let listed = |s: &Option<Vec<Statement>>| s.as_ref().is_some_and(|v| !v.is_empty());
+    if !rules.valid_needs_support {
+        let vacuous = finding
+            .logic_warning()
+            .is_some_and(|w| match &w.warning_type {
+                Some(LogicWarningType::AlwaysTrue) => listed(&w.claims),
+                Some(LogicWarningType::AlwaysFalse) => listed(&w.premises),
+                _ => false,
+            });
+        return !vacuous;
+    }
+    let supported = valid
+        .supporting_rules
+        .as_ref()
+        .is_some_and(|r| !r.is_empty());
+    // Only "these premises are always true" leaves the proof standing: the premises say
+    // nothing, and the claims still follow from them through the rules.
+    let harmless = |w: &LogicWarning| {
+        w.warning_type == Some(LogicWarningType::AlwaysTrue)
+            && listed(&w.premises)
+            && !listed(&w.claims)
+    };
+    supported && valid.logic_warning.as_ref().is_none_or(harmless)
 }
 
 /// The kind a finding counts as for the verdict: a VALID that proves nothing counts as
-/// NO_TRANSLATIONS.
+/// NO_TRANSLATIONS (current rules).
 pub fn effective_kind(finding: &Finding) -> FindingKind {
+    effective_kind_under(finding, VerdictRules::CURRENT)
+}
+
+/// [`effective_kind`] under the rules of one audit format.
+pub fn effective_kind_under(finding: &Finding, rules: VerdictRules) -> FindingKind {
     match finding.kind() {
-        FindingKind::Valid if !proves_something(finding) => FindingKind::NoTranslations,
+        FindingKind::Valid if !proves_something_under(finding, rules) => {
+            FindingKind::NoTranslations
+        }
         kind => kind,
     }
 }
@@ -144,30 +203,25 @@ pub fn leaves_claims_untranslated(findings: &[Finding]) -> bool {
 /// otherwise the kind of the highest-priority finding. An empty list is never VALID, and a
 /// VALID finding that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
 pub fn aggregate_verdict(findings: &[Finding]) -> AggregateVerdict {
-    let mut verdict = aggregate_verdict_of_format_3(findings);
-    if verdict.is_valid() && verdict.warning.is_none() && leaves_claims_untranslated(findings) {
-        verdict.warning = Some(NOT_COVERED_WARNING.to_string());
-    }
-    verdict
+    aggregate_verdict_under(findings, VerdictRules::CURRENT)
 }
 
-/// [`aggregate_verdict`] as audit formats 1 to 3 had it, for replaying their trails: a VALID
-/// with claims left untranslated inside its own translation carried no warning.
-pub fn aggregate_verdict_of_format_3(findings: &[Finding]) -> AggregateVerdict {
-    let Some(top) = findings
-        .iter()
-        .map(effective_kind)
-        .min_by_key(|k| k.priority())
-    else {
+/// [`aggregate_verdict`] as audit format `version` had it, for replaying its trails.
+pub fn aggregate_verdict_of_format(findings: &[Finding], version: u32) -> AggregateVerdict {
+    aggregate_verdict_under(findings, VerdictRules::of_format(version))
+}
+
+/// [`aggregate_verdict`] under `rules`.
+pub fn aggregate_verdict_under(findings: &[Finding], rules: VerdictRules) -> AggregateVerdict {
+    let effective = |f: &Finding| effective_kind_under(f, rules);
+    let Some(top) = findings.iter().map(effective).min_by_key(|k| k.priority()) else {
         return AggregateVerdict {
             verdict: Verdict::NoFindings,
             warning: None,
         };
     };
-    let has_valid = findings
-        .iter()
-        .any(|f| effective_kind(f) == FindingKind::Valid);
-    match top {
+    let has_valid = findings.iter().any(|f| effective(f) == FindingKind::Valid);
+    let mut verdict = match top {
         FindingKind::NoTranslations if has_valid => AggregateVerdict {
             verdict: Verdict::Valid,
             warning: Some(NOT_COVERED_WARNING.to_string()),
@@ -176,7 +230,15 @@ pub fn aggregate_verdict_of_format_3(findings: &[Finding]) -> AggregateVerdict {
             verdict: Verdict::of_kind(kind),
             warning: None,
         },
+    };
+    if rules.untranslated_claims_warn
+        && verdict.is_valid()
+        && verdict.warning.is_none()
+        && leaves_claims_untranslated(findings)
+    {
+        verdict.warning = Some(NOT_COVERED_WARNING.to_string());
     }
+    verdict
 }
 
 #[cfg(test)]
@@ -186,7 +248,10 @@ mod tests {
 
     fn f(kind: FindingKind) -> Finding {
         match kind {
-            FindingKind::Valid => Finding::Valid(Default::default()),
+            FindingKind::Valid => Finding::Valid(ValidFinding {
+                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            }),
             FindingKind::Invalid => Finding::Invalid(Default::default()),
             FindingKind::Satisfiable => Finding::Satisfiable(Default::default()),
             FindingKind::Impossible => Finding::Impossible(Default::default()),
@@ -309,5 +374,129 @@ mod tests {
             );
             assert_eq!(f(kind).allows_follow_up_questions(), expected, "{kind}");
         }
+    }
+
+    fn valid(rules: Option<Vec<Rule>>, warning: Option<LogicWarning>) -> Finding {
+        Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                premises: Some(vec![Statement::new("(= age 70)", "I am 70.")]),
+                claims: Some(vec![Statement::new("(= fee 5)", "You pay $5.")]),
+                ..Default::default()
+            }),
+            supporting_rules: rules,
+            logic_warning: warning,
+            ..Default::default()
+        })
+    }
+
+    fn warning(kind: Option<LogicWarningType>, premises: bool, claims: bool) -> LogicWarning {
+        let some = |on: bool, s: &str| on.then(|| vec![Statement::new(s, s)]);
+        LogicWarning {
+            warning_type: kind,
+            premises: some(premises, "(= age 70)"),
+            claims: some(claims, "(= fee 5)"),
+            ..Default::default()
+        }
+    }
+
+    fn verdicts(finding: Finding) -> (Verdict, Verdict) {
+        let findings = [finding];
+        (
+            aggregate_verdict(&findings).verdict,
+            aggregate_verdict_of_format(&findings, 4).verdict,
+        )
+    }
+
+    #[test]
+    fn a_valid_that_names_no_supporting_rule_proves_nothing() {
+        let rule = || Some(vec![Rule::new("R1", "v1")]);
+        assert_eq!(
+            verdicts(valid(rule(), None)),
+            (Verdict::Valid, Verdict::Valid)
+        );
+        // Format 4 took both as VALID; a proof that needs no rule came from the premises alone.
+        for rules in [None, Some(vec![])] {
+            assert_eq!(
+                verdicts(valid(rules, None)),
+                (Verdict::NoTranslations, Verdict::Valid)
+            );
+        }
+        // Next to a supported VALID it is a part the policy did not cover.
+        let both = [valid(rule(), None), valid(Some(vec![]), None)];
+        let v = aggregate_verdict(&both);
+        assert!(v.is_valid());
+        assert_eq!(v.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    }
+
+    #[test]
+    fn only_always_true_premises_leave_a_valid_standing() {
+        use LogicWarningType::*;
+        let rule = || Some(vec![Rule::new("R1", "v1")]);
+        let other = || Some(Other("SOMETIMES_TRUE".into()));
+        // (warning, current verdict, format 4's verdict)
+        let cases = [
+            (
+                warning(Some(AlwaysTrue), true, false),
+                Verdict::Valid,
+                Verdict::Valid,
+            ),
+            (
+                warning(Some(AlwaysTrue), false, true),
+                Verdict::NoTranslations,
+                Verdict::NoTranslations,
+            ),
+            (
+                warning(Some(AlwaysTrue), true, true),
+                Verdict::NoTranslations,
+                Verdict::NoTranslations,
+            ),
+            // Says nothing of which statements: the proof may rest on claims that say nothing.
+            (
+                warning(Some(AlwaysTrue), false, false),
+                Verdict::NoTranslations,
+                Verdict::Valid,
+            ),
+            (
+                warning(Some(AlwaysFalse), true, false),
+                Verdict::NoTranslations,
+                Verdict::NoTranslations,
+            ),
+            // Claims that can never hold were proved only from premises that cannot hold.
+            (
+                warning(Some(AlwaysFalse), false, true),
+                Verdict::NoTranslations,
+                Verdict::Valid,
+            ),
+            (
+                warning(Some(AlwaysFalse), false, false),
+                Verdict::NoTranslations,
+                Verdict::Valid,
+            ),
+            (
+                warning(other(), false, true),
+                Verdict::NoTranslations,
+                Verdict::Valid,
+            ),
+            (
+                warning(None, true, true),
+                Verdict::NoTranslations,
+                Verdict::Valid,
+            ),
+        ];
+        for (w, now, then) in cases {
+            let name = format!("{w:?}");
+            assert_eq!(verdicts(valid(rule(), Some(w))), (now, then), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_rules_of_each_format() {
+        assert_eq!(
+            VerdictRules::of_format(crate::audit::FORMAT_VERSION),
+            VerdictRules::CURRENT
+        );
+        assert!(!VerdictRules::of_format(4).valid_needs_support);
+        assert!(VerdictRules::of_format(4).untranslated_claims_warn);
+        assert!(!VerdictRules::of_format(3).untranslated_claims_warn);
     }
 }

@@ -277,11 +277,21 @@ fn existing_subcommands_still_work() {
     let reply = write(&dir, "reply.md", "DECISION: REWRITE\nANSWER: yes");
     let out = proofgate(&["decision", &reply]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let findings = write(&dir, "f.json", r#"[{"valid": {}}]"#);
+    let findings = write(
+        &dir,
+        "f.json",
+        r#"[{"valid": {"supportingRules": [{"identifier": "R1"}]}}]"#,
+    );
     let out = proofgate(&["findings", &findings]);
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"]["verdict"], "VALID");
+    // A VALID that names no rule proved nothing of the policy.
+    let findings = write(&dir, "g.json", r#"[{"valid": {}}]"#);
+    let out = proofgate(&["findings", &findings]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"]["verdict"], "NO_TRANSLATIONS");
 }
 
 #[test]

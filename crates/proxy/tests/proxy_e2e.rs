@@ -678,6 +678,47 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     assert_eq!(validated.body["evidence"]["validator"], "bedrock");
 }
 
+/// A VALID from the guardrail that names no supporting rule is a proof from the premises
+/// alone ("you are 70, so you are over 65"): the policy checked nothing, so the answer is not
+/// verified (audit format 5). Before, it went out as VALID.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
+    let llm = demo_llm();
+    let unsupported = |claim: &str, rules: Value| {
+        let mut valid = json!({"translation": {"premises": [], "claims": [{"logic": claim, "naturalLanguage": claim}]}});
+        if !rules.is_null() {
+            valid["supportingRules"] = rules;
+        }
+        json!([{"valid": valid}])
+    };
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"rules": [
+            {"match": "$30", "findings": unsupported("(= feeAfterDiscount 30.0)", json!([]))},
+            {"match": "$22.50", "findings": unsupported("(= feeAfterDiscount 22.5)", Value::Null)}
+        ]}),
+    );
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
+        guardrail.url()
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    let proxy = Proxy::start("unsupported-valid", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    let verdict = r.header("x-proofgate-verdict").to_string();
+    assert!(!verdict.starts_with("VALID"), "{verdict}: {:?}", r.body);
+    assert_eq!(verdict, "NOT_COVERED", "{:?}", r.body);
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert_eq!(trail[0].body["formatVersion"], 5);
+    let last = trail.last().unwrap();
+    assert_eq!(last.kind.as_str(), "NOT_COVERED", "{}", last.body);
+    assert_eq!(last.body["outcome"]["verified"], false, "{}", last.body);
+}
+
 /// A guardrail whose other policies block the answer (a content filter; Automated Reasoning
 /// checks only detect) has said it must not go out: no answer, with fail-open too, and the
 /// client is told it was blocked, not that something is down. Before, the findings were read

@@ -59,13 +59,20 @@ for (const [name, pkg] of [['CommonJS', cjs], ['ESM', esm]]) {
   });
 
   test(`${name}: aggregateVerdict`, () => {
-    assert.deepEqual(pkg.aggregateVerdict([{ valid: {} }, { valid: {} }]), { verdict: 'VALID' });
-    assert.deepEqual(pkg.aggregateVerdict([{ valid: {} }, { noTranslations: {} }]), {
+    // A VALID names the rules that prove it; one that names none proved nothing of the policy.
+    const valid = { valid: { supportingRules: [{ identifier: 'R1' }] } };
+    assert.deepEqual(pkg.aggregateVerdict([valid, valid]), { verdict: 'VALID' });
+    assert.deepEqual(pkg.aggregateVerdict([valid, { noTranslations: {} }]), {
+      verdict: 'VALID',
+      warning: 'part of the answer is not covered by the policy',
+    });
+    assert.deepEqual(pkg.aggregateVerdict([{ valid: {} }]), { verdict: 'NO_TRANSLATIONS' });
+    assert.deepEqual(pkg.aggregateVerdict([{ valid: { supportingRules: [] } }, valid]), {
       verdict: 'VALID',
       warning: 'part of the answer is not covered by the policy',
     });
     assert.deepEqual(pkg.aggregateVerdict([]), { verdict: 'NO_FINDINGS' });
-    assert.deepEqual(pkg.aggregateVerdict([{ valid: {} }, { provenByMagic: {} }]), {
+    assert.deepEqual(pkg.aggregateVerdict([valid, { provenByMagic: {} }]), {
       verdict: 'UNKNOWN',
     });
     assert.deepEqual(pkg.aggregateVerdict(awsFindings), { verdict: 'TRANSLATION_AMBIGUOUS' });

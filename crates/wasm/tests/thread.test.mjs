@@ -6,7 +6,7 @@ import { Thread, replayAudit, verifyChain } from 'proofgate';
 import { runLoop } from '../examples/loop.mjs';
 
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
-const valid = { valid: {} };
+const valid = { valid: { supportingRules: [{ identifier: 'R1' }] } };
 
 test('the example drives a full loop to a verified answer that replays', () => {
   const lines = [];
@@ -126,7 +126,7 @@ test('text beyond ASCII crosses into wasm intact, as JSON text and as values', (
   const question = 'Ça coûte combien ? 料金は？ 🎟️';
   const policy = { rules: [{ id: 'R1', expression: '(= fee 5)', english: 'Le tarif est de 5 €.' }], variables: [{ name: 'fee', description: 'Le tarif (€)' }] };
   const t = Thread.withAnswer({ maxIterations: 1, policy }, question, { text: '5 € — ¡olé! 🎉', source: 'upstream' }, 't-utf8', 0);
-  t.handle({ type: 'Validated', findings: [{ valid: {} }], now: 1 });
+  t.handle({ type: 'Validated', findings: [valid], now: 1 });
   const text = JSON.stringify(t.auditTrail());
   const documents = JSON.stringify(t.policyDocuments());
   assert.equal(replayAudit(text, documents).ok, true);
@@ -144,7 +144,7 @@ test('text beyond ASCII crosses into wasm intact, as JSON text and as values', (
 test('Thread.withAnswer validates the given answer first and its trail replays', () => {
   const t = Thread.withAnswer(null, 'How much?', { text: '$7.', source: 'upstream' }, 't-given', 1000);
   assert.deepEqual(t.start(), { type: 'Validate', question: 'How much?', answer: '$7.' });
-  const done = t.handle({ type: 'Validated', findings: [{ valid: {} }], now: 1001 });
+  const done = t.handle({ type: 'Validated', findings: [valid], now: 1001 });
   assert.equal(done.type, 'Finish');
   assert.equal(done.status, 'VALID');
   assert.equal(replayAudit(t.auditTrail()).ok, true);

@@ -58,7 +58,18 @@ pub use replay::{
 ///   fail-open never releases an answer any finding refuted ([`REFUTED_BY_ANY_FINDING_SINCE`]);
 ///   a VALID with claims left untranslated in its own translation carries the not-covered
 ///   warning ([`UNTRANSLATED_CLAIMS_WARNED_SINCE`]).
-pub const FORMAT_VERSION: u32 = 4;
+/// - 5: a VALID proves something only when it names a supporting rule and carries no logic
+///   warning that leaves its proof in doubt ([`SUPPORTED_VALID_SINCE`]).
+pub const FORMAT_VERSION: u32 = 5;
+
+/// From this format on, a VALID finding counts as VALID only when it names at least one rule
+/// that supports it, and no logic warning but "these premises are always true" comes with it
+/// ([`crate::verdict::proves_something_under`]); otherwise it counts as NO_TRANSLATIONS, "the
+/// policy checked nothing". Before, a VALID from Bedrock with no supporting rule (a proof from
+/// the premises alone: "you are 70, so you are over 65"), with an ALWAYS_TRUE warning that
+/// listed no statements, or with a warning type this version does not know, made the answer
+/// VALID. The local reasoner's VALID findings always name their rules and are unaffected.
+pub const SUPPORTED_VALID_SINCE: u32 = 5;
 
 /// From this format on, a premise must cite a user, system or tool turn of the conversation
 /// the translators read, or it is checked as a claim

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use proofgate_core::thread::{Effect, Input, Thread, ThreadConfig};
-//! use proofgate_core::findings::Finding;
+//! use proofgate_core::findings::{Finding, Rule, ValidFinding};
 //!
 //! let mut t = Thread::new(ThreadConfig::default(), "t-1", "Can I bring my dog?", 0).unwrap();
 //! let mut effect = t.start();
@@ -14,7 +14,12 @@
 //!             text: "Yes, dogs are allowed.".into(), model: None, now,
 //!         }).unwrap(),
 //!         Effect::Validate { .. } => t.handle(Input::Validated {
-//!             findings: vec![Finding::Valid(Default::default())], evidence: None, now,
+//!             // A VALID names the rules that prove it, or it proves nothing.
+//!             findings: vec![Finding::Valid(ValidFinding {
+//!                 supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+//!                 ..Default::default()
+//!             })],
+//!             evidence: None, now,
 //!         }).unwrap(),
 //!         Effect::AskUser { .. } => t.handle(Input::UserSkipped { now }).unwrap(),
 //!         // Only with `config.translation` set (the local validator's translators).
@@ -57,7 +62,7 @@ use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
 use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
 use crate::translation::{check_findings, TranslationRound, TranslationTexts};
-use crate::verdict::{aggregate_verdict, top_finding, Verdict};
+use crate::verdict::{top_finding, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -163,10 +168,11 @@ fn plain_answer(text: &str) -> String {
 /// [`audit::EFFECTIVE_EXPLANATIONS_SINCE`] for what changed).
 fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<String>> {
     let effective = version >= audit::EFFECTIVE_EXPLANATIONS_SINCE;
+    let rules = crate::verdict::VerdictRules::of_format(version);
     let kinds: Vec<FindingKind> = if effective {
         findings
             .iter()
-            .map(crate::verdict::effective_kind)
+            .map(|f| crate::verdict::effective_kind_under(f, rules))
             .collect()
     } else {
         findings.iter().map(Finding::kind).collect()
@@ -998,11 +1004,7 @@ impl Thread {
             _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
         };
         let iteration = self.iterations().saturating_add(1);
-        let verdict = if self.format_version() >= audit::UNTRANSLATED_CLAIMS_WARNED_SINCE {
-            aggregate_verdict(&findings)
-        } else {
-            crate::verdict::aggregate_verdict_of_format_3(&findings)
-        };
+        let verdict = crate::verdict::aggregate_verdict_of_format(&findings, self.format_version());
         self.current_step()?.validation = Some(Validation {
             iteration,
             findings: findings.clone(),
