@@ -2,6 +2,17 @@
 // yourself" action that re-runs the recorded logic with Z3 in the page.
 import { h, findingKind, outcomeBadge } from './util.js';
 import { translationView, rulesView, scenariosSideBySide, checksView, checksFor } from './findings.js';
+import { aggregateVerdict } from './core.js';
+
+/** Whether a VALID finding proves something by the core's rules: it shows its translation,
+ * names a supporting rule, and carries no logic warning that leaves the proof in doubt. */
+function proves(finding) {
+  try {
+    return aggregateVerdict([finding]).verdict === 'VALID';
+  } catch {
+    return false;
+  }
+}
 
 /** The validation of the final answer (the last step whose validated answer is the outcome's). */
 function finalValidation(thread) {
@@ -17,13 +28,18 @@ export function proofView(thread, rules) {
   const outcome = thread.outcome;
   const v = finalValidation(thread);
   const findings = (v?.findings || outcome?.findings || []).map((f, i) => ({ f, i, ...findingKind(f) }));
-  const valid = findings.filter((x) => x.kind === 'VALID');
+  const valid = findings.filter((x) => x.kind === 'VALID' && proves(x.f));
+  const unproved = findings.filter((x) => x.kind === 'VALID' && !proves(x.f)).map(({ i }) => i + 1);
   return h('section', { class: 'proof', id: 'proof', 'aria-labelledby': 'proof-title' },
     h('h2', { id: 'proof-title', tabindex: '-1' }, 'Proof of the answer ', outcomeBadge(outcome?.status)),
     h('blockquote', { class: 'final' }, outcome?.answer || ''),
     h('p', {}, 'The answer was translated into logic; the solver proved that the policy\'s rules together with the premises entail every claim: ',
       h('code', {}, 'M ∧ P ∧ ¬C'), ' is unsatisfiable (no case satisfies the rules and premises but not the claims), and ', h('code', {}, 'M ∧ P ∧ C'), ' is satisfiable (the claims are consistent).'),
     valid.length === 0 ? h('p', { class: 'muted' }, 'This thread has no VALID finding to prove.') : null,
+    unproved.length
+      ? h('p', { class: 'muted' }, `Not shown as proof: finding ${unproved.join(', ')}, VALID by the validator's word, `
+        + 'shows no translation, names no supporting rule or carries a logic warning, so it proves nothing of the policy.')
+      : null,
     valid.map(({ body, i }) => h('article', { class: 'proof-finding' },
       h('h3', {}, `Finding ${i + 1}`),
       translationView(body.translation),

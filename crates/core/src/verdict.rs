@@ -126,9 +126,10 @@ pub fn proves_something(finding: &Finding) -> bool {
 
 /// Whether a VALID finding proves anything: its translation (when it has one) has claims, and
 /// no logic warning says the claims hold, or the premises fail, regardless of the policy. With
-/// [`VerdictRules::valid_needs_support`] it must also name at least one supporting rule (a
-/// proof that needs no rule is a proof from the premises alone: the policy checked nothing),
-/// and any logic warning other than "the premises are always true" leaves it proving nothing:
+/// [`VerdictRules::valid_needs_support`] it must also show its translation, name at least one
+/// supporting rule by a non-blank identifier (a proof that needs no rule is a proof from the
+/// premises alone: the policy checked nothing), and any logic warning other than "the premises
+/// are always true" leaves it proving nothing:
 /// one that does not say which statements it is about, always-false on either side (a VALID
 /// whose claims can never hold was proved from premises that cannot hold together with the
 /// rules), or a type this version does not know. A VALID that proves nothing counts as
@@ -156,10 +157,18 @@ pub fn proves_something_under(finding: &Finding, rules: VerdictRules) -> bool {
             });
         return !vacuous;
     }
-    let supported = valid
-        .supporting_rules
-        .as_ref()
-        .is_some_and(|r| !r.is_empty());
+    // A translation shows what was proved; without one nothing says what the rules support.
+    if valid.translation.is_none() {
+        return false;
+    }
+    // A rule that names nothing supports nothing anyone can check.
+    let supported = valid.supporting_rules.as_ref().is_some_and(|rules| {
+        rules.iter().any(|r| {
+            r.identifier
+                .as_deref()
+                .is_some_and(|id| !id.trim().is_empty())
+        })
+    });
     // Only "these premises are always true" leaves the proof standing: the premises say
     // nothing, and the claims still follow from them through the rules.
     let harmless = |w: &LogicWarning| {
@@ -197,9 +206,23 @@ pub fn leaves_claims_untranslated(findings: &[Finding]) -> bool {
     })
 }
 
+/// Whether a VALID finding checks only some of its claims: one has no logic, or logic that is
+/// simply `true` (so what it says was never put to the rules), beside claims that were.
+pub fn proves_part_of_its_claims(findings: &[Finding]) -> bool {
+    findings.iter().any(|f| {
+        f.kind() == FindingKind::Valid
+            && f.translation().is_some_and(|t| {
+                t.claims()
+                    .iter()
+                    .any(|c| c.logic.as_deref().is_none_or(|l| l.trim() == "true"))
+            })
+    })
+}
+
 /// The verdict over a list of findings: VALID only when every finding is VALID; VALID plus
 /// NO_TRANSLATIONS is VALID with a warning, as is a VALID whose findings leave claims
-/// untranslated ([`leaves_claims_untranslated`]); all NO_TRANSLATIONS is NO_TRANSLATIONS;
+/// untranslated ([`leaves_claims_untranslated`]) or check only some of their claims
+/// ([`proves_part_of_its_claims`]); all NO_TRANSLATIONS is NO_TRANSLATIONS;
 /// otherwise the kind of the highest-priority finding. An empty list is never VALID, and a
 /// VALID finding that proves nothing ([`proves_something`]) counts as NO_TRANSLATIONS.
 pub fn aggregate_verdict(findings: &[Finding]) -> AggregateVerdict {
@@ -231,11 +254,9 @@ pub fn aggregate_verdict_under(findings: &[Finding], rules: VerdictRules) -> Agg
             warning: None,
         },
     };
-    if rules.untranslated_claims_warn
-        && verdict.is_valid()
-        && verdict.warning.is_none()
-        && leaves_claims_untranslated(findings)
-    {
+    let unchecked = (rules.untranslated_claims_warn && leaves_claims_untranslated(findings))
+        || (rules.valid_needs_support && proves_part_of_its_claims(findings));
+    if verdict.is_valid() && verdict.warning.is_none() && unchecked {
         verdict.warning = Some(NOT_COVERED_WARNING.to_string());
     }
     verdict
@@ -248,10 +269,7 @@ mod tests {
 
     fn f(kind: FindingKind) -> Finding {
         match kind {
-            FindingKind::Valid => Finding::Valid(ValidFinding {
-                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
-                ..Default::default()
-            }),
+            FindingKind::Valid => valid(Some(vec![Rule::new("R1", "v1")]), None),
             FindingKind::Invalid => Finding::Invalid(Default::default()),
             FindingKind::Satisfiable => Finding::Satisfiable(Default::default()),
             FindingKind::Impossible => Finding::Impossible(Default::default()),
@@ -426,6 +444,58 @@ mod tests {
         let v = aggregate_verdict(&both);
         assert!(v.is_valid());
         assert_eq!(v.warning.as_deref(), Some(NOT_COVERED_WARNING));
+    }
+
+    #[test]
+    fn a_valid_must_show_its_translation_and_name_its_rules() {
+        let rule = |id: &str| Some(vec![Rule::new(id, "v1")]);
+        let mut bare = valid(rule("R1"), None);
+        if let Finding::Valid(v) = &mut bare {
+            v.translation = None;
+        }
+        assert_eq!(verdicts(bare), (Verdict::NoTranslations, Verdict::Valid));
+        for blank in ["", "  "] {
+            assert_eq!(
+                verdicts(valid(rule(blank), None)),
+                (Verdict::NoTranslations, Verdict::Valid)
+            );
+        }
+        let nameless = Some(vec![Rule::default()]);
+        assert_eq!(
+            verdicts(valid(nameless, None)),
+            (Verdict::NoTranslations, Verdict::Valid)
+        );
+        // One named rule is enough.
+        let some = Some(vec![Rule::default(), Rule::new("R2", "v1")]);
+        assert_eq!(
+            verdicts(valid(some, None)),
+            (Verdict::Valid, Verdict::Valid)
+        );
+    }
+
+    #[test]
+    fn a_valid_that_checked_only_some_claims_warns() {
+        for unchecked in [Statement::new("true", "Refunds are guaranteed."), {
+            let mut s = Statement::new("", "Refunds are guaranteed.");
+            s.logic = None;
+            s
+        }] {
+            let mut f = valid(Some(vec![Rule::new("R1", "v1")]), None);
+            if let Finding::Valid(v) = &mut f {
+                v.translation
+                    .as_mut()
+                    .unwrap()
+                    .claims
+                    .as_mut()
+                    .unwrap()
+                    .push(unchecked);
+            }
+            let findings = [f];
+            let now = aggregate_verdict(&findings);
+            assert!(now.is_valid());
+            assert_eq!(now.warning.as_deref(), Some(NOT_COVERED_WARNING));
+            assert_eq!(aggregate_verdict_of_format(&findings, 4).warning, None);
+        }
     }
 
     #[test]

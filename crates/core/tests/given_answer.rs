@@ -1,7 +1,7 @@
 //! Threads started with a known answer (the proxy's upstream reply) validate it first, record
 //! it in THREAD_STARTED, and replay.
 
-use proofgate_core::findings::{ContradictionFinding, Rule, ValidFinding};
+use proofgate_core::findings::{ContradictionFinding, Rule, Statement, Translation, ValidFinding};
 use proofgate_core::thread::GivenAnswer;
 use proofgate_core::{
     replay, Effect, Finding, Input, OutcomeStatus, Thread, ThreadConfig, ThreadError,
@@ -43,6 +43,10 @@ fn the_given_answer_is_validated_first_and_replays() {
     let e = t
         .handle(Input::Validated {
             findings: vec![Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    claims: Some(vec![Statement::new("(= fee 5)", "You pay 5 dollars.")]),
+                    ..Default::default()
+                }),
                 supporting_rules: Some(vec![Rule::new("R1", "v1")]),
                 ..Default::default()
             })],

@@ -195,16 +195,22 @@ fn read_input(path: &Path) -> Result<String> {
 }
 
 /// An ApplyGuardrail response body, or a bare list of findings.
-fn load_findings(path: &Path, text: &str) -> Result<Vec<Finding>> {
+/// The findings a file holds (a list, or an ApplyGuardrail response), and whether that
+/// response says the guardrail blocked the answer (`action` GUARDRAIL_INTERVENED: another of
+/// its policies did; then the answer must not go out, whatever the findings say).
+fn load_findings(path: &Path, text: &str) -> Result<(Vec<Finding>, bool)> {
     let value: serde_json::Value = serde_json::from_str(text)
         .with_context(|| format!("{}: not valid JSON", path.display()))?;
     if value.is_array() {
-        serde_json::from_value(value)
-            .with_context(|| format!("{}: not a list of findings", path.display()))
+        let findings = serde_json::from_value(value)
+            .with_context(|| format!("{}: not a list of findings", path.display()))?;
+        Ok((findings, false))
     } else {
+        let blocked =
+            value.get("action").and_then(serde_json::Value::as_str) == Some("GUARDRAIL_INTERVENED");
         let response: ApplyGuardrailResponse = serde_json::from_value(value)
             .with_context(|| format!("{}: not an ApplyGuardrail response", path.display()))?;
-        Ok(response.findings())
+        Ok((response.findings(), blocked))
     }
 }
 
@@ -318,8 +324,16 @@ fn run(cli: Cli) -> Result<ExitCode> {
             PolicyCommand::Pull(args) => return authoring::pull_cmd(args),
         },
         Command::Findings { file } => {
-            let findings = load_findings(&file, &read_input(&file)?)?;
-            let verdict = aggregate_verdict(&findings);
+            let (findings, blocked) = load_findings(&file, &read_input(&file)?)?;
+            let verdict = if blocked {
+                serde_json::json!({
+                    "verdict": "BLOCKED",
+                    "warning": "the guardrail intervened (action GUARDRAIL_INTERVENED): the \
+                                answer must not go out, whatever its findings say",
+                })
+            } else {
+                serde_json::to_value(aggregate_verdict(&findings))?
+            };
             let out = serde_json::json!({
                 "verdict": verdict,
                 "findings": prioritize(&findings),

@@ -280,7 +280,8 @@ fn existing_subcommands_still_work() {
     let findings = write(
         &dir,
         "f.json",
-        r#"[{"valid": {"supportingRules": [{"identifier": "R1"}]}}]"#,
+        r#"[{"valid": {"translation": {"claims": [{"logic": "(= fee 5)"}]},
+                       "supportingRules": [{"identifier": "R1"}]}}]"#,
     );
     let out = proofgate(&["findings", &findings]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -292,6 +293,20 @@ fn existing_subcommands_still_work() {
     assert!(out.status.success(), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["verdict"]["verdict"], "NO_TRANSLATIONS");
+    // A response whose guardrail blocked the answer is never VALID, whatever its findings.
+    let response = write(
+        &dir,
+        "blocked.json",
+        r#"{"action": "GUARDRAIL_INTERVENED", "assessments": [
+              {"contentPolicy": {"filters": [{"type": "VIOLENCE", "action": "BLOCKED"}]}},
+              {"automatedReasoningPolicy": {"findings": [{"valid": {
+                  "translation": {"claims": [{"logic": "(= fee 5)"}]},
+                  "supportingRules": [{"identifier": "R1"}]}}]}}]}"#,
+    );
+    let out = proofgate(&["findings", &response]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verdict"]["verdict"], "BLOCKED", "{v}");
 }
 
 #[test]

@@ -60,14 +60,15 @@ for (const [name, pkg] of [['CommonJS', cjs], ['ESM', esm]]) {
 
   test(`${name}: aggregateVerdict`, () => {
     // A VALID names the rules that prove it; one that names none proved nothing of the policy.
-    const valid = { valid: { supportingRules: [{ identifier: 'R1' }] } };
+    const shown = { claims: [{ logic: '(= fee 5)', naturalLanguage: 'You pay $5.' }] };
+    const valid = { valid: { translation: shown, supportingRules: [{ identifier: 'R1' }] } };
     assert.deepEqual(pkg.aggregateVerdict([valid, valid]), { verdict: 'VALID' });
     assert.deepEqual(pkg.aggregateVerdict([valid, { noTranslations: {} }]), {
       verdict: 'VALID',
       warning: 'part of the answer is not covered by the policy',
     });
     assert.deepEqual(pkg.aggregateVerdict([{ valid: {} }]), { verdict: 'NO_TRANSLATIONS' });
-    assert.deepEqual(pkg.aggregateVerdict([{ valid: { supportingRules: [] } }, valid]), {
+    assert.deepEqual(pkg.aggregateVerdict([{ valid: { translation: shown, supportingRules: [] } }, valid]), {
       verdict: 'VALID',
       warning: 'part of the answer is not covered by the policy',
     });

@@ -6,7 +6,12 @@ import { Thread, replayAudit, verifyChain } from 'proofgate';
 import { runLoop } from '../examples/loop.mjs';
 
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
-const valid = { valid: { supportingRules: [{ identifier: 'R1' }] } };
+const valid = {
+  valid: {
+    translation: { claims: [{ logic: '(= fee 5)', naturalLanguage: 'You pay $5.' }] },
+    supportingRules: [{ identifier: 'R1' }],
+  },
+};
 
 test('the example drives a full loop to a verified answer that replays', () => {
   const lines = [];

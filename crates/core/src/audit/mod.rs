@@ -62,13 +62,16 @@ pub use replay::{
 ///   warning that leaves its proof in doubt ([`SUPPORTED_VALID_SINCE`]).
 pub const FORMAT_VERSION: u32 = 5;
 
-/// From this format on, a VALID finding counts as VALID only when it names at least one rule
-/// that supports it, and no logic warning but "these premises are always true" comes with it
+/// From this format on, a VALID finding counts as VALID only when it shows its translation,
+/// names at least one rule that supports it by a non-blank identifier, and no logic warning
+/// but "these premises are always true" comes with it
 /// ([`crate::verdict::proves_something_under`]); otherwise it counts as NO_TRANSLATIONS, "the
-/// policy checked nothing". Before, a VALID from Bedrock with no supporting rule (a proof from
-/// the premises alone: "you are 70, so you are over 65"), with an ALWAYS_TRUE warning that
-/// listed no statements, or with a warning type this version does not know, made the answer
-/// VALID. The local reasoner's VALID findings always name their rules and are unaffected.
+/// policy checked nothing". A VALID one of whose claims has no logic, or logic that is just
+/// `true`, carries the not-covered warning ([`crate::verdict::proves_part_of_its_claims`]).
+/// Before, a VALID from Bedrock with no supporting rule (a proof from the premises alone: "you
+/// are 70, so you are over 65"), with an ALWAYS_TRUE warning that listed no statements, or
+/// with a warning type this version does not know, made the answer VALID. The local
+/// reasoner's VALID findings always show their translation and name their rules.
 pub const SUPPORTED_VALID_SINCE: u32 = 5;
 
 /// From this format on, a premise must cite a user, system or tool turn of the conversation

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! use proofgate_core::thread::{Effect, Input, Thread, ThreadConfig};
-//! use proofgate_core::findings::{Finding, Rule, ValidFinding};
+//! use proofgate_core::findings::{Finding, Rule, Statement, Translation, ValidFinding};
 //!
 //! let mut t = Thread::new(ThreadConfig::default(), "t-1", "Can I bring my dog?", 0).unwrap();
 //! let mut effect = t.start();
@@ -14,8 +14,12 @@
 //!             text: "Yes, dogs are allowed.".into(), model: None, now,
 //!         }).unwrap(),
 //!         Effect::Validate { .. } => t.handle(Input::Validated {
-//!             // A VALID names the rules that prove it, or it proves nothing.
+//!             // A VALID shows what it proved and names the rules that prove it.
 //!             findings: vec![Finding::Valid(ValidFinding {
+//!                 translation: Some(Translation {
+//!                     claims: Some(vec![Statement::new("dogsAllowed", "Dogs are allowed.")]),
+//!                     ..Default::default()
+//!                 }),
 //!                 supporting_rules: Some(vec![Rule::new("R1", "v1")]),
 //!                 ..Default::default()
 //!             })],
@@ -189,8 +193,10 @@ fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<St
     if !confirmed {
         return None;
     }
-    let untranslated = version >= audit::UNTRANSLATED_CLAIMS_WARNED_SINCE
-        && crate::verdict::leaves_claims_untranslated(findings);
+    let untranslated = (version >= audit::UNTRANSLATED_CLAIMS_WARNED_SINCE
+        && crate::verdict::leaves_claims_untranslated(findings))
+        || (version >= audit::SUPPORTED_VALID_SINCE
+            && crate::verdict::proves_part_of_its_claims(findings));
     Some(
         (effective && kinds.contains(&FindingKind::NoTranslations) || untranslated)
             .then(|| crate::verdict::NOT_COVERED_WARNING.to_string()),
