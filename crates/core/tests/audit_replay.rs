@@ -67,6 +67,7 @@ fn full_loop() -> Thread {
             now: t0 + 1,
         },
         Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Invalid(ContradictionFinding {
                 translation: translation("The fee is 10 dollars."),
                 contradicting_rules: Some(vec![Rule::new("R1", "v1")]),
@@ -81,6 +82,7 @@ fn full_loop() -> Thread {
             now: t0 + 3,
         },
         Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Satisfiable(SatisfiableFinding {
                 translation: translation("The fee is 5 dollars."),
                 ..Default::default()
@@ -103,6 +105,7 @@ fn full_loop() -> Thread {
             now: t0 + 7,
         },
         Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Valid(ValidFinding {
                 translation: translation("The fee is 5 dollars."),
                 supporting_rules: Some(vec![Rule::new("R1", "v1")]),
@@ -191,6 +194,7 @@ fn confidence_thread(share: f64) -> Thread {
             ..Default::default()
         })],
         evidence: None,
+        verdict_rules: None,
         now: t0 + 2,
     })
     .unwrap();
@@ -429,6 +433,7 @@ fn translated_loop() -> Thread {
         reply(0, 0, GOOD_REPLY, t0 + 2),
         reply(1, 1, GOOD_REPLY, t0 + 3),
         Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Valid(valid)],
             evidence: Some(json!({"validator": "local"})),
             now: t0 + 4,
@@ -495,6 +500,7 @@ fn conversation_loop() -> Thread {
             now: t0 + 1 + u64::from(translator),
         })
         .chain([Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Valid(valid)],
             evidence: None,
             now: t0 + 3,
@@ -557,6 +563,7 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
         }
         if plain.outcome().is_none() {
             inputs.push(Input::Validated {
+                verdict_rules: None,
                 findings: vec![Finding::Valid(ValidFinding {
                     translation: translation("5 dollars"),
                     supporting_rules: Some(vec![Rule::new("R1", "v1")]),
@@ -750,6 +757,7 @@ fn findings_that_no_translator_wrote_are_rejected() {
         rebuilt.handle(input).unwrap();
     }
     let forged = Input::Validated {
+        verdict_rules: None,
         findings: vec![Finding::Valid(ValidFinding {
             translation: Some(Translation {
                 premises: Some(vec![Statement::new("(= age 70)", "")]),

@@ -28,6 +28,7 @@ fn the_given_answer_is_validated_first_and_replays() {
     );
     let e = t
         .handle(Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Invalid(ContradictionFinding::default())],
             evidence: None,
             now: 11,
@@ -42,6 +43,7 @@ fn the_given_answer_is_validated_first_and_replays() {
     .unwrap();
     let e = t
         .handle(Input::Validated {
+            verdict_rules: None,
             findings: vec![Finding::Valid(ValidFinding {
                 translation: Some(Translation {
                     claims: Some(vec![Statement::new("(= fee 5)", "You pay 5 dollars.")]),
@@ -126,6 +128,7 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
     ] {
         let mut t = Thread::with_answer(config.clone(), "t2", "How much?", given(), 1).unwrap();
         t.handle(Input::Validated {
+            verdict_rules: None,
             findings: findings.clone(),
             evidence: None,
             now: 2,
@@ -144,6 +147,7 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
     // text is validated again and found INVALID; then the rewriter is down: still no answer.
     let mut t = Thread::with_answer(config, "t3", "How much?", given(), 1).unwrap();
     t.handle(Input::Validated {
+        verdict_rules: None,
         findings: vec![Finding::TranslationAmbiguous(Default::default())],
         evidence: None,
         now: 2,
@@ -161,6 +165,7 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
         "{again:?}"
     );
     t.handle(Input::Validated {
+        verdict_rules: None,
         findings: vec![Finding::Invalid(ContradictionFinding::default())],
         evidence: None,
         now: 4,

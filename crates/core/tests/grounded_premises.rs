@@ -164,6 +164,7 @@ fn a_fact_only_the_answer_states_is_checked_as_a_claim() {
     // A validator that checks the answer's facts as premises is refused: its findings are not
     // of the translations asked for, so nothing of it is recorded.
     let forged = t.handle(Input::Validated {
+        verdict_rules: None,
         findings: vec![finding(
             &["(= age 70)", "isLowSeason"],
             &["(= fee 5)"],
@@ -178,6 +179,7 @@ fn a_fact_only_the_answer_states_is_checked_as_a_claim() {
     assert!(why.contains("no translator wrote"), "{why}");
     // What the solver really finds: the claims can hold, nothing proves them.
     t.handle(Input::Validated {
+        verdict_rules: None,
         findings: vec![finding(
             &[],
             &["(= fee 5)", "(= age 70)", "isLowSeason"],
@@ -205,6 +207,7 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
     );
     let effect = t
         .handle(Input::Validated {
+            verdict_rules: None,
             findings: vec![finding(&["(= age 70)"], &["(= fee 5)"], false)],
             evidence: None,
             now: 1_700_000_000_002,
@@ -254,6 +257,7 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
     assert_eq!(logic(&pair.premises), ["(= age 70)", "isLowSeason"]);
     assert_eq!(logic(&pair.claims), ["(= fee 5)", "(< age 100)"]);
     t.handle(Input::Validated {
+        verdict_rules: None,
         findings: vec![finding(
             &["(= age 70)", "isLowSeason"],
             &["(= fee 5)", "(< age 100)"],

@@ -125,6 +125,7 @@ fn input_for(thread: &Thread, action: &Action, now: u64, free: &str) -> Input {
         now,
     };
     let validated = |ks: &[u8]| Input::Validated {
+        verdict_rules: None,
         findings: ks.iter().copied().map(finding).collect(),
         evidence: Some(json!({"check": now})),
         now,

@@ -430,6 +430,7 @@ fn validated(
         Ok(v) => {
             observe_validation(app, &v);
             Input::Validated {
+                verdict_rules: None,
                 findings: v.findings,
                 evidence: Some(v.evidence),
                 now: now_ms(),

@@ -31,7 +31,7 @@ export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFI
 /** An input; `now` (ms since the epoch) defaults to Date.now(). */
 export type Input =
   | { type: "LlmReplied"; text: string; model?: string; now?: number }
-  | { type: "Validated"; findings: Finding[]; evidence?: unknown; now?: number }
+  | { type: "Validated"; findings: Finding[]; evidence?: unknown; verdictRules?: number; now?: number }
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }

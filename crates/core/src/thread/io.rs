@@ -54,6 +54,13 @@ pub enum Input {
         /// model, premises and claims, the solver's answer): opaque to the thread.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         evidence: Option<Value>,
+        /// The audit format whose verdict rules judge these findings, when it is not the
+        /// thread's own: set by [`crate::Thread::handle`] for a thread started by an older
+        /// format (one that waited across an upgrade), so it is judged by today's rules and
+        /// its trail says so. Never older than the thread's format, nor newer than this
+        /// version's.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        verdict_rules: Option<u32>,
         /// When the validation finished.
         now: u64,
     },

@@ -23,7 +23,7 @@
 //!                 supporting_rules: Some(vec![Rule::new("R1", "v1")]),
 //!                 ..Default::default()
 //!             })],
-//!             evidence: None, now,
+//!             evidence: None, verdict_rules: None, now,
 //!         }).unwrap(),
 //!         Effect::AskUser { .. } => t.handle(Input::UserSkipped { now }).unwrap(),
 //!         // Only with `config.translation` set (the local validator's translators).
@@ -507,7 +507,21 @@ impl Thread {
 
     /// Feeds one input; returns what to do next. An input that does not fit the current
     /// state is rejected with an error and leaves the thread exactly as it was.
-    pub fn handle(&mut self, input: Input) -> Result<Effect, ThreadError> {
+    ///
+    /// Findings fed to a thread started by an older version of the audit format are judged
+    /// by this version's verdict rules, and the VALIDATED record says so (`verdictRules`):
+    /// a thread that waited across an upgrade gets no older, weaker reading of what is VALID.
+    /// Replay reads the recorded value ([`Thread::handle_replaying`] adds none).
+    pub fn handle(&mut self, mut input: Input) -> Result<Effect, ThreadError> {
+        if let Input::Validated {
+            verdict_rules: rules @ None,
+            ..
+        } = &mut input
+        {
+            if self.format_version() < audit::FORMAT_VERSION {
+                *rules = Some(audit::FORMAT_VERSION);
+            }
+        }
         self.check_accepts(&input)?;
         // Work on a copy and commit only on success, so that an internal inconsistency found
         // half-way (e.g. hand-edited JSON) cannot leave a half-applied transition behind.
@@ -732,8 +746,9 @@ impl Thread {
             Input::Validated {
                 findings,
                 evidence,
+                verdict_rules,
                 now,
-            } => self.on_validated(findings, evidence, now),
+            } => self.on_validated(findings, evidence, verdict_rules, now),
             Input::UserAnswered { answers, now } => {
                 self.on_clarification(ClarificationResponse::Answered { answers, at: now }, now)
             }
@@ -988,8 +1003,22 @@ impl Thread {
         &mut self,
         findings: Vec<Finding>,
         evidence: Option<Value>,
+        verdict_rules: Option<u32>,
         now: u64,
     ) -> Result<Effect, ThreadError> {
+        // The format whose verdict rules judge these findings: the thread's own, or a later
+        // one that a newer version continuing the thread recorded (see `Thread::handle`).
+        let rules = match verdict_rules {
+            None => self.format_version(),
+            Some(r) if (self.format_version()..=audit::FORMAT_VERSION).contains(&r) => r,
+            Some(r) => {
+                return Err(ThreadError::Inconsistent(if r > audit::FORMAT_VERSION {
+                    "verdictRules of a format this version does not know"
+                } else {
+                    "verdictRules older than the thread's own format"
+                }))
+            }
+        };
         let (answer, role, sources) = match &self.state {
             ThreadState::Validate {
                 answer,
@@ -1010,7 +1039,7 @@ impl Thread {
             _ => return Err(ThreadError::Inconsistent("findings outside VALIDATE")),
         };
         let iteration = self.iterations().saturating_add(1);
-        let verdict = crate::verdict::aggregate_verdict_of_format(&findings, self.format_version());
+        let verdict = crate::verdict::aggregate_verdict_of_format(&findings, rules);
         self.current_step()?.validation = Some(Validation {
             iteration,
             findings: findings.clone(),
@@ -1022,7 +1051,7 @@ impl Thread {
         let returned = self.steps.len() - 1;
 
         if role == AnswerRole::ImpossibleExplanation {
-            if let Some(warning) = explanation_confirmed(&findings, self.format_version()) {
+            if let Some(warning) = explanation_confirmed(&findings, rules) {
                 return Ok(self.finish_with(returned, OutcomeStatus::Impossible, warning, now));
             }
         }

@@ -131,6 +131,7 @@ impl Driver {
         let now = self.tick();
         self.t
             .handle(Input::Validated {
+                verdict_rules: None,
                 findings,
                 evidence: Some(json!({"policyHash": "abc", "answer": "unsat"})),
                 now,
@@ -731,6 +732,7 @@ fn wrong_input_is_rejected_and_changes_nothing() {
     );
     let err =
         d.t.handle(Input::Validated {
+            verdict_rules: None,
             findings: vec![valid()],
             evidence: None,
             now: 5,
