@@ -429,6 +429,9 @@ impl BedrockGuardrail {
         if let Some(why) = unshown_valid(&findings) {
             return Err(bad(why));
         }
+        if let Some(why) = foreign_valid(&findings, &inner.config.policy_arns) {
+            return Err(bad(why));
+        }
         Ok((findings, body))
     }
 
@@ -676,6 +679,32 @@ fn unshown_valid(findings: &[proofgate_core::Finding]) -> Option<String> {
         })
 }
 
+/// Why a VALID finding of this response rests on a policy version outside `allowed`
+/// (`[validator.bedrock] policy_arns`; nothing when that is empty): the first supporting rule
+/// that cites another version, or none.
+fn foreign_valid(findings: &[proofgate_core::Finding], allowed: &[String]) -> Option<String> {
+    if allowed.is_empty() {
+        return None;
+    }
+    findings.iter().enumerate().find_map(|(i, f)| {
+        let proofgate_core::Finding::Valid(v) = f else {
+            return None;
+        };
+        v.supporting_rules.iter().flatten().find_map(|rule| {
+            let arn = rule.policy_version_arn.as_deref();
+            (!arn.is_some_and(|a| allowed.iter().any(|x| x == a))).then(|| {
+                format!(
+                    "finding {} is VALID by rule {} of policy version {}, which is not one of \
+                     [validator.bedrock] policy_arns",
+                    i + 1,
+                    rule.identifier.as_deref().unwrap_or("(unnamed)"),
+                    arn.unwrap_or("(none given)")
+                )
+            })
+        })
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -688,7 +717,47 @@ mod tests {
             endpoint_url: None,
             max_attempts: 3,
             timeout_ms: 10_000,
+            policy_arns: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_valid_resting_on_a_policy_version_not_chosen_is_refused() {
+        use proofgate_core::findings::{Finding, Rule, ValidFinding};
+        let valid = |rules: Vec<Rule>| {
+            Finding::Valid(ValidFinding {
+                supporting_rules: Some(rules),
+                ..Default::default()
+            })
+        };
+        let ours = "arn:aws:bedrock:us-east-1:1:automated-reasoning-policy/p:2".to_string();
+        let mine = || Rule::new("R1", ours.clone());
+        let other = Rule::new(
+            "R9",
+            "arn:aws:bedrock:us-east-1:1:automated-reasoning-policy/q:1",
+        );
+        let bare = Rule {
+            identifier: Some("R2".into()),
+            ..Default::default()
+        };
+        let allowed = [ours.clone()];
+        // Nothing configured: any version.
+        assert!(foreign_valid(&[valid(vec![other.clone()])], &[]).is_none());
+        assert!(foreign_valid(&[valid(vec![mine()])], &allowed).is_none());
+        let why = foreign_valid(&[valid(vec![mine()]), valid(vec![mine(), other])], &allowed)
+            .expect("refused");
+        assert!(
+            why.starts_with("finding 2 is VALID by rule R9 of policy version arn:"),
+            "{why}"
+        );
+        let why = foreign_valid(&[valid(vec![bare])], &allowed).expect("refused");
+        assert!(
+            why.contains("rule R2 of policy version (none given)"),
+            "{why}"
+        );
+        // Only VALID findings are held to it: a refutation stands whatever it cites.
+        let invalid = Finding::Invalid(Default::default());
+        assert!(foreign_valid(&[invalid], &allowed).is_none());
     }
 
     fn sdk(region: &str, fips: bool, dual_stack: bool) -> aws_config::SdkConfig {

@@ -541,6 +541,13 @@ pub struct BedrockGuardrailConfig {
     /// overruns it is retried like a connection error.
     #[serde(default = "default_guardrail_timeout_ms")]
     pub timeout_ms: u64,
+    /// The Automated Reasoning policy versions (`policyVersionArn`) a VALID finding may rest
+    /// on. When set, a VALID citing a rule of any other version, or a rule with no version, is
+    /// refused as a bad response (the validation fails closed): a guardrail repointed at
+    /// another policy, or another policy added to it, cannot make answers VALID against rules
+    /// you did not choose. Empty (the default): any version the guardrail uses.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policy_arns: Vec<String>,
 }
 
 fn default_max_attempts() -> u32 {

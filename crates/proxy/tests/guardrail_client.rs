@@ -30,6 +30,7 @@ fn guardrail(server: &Server, max_attempts: u32) -> BedrockGuardrailConfig {
         endpoint_url: Some(server.url()),
         max_attempts,
         timeout_ms: 10_000,
+        policy_arns: Vec::new(),
     }
 }
 

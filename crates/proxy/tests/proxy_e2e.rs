@@ -719,6 +719,69 @@ async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
     assert_eq!(last.body["outcome"]["verified"], false, "{}", last.body);
 }
 
+/// With `policy_arns`, a VALID resting on a rule of another policy version (the guardrail
+/// repointed, or given a second policy) is refused: the validation fails closed, and no answer
+/// goes out as VALID against rules the operator did not choose.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn a_valid_from_a_policy_version_not_chosen_fails_closed() {
+    let llm = demo_llm();
+    let arn = |p: &str| {
+        format!("arn:aws:bedrock:us-east-1:123456789012:automated-reasoning-policy/{p}:1")
+    };
+    let valid = |claim: &str| {
+        json!([{"valid": {
+            "translation": {"premises": [], "claims": [{"logic": claim, "naturalLanguage": claim}]},
+            "supportingRules": [{"identifier": "FEEAFTEDISCO", "policyVersionArn": arn("other")}]
+        }}])
+    };
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"rules": [
+            {"match": "$30", "findings": valid("(= feeAfterDiscount 30.0)")},
+            {"match": "$22.50", "findings": valid("(= feeAfterDiscount 22.5)")}
+        ]}),
+    );
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\npolicy_arns = [\"{}\"]\n",
+        guardrail.url(),
+        arn("ours")
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    let proxy = Proxy::start("foreign-policy", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert!(!r.body.to_string().contains(WRONG), "{:?}", r.body);
+    assert_eq!(guardrail.received().len(), 1);
+    // The trail says why: the rule's policy version is not one the operator chose.
+    let message = r.body["error"]["message"].as_str().unwrap();
+    let thread = message
+        .split("audit trail (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap()
+        .to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    let failed = trail
+        .iter()
+        .find(|r| r.kind.as_str() == "FAILED")
+        .expect("a FAILED record");
+    let reason = failed.body["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("policy_arns") && reason.contains("/other:1"),
+        "{reason}"
+    );
+    let last = trail.last().unwrap();
+    assert_eq!(last.kind.as_str(), "ERROR");
+    assert!(
+        last.body["outcome"].get("answer").is_none(),
+        "{}",
+        last.body
+    );
+}
+
 /// A guardrail whose other policies block the answer (a content filter; Automated Reasoning
 /// checks only detect) has said it must not go out: no answer, with fail-open too, and the
 /// client is told it was blocked, not that something is down. Before, the findings were read
