@@ -719,6 +719,18 @@ async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
     assert_eq!(last.body["outcome"]["verified"], false, "{}", last.body);
 }
 
+/// The thread an error message names ("... the thread's audit trail (ID) records why"): only
+/// answers carry `x-proofgate-thread`.
+#[cfg(feature = "bedrock")]
+fn thread_named_in(message: &str) -> String {
+    message
+        .split("audit trail (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no thread named in {message}"))
+        .to_string()
+}
+
 /// With `policy_arns`, a VALID resting on a rule of another policy version (the guardrail
 /// repointed, or given a second policy) is refused: the validation fails closed, and no answer
 /// goes out as VALID against rules the operator did not choose.
@@ -757,12 +769,7 @@ async fn a_valid_from_a_policy_version_not_chosen_fails_closed() {
     assert_eq!(guardrail.received().len(), 1);
     // The trail says why: the rule's policy version is not one the operator chose.
     let message = r.body["error"]["message"].as_str().unwrap();
-    let thread = message
-        .split("audit trail (")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap()
-        .to_string();
+    let thread = thread_named_in(message);
     let trail = assert_trail_replays(&proxy, &thread).await;
     let failed = trail
         .iter()
@@ -814,12 +821,7 @@ async fn an_answer_the_guardrail_blocked_is_never_given() {
     // The message names the thread whose trail says which policy blocked it.
     let message = r.body["error"]["message"].as_str().unwrap();
     assert!(message.contains("blocked the answer"), "{message}");
-    let thread = message
-        .split("audit trail (")
-        .nth(1)
-        .and_then(|rest| rest.split(')').next())
-        .unwrap()
-        .to_string();
+    let thread = thread_named_in(message);
     let trail = assert_trail_replays(&proxy, &thread).await;
     let blocked = trail
         .iter()
