@@ -9,6 +9,8 @@ use proofgate_core::audit::{replay_json_with, verify_chain_json, PolicyDocuments
 use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
+use std::cell::RefCell;
+use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
@@ -348,11 +350,40 @@ pub fn replay_audit_js(
     )]
     policy_documents: JsValue,
 ) -> Result<JsValue, JsError> {
-    let documents = read_documents(&policy_documents)?;
+    let documents = read_documents_remembered(&policy_documents)?;
     to_js(&replay_json_with(
         json_text(&trail, "the trail")?,
         &documents,
     ))
+}
+
+thread_local! {
+    /// The policy documents `replayAudit` read last, with the JSON text they were read from.
+    /// An auditor replaying a store's trails passes the same documents with each, and reading
+    /// and hashing them again was about a quarter of replaying a proxy-written trail. Only
+    /// the same text, compared whole, gets them back; one set is kept.
+    static LAST_DOCUMENTS: RefCell<Option<(Vec<u8>, Rc<PolicyDocuments>)>> =
+        const { RefCell::new(None) };
+}
+
+/// [`read_documents`], remembering the last set read (see [`LAST_DOCUMENTS`]).
+fn read_documents_remembered(policy_documents: &JsValue) -> Result<Rc<PolicyDocuments>, JsError> {
+    if policy_documents.is_undefined() || policy_documents.is_null() {
+        return Ok(Rc::new(PolicyDocuments::new()));
+    }
+    let text = json_text(policy_documents, "the policy documents")?;
+    let kept = LAST_DOCUMENTS.with(|last| {
+        last.borrow()
+            .as_ref()
+            .filter(|(read, _)| *read == text)
+            .map(|(_, documents)| Rc::clone(documents))
+    });
+    if let Some(documents) = kept {
+        return Ok(documents);
+    }
+    let documents = Rc::new(documents_of_text(&text)?);
+    LAST_DOCUMENTS.with(|last| *last.borrow_mut() = Some((text, Rc::clone(&documents))));
+    Ok(documents)
 }
 
 /// Policy documents as JS gives them (a list, its JSON text, or nothing), each filed under
@@ -361,10 +392,12 @@ fn read_documents(policy_documents: &JsValue) -> Result<PolicyDocuments, JsError
     if policy_documents.is_undefined() || policy_documents.is_null() {
         return Ok(PolicyDocuments::new());
     }
-    let values: Vec<Value> = from_json(
-        &json_text(policy_documents, "the policy documents")?,
-        "the policy documents",
-    )?;
+    documents_of_text(&json_text(policy_documents, "the policy documents")?)
+}
+
+/// Policy documents from the JSON text of their list.
+fn documents_of_text(text: &[u8]) -> Result<PolicyDocuments, JsError> {
+    let values: Vec<Value> = from_json(text, "the policy documents")?;
     PolicyDocuments::from_owned_values(values).map_err(|e| JsError::new(&format!("proofgate: {e}")))
 }
 

@@ -80,6 +80,27 @@ test('a Replayer made once gives every trail the report replayAudit gives it', (
   assert.throws(() => new Replayer('[{'), /the policy documents is malformed/);
 });
 
+test('replayAudit remembers the documents it read last, and only for the very same text', () => {
+  const { trail, policyDocuments } = cases.find((c) => c.name === 'translated');
+  const text = JSON.stringify(policyDocuments);
+  const changed = text.replace('Age of the visitor', 'Age of the visitof');
+  // Same text again and again, then a one-letter change of the same length, as an array and
+  // as text, then the original back: each replay gets the documents it was given.
+  assert.equal(changed.length, text.length);
+  for (let round = 0; round < 2; round++) {
+    assert.equal(replayAudit(trail, text).ok, true);
+    assert.equal(replayAudit(trail, text).ok, true);
+    assert.equal(replayAudit(trail, changed).failure.problem, 'POLICY_DOCUMENT_MISSING');
+    assert.equal(replayAudit(trail, JSON.parse(changed)).failure.problem, 'POLICY_DOCUMENT_MISSING');
+    assert.equal(replayAudit(trail).failure.problem, 'POLICY_DOCUMENT_MISSING');
+    assert.equal(replayAudit(trail, policyDocuments).ok, true);
+  }
+  // Bad documents after good ones still throw, and do not replace the ones remembered.
+  assert.throws(() => replayAudit(trail, '[{'), /the policy documents is malformed/);
+  assert.throws(() => replayAudit(trail, [{ policy: {}, extra: 1 }]), /policyDocuments\[0\]/);
+  assert.equal(replayAudit(trail, text).ok, true);
+});
+
 test('a trail names its policy document, and replay needs that very document', () => {
   const { trail, policyDocuments } = cases.find((c) => c.name === 'translated');
   const name = trail[0].body.policyDocument;
