@@ -364,12 +364,74 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
             "{scopes:?}"
         );
         let id = view["id"].as_str().unwrap();
+        assert_step_texts_shown(&proxy, id, view, sees_policy).await;
         if view["status"] == "awaiting_input" {
             let path = format!("/api/threads/{id}/answers");
             let answered = post(&proxy, &path, &key, json!({"skip": true})).await;
             assert_eq!(answered.status, 200, "{answered:?}");
             assert_eq!(answered.body["config"].is_object(), sees_policy);
             assert_eq!(answered.body.to_string().contains(policy_text), sees_policy);
+            assert_step_texts_shown(&proxy, id, &answered.body, sees_policy).await;
+        }
+    }
+}
+
+/// Whether `view` (a thread's view as its key got it) shows the texts of the thread's steps:
+/// a key that may read threads sees every answer, reply and translation; a chat-only key sees
+/// none of them (an answer held back while the thread asks, or one a rewrite replaced, was
+/// never released), only the answer the outcome released, and the steps in outline.
+async fn assert_step_texts_shown(proxy: &Proxy, id: &str, view: &Value, reader: bool) {
+    let full = get(proxy, &format!("/api/threads/{id}"), ADMIN_KEY, &[]).await;
+    assert_eq!(full.status, 200, "{full:?}");
+    // The outcome is what the thread released (its answer and that answer's findings).
+    let released = view["outcome"].to_string();
+    let mut texts = Vec::new();
+    for step in full.body["steps"].as_array().unwrap() {
+        texts.extend(step["answer"].as_str());
+        texts.extend(step["reply"]["text"].as_str());
+        for f in step["validation"]["findings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            for side in ["premises", "claims"] {
+                for s in f["translation"][side].as_array().into_iter().flatten() {
+                    texts.extend(s["naturalLanguage"].as_str());
+                }
+            }
+        }
+    }
+    let texts: Vec<&str> = texts
+        .into_iter()
+        .filter(|t| t.len() > 8 && !released.contains(*t) && !Q1.contains(*t))
+        .collect();
+    assert!(
+        !texts.is_empty(),
+        "the thread has step texts: {}",
+        full.body
+    );
+    let shown = view.to_string();
+    for t in &texts {
+        let escaped = serde_json::to_string(t).unwrap();
+        let inner = &escaped[1..escaped.len() - 1];
+        assert_eq!(shown.contains(inner), reader, "{t:?} in {shown}");
+    }
+    if !reader {
+        for step in view["steps"].as_array().unwrap() {
+            for hidden in ["prompt", "reply", "answer", "decision", "note"] {
+                assert!(step.get(hidden).is_none(), "{hidden} in {step}");
+            }
+            for f in step["validation"]["findings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                assert!(
+                    f.get("translation").is_none() && f.get("premises").is_none(),
+                    "{f}"
+                );
+                assert!(f["kind"].is_string(), "{f}");
+            }
         }
     }
 }

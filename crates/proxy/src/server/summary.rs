@@ -3,6 +3,7 @@
 use super::auth::Caller;
 use crate::keys::Scope;
 use proofgate_core::findings::{Finding, Statement};
+use proofgate_core::thread::Step;
 use proofgate_core::{Effect, Thread};
 use serde_json::{json, Value};
 
@@ -89,22 +90,43 @@ fn last_findings(thread: &Thread) -> Vec<Finding> {
 }
 
 /// [`thread_view`] as `caller` may see it. Starting or answering a thread needs only `chat`,
-/// while the policy needs `read` (see the scopes in `auth`): for a caller without `read`, the
-/// view leaves out the thread's configuration (the policy's rules and variables, the
-/// translators' vocabulary) and the prompts (which quote the policy).
+/// while the thread's iterations and the policy need `read` (see the scopes in `auth`): for a
+/// caller without `read`, the view leaves out the thread's configuration (the policy's rules
+/// and variables, the translators' vocabulary) and shows each step only in outline (see
+/// [`step_outline`]).
 pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value {
     let mut view = thread_view(thread, status);
     if !caller.has(Scope::Read) {
         if let Some(v) = view.as_object_mut() {
             v.remove("config");
-        }
-        for step in view["steps"].as_array_mut().into_iter().flatten() {
-            if let Some(step) = step.as_object_mut() {
-                step.remove("prompt");
-            }
+            v.insert(
+                "steps".into(),
+                thread.steps().iter().map(step_outline).collect(),
+            );
         }
     }
     view
+}
+
+/// A step as a caller without `read` sees it: why the LLM was called and what the validation
+/// found, by kinds, rules and verdict, without any text. A step's answer is not always one
+/// that was released: the answer a thread holds back while it asks the user, and each answer a
+/// rewrite replaced, are unverified, and their findings' premises and claims are that answer
+/// in the translators' words (as on `/v1`, see [`proofgate_object`]). The prompts quote the
+/// policy. The answer released, if any, is the outcome's.
+fn step_outline(step: &Step) -> Value {
+    json!({
+        "purpose": step.purpose,
+        "addressing": step.addressing,
+        "requestedAt": step.requested_at,
+        "role": step.role,
+        "validation": step.validation.as_ref().map(|v| json!({
+            "iteration": v.iteration,
+            "verdict": v.verdict,
+            "findings": findings_lines(&v.findings, false),
+            "at": v.at,
+        })),
+    })
 }
 
 /// The full view of a thread: every iteration with prompt, answer, decision and findings.
