@@ -83,8 +83,21 @@ fn audit_with(
     checkpoint: Option<&str>,
     more: &[&str],
 ) -> (bool, Value, String) {
+    let text = serde_json::to_string(bundle).unwrap();
+    audit_text(dir, &text, policy, key, checkpoint, more)
+}
+
+/// [`audit_with`] on a bundle's JSON text as it is.
+fn audit_text(
+    dir: &Path,
+    text: &str,
+    policy: &Path,
+    key: &str,
+    checkpoint: Option<&str>,
+    more: &[&str],
+) -> (bool, Value, String) {
     let path = dir.join(format!("bundle-{}.json", uuid::Uuid::new_v4().simple()));
-    std::fs::write(&path, serde_json::to_vec(bundle).unwrap()).unwrap();
+    std::fs::write(&path, text).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proofgate"));
     cmd.arg("audit")
         .arg(&path)
@@ -263,6 +276,55 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         None,
     );
     assert!(!ok);
+
+    // 5b. A key written twice in the signed final record: a forged answer before the signed
+    //     one. Read as its last copy the record is the signed one, but a reader keeping the
+    //     first would show the forgery under the same signature: the file is refused.
+    let genuine = serde_json::to_string(&bundle).unwrap();
+    let at = genuine
+        .rfind("\"answer\":")
+        .expect("the final record's answer");
+    let doubled = format!(
+        "{}\"answer\":\"You pay nothing: admission is free for you.\",{}",
+        &genuine[..at],
+        &genuine[at..]
+    );
+    let (ok, report, err) = audit_text(&dir, &doubled, &park(), &key, None, &["--thread", &thread]);
+    assert!(!ok, "{report}\n{err}");
+    assert!(
+        report.to_string().contains("appears twice"),
+        "{report}\n{err}"
+    );
+    // The same text without the copy passes.
+    let (ok, report, err) = audit_text(&dir, &genuine, &park(), &key, None, &["--thread", &thread]);
+    assert!(ok, "{report}\n{err}");
+
+    // 5c. The server's own signature on the statement that the thread was deleted, given as
+    //     the head: the same thread, position and hash, but it says the thread is gone.
+    let store_dir = proxy.config_path().parent().unwrap().to_path_buf();
+    let signer = proofgate_proxy::audit_log::AuditKey::load_or_create(
+        None,
+        &store_dir.join("audit.key"),
+        "proofgate",
+    )
+    .unwrap();
+    assert_eq!(signer.verifier_key(), key);
+    let note = bundle["signedHead"].as_str().unwrap();
+    let statement_text = format!("{}\n", note.split("\n\n").next().unwrap());
+    let mut statement =
+        proofgate_core::audit::transparency::LogStatement::parse(&statement_text).unwrap();
+    assert!(!statement.deleted);
+    statement.deleted = true;
+    let mut deletion = bundle.clone();
+    deletion["signedHead"] = json!(signer.sign(&statement.text()).unwrap());
+    let (ok, report, _) = audit(&dir, &deletion, &park(), &key, None);
+    assert!(!ok, "{report}");
+    assert!(
+        report["trust"]["signature"]["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("deleted")),
+        "{report}"
+    );
 
     // 6. The thread deleted from the database: `log verify` against the saved checkpoint
     //    names it; then the log itself cut back: the saved checkpoint no longer fits.

@@ -57,8 +57,14 @@ pub struct AuditBundle {
 
 /// Reads what an auditor was given: an audit bundle (`{"trail": [...], "signedHead": ...}`) or
 /// a plain trail (a JSON array of records). Returns the records and, for a bundle, the bundle.
+/// A key written twice in any object is an error.
 pub fn read_trail_or_bundle(json: &[u8]) -> Result<(Vec<Value>, Option<AuditBundle>), String> {
-    let value: Value = serde_json::from_slice(json).map_err(|e| format!("not JSON: {e}"))?;
+    // Strictly: a key written twice anywhere (a record's `answer`, the bundle's `signedHead`)
+    // would otherwise be read as its last copy, while a reader keeping the first would show
+    // another text under the same signature.
+    let text = std::str::from_utf8(json).map_err(|e| format!("not JSON: not UTF-8: {e}"))?;
+    let value: Value =
+        super::strict_json::value_from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     match value {
         Value::Array(records) => Ok((records, None)),
         Value::Object(_) => {
@@ -174,6 +180,13 @@ pub fn verify_trust(
         (Ok(head), Some(note)) => {
             match verify_note(note, verifier_key).and_then(|text| LogStatement::parse(&text)) {
                 Err(e) => TrustCheck::fail(format!("signed head: {e}")),
+                // The server signs a deletion statement (the thread's id, its last record's
+                // position and hash) in the same form: it says the thread is gone, not that
+                // the trail ends here.
+                Ok(signed) if signed.deleted => TrustCheck::fail(format!(
+                    "the signed head is the statement that thread {} was deleted, not a head",
+                    signed.thread_id
+                )),
                 Ok(signed) if signed.thread_id != head.thread_id => TrustCheck::fail(format!(
                     "the signed head is for thread {}, not {}",
                     signed.thread_id, head.thread_id
@@ -260,5 +273,22 @@ mod tests {
         assert!(trail_text_of(r#"{"trail": 3}"#).is_err());
         assert!(trail_text_of(r#"{"signedHead": "x"}"#).is_err());
         assert!(trail_text_of("7").is_err());
+    }
+
+    #[test]
+    fn a_key_written_twice_anywhere_in_the_file_is_refused() {
+        let (records, bundle) =
+            read_trail_or_bundle(br#"{"trail":[{"a":1}],"signedHead":"x"}"#).unwrap();
+        assert_eq!(records, vec![serde_json::json!({"a": 1})]);
+        assert_eq!(bundle.unwrap().signed_head.as_deref(), Some("x"));
+        for text in [
+            r#"[{"a":1,"a":2}]"#,
+            r#"[{"body":{"outcome":{"answer":"forged","answer":"signed"}}}]"#,
+            r#"{"trail":[],"trail":[{"a":1}]}"#,
+            r#"{"trail":[{"a":1}],"signedHead":"x","signedHead":"y"}"#,
+        ] {
+            let e = read_trail_or_bundle(text.as_bytes()).unwrap_err();
+            assert!(e.contains("appears twice"), "{text}: {e}");
+        }
     }
 }
