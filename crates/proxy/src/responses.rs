@@ -33,6 +33,21 @@ fn content_text(content: &Value) -> String {
 /// it calls with Chat Completions) or verify, if anything: dropped silently, the app would
 /// get an answer made without it. Refused with a 400 naming it instead.
 pub fn unsupported_in_request(req: &Value) -> Option<String> {
+    // Text the upstream would add from what it stores: proofgate calls it with Chat
+    // Completions, so the answer would come from a conversation the client did not send,
+    // and it is verified against the turns it was sent.
+    let stored = [
+        ("conversation", "a conversation the server keeps"),
+        ("prompt", "a stored prompt template"),
+    ];
+    for (field, what) in stored {
+        if req.get(field).is_some_and(|v| !v.is_null()) {
+            return Some(format!(
+                "`{field}` ({what}) is not supported: send its text in `instructions` and \
+                 `input` (the answer is verified against the turns the request holds)"
+            ));
+        }
+    }
     for tool in req
         .get("tools")
         .and_then(Value::as_array)
@@ -387,7 +402,8 @@ mod tests {
                                      {"type": "message", "role": "assistant",
                                       "content": [{"type": "refusal", "refusal": "no"}]}],
                            "tools": [{"type": "function", "name": "f"}],
-                           "text": {"format": {"type": "text"}}});
+                           "text": {"format": {"type": "text"}},
+                           "conversation": null, "prompt": null});
         assert_eq!(super::unsupported_in_request(&plain), None);
         let cases = [
             (
@@ -401,6 +417,18 @@ mod tests {
             (
                 json!({"input": [{"type": "reasoning", "summary": []}]}),
                 "`reasoning`",
+            ),
+            (
+                json!({"input": "hi", "conversation": "conv_123"}),
+                "`conversation`",
+            ),
+            (
+                json!({"input": "hi", "conversation": {"id": "conv_123"}}),
+                "`conversation`",
+            ),
+            (
+                json!({"input": "hi", "prompt": {"id": "pmpt_1", "version": "2"}}),
+                "`prompt`",
             ),
             (
                 json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
