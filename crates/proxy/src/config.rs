@@ -117,6 +117,16 @@ pub struct LimitsConfig {
     /// As `max_policy_rules`, for custom types.
     #[serde(default = "default_max_policy_types")]
     pub max_policy_types: usize,
+    /// Client connections open at once; a connection beyond gets a 503 and is closed. Keep it
+    /// below the process's open-file limit (`ulimit -n`), which the database and upstream
+    /// connections share. 0: no cap.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Time a client has to send a request's headers, and the longest a kept-alive connection
+    /// waits for its next request (HTTP/1.1; the connection is closed beyond). Without it, a
+    /// client that sends half a header holds its connection for ever. 0: none.
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -129,8 +139,17 @@ impl Default for LimitsConfig {
             max_policy_rules: default_max_policy_rules(),
             max_policy_variables: default_max_policy_variables(),
             max_policy_types: default_max_policy_types(),
+            max_connections: default_max_connections(),
+            header_timeout_ms: default_header_timeout_ms(),
         }
     }
+}
+
+fn default_max_connections() -> usize {
+    1024
+}
+fn default_header_timeout_ms() -> u64 {
+    30_000
 }
 
 fn default_max_body_bytes() -> usize {

@@ -1169,3 +1169,131 @@ async fn one_place_in_flight_is_enough_for_a_thread_in_the_background() {
     }
     assert_eq!(status, "awaiting_input");
 }
+
+/// Reads what the server sends on `stream` until it closes the connection (or `within`
+/// passes: then the connection is still open).
+fn read_until_closed(
+    stream: &mut std::net::TcpStream,
+    within: std::time::Duration,
+) -> Option<String> {
+    use std::io::Read;
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(String::from_utf8_lossy(&got).to_string()),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some(String::from_utf8_lossy(&got).to_string())
+            }
+            Err(_) => return None,
+        }
+    }
+}
+
+/// A client that never finishes its headers, or opens a connection and says nothing, is cut
+/// off after `[limits] header_timeout_ms` (no key needed to try: it comes before any route);
+/// beyond `[limits] max_connections` a connection gets a 503 and is closed, and the server
+/// serves again once connections close.
+#[test]
+fn half_sent_headers_are_cut_off_and_open_connections_are_capped() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::time::Duration;
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "connection-limits",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nheader_timeout_ms = 700\nmax_connections = 3\n",
+        ),
+    );
+    let addr = proxy.url.trim_start_matches("http://").to_string();
+    let health = |stream: &mut TcpStream| {
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .unwrap();
+        read_until_closed(stream, Duration::from_secs(10)).expect("answered")
+    };
+    assert!(health(&mut TcpStream::connect(&addr).unwrap()).starts_with("HTTP/1.1 200"));
+
+    // Half a request, then nothing: closed after the header time, long before the request
+    // deadline (300 s), and so is a connection that never sends a byte.
+    let mut half = TcpStream::connect(&addr).unwrap();
+    half.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-le")
+        .unwrap();
+    let mut silent = TcpStream::connect(&addr).unwrap();
+    let started = std::time::Instant::now();
+    let said = read_until_closed(&mut half, Duration::from_secs(10)).expect("closed");
+    assert!(!said.contains(" 200 "), "{said}");
+    assert!(read_until_closed(&mut silent, Duration::from_secs(10)).is_some());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Three connections that send nothing fill the cap: the fourth is told 503 and closed,
+    // without a key (no route is reached).
+    let held: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(100));
+    let refused = health(&mut TcpStream::connect(&addr).unwrap());
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(
+        refused.to_ascii_lowercase().contains("retry-after: 1"),
+        "{refused}"
+    );
+    assert!(refused.contains("\"code\":\"overloaded\""), "{refused}");
+    assert!(refused.contains("max_connections"), "{refused}");
+    // Once they close (or time out), the server serves again.
+    drop(held);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(health(&mut TcpStream::connect(&addr).unwrap()).starts_with("HTTP/1.1 200"));
+}
+
+/// A request whose body trickles in holds its connection, not one of the places every key
+/// shares: its body is read before a place is taken, and it gets a 408 after the header time.
+#[tokio::test]
+async fn a_body_sent_a_byte_at_a_time_takes_no_place_and_times_out() {
+    use std::io::Write;
+    use std::net::TcpStream;
+    use std::time::{Duration, Instant};
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "slow-body",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nheader_timeout_ms = 1500\nmax_concurrent_requests = 1\n",
+        ),
+    );
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let addr = proxy.url.trim_start_matches("http://").to_string();
+    let mut slow = TcpStream::connect(&addr).unwrap();
+    slow.write_all(
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\n\
+             content-type: application/json\r\ncontent-length: 200\r\n\r\n{{\"model\""
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_millis(200));
+    // The one place is free for another request meanwhile.
+    let other = get(&proxy, "/api/threads", &key, &[]).await;
+    assert_eq!(other.status, 200, "{other:?}");
+    let said = read_until_closed(&mut slow, Duration::from_secs(10)).expect("answered");
+    assert!(said.starts_with("HTTP/1.1 408"), "{said}");
+    assert!(
+        said.contains("body_timeout") && said.contains("header_timeout_ms"),
+        "{said}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -439,6 +439,8 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "maxPolicyRules": c.limits.max_policy_rules,
             "maxPolicyVariables": c.limits.max_policy_variables,
             "maxPolicyTypes": c.limits.max_policy_types,
+            "maxConnections": c.limits.max_connections,
+            "headerTimeoutMs": c.limits.header_timeout_ms,
         },
         "corsOrigins": c.server.cors_origins,
         "server": {

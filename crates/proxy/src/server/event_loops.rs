@@ -194,10 +194,12 @@ pub async fn serve(
     let (mut listeners, handles) = loops(count, local, &app.metrics);
     // One router for all loops: its limits (rate per key, requests in flight) are the server's,
     // not each loop's.
+    let limits = super::connections::ConnectionLimits::new(&app.config.limits);
     let router = super::router(app);
     let first = listeners.remove(0);
     for (i, listener) in listeners.into_iter().enumerate() {
         let router = router.clone();
+        let limits = limits.clone();
         std::thread::Builder::new()
             .name(format!("proofgate-loop-{}", i + 1))
             .spawn(move || {
@@ -210,13 +212,13 @@ pub async fn serve(
                         return;
                     }
                 };
-                if let Err(e) = runtime.block_on(serve_loop(router, listener)) {
+                if let Err(e) = runtime.block_on(serve_loop(router, listener, limits)) {
                     tracing::error!("event loop {} stopped: {e}", i + 1);
                 }
             })?;
     }
     tokio::spawn(hand_out(listener, handles));
-    serve_loop(router, first).await
+    serve_loop(router, first, limits).await
 }
 
 /// A loop's runtime: Tokio's current-thread scheduler with its I/O and timer drivers.
@@ -226,13 +228,12 @@ pub fn loop_runtime() -> io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-async fn serve_loop(router: axum::Router, listener: LoopListener) -> io::Result<()> {
-    use axum::serve::ListenerExt;
-    axum::serve(
-        listener.tap_io(|_| ()),
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+async fn serve_loop(
+    router: axum::Router,
+    listener: LoopListener,
+    limits: super::connections::ConnectionLimits,
+) -> io::Result<()> {
+    super::connections::serve_on(listener, router, limits).await
 }
 
 #[cfg(test)]

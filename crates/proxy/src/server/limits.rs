@@ -104,6 +104,15 @@ impl Limits {
         self.config.max_body_bytes
     }
 
+    /// Time a client has to send a request's body once its headers are in: the header time
+    /// (`header_timeout_ms`), or the request's deadline when that is off.
+    pub fn body_timeout(&self) -> Duration {
+        match self.config.header_timeout_ms {
+            0 => self.deadline(),
+            ms => Duration::from_millis(ms),
+        }
+    }
+
     /// Counts one request of `key` against its quota; 429 with `Retry-After` when it is spent.
     pub fn check_rate(&self, key: &str) -> Result<(), RetryLater> {
         self.spend(key).map_err(|wait| self.rate_limited(key, wait))
@@ -241,6 +250,18 @@ pub fn too_large(max: usize) -> ApiError {
 }
 
 /// 504 for a request past its deadline.
+/// 408: the body did not arrive in time.
+pub fn body_too_slow(limit: Duration) -> ApiError {
+    ApiError::new(
+        StatusCode::REQUEST_TIMEOUT,
+        "body_timeout",
+        format!(
+            "the request body did not arrive within this server's limit of {} ms (limits.header_timeout_ms)",
+            limit.as_millis()
+        ),
+    )
+}
+
 pub fn deadline_exceeded(deadline: Duration) -> ApiError {
     ApiError::new(
         StatusCode::GATEWAY_TIMEOUT,

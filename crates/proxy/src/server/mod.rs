@@ -4,6 +4,7 @@ pub mod api;
 pub mod audit;
 pub mod auth;
 pub mod chat;
+pub mod connections;
 pub mod error;
 pub mod event_loops;
 pub mod guardrail;
@@ -57,7 +58,7 @@ struct Gate {
 /// the audit log's public material and lookups in the storage that find no key (made-up
 /// keys). Public routes other than the health check are also bounded by the deadline and by
 /// places in flight of their own (so they cannot take the keyed requests' places).
-async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Response {
+async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let access = auth::access(&method, &path);
@@ -108,6 +109,16 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
     if let Err(r) = gate.limits.check_rate(&rate_key) {
         return r.into_response();
     }
+    if let Err(e) = gate.limits.check_body(&method, req.headers()) {
+        return e.into_response();
+    }
+    // The body is read before a place is taken, within its own time: a client that declares
+    // a body and sends it a byte at a time holds its connection (of which there are at most
+    // `max_connections`), not one of the places every key shares.
+    let mut req = match read_body(req, &gate.limits).await {
+        Ok(req) => req,
+        Err(e) => return e.into_response(),
+    };
     // Held until the response, unless a handler takes it over for work that outlives it.
     let _in_flight = match gate.limits.admit() {
         Ok(p) => limits::Place::new(p),
@@ -118,11 +129,36 @@ async fn guard(State(gate): State<Gate>, mut req: Request, next: Next) -> Respon
         Ok(p) => p,
         Err(r) => return r.into_response(),
     };
-    if let Err(e) = gate.limits.check_body(&method, req.headers()) {
-        return e.into_response();
-    }
     req.extensions_mut().insert(caller);
     within_deadline(&gate, next.run(req)).await
+}
+
+/// Whether reading a body failed because it grew past the limit (http-body-util's
+/// `LengthLimitError`, somewhere in the error's sources).
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        source = s.source();
+    }
+    false
+}
+
+/// `req` with its body read whole (at most `max_body_bytes`, within `body_timeout`).
+async fn read_body(req: Request, limits: &limits::Limits) -> Result<Request, error::ApiError> {
+    let (parts, body) = req.into_parts();
+    let max = limits.max_body_bytes();
+    let limit = limits.body_timeout();
+    match tokio::time::timeout(limit, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Ok(Err(e)) if is_length_limit(&e) => Err(limits::too_large(max)),
+        Ok(Err(e)) => Err(error::ApiError::bad_request(format!(
+            "the request body could not be read: {e}"
+        ))),
+        Err(_) => Err(limits::body_too_slow(limit)),
+    }
 }
 
 /// The handler's response, or 504 at the deadline. Dropping the handler's future stops its
@@ -445,11 +481,8 @@ fn start_background(app: &Arc<App>) {
 /// Serves on the current runtime until the process is stopped.
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     start_background(&app);
-    axum::serve(
-        listener,
-        router(app).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
+    let limits = connections::ConnectionLimits::new(&app.config.limits);
+    connections::serve_on(listener, router(app), limits).await
 }
 
 /// `proofgate serve`: loads the configuration, starts everything and serves (blocking).
