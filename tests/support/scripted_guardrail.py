@@ -27,6 +27,9 @@ before answering (client timeouts). "clock_offset_s": S runs this server's clock
 ahead of the real one (its `Date` headers and the signature's time check): a client whose clock
 is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail answer;
 "answer_raw": TEXT answers 200 with TEXT as an HTML page instead.
+POST /model/{id}/converse (Bedrock Converse) answers from "converse_rules" [{match, reply}];
+"converse_fail_first": {"count": N, "status": S} answers the first N Converse requests S (429 as
+a ThrottlingException), "converse_hang_first": {"count": N, "seconds": S} holds them S seconds.
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -242,6 +245,18 @@ class Handler(BaseHTTPRequestHandler):
         """Bedrock Converse: answers from `converse_rules` [{match, reply}] (RECORDED replies)."""
         with LOCK:
             RECEIVED.append({"path": self.path, "body": body})
+            n = sum(1 for r in RECEIVED if CONVERSE.match(r["path"]))
+        script = self.server.script
+        hang = script.get("converse_hang_first", {})
+        if n <= hang.get("count", 0):
+            import time
+            time.sleep(hang.get("seconds", 5))
+        fail = script.get("converse_fail_first", {})
+        if n <= fail.get("count", 0):
+            status = fail.get("status", 503)
+            kind = {429: "ThrottlingException"}.get(status, "ServiceUnavailableException")
+            self.send(status, {"message": "scripted failure"}, [("x-amzn-errortype", kind)])
+            return
         messages = body.get("messages", [])
         # As Converse does: turns alternate, starting with the user's, and no text is blank.
         roles = [m.get("role") for m in messages]

@@ -84,6 +84,20 @@ impl Converse {
         if endpoint.base_url != LlmEndpoint::default().base_url {
             loader = loader.endpoint_url(endpoint.base_url.clone());
         }
+        // proofgate's own retry policy wraps every call (`max_retries`, with `Retry-After` and
+        // the request's deadline), so the SDK retries nothing itself (its default of 3
+        // attempts made up to 12 under throttling), and each attempt has the endpoint's
+        // `timeout_ms`, as the HTTP endpoints have (the SDK has none by default: a hung call
+        // held its request until the request deadline).
+        let attempt = std::time::Duration::from_millis(endpoint.timeout_ms.max(1));
+        loader = loader
+            .retry_config(aws_config::retry::RetryConfig::disabled())
+            .timeout_config(
+                aws_config::timeout::TimeoutConfig::builder()
+                    .operation_attempt_timeout(attempt)
+                    .connect_timeout(attempt)
+                    .build(),
+            );
         Converse {
             client: aws_sdk_bedrockruntime::Client::new(&loader.load().await),
         }

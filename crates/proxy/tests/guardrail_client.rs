@@ -530,3 +530,66 @@ async fn bedrock_converse_is_an_llm_option() {
         }
     }
 }
+
+/// Converse calls are retried by proofgate's policy alone (`max_retries`), each attempt within
+/// the endpoint's `timeout_ms`: the SDK's own three attempts per call are off, and a hung call
+/// no longer holds its request until the request's deadline.
+#[tokio::test]
+async fn converse_attempts_are_proofgates_own_each_within_the_timeout() {
+    use proofgate_proxy::config::{LlmEndpoint, LlmKind};
+    use proofgate_proxy::llm::{ChatMessage, LlmClient};
+    aws_env();
+    let endpoint = |server: &Server| LlmEndpoint {
+        kind: LlmKind::Bedrock,
+        base_url: server.url(),
+        model: Some("anthropic.claude-test".into()),
+        region: Some("us-east-1".into()),
+        timeout_ms: 700,
+        max_retries: 1,
+        ..LlmEndpoint::default()
+    };
+    let rules = json!([{"match": "admission", "reply": "It is $10."}]);
+    let question = [ChatMessage::user("How much is admission?")];
+
+    // Throttled throughout: one call and one retry reach the service, no more.
+    let throttled = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": rules, "converse_fail_first": {"count": 10, "status": 429}}),
+    );
+    let client = LlmClient::new(endpoint(&throttled)).await.unwrap();
+    let err = client.complete(&question).await.unwrap_err();
+    assert!(
+        matches!(err, proofgate_proxy::llm::LlmError::Unavailable { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        throttled.received().len(),
+        2,
+        "attempts: {:?}",
+        throttled.received()
+    );
+
+    // The first attempt hangs: cut off at the timeout (which also bounds the waits between
+    // attempts, so nothing is left for a retry), instead of held until the service answers.
+    let hung = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": rules, "converse_hang_first": {"count": 1, "seconds": 8}}),
+    );
+    let client = LlmClient::new(endpoint(&hung)).await.unwrap();
+    let started = std::time::Instant::now();
+    let err = client.complete(&question).await.unwrap_err();
+    assert!(
+        matches!(err, proofgate_proxy::llm::LlmError::Unavailable { .. })
+            && err.to_string().contains("timeout"),
+        "{err:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(hung.received().len(), 1);
+    // The next call is answered.
+    let reply = client.complete(&question).await.unwrap();
+    assert_eq!(reply.text, "It is $10.");
+}
