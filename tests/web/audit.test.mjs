@@ -136,7 +136,7 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
     && document.querySelector('#audit-key')?.value);
   await p.fill('#trail-text', JSON.stringify(bundle));
   await p.click('[data-action=verify-paste]');
-  const box = await expectIncomplete(p, ['policy']);
+  const box = await expectIncomplete(p, ['policy', 'thread']);
   assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(no policy loaded\)/);
   assert.match(await box.locator('[data-missing=policy]').textContent(), /load your copy of the policy/);
   // The checks that did run are still shown.
@@ -150,7 +150,7 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
 
 test('a plain trail (not the bundle) with the verifier key is incomplete: the signature was not checked', async () => {
   const box = await verifyPasted(bundle.trail);
-  await expectIncomplete(page, ['bundle']);
+  await expectIncomplete(page, ['thread', 'bundle']);
   assert.match(await box.locator('h3').textContent(), /signature and log inclusion were not checked \(a plain trail, not an audit bundle\)/);
   assert.match(await box.locator('[data-missing=bundle]').textContent(), /load the audit bundle/);
   assert.doesNotMatch(await box.locator('[data-missing=bundle]').textContent(), /verifier key/, 'the key was given');
@@ -171,13 +171,13 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   // First without the key: both the logic and the signature are missing.
   await p.fill('#trail-text', JSON.stringify(bundle));
   await p.click('[data-action=verify-paste]');
-  let box = await expectIncomplete(p, ['z3', 'key']);
+  let box = await expectIncomplete(p, ['z3', 'thread', 'key']);
   assert.match(await box.locator('[data-missing=key]').textContent(), /give the server's verifier key/);
   // With the key, the signature and inclusion pass, and only Z3 is missing.
   await p.fill('#audit-key', auditKey);
   await p.click('[data-action=verify-paste]');
   await p.waitForFunction(() => !document.querySelector('.verdict-box [data-missing=key]'));
-  box = await expectIncomplete(p, ['z3']);
+  box = await expectIncomplete(p, ['z3', 'thread']);
   assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(Z3 cannot run in this page\)/);
   assert.match(await box.locator('[data-missing=z3]').textContent(), /open the verifier where Z3 can run/);
   assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
@@ -185,6 +185,47 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   assert.ok(await p.locator('table.records .mark.skip', { hasText: 'Z3 unavailable' }).count() > 0);
   await p.locator('.verdict-box').scrollIntoViewIfNeeded();
   await shot(p, 'bundle-without-z3-incomplete');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
+});
+
+test('the thread being audited: named by the URL or the auditor, another thread\'s genuine bundle fails', async () => {
+  // A second genuine thread: its bundle is signed and logged, but it is not the first thread.
+  const res = await fetch(`${env.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: Q1 }] }),
+  });
+  const other = (await res.json()).proofgate.threadId;
+  assert.notEqual(other, thread);
+  const otherBundle = await (await fetch(`${env.url}/api/threads/${other}/audit/bundle`)).text();
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  // A server that answers the first thread's bundle URL with the other thread's bundle.
+  await p.context().route(`**/api/threads/${thread}/audit/bundle*`, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: otherBundle }));
+  await p.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${thread}/audit/bundle`)}`);
+  const box = p.locator(DONE);
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  await p.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome !== 'pending', null, { timeout: Z3_TIMEOUT });
+  assert.equal(await box.getAttribute('data-outcome'), 'fail', await box.textContent());
+  assert.match(await box.locator('h3').textContent(), /Not the thread you are auditing/);
+  assert.match(await p.locator('[data-check=thread]').textContent(), new RegExp(`✗ Thread: this is thread ${other}'s trail, not ${thread}'s`));
+  // The signature and log inclusion themselves pass: the bundle is genuine, for another thread.
+  assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
+  await shot(p, 'another-threads-bundle-flagged');
+  // Pasted, the thread is not known: incomplete, naming the thread the trail is; the auditor
+  // names it and the audit passes.
+  await p.goto(`${env.url}/#/verify`);
+  await p.waitForFunction(() => /Policy: /.test(document.querySelector('#policy-source')?.textContent || ''));
+  await p.fill('#trail-text', otherBundle);
+  await p.click('[data-action=verify-paste]');
+  const incomplete = await expectIncomplete(p, ['thread']);
+  assert.match(await incomplete.locator('[data-missing=thread]').textContent(), new RegExp(`thread ${other}'s`));
+  await p.fill('#expected-thread', other);
+  await p.click('[data-action=verify-paste]');
+  await p.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome === 'pass', null, { timeout: Z3_TIMEOUT });
+  assert.match(await p.locator('[data-check=thread]').textContent(), /✓ Thread: .*the one you are auditing/);
+  await p.fill('#expected-thread', thread);
+  await p.click('[data-action=verify-paste]');
+  await p.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome === 'fail', null, { timeout: Z3_TIMEOUT });
   assert.deepEqual(p.problems, []);
   await p.context().close();
 });

@@ -29,7 +29,7 @@ const PROBLEMS = {
 
 const view = { source: null, text: null, result: null };
 // What the auditor brings: the policy, the server's verifier key, a checkpoint saved earlier.
-const auditor = { policy: null, policySource: null, key: '', checkpoint: '' };
+const auditor = { policy: null, policySource: null, key: '', checkpoint: '', thread: '' };
 
 /** Accepts a bare array of records or an object holding one. */
 function recordsOf(data) {
@@ -43,14 +43,24 @@ function mark(state, text) {
   return h('span', { class: `mark ${state}` }, `${sym} ${text}`);
 }
 
-async function verify(text, source, out) {
+/** The thread a URL of this server's API names (`/api/threads/<id>/audit...`), or null. */
+function threadOfUrl(u) {
+  const m = /\/api\/threads\/([^/?#]+)\/audit/.exec(u || '');
+  try { return m ? decodeURIComponent(m[1]) : null; } catch { return null; }
+}
+
+async function verify(text, source, out, urlThread = null) {
   await wasm();
   view.text = text;
   view.source = source;
+  view.urlThread = urlThread;
   clear(out);
   // What the auditor brought when this verification started: the key field can change while
   // Z3 runs, and the summary must describe the checks that were actually made.
   const { policy, key, checkpoint } = auditor;
+  // The thread being audited: the auditor's, or the one the URL asked for. A bundle shows only
+  // that its trail is a logged head of some thread, so a server could hand out another's.
+  const expectedThread = auditor.thread || urlThread || null;
   let records;
   let isBundle = false;
   // The policy document the trail names (recorded once per policy version): a bundle carries
@@ -83,6 +93,9 @@ async function verify(text, source, out) {
       h('h3', {}, '✗ The bundle\'s policy documents are unreadable'), h('p', {}, e.message)));
     return;
   }
+  const threadId = replay.threadId || null;
+  const threadProblem = expectedThread && threadId !== expectedThread
+    ? `this is thread ${threadId ?? '(none)'}'s trail, not ${expectedThread}'s` : null;
   const firstStructural = [chain.failure, replay.failure].filter(Boolean).sort((a, b) => a.index - b.index)[0] || null;
   const structIdx = firstStructural ? firstStructural.index : Infinity;
 
@@ -176,6 +189,9 @@ async function verify(text, source, out) {
   } else if (!planError && totalChecks && z3Why) {
     notRun.push({ id: 'z3', what: 'the logic was not re-checked (Z3 cannot run in this page)', todo: 'open the verifier where Z3 can run: a page served by proofgate serve (cross-origin isolated), not from disk or a plain static host' });
   }
+  if (!expectedThread) {
+    notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${threadId ?? '(none)'}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
+  }
   if (!isBundle) {
     notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${key ? '' : ' and give the server\'s verifier key'}` });
   } else if (!key) {
@@ -185,12 +201,12 @@ async function verify(text, source, out) {
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');
     const first = failures[0];
-    const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError;
+    const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError && !threadProblem;
     const outcome = !ok ? 'fail' : z3State === 'running' ? 'pending' : notRun.length ? 'incomplete' : 'pass';
     summary.className = `verdict-box ${outcome}`;
     summary.dataset.outcome = outcome;
     const heading = {
-      fail: first ? `✗ Record ${first.i} fails` : '✗ The trail is not the server\'s signed, logged trail',
+      fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}` : '✗ The trail is not the server\'s signed, logged trail',
       pending: '… Checking the logic with Z3',
       incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
       pass: '✓ Every record passes',
@@ -203,6 +219,8 @@ async function verify(text, source, out) {
           h('ul', {}, notRun.map((m) => h('li', { 'data-missing': m.id }, `${m.what[0].toUpperCase()}${m.what.slice(1)}: ${m.todo}.`))))
         : null,
       h('ul', {},
+        h('li', { 'data-check': 'thread', class: threadProblem ? 'fail' : expectedThread ? 'pass' : '' },
+          threadProblem ? `✗ Thread: ${threadProblem}` : expectedThread ? `✓ Thread: ${threadId}, the one you are auditing` : `Thread: ${threadId ?? '(none)'} (not checked against the one you are auditing)`),
         h('li', {}, chain.ok ? `Hash chain intact: ${chain.verifiedRecords}/${chain.records} records` : `Hash chain broken at record ${chain.failure?.index}`),
         h('li', {}, replay.ok ? `Replay: every decision of the loop reproduced (outcome ${replay.status || 'none'}), head ${(replay.headHash || '').slice(0, 16)}…` : `Replay stops at record ${replay.failure?.index} (${replay.failure?.problem})`),
         h('li', { 'data-check': 'logic' }, !policy ? 'Logic not re-checked: load your copy of the policy to rebuild and run every finding\'s solver checks.'
@@ -267,8 +285,10 @@ async function auditorInputs() {
     auditor.policy = await f.text();
     auditor.policySource = `${f.name} (your copy)`;
     showPolicy();
-    if (view.text) await verify(view.text, view.source, document.getElementById('verify-out'));
+    if (view.text) await verify(view.text, view.source, document.getElementById('verify-out'), view.urlThread);
   });
+  const thread = h('input', { type: 'text', id: 'expected-thread', spellcheck: 'false', placeholder: 'the thread id (a loaded /api/threads/<id>/audit/bundle URL names it)', value: auditor.thread });
+  thread.addEventListener('input', () => { auditor.thread = thread.value.trim(); });
   key.addEventListener('input', () => { auditor.key = key.value.trim(); });
   checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
   if (api.serverAvailable()) {
@@ -292,6 +312,7 @@ async function auditorInputs() {
     h('legend', {}, 'What you bring'),
     h('div', { class: 'source' }, h('label', { for: 'policy-file' }, 'Your copy of the policy (JSON)'), policyFile, policyNote),
     h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key),
+    h('div', { class: 'source' }, h('label', { for: 'expected-thread' }, 'The thread you are auditing'), thread),
     h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (optional)'), checkpoint));
 }
 
@@ -299,6 +320,7 @@ export async function renderVerifier(main, r) {
   const out = h('div', { class: 'verify-out', id: 'verify-out' });
   const file = h('input', { type: 'file', id: 'trail-file', accept: '.json,application/json' });
   const paste = h('textarea', { id: 'trail-text', rows: '6', spellcheck: 'false', placeholder: '[{"seq": 0, "prev": "000…", "kind": "THREAD_STARTED", …}, …]' });
+  if (r.query.get('thread')) auditor.thread = r.query.get('thread');
   const url = h('input', { type: 'text', id: 'trail-url', placeholder: '/api/threads/<id>/audit/bundle', value: r.query.get('url') || '' });
   const inputs = await auditorInputs();
   const err = h('p', { class: 'error', role: 'alert' });
@@ -320,7 +342,7 @@ export async function renderVerifier(main, r) {
       // This server's trails need the tab's key; it is never sent to another origin.
       const res = await api.fetchWithKey(withProof);
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      await verify(await res.text(), u, out);
+      await verify(await res.text(), u, out, threadOfUrl(u));
     } catch (e) {
       err.textContent = `Could not load ${u}: ${e.message}`;
     }

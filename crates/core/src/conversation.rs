@@ -142,11 +142,74 @@ fn numbers_in_logic(logic: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The values a premise's logic states (audit format 6 on, [`crate::audit::FOLDED_VALUES_SINCE`]):
+/// each numeral, and the value of each arithmetic term over numerals alone, taken whole, but
+/// 0 and 1 (as [`numbers_in_logic`]). `(+ 1 1 ... 1)` seventy times states 70, and `(* 7 10)`
+/// states 70, not 7 and 10: the cited turn must say 70. `None` when the logic does not parse
+/// (then nothing shows what it states, and the premise is not grounded).
+fn values_in_logic(logic: &str) -> Option<Vec<f64>> {
+    use crate::policy::term::{parse_term, Op, Term, TermKind};
+    fn constant(t: &Term) -> Option<f64> {
+        match &t.kind {
+            TermKind::Int(n) => Some(*n as f64),
+            TermKind::Decimal { digits, scale } => {
+                Some(*digits as f64 / 10f64.powi(i32::try_from(*scale).ok()?))
+            }
+            TermKind::App(op, args) => {
+                let v: Vec<f64> = args.iter().map(constant).collect::<Option<_>>()?;
+                let (first, rest) = v.split_first()?;
+                match op {
+                    Op::Add => Some(v.iter().sum()),
+                    Op::Sub if rest.is_empty() => Some(-first),
+                    Op::Sub => Some(first - rest.iter().sum::<f64>()),
+                    Op::Mul => Some(v.iter().product()),
+                    Op::Div => rest
+                        .iter()
+                        .try_fold(*first, |a, b| (*b != 0.0).then(|| a / b)),
+                    Op::ToReal if rest.is_empty() => Some(*first),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+    fn walk(t: &Term, out: &mut Vec<f64>) {
+        if let Some(v) = constant(t) {
+            let v = v.abs();
+            if v != 0.0 && v != 1.0 {
+                out.push(v);
+            }
+            return;
+        }
+        if let TermKind::App(_, args) = &t.kind {
+            for a in args {
+                walk(a, out);
+            }
+        }
+    }
+    let term = parse_term(logic).ok()?;
+    let mut out = Vec::new();
+    walk(&term, &mut out);
+    Some(out)
+}
+
 /// Whether a premise cites (`(turn N)` at the end of its natural language) a turn that the
 /// user, the system or a tool said, and that turn states every number of the premise's logic.
 /// The citation is the translators' word; its numbers are checked, so an answer that writes
-/// "you are 70 (turn 1)" does not make 70 a premise when turn 1 never says 70.
+/// "you are 70 (turn 1)" does not make 70 a premise when turn 1 never says 70. By this
+/// version's rules (see [`cites_a_stated_turn_under`]).
 pub fn cites_a_stated_turn(conversation: &[ConversationTurn], premise: &Statement) -> bool {
+    cites_a_stated_turn_under(conversation, premise, crate::audit::FORMAT_VERSION)
+}
+
+/// [`cites_a_stated_turn`] by the rules of audit format `format`: from format 6 the numbers
+/// are the values of the logic's arithmetic on numerals ([`values_in_logic`]); before, its
+/// numerals one by one, so `(+ 1 1 ... 1)` stated a number no turn had to say.
+pub fn cites_a_stated_turn_under(
+    conversation: &[ConversationTurn],
+    premise: &Statement,
+    format: u32,
+) -> bool {
     let Some(turn) = premise.natural_language.as_deref().and_then(cited_turn) else {
         return false;
     };
@@ -154,27 +217,38 @@ pub fn cites_a_stated_turn(conversation: &[ConversationTurn], premise: &Statemen
         return false;
     }
     let stated = stated_numbers(&conversation[turn as usize - 1].text);
-    numbers_in_logic(premise.logic.as_deref().unwrap_or(""))
-        .iter()
-        .all(|n| {
-            stated
-                .iter()
-                .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0))
-        })
+    let logic = premise.logic.as_deref().unwrap_or("");
+    let numbers = if format >= crate::audit::FOLDED_VALUES_SINCE {
+        match values_in_logic(logic) {
+            Some(values) => values,
+            None => return false,
+        }
+    } else {
+        numbers_in_logic(logic)
+    };
+    numbers.iter().all(|n| {
+        stated
+            .iter()
+            .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0))
+    })
 }
 
 /// Audit format 4's rule: every premise of every pair that does not cite a user, system or
-/// tool turn of `conversation` stating its numbers ([`cites_a_stated_turn`]) is moved to its
-/// pair's claims. The answer cannot supply its
+/// tool turn of `conversation` stating its numbers ([`cites_a_stated_turn_under`] audit format
+/// `format`) is moved to its pair's claims. The answer cannot supply its
 /// own premises: "You are 70, so you pay $9" with no turn saying 70 must prove the age too,
 /// which it cannot, so it is not VALID. Soundness over recall: a premise a translator forgot
 /// to cite is checked as a claim as well. Deterministic, so replay re-derives it.
-pub fn ground_premises(conversation: &[ConversationTurn], outputs: &mut [TranslatorOutput]) {
+pub fn ground_premises(
+    conversation: &[ConversationTurn],
+    outputs: &mut [TranslatorOutput],
+    format: u32,
+) {
     for pair in outputs.iter_mut().flat_map(|o| o.pairs.iter_mut()) {
         let (stated, unstated): (Vec<Statement>, Vec<Statement>) =
             std::mem::take(&mut pair.premises)
                 .into_iter()
-                .partition(|p| cites_a_stated_turn(conversation, p));
+                .partition(|p| cites_a_stated_turn_under(conversation, p, format));
         pair.premises = stated;
         pair.claims.extend(unstated);
     }
@@ -333,7 +407,7 @@ mod tests {
             }]
         };
         let mut outputs = fresh();
-        ground_premises(&conversation, &mut outputs);
+        ground_premises(&conversation, &mut outputs, crate::audit::FORMAT_VERSION);
         let pair = &outputs[0].pairs[0];
         assert_eq!(pair.premises, premises[..3].to_vec());
         let mut claims = vec![claim.clone()];
@@ -369,16 +443,49 @@ mod tests {
             );
         }
 
+        // Arithmetic on numerals states its value (format 6): seventy 1s, or 7 times 10, state
+        // 70, which a turn saying only "7 days" and "10 people" does not; format 5 read their
+        // numerals one by one (0 and 1 excepted) and took them as stated.
+        let ones = format!("(= customerAge (+{}))", " 1".repeat(70));
+        let days = vec![ConversationTurn::new(
+            TurnRole::User,
+            "We stay 7 days with 10 people, low season.",
+        )];
+        let said = vec![ConversationTurn::new(TurnRole::User, "I am 70.")];
+        let folded = [
+            (ones.as_str(), &days, false, true),
+            ("(= customerAge (* 7 10))", &days, false, true),
+            ("(= customerAge (- 71 1))", &days, false, false),
+            ("(= customerAge (+ 35 35))", &said, true, false),
+            ("(= customerAge (* 7 10))", &said, true, false),
+            ("(= nights (- 7 1))", &days, false, true),
+            ("(>= customerAge (+ 7 10 0))", &days, false, true),
+            ("(= groupSize 10)", &days, true, true),
+            ("(= rate (/ 7 10))", &days, false, true),
+            // No value (Z3 leaves division by zero open): its numerals are read one by one.
+            ("(= rate (/ 7 0))", &days, true, true),
+            ("(= customerAge 70", &said, false, true),
+        ];
+        for (logic, turns, now, before) in folded {
+            let premise = statement(logic, "stated (turn 1)");
+            assert_eq!(cites_a_stated_turn(turns, &premise), now, "{logic}");
+            assert_eq!(
+                cites_a_stated_turn_under(turns, &premise, 5),
+                before,
+                "format 5: {logic}"
+            );
+        }
+
         // A blank turn states nothing.
         let mut blank = fresh();
         let mut quiet = conversation.clone();
         quiet[1].text = " \n".into();
-        ground_premises(&quiet, &mut blank);
+        ground_premises(&quiet, &mut blank, crate::audit::FORMAT_VERSION);
         assert_eq!(blank[0].pairs[0].premises, premises[1..3].to_vec());
 
         // Without a conversation nothing is stated: every premise is a claim.
         let mut alone = fresh();
-        ground_premises(&[], &mut alone);
+        ground_premises(&[], &mut alone, crate::audit::FORMAT_VERSION);
         assert!(alone[0].pairs[0].premises.is_empty());
         assert_eq!(alone[0].pairs[0].claims.len(), 1 + premises.len());
     }

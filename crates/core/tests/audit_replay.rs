@@ -778,6 +778,120 @@ fn findings_that_no_translator_wrote_are_rejected() {
     assert!(t.outcome().is_none());
 }
 
+// ---- Format 6's rules: a premise's arithmetic on numerals, the best answer at the limit ----
+
+/// A premise whose logic writes 70 as seventy 1s, citing a turn that never says 70.
+fn folded_premise_loop() -> Thread {
+    let t0 = 1_700_000_300_000;
+    let ones = format!("(= age (+{}))", " 1".repeat(70));
+    let reply = json!({"pairs": [{"premises": [{"logic": ones, "naturalLanguage": "The visitor is 70 (turn 1)"}],
+                                  "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]})
+    .to_string();
+    let mut t = Thread::with_answer(
+        translation_config(),
+        "fixture-6",
+        "I am a senior. How much is my ticket?",
+        given_answer(),
+        t0,
+    )
+    .expect("valid thread");
+    for (i, input) in [0u32, 1]
+        .into_iter()
+        .map(|translator| Input::TranslatorReplied {
+            translator,
+            attempt: 0,
+            text: reply.clone(),
+            model: Some("translator".into()),
+            now: t0 + 1 + u64::from(translator),
+        })
+        .enumerate()
+    {
+        t.handle(input).unwrap_or_else(|e| panic!("reply {i}: {e}"));
+    }
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: vec![Finding::NoTranslations(Default::default())],
+        evidence: Some(json!({"validator": "local"})),
+        now: t0 + 4,
+    })
+    .expect("accepted");
+    t
+}
+
+/// Two answers at a limit of two: one INVALID in one pair and TRANSLATION_AMBIGUOUS in
+/// another, then one TOO_COMPLEX.
+fn refuted_at_the_limit() -> Thread {
+    let t0 = 1_700_000_400_000;
+    let cfg = ThreadConfig {
+        max_iterations: 2,
+        follow_up_questions: proofgate_core::thread::FollowUpQuestions::Disabled,
+        ..config()
+    };
+    let mut t =
+        Thread::new(cfg, "fixture-7", "I am 70. How much is my ticket?", t0).expect("valid thread");
+    let finding = |json: Value| -> Finding { serde_json::from_value(json).expect("a finding") };
+    let statement = |logic: &str, text: &str| json!({"logic": logic, "naturalLanguage": text});
+    let tr = |fee: &str| {
+        json!({"premises": [statement("(= age 70)", "The visitor is 70.")],
+                                "claims": [statement(&format!("(= fee {fee})"), "The fee")]})
+    };
+    let invalid = finding(json!({"invalid": {"translation": tr("10"),
+        "contradictingRules": [{"identifier": "R1", "policyVersionArn": "v1"}]}}));
+    let ambiguous = finding(json!({"translationAmbiguous": {"options": [
+        {"translations": [tr("5")]}, {"translations": [tr("6")]}]}}));
+    let too_complex = finding(json!({"tooComplex": {}}));
+    for input in [
+        Input::LlmReplied {
+            text: "You pay 10 dollars.".into(),
+            model: None,
+            now: t0 + 1,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![invalid, ambiguous],
+            evidence: None,
+            now: t0 + 2,
+        },
+        Input::LlmReplied {
+            text: "DECISION: REWRITE\nANSWER:\nIt depends.".into(),
+            model: None,
+            now: t0 + 3,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![too_complex],
+            evidence: None,
+            now: t0 + 4,
+        },
+    ] {
+        t.handle(input).expect("accepted");
+    }
+    assert!(t.outcome().is_some());
+    t
+}
+
+/// Format 6 on the two threads above (`trails-v5.json` holds what format 5 made of them): the
+/// premise that writes 70 as seventy 1s is checked as a claim, and the answer returned at the
+/// limit is the one no finding refuted.
+#[test]
+fn format_6_reads_arithmetic_values_and_returns_an_unrefuted_answer() {
+    let folded = folded_premise_loop();
+    let check = folded
+        .audit_trail()
+        .iter()
+        .find(|r| r.body.get("translations").is_some())
+        .expect("a check record");
+    let pair = &check.body["translations"][0]["pairs"][0];
+    assert_eq!(pair["premises"], json!([]), "{pair}");
+    assert_eq!(pair["claims"].as_array().map(Vec::len), Some(2), "{pair}");
+    assert!(replay(folded.audit_trail()).ok);
+
+    let limit = refuted_at_the_limit();
+    let outcome = limit.outcome().expect("finished");
+    assert_eq!(outcome.answer.as_deref(), Some("It depends."));
+    assert!(replay(limit.audit_trail()).ok);
+}
+
 // ---- Fixtures shared with the Node tests -------------------------------------------------
 
 fn fixtures_path() -> PathBuf {
@@ -820,6 +934,14 @@ fn fixture_cases() -> Value {
     cases.push((
         "confidence-one-eleventh",
         as_json(confidence_thread(1.0 / 11.0).audit_trail()),
+    ));
+    cases.push((
+        "folded-premise",
+        as_json(folded_premise_loop().audit_trail()),
+    ));
+    cases.push((
+        "refuted-at-the-limit",
+        as_json(refuted_at_the_limit().audit_trail()),
     ));
 
     Value::Array(
@@ -919,6 +1041,15 @@ fn version_3_trails_keep_replaying_with_their_reports() {
 #[test]
 fn version_4_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(4);
+}
+
+/// Trails written in format 5, before a premise's numbers were the values of its logic's
+/// arithmetic and before the answer returned at the iteration limit had to be one no finding
+/// refuted when there was one (the fixtures as they were then, and threads the format 5 code
+/// ran into both), with the reports that version produced.
+#[test]
+fn version_5_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(5);
 }
 
 #[test]

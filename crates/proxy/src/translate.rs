@@ -110,6 +110,10 @@ pub async fn translate(
     }
     // As in a thread: a premise must cite the question, the one turn there is.
     let mut outputs = round.outputs();
-    ground_premises(&question_as_conversation(question), &mut outputs);
+    ground_premises(
+        &question_as_conversation(question),
+        &mut outputs,
+        proofgate_core::audit::FORMAT_VERSION,
+    );
     Ok(outputs)
 }

@@ -60,7 +60,25 @@ pub use replay::{
 ///   warning ([`UNTRANSLATED_CLAIMS_WARNED_SINCE`]).
 /// - 5: a VALID proves something only when it names a supporting rule and carries no logic
 ///   warning that leaves its proof in doubt ([`SUPPORTED_VALID_SINCE`]).
-pub const FORMAT_VERSION: u32 = 5;
+/// - 6: a premise's numbers are the values of its logic's arithmetic on numerals
+///   ([`FOLDED_VALUES_SINCE`]); at the iteration limit, an answer no finding refuted is
+///   preferred, and the notice names a refutation ([`UNREFUTED_BEST_SINCE`]).
+pub const FORMAT_VERSION: u32 = 6;
+
+/// From this format on, the numbers a premise must find in the turn it cites are the values
+/// its logic states: each numeral, and each arithmetic term over numerals alone taken whole
+/// ([`crate::conversation::cites_a_stated_turn_under`]). Before, its numerals were read one by
+/// one and 0 and 1 need not be stated, so `(= customerAge (+ 1 1 ... 1))` stated an age no
+/// turn said, and `(* 7 10)` made 70 of a turn saying "7 days, 10 people".
+pub const FOLDED_VALUES_SINCE: u32 = 6;
+
+/// From this format on, the answer returned at the iteration limit is the one closest to VALID
+/// among those no finding refuted (INVALID or IMPOSSIBLE), when there is one; and when the
+/// answer returned was refuted, its notice says so. Before, the closest by aggregate verdict
+/// was taken, where TRANSLATION_AMBIGUOUS or UNKNOWN in another pair outranks INVALID: an
+/// answer the policy contradicted in part could be preferred to one it did not, and its notice
+/// named only the aggregate verdict.
+pub const UNREFUTED_BEST_SINCE: u32 = 6;
 
 /// From this format on, a VALID finding counts as VALID only when it shows its translation,
 /// names at least one rule that supports it by a non-blank identifier, and no logic warning

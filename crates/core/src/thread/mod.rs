@@ -203,6 +203,15 @@ fn explanation_confirmed(findings: &[Finding], version: u32) -> Option<Option<St
     )
 }
 
+/// The kind of the first finding that refutes its answer (INVALID or IMPOSSIBLE), if any.
+fn refuting_kind(findings: &[Finding]) -> Option<&'static str> {
+    findings.iter().find_map(|f| match f {
+        Finding::Invalid(_) => Some("INVALID"),
+        Finding::Impossible(_) => Some("IMPOSSIBLE"),
+        _ => None,
+    })
+}
+
 /// How close an unverified answer is to VALID, for picking the best one at the iteration
 /// limit: lower is better.
 fn closeness(verdict: Verdict) -> u8 {
@@ -950,7 +959,8 @@ impl Thread {
         }
         let mut translations = round.outputs();
         if self.grounds_premises() {
-            ground_premises(&self.translator_turns(), &mut translations);
+            let format = self.format_version();
+            ground_premises(&self.translator_turns(), &mut translations, format);
         }
         let ThreadState::Translate { answer, role, .. } = std::mem::replace(
             &mut self.state,
@@ -1083,15 +1093,21 @@ impl Thread {
         }
         if iteration >= self.config.max_iterations {
             let best = self.best_step();
-            let warning = format!(
+            let validation = self.steps[best].validation.as_ref();
+            let mut warning = format!(
                 "not verified: no VALID answer within {} iterations; this is the best answer \
                  found, its verdict is {}",
                 self.config.max_iterations,
-                self.steps[best]
-                    .validation
-                    .as_ref()
-                    .map_or("unknown", |v| v.verdict.verdict.as_str())
+                validation.map_or("unknown", |v| v.verdict.verdict.as_str())
             );
+            if self.format_version() >= audit::UNREFUTED_BEST_SINCE {
+                if let Some(kind) = validation.and_then(|v| refuting_kind(&v.findings)) {
+                    if validation.is_some_and(|v| v.verdict.verdict.as_str() != kind) {
+                        warning
+                            .push_str(&format!(", and the policy contradicts part of it ({kind})"));
+                    }
+                }
+            }
             return Ok(self.finish_with(best, OutcomeStatus::MaxIterations, Some(warning), now));
         }
 
@@ -1136,12 +1152,16 @@ impl Thread {
         self.emit(Effect::CallLlm { purpose, prompt }, now)
     }
 
-    /// The validated step closest to VALID; the later one on ties.
+    /// The validated step closest to VALID; the later one on ties. From audit format 6
+    /// ([`audit::UNREFUTED_BEST_SINCE`]) a step no finding refuted comes before any that one
+    /// did, whatever their aggregate verdicts.
     fn best_step(&self) -> usize {
-        let mut best: Option<(u8, usize)> = None;
+        let unrefuted_first = self.format_version() >= audit::UNREFUTED_BEST_SINCE;
+        let mut best: Option<((bool, u8), usize)> = None;
         for (i, s) in self.steps.iter().enumerate() {
             if let (Some(v), Some(_)) = (&s.validation, &s.answer) {
-                let c = closeness(v.verdict.verdict);
+                let refuted = unrefuted_first && refuting_kind(&v.findings).is_some();
+                let c = (refuted, closeness(v.verdict.verdict));
                 if best.is_none_or(|(bc, _)| c <= bc) {
                     best = Some((c, i));
                 }

@@ -468,6 +468,47 @@ fn max_iterations_returns_the_answer_closest_to_valid() {
     d.assert_replays();
 }
 
+/// From audit format 6 an answer no finding refuted is preferred at the iteration limit: the
+/// aggregate verdict ranks TRANSLATION_AMBIGUOUS above TOO_COMPLEX, but an answer one pair of
+/// which is INVALID is not returned while one the policy did not contradict exists; and when
+/// only refuted answers exist, the notice names the refutation the aggregate verdict hides.
+#[test]
+fn max_iterations_prefers_an_answer_no_finding_refuted() {
+    let cfg = ThreadConfig {
+        max_iterations: 2,
+        follow_up_questions: FollowUpQuestions::Disabled,
+        ..config()
+    };
+    let refuted_in_part = vec![invalid(), ambiguous()];
+    let (mut d, _) = Driver::new(cfg.clone());
+    d.llm("A1");
+    let e = d.validated(refuted_in_part.clone());
+    expect_llm(&e, LlmPurpose::Rewrite);
+    d.llm(&rewrite("A2"));
+    d.validated(vec![too_complex()]);
+    let o = d.finish();
+    assert_eq!(o.status, OutcomeStatus::MaxIterations);
+    assert_eq!(o.answer.as_deref(), Some("A2"), "{o:?}");
+    assert!(!o.warning.as_deref().unwrap().contains("contradicts"));
+    d.assert_replays();
+
+    // Every answer refuted: the closest goes out, and its notice says the policy contradicts it.
+    let (mut d, _) = Driver::new(cfg);
+    d.llm("A1");
+    d.validated(refuted_in_part.clone());
+    d.llm(&rewrite("A2"));
+    d.validated(vec![invalid()]);
+    let o = d.finish();
+    assert_eq!(o.answer.as_deref(), Some("A1"), "{o:?}");
+    let warning = o.warning.as_deref().unwrap();
+    assert!(
+        warning.contains("its verdict is TRANSLATION_AMBIGUOUS")
+            && warning.contains("the policy contradicts part of it (INVALID)"),
+        "{warning}"
+    );
+    d.assert_replays();
+}
+
 #[test]
 fn valid_plus_no_translations_warns() {
     let (mut d, _) = Driver::new(config());
