@@ -247,7 +247,7 @@ test('the verifier works offline from the static files (no server, no COOP/COEP)
   assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
   assert.match(await box.textContent(), /Logic not re-checked: Z3 is unavailable/);
   assert.doesNotMatch(await box.textContent(), /Every record passes/);
-  assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['z3', 'bundle']);
+  assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['z3', 'thread', 'bundle']);
   assert.match(await box.locator('[data-missing=bundle]').textContent(), /load the audit bundle .* and give the server's verifier key/);
   assert.equal(await p.locator('table.records tr.fail').count(), 0);
   await shot(p, 'verifier-static-host-no-z3');
