@@ -143,6 +143,9 @@ test('open the proof and get Z3\'s confirmation in the page', async () => {
   assert.match(await proof.textContent(), /Supporting rules/);
   assert.match(await proof.textContent(), /\(= feeAfterDiscount 22\.5\)/);
   await proof.scrollIntoViewIfNeeded();
+  // The scripts are the server's: the view says so, and links to the verifier for this thread.
+  assert.match(await proof.locator('[data-trust=recorded]').first().textContent(), /stored with this thread/);
+  assert.match(await proof.locator('[data-action=audit]').first().getAttribute('href'), /^#\/verify\?url=.*audit%2Fbundle$/);
   await shot(page, 'proof-view');
   await proof.locator('[data-action=run-z3]').click();
   const status = proof.locator('.z3-status[data-outcome]');

@@ -1,5 +1,7 @@
 // The proof view of a VALID answer: premises, claims, supporting rules, and a "check it
-// yourself" action that re-runs the recorded logic with Z3 in the page.
+// yourself" action that re-runs the recorded logic with Z3 in the page. Those scripts are the
+// server's, stored with the thread: the view says so and links to the audit verifier, which
+// rebuilds every check from the auditor's own policy.
 import { h, findingKind, outcomeBadge } from './util.js';
 import { translationView, rulesView, scenariosSideBySide, checksView, checksFor } from './findings.js';
 import { aggregateVerdict } from './core.js';
@@ -46,6 +48,12 @@ export function proofView(thread, rules) {
       rulesView('Supporting rules', body.supportingRules, rules),
       scenariosSideBySide('A scenario where everything holds', [{ title: 'Value', scenario: body.claimsTrueScenario }]),
       h('h4', {}, 'Check it yourself'),
+      h('p', { class: 'muted small', 'data-trust': 'recorded' },
+        'These are the solver scripts the server stored with this thread: Z3 here re-runs them, which shows their answers '
+        + 'reproduce, not that they check your policy. To check without trusting anything the server stored, ',
+        h('a', { href: `#/verify?url=${encodeURIComponent(`/api/threads/${encodeURIComponent(thread.id)}/audit/bundle`)}`, 'data-action': 'audit' },
+          'verify the audit bundle'),
+        ' with your copy of the policy: the verifier rebuilds every check from it.'),
       checksFor(v?.evidence, i)
         ? checksView(checksFor(v.evidence, i), { caption: 'The recorded logic, re-run by Z3 in this page', buttonLabel: 'Check it yourself with Z3', primary: true })
         : h('p', { class: 'muted' }, 'No SMT-LIB was recorded for this finding (the validator did not provide it, e.g. Amazon Bedrock).'))));
