@@ -39,6 +39,16 @@ pub enum LlmError {
         /// What happened.
         reason: String,
     },
+    /// The endpoint kept answering 429 (throttling), after the retries.
+    #[error("LLM endpoint {endpoint} is throttling requests: {reason}")]
+    Throttled {
+        /// The base URL.
+        endpoint: String,
+        /// What happened.
+        reason: String,
+        /// When it said to try again (`Retry-After`), if it did.
+        retry_after: Option<Duration>,
+    },
     /// The endpoint refused the request (4xx): passed on to the client as is.
     #[error("LLM endpoint {endpoint} rejected the request with HTTP {status}: {body}")]
     Rejected {
@@ -86,7 +96,10 @@ impl Attempt for HttpAttempt {
 
 impl Attempt for LlmError {
     fn is_transient(&self) -> bool {
-        matches!(self, LlmError::Unavailable { .. })
+        matches!(
+            self,
+            LlmError::Unavailable { .. } | LlmError::Throttled { .. }
+        )
     }
     fn retry_after(&self) -> Option<Duration> {
         None
@@ -319,7 +332,13 @@ impl LlmClient {
                 }
             };
         if is_transient_status(status.as_u16()) {
-            let error = if status.is_server_error() || status.as_u16() == 429 {
+            let error = if status.as_u16() == 429 {
+                LlmError::Throttled {
+                    endpoint: self.endpoint.base_url.clone(),
+                    reason: format!("HTTP {status}: {}", truncate(&text, 500)),
+                    retry_after,
+                }
+            } else if status.is_server_error() {
                 LlmError::Unavailable {
                     endpoint: self.endpoint.base_url.clone(),
                     reason: format!("HTTP {status}: {}", truncate(&text, 500)),

@@ -623,6 +623,28 @@ async fn upstream_errors_are_passed_on_clearly() {
     .await;
     assert_eq!(r.status, 502, "{:?}", r.body);
 
+    // An upstream that keeps answering 429: a 503 with its Retry-After, not a 502 (which the
+    // SDKs retry at once, adding calls to an upstream that asked for fewer).
+    let throttling = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "status": 429, "retry_after": "7", "reply": "slow down"}]}),
+    );
+    let throttled_config = config(&v1(&throttling), "", "").replacen(
+        "model = \"recorded-chatbot\"",
+        "model = \"recorded-chatbot\"\nmax_retries = 0",
+        1,
+    );
+    assert!(throttled_config.contains("max_retries = 0"));
+    let throttled = Proxy::start("upstream-throttled", &throttled_config);
+    let r = chat(&throttled, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert_eq!(
+        r.body["error"]["code"], "upstream_throttled",
+        "{:?}",
+        r.body
+    );
+    assert_eq!(r.header("retry-after"), "7");
+
     let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
     let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 502);

@@ -149,6 +149,17 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
                 ),
             )
         }
+        // A 503 with the upstream's `Retry-After`, not a 502: SDKs retry a 502 at once, which
+        // only adds calls to an upstream that asked for fewer.
+        LlmError::Throttled { retry_after, .. } => ApiError {
+            retry_after: Some(retry_after.map_or(1, |d| d.as_secs().max(1))),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "upstream_throttled",
+                "the upstream LLM is throttling requests (HTTP 429, after proofgate's retries); \
+                 no answer was returned: retry after the time `Retry-After` gives",
+            )
+        },
         LlmError::Unavailable { .. } => ApiError::new(
             StatusCode::BAD_GATEWAY,
             "upstream_unavailable",
