@@ -94,8 +94,10 @@ async function verify(text, source, out, urlThread = null) {
     return;
   }
   const threadId = replay.threadId || null;
-  const threadProblem = expectedThread && threadId !== expectedThread
-    ? `this is thread ${threadId ?? '(none)'}'s trail, not ${expectedThread}'s` : null;
+  const threadProblem = auditor.thread && urlThread && auditor.thread !== urlThread
+    ? `you are auditing thread ${auditor.thread}, but the URL asked for thread ${urlThread}'s trail`
+    : expectedThread && threadId !== expectedThread
+      ? `this is thread ${threadId ?? '(none)'}'s trail, not ${expectedThread}'s` : null;
   const firstStructural = [chain.failure, replay.failure].filter(Boolean).sort((a, b) => a.index - b.index)[0] || null;
   const structIdx = firstStructural ? firstStructural.index : Infinity;
 
@@ -320,7 +322,9 @@ export async function renderVerifier(main, r) {
   const out = h('div', { class: 'verify-out', id: 'verify-out' });
   const file = h('input', { type: 'file', id: 'trail-file', accept: '.json,application/json' });
   const paste = h('textarea', { id: 'trail-text', rows: '6', spellcheck: 'false', placeholder: '[{"seq": 0, "prev": "000…", "kind": "THREAD_STARTED", …}, …]' });
-  if (r.query.get('thread')) auditor.thread = r.query.get('thread');
+  // Each visit names its own thread (or none): a thread typed for an earlier audit must not
+  // judge this one.
+  auditor.thread = r.query.get('thread') || '';
   const url = h('input', { type: 'text', id: 'trail-url', placeholder: '/api/threads/<id>/audit/bundle', value: r.query.get('url') || '' });
   const inputs = await auditorInputs();
   const err = h('p', { class: 'error', role: 'alert' });

@@ -149,47 +149,64 @@ fn numbers_in_logic(logic: &str) -> Vec<f64> {
 /// (then nothing shows what it states, and the premise is not grounded).
 fn values_in_logic(logic: &str) -> Option<Vec<f64>> {
     use crate::policy::term::{parse_term, Op, Term, TermKind};
-    fn constant(t: &Term) -> Option<f64> {
+    // Numbers up to 2^53 are exact in an f64, and so are sums, differences and products of
+    // integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
+    const EXACT: f64 = 9_007_199_254_740_992.0;
+    /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals).
+    fn numeral(t: &Term) -> Option<Option<f64>> {
         match &t.kind {
-            TermKind::Int(n) => Some(*n as f64),
-            TermKind::Decimal { digits, scale } => {
-                Some(*digits as f64 / 10f64.powi(i32::try_from(*scale).ok()?))
-            }
-            TermKind::App(op, args) => {
-                let v: Vec<f64> = args.iter().map(constant).collect::<Option<_>>()?;
-                let (first, rest) = v.split_first()?;
-                match op {
-                    Op::Add => Some(v.iter().sum()),
-                    Op::Sub if rest.is_empty() => Some(-first),
-                    Op::Sub => Some(first - rest.iter().sum::<f64>()),
-                    Op::Mul => Some(v.iter().product()),
-                    Op::Div => rest
-                        .iter()
-                        .try_fold(*first, |a, b| (*b != 0.0).then(|| a / b)),
-                    Op::ToReal if rest.is_empty() => Some(*first),
-                    _ => None,
-                }
-            }
+            TermKind::Int(n) => Some((*n as f64 <= EXACT).then_some(*n as f64)),
+            TermKind::Decimal { digits, scale } => Some(
+                (*digits as f64 <= EXACT && *scale <= 15)
+                    .then(|| *digits as f64 / 10f64.powi(*scale as i32)),
+            ),
             _ => None,
         }
     }
-    fn walk(t: &Term, out: &mut Vec<f64>) {
+    /// The value of a term made of numerals and arithmetic, when it is one and every step
+    /// stays within what an f64 holds.
+    fn constant(t: &Term) -> Option<f64> {
+        if let Some(value) = numeral(t) {
+            return value;
+        }
+        let TermKind::App(op, args) = &t.kind else {
+            return None;
+        };
+        let v: Vec<f64> = args.iter().map(constant).collect::<Option<_>>()?;
+        let (first, rest) = v.split_first()?;
+        let value = match op {
+            Op::Add => v.iter().sum(),
+            Op::Sub if rest.is_empty() => -first,
+            Op::Sub => first - rest.iter().sum::<f64>(),
+            Op::Mul => v.iter().product(),
+            Op::Div => rest
+                .iter()
+                .try_fold(*first, |a, b| (*b != 0.0).then(|| a / b))?,
+            Op::ToReal if rest.is_empty() => *first,
+            _ => return None,
+        };
+        (value.is_finite() && value.abs() <= EXACT).then_some(value)
+    }
+    /// Collects the values; `Err` for a numeral no f64 holds (nothing could show a turn
+    /// states it).
+    fn walk(t: &Term, out: &mut Vec<f64>) -> Result<(), ()> {
         if let Some(v) = constant(t) {
             let v = v.abs();
             if v != 0.0 && v != 1.0 {
                 out.push(v);
             }
-            return;
+            return Ok(());
         }
-        if let TermKind::App(_, args) = &t.kind {
-            for a in args {
-                walk(a, out);
-            }
+        match &t.kind {
+            TermKind::App(_, args) => args.iter().try_for_each(|a| walk(a, out)),
+            // A numeral `constant` did not take is one no f64 holds.
+            _ if numeral(t).is_some() => Err(()),
+            _ => Ok(()),
         }
     }
     let term = parse_term(logic).ok()?;
     let mut out = Vec::new();
-    walk(&term, &mut out);
+    walk(&term, &mut out).ok()?;
     Some(out)
 }
 
@@ -465,6 +482,21 @@ mod tests {
             // No value (Z3 leaves division by zero open): its numerals are read one by one.
             ("(= rate (/ 7 0))", &days, true, true),
             ("(= customerAge 70", &said, false, true),
+            // Past what an f64 holds exactly, nothing folds: 10^20 + 70 minus 10^20 is 70, not
+            // 0, and a numeral that large is stated by no turn.
+            (
+                "(= customerAge (- 100000000000000000070 100000000000000000000))",
+                &said,
+                false,
+                false,
+            ),
+            (
+                "(= customerAge (+ 35 (- 100000000000000000070 100000000000000000000)))",
+                &said,
+                false,
+                false,
+            ),
+            ("(= rate (* 0.0000000000000000007 1))", &days, false, false),
         ];
         for (logic, turns, now, before) in folded {
             let premise = statement(logic, "stated (turn 1)");

@@ -164,6 +164,11 @@ impl Converse {
                     status,
                     body: serde_json::json!({"error": {"message": reason}}).to_string(),
                 },
+                Some(429) => LlmError::Throttled {
+                    endpoint,
+                    reason,
+                    retry_after: None,
+                },
                 _ => LlmError::Unavailable { endpoint, reason },
             }
         })?;

@@ -1225,10 +1225,15 @@ fn half_sent_headers_are_cut_off_and_open_connections_are_capped() {
     half.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-le")
         .unwrap();
     let mut silent = TcpStream::connect(&addr).unwrap();
+    // The first byte of an HTTP/2 preface, then nothing (a server that waits to tell HTTP/1
+    // from HTTP/2 would wait for ever).
+    let mut preface = TcpStream::connect(&addr).unwrap();
+    preface.write_all(b"P").unwrap();
     let started = std::time::Instant::now();
     let said = read_until_closed(&mut half, Duration::from_secs(10)).expect("closed");
     assert!(!said.contains(" 200 "), "{said}");
     assert!(read_until_closed(&mut silent, Duration::from_secs(10)).is_some());
+    assert!(read_until_closed(&mut preface, Duration::from_secs(10)).is_some());
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",

@@ -559,7 +559,7 @@ async fn converse_attempts_are_proofgates_own_each_within_the_timeout() {
     let client = LlmClient::new(endpoint(&throttled)).await.unwrap();
     let err = client.complete(&question).await.unwrap_err();
     assert!(
-        matches!(err, proofgate_proxy::llm::LlmError::Unavailable { .. }),
+        matches!(err, proofgate_proxy::llm::LlmError::Throttled { .. }),
         "{err:?}"
     );
     assert_eq!(

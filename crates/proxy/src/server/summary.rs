@@ -92,8 +92,8 @@ fn last_findings(thread: &Thread) -> Vec<Finding> {
 /// [`thread_view`] as `caller` may see it. Starting or answering a thread needs only `chat`,
 /// while the thread's iterations and the policy need `read` (see the scopes in `auth`): for a
 /// caller without `read`, the view leaves out the thread's configuration (the policy's rules
-/// and variables, the translators' vocabulary) and shows each step only in outline (see
-/// [`step_outline`]).
+/// and variables, the translators' vocabulary) and why a failed thread failed, and shows each
+/// step only in outline (see [`step_outline`]).
 pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value {
     let mut view = thread_view(thread, status);
     if !caller.has(Scope::Read) {
@@ -103,6 +103,11 @@ pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value 
                 "steps".into(),
                 thread.steps().iter().map(step_outline).collect(),
             );
+            // Why a thread failed names endpoints and quotes their responses (perhaps an
+            // unverified answer's text): the trail and the log keep it, as on `/v1`.
+            if let Some(outcome) = v.get_mut("outcome").and_then(Value::as_object_mut) {
+                outcome.remove("reason");
+            }
         }
     }
     view
