@@ -211,6 +211,11 @@ test('the thread being audited: named by the URL or the auditor, another thread\
   // The signature and log inclusion themselves pass: the bundle is genuine, for another thread.
   assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
   await shot(p, 'another-threads-bundle-flagged');
+  // The auditor names one thread and the URL another: that alone fails the audit.
+  await p.goto(`${env.url}/#/verify?thread=${encodeURIComponent(other)}&url=${encodeURIComponent(`/api/threads/${other}/audit/bundle`.replace(other, thread))}`);
+  await p.waitForFunction(() => /but the URL asked for/.test(document.querySelector('[data-check=thread]')?.textContent || ''), null, { timeout: Z3_TIMEOUT });
+  assert.match(await p.locator('[data-check=thread]').textContent(), new RegExp(`you are auditing thread ${other}, but the URL asked for thread ${thread}'s trail`));
+  await p.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome === 'fail', null, { timeout: Z3_TIMEOUT });
   // Pasted, the thread is not known: incomplete, naming the thread the trail is; the auditor
   // names it and the audit passes.
   await p.goto(`${env.url}/#/verify`);
