@@ -1302,3 +1302,36 @@ async fn a_body_sent_a_byte_at_a_time_takes_no_place_and_times_out() {
         started.elapsed()
     );
 }
+
+/// Why a thread failed names endpoints and quotes their responses: a key that may read threads
+/// sees it, a chat-only key does not (as `/v1` clients do not).
+#[tokio::test]
+async fn a_chat_only_key_is_not_told_why_a_thread_failed() {
+    let proxy = Proxy::start(
+        "failed-reason",
+        &secured_config(
+            "http://127.0.0.1:9/v1",
+            "",
+            "[loop]\nallow_questions = false\n",
+        ),
+    );
+    for (scopes, sees_reason) in [(&["chat"][..], false), (&["chat", "read"][..], true)] {
+        let key = new_key(&proxy, &format!("{scopes:?}"), scopes).await;
+        let body = json!({"question": Q2, "answer": "You pay $12.", "wait": true});
+        let r = post(&proxy, "/api/threads", &key, body).await;
+        assert_eq!(r.body["status"], "error", "{r:?}");
+        assert_eq!(r.body["outcome"]["status"], "ERROR", "{r:?}");
+        assert_eq!(
+            r.body["outcome"]["reason"].is_string(),
+            sees_reason,
+            "{scopes:?}: {}",
+            r.body
+        );
+        assert_eq!(
+            r.body.to_string().contains("127.0.0.1:9"),
+            sees_reason,
+            "{scopes:?}: {}",
+            r.body
+        );
+    }
+}
