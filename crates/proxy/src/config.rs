@@ -653,6 +653,10 @@ impl StorageConfig {
 /// More than this is taken for a typo: timers that far out overflow the clock's arithmetic.
 const MAX_CONNECTION_IDLE_SECS: u64 = 365 * 24 * 3600;
 
+/// The longest `limits.header_timeout_ms`: a day. hyper adds it to the clock for every
+/// connection, and a typo of many digits would overflow that and panic the connection's task.
+const MAX_HEADER_TIMEOUT_MS: u64 = 24 * 3600 * 1000;
+
 fn default_connection_idle_secs() -> u64 {
     // Below the pool's turn: the maintenance pass takes a reader every 30 s, and the pool hands
     // out the one unused longest, so each of four readers is used every two minutes or so.
@@ -762,6 +766,12 @@ impl Config {
             return bad(format!(
                 "storage.connection_idle_secs must be at most {MAX_CONNECTION_IDLE_SECS} (a year), got {} (0 keeps connections open)",
                 self.storage.connection_idle_secs
+            ));
+        }
+        if self.limits.header_timeout_ms > MAX_HEADER_TIMEOUT_MS {
+            return bad(format!(
+                "limits.header_timeout_ms must be at most {MAX_HEADER_TIMEOUT_MS} (a day), got {} (0 turns the limit off)",
+                self.limits.header_timeout_ms
             ));
         }
         if self.server.threads > MAX_SERVING_THREADS {
@@ -983,6 +993,23 @@ mod tests {
         config.server.threads = MAX_SERVING_THREADS + 1;
         let err = config.check().unwrap_err().to_string();
         assert!(err.contains("server.threads must be at most 1024"), "{err}");
+
+        // A header time of many digits is refused by name rather than panicking in hyper's
+        // timer on the first connection.
+        let mut config = Config::default();
+        config.limits.header_timeout_ms = u64::MAX;
+        let err = config.check().unwrap_err().to_string();
+        assert!(
+            err.contains("limits.header_timeout_ms must be at most 86400000"),
+            "{err}"
+        );
+        config.limits.header_timeout_ms = MAX_HEADER_TIMEOUT_MS;
+        let err = config
+            .check()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(!err.contains("header_timeout_ms"), "{err}");
     }
 
     #[test]

@@ -1198,16 +1198,26 @@ fn read_until_closed(
 /// serves again once connections close.
 #[test]
 fn half_sent_headers_are_cut_off_and_open_connections_are_capped() {
+    // Both ways of serving: an event loop per core (the default) and Tokio's work stealing.
+    for runtime in ["per-core", "work-stealing"] {
+        connection_limits_hold(runtime);
+    }
+}
+
+fn connection_limits_hold(runtime: &str) {
     use std::io::Write;
     use std::net::TcpStream;
     use std::time::Duration;
     let llm = demo_llm();
     let proxy = Proxy::start(
-        "connection-limits",
+        &format!("connection-limits-{runtime}"),
         &secured_config(
             &v1(&llm),
             "",
-            "[limits]\nheader_timeout_ms = 700\nmax_connections = 3\n",
+            &format!(
+                "[limits]\nheader_timeout_ms = 700\nmax_connections = 3\n\
+                 [server]\nruntime = \"{runtime}\"\n"
+            ),
         ),
     );
     let addr = proxy.url.trim_start_matches("http://").to_string();

@@ -47,6 +47,13 @@ impl Reply {
     }
 }
 
+/// `config` with `line` added to its `[upstream]` table.
+fn with_upstream(config: &str, line: &str) -> String {
+    let model = "model = \"recorded-chatbot\"";
+    assert!(config.contains(model), "{config}");
+    config.replacen(model, &format!("{model}\n{line}"), 1)
+}
+
 async fn chat(proxy: &Proxy, messages: Value, extra_headers: &[(&str, &str)]) -> Reply {
     chat_on(&reqwest::Client::new(), proxy, messages, extra_headers).await
 }
@@ -600,10 +607,9 @@ async fn upstream_errors_are_passed_on_clearly() {
     // With proofgate's own upstream key, the upstream's 401 is the operator's to fix: a 502
     // that says so, never a 401 (the client's SDK would blame the client's key), and neither
     // the upstream's message (it may quote the key) nor its address reaches the client.
-    let own_key = config(&v1(&llm), "", "").replacen(
-        "model = \"recorded-chatbot\"",
-        "model = \"recorded-chatbot\"\napi_key = \"sk-proofgate-upstream\"",
-        1,
+    let own_key = with_upstream(
+        &config(&v1(&llm), "", ""),
+        "api_key = \"sk-proofgate-upstream\"",
     );
     assert!(own_key.contains("sk-proofgate-upstream"));
     let keyed = Proxy::start("upstream-own-key", &own_key);
@@ -629,11 +635,7 @@ async fn upstream_errors_are_passed_on_clearly() {
         "scripted_llm.py",
         &json!({"rules": [{"match": "", "status": 429, "retry_after": "7", "reply": "slow down"}]}),
     );
-    let throttled_config = config(&v1(&throttling), "", "").replacen(
-        "model = \"recorded-chatbot\"",
-        "model = \"recorded-chatbot\"\nmax_retries = 0",
-        1,
-    );
+    let throttled_config = with_upstream(&config(&v1(&throttling), "", ""), "max_retries = 0");
     assert!(throttled_config.contains("max_retries = 0"));
     let throttled = Proxy::start("upstream-throttled", &throttled_config);
     let r = chat(&throttled, json!([{"role": "user", "content": Q1}]), &[]).await;

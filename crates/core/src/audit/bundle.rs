@@ -63,8 +63,14 @@ pub fn read_trail_or_bundle(json: &[u8]) -> Result<(Vec<Value>, Option<AuditBund
     // would otherwise be read as its last copy, while a reader keeping the first would show
     // another text under the same signature.
     let text = std::str::from_utf8(json).map_err(|e| format!("not JSON: not UTF-8: {e}"))?;
-    let value: Value =
-        super::strict_json::value_from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let value: Value = super::strict_json::value_from_str(text).map_err(|e| {
+        if e.is_data() {
+            // Valid JSON with a key written twice: say so, not "not JSON".
+            format!("refused: {e}")
+        } else {
+            format!("not JSON: {e}")
+        }
+    })?;
     match value {
         Value::Array(records) => Ok((records, None)),
         Value::Object(_) => {
@@ -289,6 +295,9 @@ mod tests {
         ] {
             let e = read_trail_or_bundle(text.as_bytes()).unwrap_err();
             assert!(e.contains("appears twice"), "{text}: {e}");
+            assert!(e.starts_with("refused: "), "{text}: {e}");
         }
+        let e = read_trail_or_bundle(b"[{").unwrap_err();
+        assert!(e.starts_with("not JSON: "), "{e}");
     }
 }
