@@ -21,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
 /// What a connection beyond the cap is told before it is closed: a 503 as the API gives one.
@@ -39,7 +39,7 @@ fn over_capacity() -> Vec<u8> {
     .into_bytes()
 }
 
-/// How long a refused connection may take to be told so.
+/// How long a refused connection may take to be told so, and to close.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 
 /// The connection limits of one server, shared by its event loops.
@@ -115,7 +115,13 @@ where
                 let mut io = io;
                 let _ = tokio::time::timeout(REFUSAL_WRITE, async {
                     io.write_all(&over_capacity()).await?;
-                    io.shutdown().await
+                    io.shutdown().await?;
+                    // Read what the client sent until it closes too: closing a socket with
+                    // unread input sends a reset, which can wipe the 503 from the client's
+                    // buffer before it reads it (RFC 9112, 9.6).
+                    let mut sink = [0u8; 4096];
+                    while io.read(&mut sink).await? > 0 {}
+                    std::io::Result::Ok(())
                 })
                 .await;
             });
