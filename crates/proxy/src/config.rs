@@ -122,6 +122,11 @@ pub struct LimitsConfig {
     /// connections share. 0: no cap.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
+    /// Of those, open at once from one client address (an IPv6 client's /64, which one
+    /// host usually holds whole): one client cannot take every connection and lock the others
+    /// out. Behind a load balancer every client shares its address: raise it, or 0 (no cap).
+    #[serde(default = "default_max_connections_per_address")]
+    pub max_connections_per_address: usize,
     /// Time a client has to send a request's headers, and the longest a kept-alive connection
     /// waits for its next request (HTTP/1.1; the connection is closed beyond). Without it, a
     /// client that sends half a header holds its connection for ever. 0: none.
@@ -140,6 +145,7 @@ impl Default for LimitsConfig {
             max_policy_variables: default_max_policy_variables(),
             max_policy_types: default_max_policy_types(),
             max_connections: default_max_connections(),
+            max_connections_per_address: default_max_connections_per_address(),
             header_timeout_ms: default_header_timeout_ms(),
         }
     }
@@ -147,6 +153,9 @@ impl Default for LimitsConfig {
 
 fn default_max_connections() -> usize {
     1024
+}
+fn default_max_connections_per_address() -> usize {
+    256
 }
 fn default_header_timeout_ms() -> u64 {
     30_000

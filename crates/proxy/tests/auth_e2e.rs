@@ -1253,31 +1253,53 @@ fn connection_limits_hold(runtime: &str) {
     );
     drop(timed);
 
-    // Three kept-alive connections fill the cap: the fourth is told 503 and closed, without a
-    // key (no route is reached). Each has been served once, so the server has surely accepted
-    // it (a connection still in the kernel's queue would not count yet), and the header time
-    // (30 s) is far longer than the test needs.
-    let capped = start("connection-cap", "max_connections = 3\n");
-    let addr = address(&capped);
-    let held: Vec<TcpStream> = (0..3)
-        .map(|_| {
-            let mut stream = TcpStream::connect(&addr).unwrap();
-            stream
-                .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
-                .unwrap();
-            let head = read_one_response(&mut stream, Duration::from_secs(20));
-            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-            stream
-        })
-        .collect();
-    let refused = health(&mut TcpStream::connect(&addr).unwrap());
-    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
-    assert!(
-        refused.to_ascii_lowercase().contains("retry-after: 1"),
-        "{refused}"
+    // Kept-alive connections fill the caps: one address's fourth is told 503 and closed, and
+    // so is the fifth overall, without a key (no route is reached). Each held connection has
+    // been served once, so the server has surely accepted it (a connection still in the
+    // kernel's queue would not count yet), and the header time (30 s) is far longer than the
+    // test needs.
+    let capped = start(
+        "connection-cap",
+        "max_connections = 4\nmax_connections_per_address = 3\n",
     );
-    assert!(refused.contains("\"code\":\"overloaded\""), "{refused}");
-    assert!(refused.contains("max_connections"), "{refused}");
+    let addr = address(&capped);
+    let hold = |from: &str| -> Result<TcpStream, String> {
+        let mut stream = connect_from(from, &addr);
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+            .unwrap();
+        let head = read_one_response(&mut stream, Duration::from_secs(20));
+        if head.starts_with("HTTP/1.1 200") {
+            Ok(stream)
+        } else {
+            Err(head)
+        }
+    };
+    let refused_from = |from: &str, setting: &str| {
+        let refused = health(&mut connect_from(from, &addr));
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        assert!(
+            refused.to_ascii_lowercase().contains("retry-after: 1"),
+            "{refused}"
+        );
+        assert!(refused.contains("\"code\":\"overloaded\""), "{refused}");
+        assert!(
+            refused.contains(&format!("[limits] {setting})")),
+            "{refused}"
+        );
+    };
+    let mut held: Vec<TcpStream> = (0..3).map(|_| hold("127.0.0.1").unwrap()).collect();
+    refused_from("127.0.0.1", "max_connections_per_address");
+    // Another address gets in (once that refusal is done: it counts until it is).
+    let until = Instant::now() + Duration::from_secs(20);
+    held.push(loop {
+        match hold("127.0.0.2") {
+            Ok(stream) => break stream,
+            Err(said) => assert!(Instant::now() < until, "still refused: {said}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    });
+    refused_from("127.0.0.3", "max_connections");
     // Once they close, the server serves again (as soon as it has seen them go).
     drop(held);
     let until = Instant::now() + Duration::from_secs(20);
@@ -1289,6 +1311,23 @@ fn connection_limits_hold(runtime: &str) {
         assert!(Instant::now() < until, "still refused: {said}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A connection to `addr` from the loopback address `from` (Linux answers on all of
+/// 127.0.0.0/8), as a client on another machine would make.
+fn connect_from(from: &str, addr: &str) -> std::net::TcpStream {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .build()
+        .unwrap();
+    let stream = runtime.block_on(async {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+        socket.connect(addr.parse().unwrap()).await.unwrap()
+    });
+    let stream = stream.into_std().unwrap();
+    stream.set_nonblocking(false).unwrap();
+    stream
 }
 
 /// Reads one response on a kept-alive connection: its head, and a body of `content-length`.

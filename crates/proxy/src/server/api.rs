@@ -440,6 +440,7 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "maxPolicyVariables": c.limits.max_policy_variables,
             "maxPolicyTypes": c.limits.max_policy_types,
             "maxConnections": c.limits.max_connections,
+            "maxConnectionsPerAddress": c.limits.max_connections_per_address,
             "headerTimeoutMs": c.limits.header_timeout_ms,
         },
         "corsOrigins": c.server.cors_origins,

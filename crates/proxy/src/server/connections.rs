@@ -17,18 +17,19 @@ use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use std::net::SocketAddr;
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tower::ServiceExt;
 
-/// What a connection beyond the cap is told before it is closed: a 503 as the API gives one.
-fn over_capacity() -> Vec<u8> {
+/// What a connection beyond a cap is told before it is closed: a 503 as the API gives one.
+fn over_capacity(message: &str) -> Vec<u8> {
     let body = serde_json::json!({"error": {
         "code": "overloaded",
-        "message": "too many open connections ([limits] max_connections); try again",
+        "message": message,
     }})
     .to_string();
     format!(
@@ -38,6 +39,12 @@ fn over_capacity() -> Vec<u8> {
     )
     .into_bytes()
 }
+
+/// Why a connection over the overall cap is refused.
+const OVER_TOTAL: &str = "too many open connections ([limits] max_connections); try again";
+/// Why a connection over its client's cap is refused.
+const OVER_CLIENT: &str = "too many open connections from your address \
+     ([limits] max_connections_per_address); close some, or try again";
 
 /// How long a refused connection may take to be told so, and to close.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
@@ -49,6 +56,8 @@ pub struct ConnectionLimits {
     open: Arc<AtomicUsize>,
     /// At most this many (`None`: no cap).
     max: Option<usize>,
+    /// Connections open now per client (see `client_of`), and at most this many each.
+    per_client: Option<(usize, Arc<Mutex<HashMap<IpAddr, usize>>>)>,
     /// Time to send a request's headers, and the longest idle wait between requests.
     header_timeout: Option<Duration>,
 }
@@ -59,6 +68,8 @@ impl ConnectionLimits {
         ConnectionLimits {
             open: Arc::new(AtomicUsize::new(0)),
             max: (limits.max_connections > 0).then_some(limits.max_connections),
+            per_client: (limits.max_connections_per_address > 0)
+                .then(|| (limits.max_connections_per_address, Arc::default())),
             header_timeout: (limits.header_timeout_ms > 0)
                 .then(|| Duration::from_millis(limits.header_timeout_ms)),
         }
@@ -70,12 +81,69 @@ impl ConnectionLimits {
     }
 }
 
-/// Counts one open connection until dropped.
-struct Open(Arc<AtomicUsize>);
+/// The client a connection counts against: its address, or for IPv6 its /64 (the block one
+/// host or site is usually given whole, so one client cannot pass for thousands).
+fn client_of(peer: IpAddr) -> IpAddr {
+    match peer {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(prefix))
+            }
+        },
+    }
+}
+
+/// Counts one open connection, overall and for its client, until dropped.
+struct Open {
+    open: Arc<AtomicUsize>,
+    client: Option<(IpAddr, Arc<Mutex<HashMap<IpAddr, usize>>>)>,
+}
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        if let Some((client, counts)) = &self.client {
+            let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = counts.get_mut(client) {
+                *n -= 1;
+                if *n == 0 {
+                    counts.remove(client);
+                }
+            }
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Counts a new connection from `peer`; with what it is told and closed with when it is
+    /// over a cap (it stays counted until the refusal is done).
+    fn admit(&self, peer: IpAddr) -> (Open, Option<&'static str>) {
+        let now_open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut open = Open {
+            open: Arc::clone(&self.open),
+            client: None,
+        };
+        let mut refusal = self
+            .max
+            .is_some_and(|max| now_open > max)
+            .then_some(OVER_TOTAL);
+        if let Some((max, counts)) = &self.per_client {
+            let client = client_of(peer);
+            let over = {
+                let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+                let n = counts.entry(client).or_insert(0);
+                *n += 1;
+                *n > *max
+            };
+            open.client = Some((client, Arc::clone(counts)));
+            if over {
+                refusal = refusal.or(Some(OVER_CLIENT));
+            }
+        }
+        (open, refusal)
     }
 }
 
@@ -100,21 +168,20 @@ where
 {
     loop {
         let (io, peer) = listener.accept().await;
-        let open = Open(Arc::clone(&limits.open));
-        let now_open = limits.open.fetch_add(1, Ordering::Relaxed) + 1;
-        if limits.max.is_some_and(|max| now_open > max) {
+        let (open, refusal) = limits.admit(peer.ip());
+        if let Some(why) = refusal {
             if first_refusal_this_second() {
                 tracing::warn!(
-                    "refusing connections (from {peer}, and any others this second): {} are \
-                     open ([limits] max_connections)",
-                    now_open - 1
+                    "refusing connections (from {peer}, and any others this second): {why} \
+                     ({} open)",
+                    limits.open() - 1
                 );
             }
             tokio::spawn(async move {
                 let _open = open;
                 let mut io = io;
                 let _ = tokio::time::timeout(REFUSAL_WRITE, async {
-                    io.write_all(&over_capacity()).await?;
+                    io.write_all(&over_capacity(why)).await?;
                     io.shutdown().await?;
                     // Read what the client sent until it closes too: closing a socket with
                     // unread input sends a reset, which can wipe the 503 from the client's
@@ -152,5 +219,69 @@ where
                 tracing::debug!("connection from {peer} ended: {e}");
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(total: usize, per_address: usize) -> ConnectionLimits {
+        ConnectionLimits::new(&LimitsConfig {
+            max_connections: total,
+            max_connections_per_address: per_address,
+            ..LimitsConfig::default()
+        })
+    }
+
+    #[test]
+    fn an_ipv6_client_is_its_64_and_a_mapped_ipv4_one_its_address() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff:1:2:3".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_of(a), client_of(b));
+        assert_ne!(client_of(a), client_of(c));
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert_eq!(client_of(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
+        let v4: IpAddr = "192.0.2.8".parse().unwrap();
+        assert_eq!(client_of(v4), v4);
+    }
+
+    #[test]
+    fn one_client_is_capped_and_others_are_not_and_closing_frees_its_places() {
+        let l = limits(10, 2);
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let other: IpAddr = "192.0.2.2".parse().unwrap();
+        let (a, r) = l.admit(one);
+        assert!(r.is_none());
+        let (_b, r) = l.admit(one);
+        assert!(r.is_none());
+        let (refused, r) = l.admit(one);
+        assert_eq!(r, Some(OVER_CLIENT));
+        // Another address still gets in, while the refusal is counted until it is done.
+        let (_c, r) = l.admit(other);
+        assert!(r.is_none());
+        assert_eq!(l.open(), 4);
+        drop(refused);
+        drop(a);
+        let (_d, r) = l.admit(one);
+        assert!(r.is_none());
+        // Every count goes back to nothing: no address is remembered once its last closes.
+        drop((_b, _c, _d));
+        assert_eq!(l.open(), 0);
+        let counts = l.per_client.as_ref().unwrap().1.lock().unwrap();
+        assert!(counts.is_empty(), "{counts:?}");
+    }
+
+    #[test]
+    fn the_overall_cap_is_named_first_and_zero_turns_each_cap_off() {
+        let l = limits(1, 1);
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let _a = l.admit(one);
+        assert_eq!(l.admit(one).1, Some(OVER_TOTAL));
+        let l = limits(0, 0);
+        let held: Vec<_> = (0..5000).map(|_| l.admit(one)).collect();
+        assert!(held.iter().all(|(_, r)| r.is_none()));
+        assert!(l.per_client.is_none());
     }
 }
