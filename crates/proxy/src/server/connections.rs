@@ -49,6 +49,9 @@ const OVER_CLIENT: &str = "too many open connections from your address \
 /// How long a refused connection may take to be told so, and to close.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
 
+/// Connections open now per client, shared by the event loops.
+type ClientCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
 /// The connection limits of one server, shared by its event loops.
 #[derive(Clone)]
 pub struct ConnectionLimits {
@@ -57,7 +60,7 @@ pub struct ConnectionLimits {
     /// At most this many (`None`: no cap).
     max: Option<usize>,
     /// Connections open now per client (see `client_of`), and at most this many each.
-    per_client: Option<(usize, Arc<Mutex<HashMap<IpAddr, usize>>>)>,
+    per_client: Option<(usize, ClientCounts)>,
     /// Time to send a request's headers, and the longest idle wait between requests.
     header_timeout: Option<Duration>,
 }
@@ -99,7 +102,7 @@ fn client_of(peer: IpAddr) -> IpAddr {
 /// Counts one open connection, overall and for its client, until dropped.
 struct Open {
     open: Arc<AtomicUsize>,
-    client: Option<(IpAddr, Arc<Mutex<HashMap<IpAddr, usize>>>)>,
+    client: Option<(IpAddr, ClientCounts)>,
 }
 
 impl Drop for Open {
