@@ -39,6 +39,11 @@ idle_b=$(rss b); idle_l=$(rss l)
 # hand-offs between threads cost a request.
 hz=$(getconf CLK_TCK)
 usage() { local pid; pid=$(cat $w/$1.pid); echo "$(awk '{print $14+$15}' /proc/$pid/stat) $(cat /proc/$pid/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches/{s+=$2} END{print s+0}')"; }
+# The resident set once warm (2 s of load on each local path: its Z3 workers and caches made),
+# to tell the working set from growth with requests (compare the line after the runs).
+wrk -t1 -c16 -d1s -s "$root/bench/distinct.lua" "http://127.0.0.1:18100/v1/chat/completions" -- 5 >/dev/null 2>&1
+wrk -t1 -c16 -d1s -s "$shared/post-verify.lua" "http://127.0.0.1:18100/v1/chat/completions" >/dev/null 2>&1
+warm_l=$(rss l)
 printf "%-28s %4s %10s %10s %10s %9s %9s\n" path c p50 p99 rps "cpu/req" "switch/req"
 offset=$((RANDOM * 100000 + 66))
 for c in 1 16; do
@@ -56,7 +61,7 @@ for c in 1 16; do
   done
 done
 # Memory: the local validator's Z3 heaps and findings cache grow with distinct questions.
-echo "RSS (VmRSS) idle -> after the runs: bedrock $idle_b -> $(rss b), local $idle_l -> $(rss l)"
+echo "RSS (VmRSS) idle -> after the runs: bedrock $idle_b -> $(rss b), local $idle_l -> $(rss l) (warm, after 2 s of load: $warm_l)"
 # Readers close between 5 and 10 s after their last use, and the freed pages go back 10 s
 # after the writer's connection closed.
 sleep 12

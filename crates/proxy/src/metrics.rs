@@ -39,6 +39,13 @@ pub struct LoopLabels {
     pub event_loop: String,
 }
 
+/// Labels of the refused-connections counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RefusalLabels {
+    /// The cap the connection was over: `max_connections` or `max_connections_per_address`.
+    pub cap: String,
+}
+
 /// Which latency a sample measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {
@@ -63,6 +70,7 @@ pub struct Metrics {
     verdicts: Family<VerdictLabels, Counter>,
     retries: Family<RetryLabels, Counter>,
     open_connections: Family<LoopLabels, Gauge>,
+    refused_connections: Family<RefusalLabels, Counter>,
     iterations: Histogram,
     upstream: Histogram,
     rewriter: Histogram,
@@ -114,6 +122,12 @@ impl Metrics {
             "Client connections open on each event loop (per-core runtime)",
             open_connections.clone(),
         );
+        let refused_connections = Family::<RefusalLabels, Counter>::default();
+        registry.register(
+            "refused_connections",
+            "Client connections refused with a 503 by the cap they were over ([limits])",
+            refused_connections.clone(),
+        );
         registry.register("iterations", "Validations per answer", iterations.clone());
         registry.register(
             "upstream_seconds",
@@ -147,6 +161,7 @@ impl Metrics {
             verdicts,
             retries,
             open_connections,
+            refused_connections,
             iterations,
             upstream,
             rewriter,
@@ -172,6 +187,15 @@ impl Metrics {
         self.retries
             .get_or_create(&RetryLabels {
                 llm: role.to_string(),
+            })
+            .clone()
+    }
+
+    /// The counter of connections refused for being over `cap` (the setting's name).
+    pub fn refused_connections(&self, cap: &str) -> Counter {
+        self.refused_connections
+            .get_or_create(&RefusalLabels {
+                cap: cap.to_string(),
             })
             .clone()
     }

@@ -12,17 +12,19 @@
 //! and stopped held its connection). No client of this server speaks cleartext HTTP/2.
 
 use crate::config::LimitsConfig;
+use crate::metrics::Metrics;
 use axum::extract::ConnectInfo;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::counter::Counter;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tower::ServiceExt;
 
 /// What a connection beyond a cap is told before it is closed: a 503 as the API gives one.
@@ -46,8 +48,13 @@ const OVER_TOTAL: &str = "too many open connections ([limits] max_connections); 
 const OVER_CLIENT: &str = "too many open connections from your address \
      ([limits] max_connections_per_address); close some, or try again";
 
-/// How long a refused connection may take to be told so, and to close.
+/// How long a refused connection may take to be told so.
 const REFUSAL_WRITE: Duration = Duration::from_secs(1);
+/// How long a refused connection's input is read after the 503, while the client closes.
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+/// Refusals under way at once, beyond which a connection over a cap is closed untold: their
+/// sockets are outside the caps, and a flood of them must not use up the file descriptors.
+const REFUSALS_AT_ONCE: usize = 128;
 
 /// Connections open now per client, shared by the event loops.
 type ClientCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
@@ -63,11 +70,16 @@ pub struct ConnectionLimits {
     per_client: Option<(usize, ClientCounts)>,
     /// Time to send a request's headers, and the longest idle wait between requests.
     header_timeout: Option<Duration>,
+    /// Refusals under way (see `refuse`).
+    refusing: Arc<AtomicUsize>,
+    /// Connections refused over `max`, and over the per-client cap (the server's metrics).
+    refused_total: Option<Counter>,
+    refused_client: Option<Counter>,
 }
 
 impl ConnectionLimits {
-    /// The limits `[limits]` sets (0: none).
-    pub fn new(limits: &LimitsConfig) -> ConnectionLimits {
+    /// The limits `[limits]` sets (0: none), counting refusals in `metrics`.
+    pub fn new(limits: &LimitsConfig, metrics: Option<&Metrics>) -> ConnectionLimits {
         ConnectionLimits {
             open: Arc::new(AtomicUsize::new(0)),
             max: (limits.max_connections > 0).then_some(limits.max_connections),
@@ -75,6 +87,9 @@ impl ConnectionLimits {
                 .then(|| (limits.max_connections_per_address, Arc::default())),
             header_timeout: (limits.header_timeout_ms > 0)
                 .then(|| Duration::from_millis(limits.header_timeout_ms)),
+            refusing: Arc::default(),
+            refused_total: metrics.map(|m| m.refused_connections("max_connections")),
+            refused_client: metrics.map(|m| m.refused_connections("max_connections_per_address")),
         }
     }
 
@@ -121,18 +136,15 @@ impl Drop for Open {
 }
 
 impl ConnectionLimits {
-    /// Counts a new connection from `peer`; with what it is told and closed with when it is
-    /// over a cap (it stays counted until the refusal is done).
-    fn admit(&self, peer: IpAddr) -> (Open, Option<&'static str>) {
+    /// Counts a new connection from `peer`, or, when it is over a cap, counts nothing and
+    /// says which: a refused connection must not hold a place while it is told so, or a
+    /// client could keep the server full with connections that are being refused.
+    fn admit(&self, peer: IpAddr) -> Result<Open, &'static str> {
         let now_open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         let mut open = Open {
             open: Arc::clone(&self.open),
             client: None,
         };
-        let mut refusal = self
-            .max
-            .is_some_and(|max| now_open > max)
-            .then_some(OVER_TOTAL);
         if let Some((max, counts)) = &self.per_client {
             let client = client_of(peer);
             let over = {
@@ -142,11 +154,61 @@ impl ConnectionLimits {
                 *n > *max
             };
             open.client = Some((client, Arc::clone(counts)));
-            if over {
-                refusal = refusal.or(Some(OVER_CLIENT));
+            if over && self.max.is_none_or(|max| now_open <= max) {
+                return Err(OVER_CLIENT);
             }
         }
-        (open, refusal)
+        if self.max.is_some_and(|max| now_open > max) {
+            return Err(OVER_TOTAL);
+        }
+        Ok(open)
+    }
+}
+
+impl ConnectionLimits {
+    /// Tells a connection over a cap so (a 503), unless too many refusals are under way
+    /// already: then it is closed at once.
+    fn refuse<I>(&self, io: I, peer: SocketAddr, why: &'static str)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let counter = if why == OVER_CLIENT {
+            &self.refused_client
+        } else {
+            &self.refused_total
+        };
+        if let Some(c) = counter {
+            c.inc();
+        }
+        if first_refusal_this_second() {
+            tracing::warn!(
+                "refusing connections (from {peer}, and any others this second): {why} ({} open)",
+                self.open()
+            );
+        }
+        let refusing = Arc::clone(&self.refusing);
+        if refusing.fetch_add(1, Ordering::Relaxed) >= REFUSALS_AT_ONCE {
+            refusing.fetch_sub(1, Ordering::Relaxed);
+            return;
+        }
+        tokio::spawn(async move {
+            let mut io = io;
+            let _ = tokio::time::timeout(REFUSAL_WRITE, async {
+                io.write_all(&over_capacity(why)).await?;
+                io.shutdown().await
+            })
+            .await;
+            // Read what the client sent until it closes too, for a moment: closing a socket
+            // with unread input sends a reset, which can wipe the 503 from the client's buffer
+            // before it reads it (RFC 9112, 9.6).
+            let _ = tokio::time::timeout(REFUSAL_LINGER, async {
+                let mut sink = [0u8; 4096];
+                while io.read(&mut sink).await? > 0 {}
+                std::io::Result::Ok(())
+            })
+            .await;
+            refusing.fetch_sub(1, Ordering::Relaxed);
+        });
     }
 }
 
@@ -171,32 +233,13 @@ where
 {
     loop {
         let (io, peer) = listener.accept().await;
-        let (open, refusal) = limits.admit(peer.ip());
-        if let Some(why) = refusal {
-            if first_refusal_this_second() {
-                tracing::warn!(
-                    "refusing connections (from {peer}, and any others this second): {why} \
-                     ({} open)",
-                    limits.open() - 1
-                );
+        let open = match limits.admit(peer.ip()) {
+            Ok(open) => open,
+            Err(why) => {
+                limits.refuse(io, peer, why);
+                continue;
             }
-            tokio::spawn(async move {
-                let _open = open;
-                let mut io = io;
-                let _ = tokio::time::timeout(REFUSAL_WRITE, async {
-                    io.write_all(&over_capacity(why)).await?;
-                    io.shutdown().await?;
-                    // Read what the client sent until it closes too: closing a socket with
-                    // unread input sends a reset, which can wipe the 503 from the client's
-                    // buffer before it reads it (RFC 9112, 9.6).
-                    let mut sink = [0u8; 4096];
-                    while io.read(&mut sink).await? > 0 {}
-                    std::io::Result::Ok(())
-                })
-                .await;
-            });
-            continue;
-        }
+        };
         // Handlers read the client's address (`ConnectInfo`), as with axum's `serve`.
         let service =
             router
@@ -230,11 +273,14 @@ mod tests {
     use super::*;
 
     fn limits(total: usize, per_address: usize) -> ConnectionLimits {
-        ConnectionLimits::new(&LimitsConfig {
-            max_connections: total,
-            max_connections_per_address: per_address,
-            ..LimitsConfig::default()
-        })
+        ConnectionLimits::new(
+            &LimitsConfig {
+                max_connections: total,
+                max_connections_per_address: per_address,
+                ..LimitsConfig::default()
+            },
+            None,
+        )
     }
 
     #[test]
@@ -251,40 +297,41 @@ mod tests {
     }
 
     #[test]
-    fn one_client_is_capped_and_others_are_not_and_closing_frees_its_places() {
+    fn one_client_is_capped_and_others_are_not_and_a_refusal_holds_no_place() {
         let l = limits(10, 2);
         let one: IpAddr = "192.0.2.1".parse().unwrap();
         let other: IpAddr = "192.0.2.2".parse().unwrap();
-        let (a, r) = l.admit(one);
-        assert!(r.is_none());
-        let (_b, r) = l.admit(one);
-        assert!(r.is_none());
-        let (refused, r) = l.admit(one);
-        assert_eq!(r, Some(OVER_CLIENT));
-        // Another address still gets in, while the refusal is counted until it is done.
-        let (_c, r) = l.admit(other);
-        assert!(r.is_none());
-        assert_eq!(l.open(), 4);
-        drop(refused);
+        let a = l.admit(one).unwrap();
+        let b = l.admit(one).unwrap();
+        assert_eq!(l.admit(one).err(), Some(OVER_CLIENT));
+        assert_eq!(l.admit(one).err(), Some(OVER_CLIENT));
+        // The refusals counted nothing: another address gets in, and one place freed by the
+        // client is its own again.
+        let c = l.admit(other).unwrap();
+        assert_eq!(l.open(), 3);
         drop(a);
-        let (_d, r) = l.admit(one);
-        assert!(r.is_none());
+        let d = l.admit(one).unwrap();
         // Every count goes back to nothing: no address is remembered once its last closes.
-        drop((_b, _c, _d));
+        drop((b, c, d));
         assert_eq!(l.open(), 0);
         let counts = l.per_client.as_ref().unwrap().1.lock().unwrap();
         assert!(counts.is_empty(), "{counts:?}");
     }
 
     #[test]
-    fn the_overall_cap_is_named_first_and_zero_turns_each_cap_off() {
+    fn the_overall_cap_is_named_when_both_are_over_and_zero_turns_each_cap_off() {
         let l = limits(1, 1);
         let one: IpAddr = "192.0.2.1".parse().unwrap();
-        let _a = l.admit(one);
-        assert_eq!(l.admit(one).1, Some(OVER_TOTAL));
+        let _a = l.admit(one).unwrap();
+        assert_eq!(l.admit(one).err(), Some(OVER_TOTAL));
+        assert_eq!(
+            l.admit("192.0.2.9".parse().unwrap()).err(),
+            Some(OVER_TOTAL)
+        );
+        assert_eq!(l.open(), 1);
         let l = limits(0, 0);
         let held: Vec<_> = (0..5000).map(|_| l.admit(one)).collect();
-        assert!(held.iter().all(|(_, r)| r.is_none()));
+        assert!(held.iter().all(Result::is_ok));
         assert!(l.per_client.is_none());
     }
 }

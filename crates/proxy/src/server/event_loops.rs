@@ -194,7 +194,7 @@ pub async fn serve(
     let (mut listeners, handles) = loops(count, local, &app.metrics);
     // One router for all loops: its limits (rate per key, requests in flight) are the server's,
     // not each loop's.
-    let limits = super::connections::ConnectionLimits::new(&app.config.limits);
+    let limits = super::connections::ConnectionLimits::new(&app.config.limits, Some(&app.metrics));
     let router = super::router(app);
     let first = listeners.remove(0);
     for (i, listener) in listeners.into_iter().enumerate() {

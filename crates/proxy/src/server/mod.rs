@@ -481,7 +481,7 @@ fn start_background(app: &Arc<App>) {
 /// Serves on the current runtime until the process is stopped.
 pub async fn serve(app: Arc<App>, listener: tokio::net::TcpListener) -> std::io::Result<()> {
     start_background(&app);
-    let limits = connections::ConnectionLimits::new(&app.config.limits);
+    let limits = connections::ConnectionLimits::new(&app.config.limits, Some(&app.metrics));
     connections::serve_on(listener, router(app), limits).await
 }
 
