@@ -13,7 +13,10 @@ bin=$target/release/proofgate; echo_bin=$target/release/examples/echo_translator
 for port in 18090 18092 18100 18101; do
   if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then echo "port $port is in use: stop what listens there first"; exit 1; fi
 done
-w=$(mktemp -d); trap 'kill $(cat $w/*.pid 2>/dev/null) 2>/dev/null; sleep 1; kill -9 $(cat $w/*.pid 2>/dev/null) 2>/dev/null; rm -rf $w' EXIT
+# On the way out, a proxy that is no longer running is reported with its log (a crash must
+# not pass for a slow cell).
+gone() { for c in b l; do [ -f $w/$c.pid ] && ! kill -0 "$(cat $w/$c.pid)" 2>/dev/null && { echo "== proofgate ($c) had stopped:"; tail -20 $w/$c.log; }; done; return 0; }
+w=$(mktemp -d); trap 'gone; kill $(cat $w/*.pid 2>/dev/null) 2>/dev/null; sleep 1; kill -9 $(cat $w/*.pid 2>/dev/null) 2>/dev/null; rm -rf $w' EXIT
 cp "$shared/nginx-verify.conf" "$w/nginx.conf"
 python3 "$root/bench/cite-turn-one.py" "$w/nginx.conf" || exit 1
 nginx -p "$w" -c "$w/nginx.conf" || exit 1

@@ -51,6 +51,25 @@ def openai_checks(url):
     check(names == ["lookup_visitor_age"], f"streamed tool calls {names}")
     print("openai tool call, streaming: lookup_visitor_age")
 
+    # 1b. A request that forces a tool call: its arguments would be the answer, unverified, so
+    #     a clear 400 (structured-output libraries force one to get an answer as arguments).
+    try:
+        client.chat.completions.create(model="m", messages=first, tools=TOOLS, tool_choice={
+            "type": "function", "function": {"name": "lookup_visitor_age"}})
+        raise AssertionError("a forced tool call was accepted")
+    except openai.BadRequestError as e:
+        check(e.body["code"] == "forced_tool_call", f"body {e.body}")
+        print("openai forced tool_choice: 400 forced_tool_call")
+
+    # 1c. The upstream calls a tool the request never offered: refused, not passed to the app.
+    try:
+        client.chat.completions.create(model="m", tools=TOOLS, messages=[
+            {"role": "user", "content": "foreign-tool-case: which age class am I in?"}])
+        raise AssertionError("a call of a tool not offered was returned")
+    except openai.APIStatusError as e:
+        check(e.status_code == 502 and "transfer_funds" in str(e.body), f"{e.status_code} {e.body}")
+        print("openai call of a tool not offered: 502")
+
     # 2. The follow-up with the tool result is answered and verified.
     follow = first + [
         {"role": "assistant", "content": None, "tool_calls": [call.model_dump()]},
@@ -140,6 +159,14 @@ def openai_checks(url):
     check(resp.output[0].type == "function_call" and resp.output[0].name == "lookup_visitor_age",
           f"{resp.output}")
     print("openai responses function call: passed through")
+    try:
+        client.responses.create(model="m", input="tool-case: which age class am I in?", tool_choice="required",
+                                tools=[{"type": "function", "name": "lookup_visitor_age",
+                                        "parameters": {"type": "object", "properties": {}}}])
+        raise AssertionError("a forced Responses function call was accepted")
+    except openai.BadRequestError as e:
+        check("forces a tool call" in str(e), str(e))
+        print("openai responses tool_choice required: 400")
 
 
 def anthropic_checks(url):
@@ -171,6 +198,13 @@ def anthropic_checks(url):
     use = [b for b in msg.content if b.type == "tool_use"]
     check(msg.stop_reason == "tool_use" and use and use[0].name == "lookup_visitor_age", f"{msg}")
     print("anthropic tool use: TOOL_CALL lookup_visitor_age")
+    try:
+        client.messages.create(model="claude-test", max_tokens=200, system=SYSTEM, messages=first,
+                               tools=tools, tool_choice={"type": "tool", "name": "lookup_visitor_age"})
+        raise AssertionError("a forced tool use was accepted")
+    except anthropic.BadRequestError as e:
+        check("forces a tool call" in str(e), str(e))
+        print("anthropic forced tool_choice: 400")
 
     with client.messages.stream(model="claude-test", max_tokens=200, system=SYSTEM,
                                 messages=first, tools=tools) as stream:

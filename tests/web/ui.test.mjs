@@ -79,6 +79,8 @@ test('answer follow-up questions in place and get a VALID answer', async () => {
   threads.q2 = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
   assert.match(await page.locator('.thread-meta').textContent(), /awaiting input/);
   assert.match(await form.textContent(), /Is your visit in the low season\?.*Will you pay part of the fee with park credits\?/s);
+  // The questions are the LLM's words: the form says they are not verified.
+  assert.match(await form.locator('[data-notice=questions]').textContent(), /not verified against the policy/);
   // The debug panel shows the SATISFIABLE finding's two scenarios side by side, differences marked.
   const sat = page.locator('.debug .finding[data-kind=SATISFIABLE]');
   assert.equal(await sat.count(), 1);

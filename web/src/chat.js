@@ -150,6 +150,12 @@ function processingView() {
       statusChip('processing'), ' The server is generating, validating and rewriting the answer… ', elapsed));
 }
 
+// Follow-up questions are the rewriting LLM's words, checked by nothing (a question can carry
+// a claim): said wherever they are shown, as the API's chat text says it.
+function questionsNotice() {
+  return h('p', { class: 'muted small', 'data-notice': 'questions' }, 'These questions are not verified against the policy; only the answer that follows is.');
+}
+
 function questionsForm(thread) {
   const qs = thread.pending?.questions || [];
   const inputs = qs.map((q, i) => h('input', { type: 'text', id: `fq-${i}`, name: `fq-${i}`, autocomplete: 'off' }));
@@ -181,6 +187,7 @@ function questionsForm(thread) {
   const form = h('form', { class: 'followup msg bot', 'aria-labelledby': 'fq-title' },
     h('h3', { id: 'fq-title' }, 'The assistant needs a few facts to answer'),
     qs.map((q, i) => h('div', { class: 'field' }, h('label', { for: `fq-${i}` }, q), inputs[i])),
+    questionsNotice(),
     h('div', { class: 'actions' },
       h('button', { type: 'submit', class: 'primary', disabled: busy ? true : null, 'data-action': 'send-answers' }, busy ? 'Processing…' : 'Send answers'),
       h('button', { type: 'button', onclick: () => send(true), disabled: busy ? true : null, 'data-action': 'skip' }, 'Skip questions')),
@@ -194,7 +201,8 @@ function conversation(thread, showProof) {
   const o = thread.outcome;
   const msgs = [h('div', { class: 'msg user' }, h('div', { class: 'who' }, 'You'), thread.question)];
   for (const c of thread.clarifications || []) {
-    msgs.push(h('div', { class: 'msg bot' }, h('div', { class: 'who' }, 'Assistant'), h('p', {}, 'Before answering, I need to know:'), h('ol', {}, c.questions.map((q) => h('li', {}, q)))));
+    msgs.push(h('div', { class: 'msg bot' }, h('div', { class: 'who' }, 'Assistant'), h('p', {}, 'Before answering, I need to know:'), h('ol', {}, c.questions.map((q) => h('li', {}, q))),
+      questionsNotice()));
     if (c.response?.status === 'ANSWERED') msgs.push(h('div', { class: 'msg user' }, h('div', { class: 'who' }, 'You'), h('ol', {}, c.response.answers.map((a) => h('li', {}, a)))));
     else if (c.response) msgs.push(h('div', { class: 'msg user muted' }, c.response.status === 'SKIPPED' ? 'Skipped the questions.' : 'The questions timed out.'));
   }

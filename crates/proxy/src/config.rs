@@ -599,6 +599,12 @@ pub struct LoopConfig {
     /// After this long without answers, the questions count as skipped.
     #[serde(default = "default_question_timeout_secs")]
     pub question_timeout_secs: u64,
+    /// Whether a request may force a tool call (`tool_choice` "required" or naming a tool):
+    /// the call's arguments are then the model's answer, which is not verified. Off: such a
+    /// request gets a 400. A free choice (`auto`) is always allowed: the app runs the tools
+    /// it asked for and the answer that follows is verified.
+    #[serde(default)]
+    pub allow_forced_tool_calls: bool,
 }
 
 impl Default for LoopConfig {
@@ -607,6 +613,7 @@ impl Default for LoopConfig {
             max_iterations: default_max_iterations(),
             allow_questions: true,
             question_timeout_secs: default_question_timeout_secs(),
+            allow_forced_tool_calls: false,
         }
     }
 }

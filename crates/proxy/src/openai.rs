@@ -232,6 +232,59 @@ impl ChatRequest {
         turns
     }
 
+    /// How the request forces the model to call a tool, if it does: `tool_choice` `"required"`
+    /// or naming a tool (Anthropic's `any` and `tool`, and the Responses API's forms, arrive
+    /// here as these), or the legacy `function_call` naming a function. A forced call is an
+    /// answer given as arguments, which is how structured-output libraries ask for one.
+    pub fn forced_tool_call(&self) -> Option<String> {
+        let name = |v: &Value| {
+            ["/function/name", "/name", "/custom/name"]
+                .iter()
+                .find_map(|p| v.pointer(p).and_then(Value::as_str))
+                .map_or_else(|| "a tool".to_string(), |n| format!("`{n}`"))
+        };
+        match self.body.get("tool_choice") {
+            Some(Value::String(s)) if s == "required" => {
+                return Some("tool_choice \"required\"".into())
+            }
+            // `allowed_tools` in mode "auto" leaves the model free to answer in text.
+            Some(c @ Value::Object(o))
+                if !(o.get("type").and_then(Value::as_str) == Some("allowed_tools")
+                    && c.pointer("/allowed_tools/mode").and_then(Value::as_str)
+                        == Some("auto")) =>
+            {
+                return Some(format!("tool_choice naming {}", name(c)));
+            }
+            _ => {}
+        }
+        match self.body.get("function_call") {
+            Some(f @ Value::Object(_)) => Some(format!("function_call naming {}", name(f))),
+            _ => None,
+        }
+    }
+
+    /// The names of the tools the request offers (`tools`, and the legacy `functions`).
+    pub fn offered_tools(&self) -> std::collections::BTreeSet<String> {
+        let tools = self.body.get("tools").and_then(Value::as_array);
+        let functions = self.body.get("functions").and_then(Value::as_array);
+        tools
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                t.pointer("/function/name")
+                    .or_else(|| t.pointer("/custom/name"))
+            })
+            .chain(
+                functions
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|f| f.get("name")),
+            )
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    }
+
     /// The request as kept with the thread for the rewriter: everything but the tools (the
     /// rewriter is never offered them) and streaming.
     pub fn for_rewriter(&self) -> Value {
@@ -628,6 +681,54 @@ mod tests {
             {"role": "user", "content": "hi"}, {"role": "system", "content": "x"}]}))
         .unwrap();
         assert!(r.starts_with("messages[1] has role `system`"), "{r}");
+    }
+
+    #[test]
+    fn forced_tool_calls_are_told_from_a_free_choice() {
+        let req = |extra: Value| {
+            let mut body = json!({"messages": [{"role": "user", "content": "q"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            ChatRequest::parse(body).unwrap()
+        };
+        for free in [
+            json!({}),
+            json!({"tool_choice": "auto"}),
+            json!({"tool_choice": "none"}),
+            json!({"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}}),
+            json!({"function_call": "auto"}),
+        ] {
+            assert_eq!(req(free.clone()).forced_tool_call(), None, "{free}");
+        }
+        for (forced, says) in [
+            (json!({"tool_choice": "required"}), "\"required\""),
+            (
+                json!({"tool_choice": {"type": "function", "function": {"name": "Answer"}}}),
+                "`Answer`",
+            ),
+            (
+                json!({"tool_choice": {"type": "custom", "custom": {"name": "Free"}}}),
+                "`Free`",
+            ),
+            (
+                json!({"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}}),
+                "a tool",
+            ),
+            (json!({"function_call": {"name": "Answer"}}), "`Answer`"),
+        ] {
+            let got = req(forced.clone()).forced_tool_call();
+            assert!(
+                got.as_deref().is_some_and(|g| g.contains(says)),
+                "{forced}: {got:?}"
+            );
+        }
+        let offered = req(json!({
+            "tools": [{"type": "function", "function": {"name": "a"}}, {"type": "custom", "custom": {"name": "b"}}],
+            "functions": [{"name": "c"}]
+        }))
+        .offered_tools();
+        assert_eq!(offered.into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
     }
 
     #[test]

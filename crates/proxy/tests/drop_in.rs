@@ -49,6 +49,8 @@ fn script() -> Value {
         {"match": ["DECISION", "rewrite-case"], "status": 429, "times": 1, "reply": "slow down"},
         {"match": ["DECISION", "rewrite-case"], "reply": format!("DECISION: REWRITE\nANSWER: {SENIOR}")},
         // The chatbot (OpenAI- and Anthropic-shaped).
+        {"match": "foreign-tool-case", "reply": "",
+         "tool_calls": [{"id": "call_pay1", "name": "transfer_funds", "arguments": {"amount": 100}}]},
         {"match": "tool-case", "unless": ["visitor age is 70"], "reply": "",
          "tool_calls": [{"id": "call_age1", "name": "lookup_visitor_age", "arguments": {}}]},
         {"match": "earlier-case", "reply": "Then your age class is senior."},
@@ -232,4 +234,74 @@ async fn an_anthropic_rewriter_rewrites_after_a_tool_call() {
         );
         assert!(text.contains("visitor age is 70"), "{text}");
     }
+}
+
+/// A request that forces a tool call is refused by default (the 400 is the Python clients'
+/// check); with `[loop] allow_forced_tool_calls` the forced call passes through, unverified and
+/// marked TOOL_CALL, and a call of a tool the request did not offer is still refused.
+#[tokio::test]
+async fn forced_tool_calls_pass_only_when_the_operator_allows_them() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let url = llm.url();
+    let ask = |proxy: &Proxy, question: &str, tool_choice: Value| {
+        let url = format!("{}/v1/chat/completions", proxy.url);
+        let body = json!({
+            "model": "m",
+            "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
+                       "parameters": {"type": "object", "properties": {}}}}],
+            "tool_choice": tool_choice,
+            "messages": [{"role": "user", "content": question}]});
+        async move {
+            let resp = reqwest::Client::new()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            let verdict = resp
+                .headers()
+                .get("x-proofgate-verdict")
+                .map(|v| v.to_str().unwrap().to_string());
+            (status, verdict, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let forced = json!({"type": "function", "function": {"name": "lookup_visitor_age"}});
+    let refusing = Proxy::start(
+        "forced-tools-refused",
+        &config(&format!("{url}/v1"), "", ""),
+    );
+    let (status, _, body) = ask(&refusing, "tool-case: my age class?", forced.clone()).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "forced_tool_call", "{body}");
+    let allowing = Proxy::start(
+        "forced-tools-allowed",
+        &config(
+            &format!("{url}/v1"),
+            "",
+            "[loop]\nallow_forced_tool_calls = true\n",
+        ),
+    );
+    let (status, verdict, body) = ask(&allowing, "tool-case: my age class?", forced).await;
+    assert_eq!(
+        (status, verdict.as_deref()),
+        (200, Some("TOOL_CALL")),
+        "{body}"
+    );
+    assert_eq!(
+        body["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "lookup_visitor_age",
+        "{body}"
+    );
+    assert_eq!(body["proofgate"]["verified"], false, "{body}");
+    let (status, _, body) = ask(
+        &allowing,
+        "foreign-tool-case: my age class?",
+        json!("required"),
+    )
+    .await;
+    assert_eq!(status, 502, "{body}");
+    assert!(
+        body.to_string().contains("did not offer") && body.to_string().contains("transfer_funds"),
+        "{body}"
+    );
 }

@@ -247,6 +247,13 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
     assert!(r.content().contains("Is your visit in the low season?"));
+    // The questions are the rewriting LLM's words: the reader is told they are not verified.
+    assert!(
+        r.content()
+            .ends_with("[proofgate: these questions are not verified against the policy; only the answer that follows is]"),
+        "{}",
+        r.content()
+    );
     assert_eq!(
         r.body["proofgate"]["questions"].as_array().unwrap().len(),
         2

@@ -424,6 +424,7 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
         "loop": {
             "maxIterations": c.rewrite_loop.max_iterations,
             "allowQuestions": c.rewrite_loop.allow_questions,
+            "allowForcedToolCalls": c.rewrite_loop.allow_forced_tool_calls,
             "questionTimeoutSecs": c.rewrite_loop.question_timeout_secs,
         },
         "failureMode": format!("{:?}", c.failure_mode).to_lowercase(),

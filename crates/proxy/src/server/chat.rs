@@ -62,15 +62,22 @@ pub(crate) struct Answered {
     pub usage_chunk: bool,
 }
 
-/// The text shown in the chat when follow-up questions are needed.
+/// The text shown in the chat when follow-up questions are needed. The questions are the
+/// rewriting LLM's words, checked by nothing: a question can carry a claim ("Since seniors
+/// enter free, are you over 65?"), so the reader is told, as with every other unverified text.
 fn questions_text(questions: &[String]) -> String {
     let mut text = String::from("To answer this precisely I need a little more information:\n");
     for (i, q) in questions.iter().enumerate() {
         text.push_str(&format!("{}. {q}\n", i + 1));
     }
     text.push_str("\n(Reply with your answers, or \"skip\" to get an answer without them.)");
+    text.push_str(&format!("\n\n[proofgate: {QUESTIONS_NOTICE}]"));
     text
 }
+
+/// What a message of follow-up questions says about them.
+pub(crate) const QUESTIONS_NOTICE: &str =
+    "these questions are not verified against the policy; only the answer that follows is";
 
 /// What an IMPOSSIBLE outcome's text is: the rewriter's explanation, confirmed only in that the
 /// question's facts contradict the policy. An IMPOSSIBLE finding checks none of its pair's
@@ -212,6 +219,21 @@ async fn start_thread(
         .then(|| headers.get(axum::http::header::AUTHORIZATION))
         .flatten()
         .and_then(|v| v.to_str().ok());
+    if let Some(how) = req.forced_tool_call() {
+        if !app.config.rewrite_loop.allow_forced_tool_calls {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "forced_tool_call",
+                format!(
+                    "the request forces a tool call ({how}): the call's arguments would be the \
+                     answer, and proofgate verifies answers given as text only. Let the model \
+                     choose (tool_choice \"auto\"), or set [loop] allow_forced_tool_calls = \
+                     true to pass forced calls through unverified (x-proofgate-verdict: \
+                     TOOL_CALL)"
+                ),
+            ));
+        }
+    }
     let started = Instant::now();
     let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
     waits.upstream += started.elapsed();
@@ -223,7 +245,24 @@ async fn start_thread(
     let (upstream, native) = upstream.map_err(|e| upstream_error(e, client_credentials))?;
     let reply = match tool_call_of(&upstream) {
         // Not an answer: recorded, and returned as it came once the thread has ended.
-        Some(call) => ChatbotReply::ToolCall(call),
+        Some(call) => {
+            // A call of a tool the app did not offer is no reply to this request (a model
+            // steered by text in the conversation, or a misbehaving endpoint): the app would
+            // run, or show, what it never asked for.
+            let offered = req.offered_tools();
+            if let Some(c) = call.calls.iter().find(|c| !offered.contains(&c.name)) {
+                return Err(ApiError::new(
+                    StatusCode::BAD_GATEWAY,
+                    "upstream_error",
+                    format!(
+                        "the upstream LLM called a tool the request did not offer ({:?}); \
+                         nothing was returned",
+                        c.name
+                    ),
+                ));
+            }
+            ChatbotReply::ToolCall(call)
+        }
         None => {
             let answer = completion_text(&upstream).unwrap_or_default();
             if answer.trim().is_empty() {
@@ -632,6 +671,16 @@ pub async fn chat_completions(
 #[cfg(test)]
 mod notice_tests {
     use super::*;
+
+    #[test]
+    fn follow_up_questions_go_out_with_a_notice() {
+        let text = questions_text(&["Are you over 65?".into()]);
+        assert!(text.contains("1. Are you over 65?\n"), "{text}");
+        assert!(
+            text.ends_with(&format!("[proofgate: {QUESTIONS_NOTICE}]")),
+            "{text}"
+        );
+    }
 
     #[test]
     fn only_a_plain_valid_answer_goes_out_without_a_notice() {

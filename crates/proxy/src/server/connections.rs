@@ -114,6 +114,22 @@ fn client_of(peer: IpAddr) -> IpAddr {
     }
 }
 
+/// Whether `ip` is reachable from the internet (not loopback, private or link-local).
+fn is_public(ip: IpAddr) -> bool {
+    let ip = match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    };
+    match ip {
+        IpAddr::V4(v4) => !(v4.is_loopback() || v4.is_private() || v4.is_link_local()),
+        IpAddr::V6(v6) => {
+            // Unique local (fc00::/7) and link-local (fe80::/10) addresses.
+            let first = v6.segments()[0];
+            !(v6.is_loopback() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80)
+        }
+    }
+}
+
 /// Counts one open connection, overall and for its client, until dropped.
 struct Open {
     open: Arc<AtomicUsize>,
@@ -181,8 +197,17 @@ impl ConnectionLimits {
             c.inc();
         }
         if first_refusal_this_second() {
+            // Every client of a server behind a load balancer or TLS terminator shares the
+            // balancer's (usually private) address: say what to change.
+            let hint = if why == OVER_CLIENT && !is_public(peer.ip()) {
+                "; this address is loopback or private: if it is a load balancer's, raise \
+                 [limits] max_connections_per_address or set it to 0"
+            } else {
+                ""
+            };
             tracing::warn!(
-                "refusing connections (from {peer}, and any others this second): {why} ({} open)",
+                "refusing connections (from {peer}, and any others this second): {why} ({} \
+                 open){hint}",
                 self.open()
             );
         }
@@ -294,6 +319,26 @@ mod tests {
         assert_eq!(client_of(mapped), "192.0.2.7".parse::<IpAddr>().unwrap());
         let v4: IpAddr = "192.0.2.8".parse().unwrap();
         assert_eq!(client_of(v4), v4);
+    }
+
+    #[test]
+    fn loopback_private_and_link_local_addresses_are_not_public() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.1.1",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["192.0.2.1", "8.8.8.8", "2001:db8::1", "::ffff:8.8.8.8"] {
+            assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
     }
 
     #[test]
