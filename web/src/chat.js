@@ -153,7 +153,7 @@ function processingView() {
 // Follow-up questions are the rewriting LLM's words, checked by nothing (a question can carry
 // a claim): said wherever they are shown, as the API's chat text says it.
 function questionsNotice() {
-  return h('p', { class: 'muted small', 'data-notice': 'questions' }, 'These questions are not verified against the policy; only the answer that follows is.');
+  return h('p', { class: 'muted small', 'data-notice': 'questions' }, 'These questions are not verified against the policy; the answer that follows is checked, and marked if it could not be verified.');
 }
 
 function questionsForm(thread) {

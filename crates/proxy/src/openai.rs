@@ -232,48 +232,57 @@ impl ChatRequest {
         turns
     }
 
-    /// How the request forces the model to call a tool, if it does: `tool_choice` `"required"`
-    /// or naming a tool (Anthropic's `any` and `tool`, and the Responses API's forms, arrive
-    /// here as these), or the legacy `function_call` naming a function. A forced call is an
+    /// How the request forces the model to call a tool, if it does. Only the choices known to
+    /// leave the model free are let by: no `tool_choice`, `"auto"`, `"none"`, or
+    /// `allowed_tools` in mode `auto` (in the Chat Completions or the Responses form), and no
+    /// legacy `function_call` but `"auto"` or `"none"`. Anything else (`"required"`, a tool
+    /// named, Mistral's `"any"`, a spelling unknown here) counts as forcing: a forced call is an
     /// answer given as arguments, which is how structured-output libraries ask for one.
+    /// Anthropic's `any` and `tool` arrive here as `"required"` and a named function.
     pub fn forced_tool_call(&self) -> Option<String> {
-        let name = |v: &Value| {
-            ["/function/name", "/name", "/custom/name"]
+        let free_string = |v: &Value| matches!(v.as_str(), Some("auto" | "none"));
+        let describe = |what: &str, v: &Value| {
+            let name = ["/function/name", "/name", "/custom/name"]
                 .iter()
-                .find_map(|p| v.pointer(p).and_then(Value::as_str))
-                .map_or_else(|| "a tool".to_string(), |n| format!("`{n}`"))
+                .find_map(|p| v.pointer(p).and_then(Value::as_str));
+            match (v, name) {
+                (Value::String(s), _) => format!("{what} {s:?}"),
+                (_, Some(n)) => format!("{what} naming `{n}`"),
+                (_, None) => format!(
+                    "{what} of type {}",
+                    v.get("type")
+                        .map_or_else(|| v.to_string(), Value::to_string)
+                ),
+            }
         };
         match self.body.get("tool_choice") {
-            Some(Value::String(s)) if s == "required" => {
-                return Some("tool_choice \"required\"".into())
-            }
-            // `allowed_tools` in mode "auto" leaves the model free to answer in text.
-            Some(c @ Value::Object(o))
-                if !(o.get("type").and_then(Value::as_str) == Some("allowed_tools")
-                    && c.pointer("/allowed_tools/mode").and_then(Value::as_str)
-                        == Some("auto")) =>
-            {
-                return Some(format!("tool_choice naming {}", name(c)));
-            }
-            _ => {}
+            None | Some(Value::Null) => {}
+            Some(c) if free_string(c) => {}
+            Some(c)
+                if c.get("type").and_then(Value::as_str) == Some("allowed_tools")
+                    && [c.pointer("/allowed_tools/mode"), c.get("mode")]
+                        .into_iter()
+                        .flatten()
+                        .all(free_string)
+                    && (c.pointer("/allowed_tools/mode").is_some() || c.get("mode").is_some()) => {}
+            Some(c) => return Some(describe("tool_choice", c)),
         }
         match self.body.get("function_call") {
-            Some(f @ Value::Object(_)) => Some(format!("function_call naming {}", name(f))),
-            _ => None,
+            None | Some(Value::Null) => None,
+            Some(f) if free_string(f) => None,
+            Some(f) => Some(describe("function_call", f)),
         }
     }
 
-    /// The names of the tools the request offers (`tools`, and the legacy `functions`).
+    /// The names of the function tools the request offers (`tools`, and the legacy
+    /// `functions`): the calls proofgate passes on (a custom tool's call is not one).
     pub fn offered_tools(&self) -> std::collections::BTreeSet<String> {
         let tools = self.body.get("tools").and_then(Value::as_array);
         let functions = self.body.get("functions").and_then(Value::as_array);
         tools
             .into_iter()
             .flatten()
-            .filter_map(|t| {
-                t.pointer("/function/name")
-                    .or_else(|| t.pointer("/custom/name"))
-            })
+            .filter_map(|t| t.pointer("/function/name"))
             .chain(
                 functions
                     .into_iter()
@@ -320,12 +329,18 @@ fn tool_calls_of_message(message: &Value) -> Option<Vec<ToolCall>> {
             None => String::new(),
         },
     };
+    // Every entry counts: one that is not a function call (a custom tool's, or of a shape
+    // unknown here) has no name, so it is never a tool the request offered, and a reply
+    // carrying it is refused rather than passed on beside the calls that were checked.
     let mut calls: Vec<ToolCall> = message
         .get("tool_calls")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
-        .filter_map(|c| c.get("function").map(|f| call(c.get("id"), f)))
+        .map(|c| match c.get("function") {
+            Some(f) => call(c.get("id"), f),
+            None => call(c.get("id"), &Value::Null),
+        })
         .collect();
     if let Some(f) = message.get("function_call").filter(|f| f.is_object()) {
         calls.push(call(None, f));
@@ -694,10 +709,14 @@ mod tests {
         };
         for free in [
             json!({}),
+            json!({"tool_choice": null}),
             json!({"tool_choice": "auto"}),
             json!({"tool_choice": "none"}),
             json!({"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "auto", "tools": []}}}),
+            // The Responses API's form, passed on as it is.
+            json!({"tool_choice": {"type": "allowed_tools", "mode": "auto", "tools": []}}),
             json!({"function_call": "auto"}),
+            json!({"function_call": "none"}),
         ] {
             assert_eq!(req(free.clone()).forced_tool_call(), None, "{free}");
         }
@@ -713,9 +732,26 @@ mod tests {
             ),
             (
                 json!({"tool_choice": {"type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": []}}}),
-                "a tool",
+                "allowed_tools",
             ),
             (json!({"function_call": {"name": "Answer"}}), "`Answer`"),
+            // Spellings not known to be free count as forcing: Mistral's "any", a bare name,
+            // another case, a hosted tool's choice.
+            (json!({"tool_choice": "any"}), "\"any\""),
+            (json!({"tool_choice": "Auto"}), "\"Auto\""),
+            (json!({"function_call": "Answer"}), "\"Answer\""),
+            (
+                json!({"tool_choice": {"type": "web_search_preview"}}),
+                "web_search_preview",
+            ),
+            (
+                json!({"tool_choice": {"type": "allowed_tools", "mode": "required"}}),
+                "allowed_tools",
+            ),
+            (
+                json!({"tool_choice": {"type": "allowed_tools"}}),
+                "allowed_tools",
+            ),
         ] {
             let got = req(forced.clone()).forced_tool_call();
             assert!(
@@ -728,7 +764,19 @@ mod tests {
             "functions": [{"name": "c"}]
         }))
         .offered_tools();
-        assert_eq!(offered.into_iter().collect::<Vec<_>>(), ["a", "b", "c"]);
+        assert_eq!(offered.into_iter().collect::<Vec<_>>(), ["a", "c"]);
+        // A reply's call that is not a function call has no name, so it is never offered.
+        let reply = json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "2", "type": "custom", "custom": {"name": "b", "input": "x"}}
+        ]}}]});
+        let names: Vec<String> = tool_call_of(&reply)
+            .unwrap()
+            .calls
+            .into_iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, ["a", ""]);
     }
 
     #[test]

@@ -250,7 +250,7 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     // The questions are the rewriting LLM's words: the reader is told they are not verified.
     assert!(
         r.content()
-            .ends_with("[proofgate: these questions are not verified against the policy; only the answer that follows is]"),
+            .ends_with("[proofgate: these questions are not verified against the policy; the answer that follows is checked, and marked if it could not be verified]"),
         "{}",
         r.content()
     );

@@ -76,8 +76,8 @@ fn questions_text(questions: &[String]) -> String {
 }
 
 /// What a message of follow-up questions says about them.
-pub(crate) const QUESTIONS_NOTICE: &str =
-    "these questions are not verified against the policy; only the answer that follows is";
+pub(crate) const QUESTIONS_NOTICE: &str = "these questions are not verified against the policy; \
+     the answer that follows is checked, and marked if it could not be verified";
 
 /// What an IMPOSSIBLE outcome's text is: the rewriter's explanation, confirmed only in that the
 /// question's facts contradict the policy. An IMPOSSIBLE finding checks none of its pair's
@@ -227,9 +227,8 @@ async fn start_thread(
                 format!(
                     "the request forces a tool call ({how}): the call's arguments would be the \
                      answer, and proofgate verifies answers given as text only. Let the model \
-                     choose (tool_choice \"auto\"), or set [loop] allow_forced_tool_calls = \
-                     true to pass forced calls through unverified (x-proofgate-verdict: \
-                     TOOL_CALL)"
+                     choose (tool_choice auto), or set [loop] allow_forced_tool_calls = true to \
+                     pass forced calls through unverified (x-proofgate-verdict: TOOL_CALL)"
                 ),
             ));
         }
@@ -251,14 +250,21 @@ async fn start_thread(
             // run, or show, what it never asked for.
             let offered = req.offered_tools();
             if let Some(c) = call.calls.iter().find(|c| !offered.contains(&c.name)) {
+                let what = if c.name.is_empty() {
+                    "a tool call that is not a function call (only function calls are passed on)"
+                        .to_string()
+                } else {
+                    format!("a tool the request did not offer ({:?})", c.name)
+                };
+                // Worth an operator's look: a model steered by text in the conversation
+                // reaching for tools, or an endpoint that is not the one configured.
+                tracing::warn!(
+                    "the upstream LLM made {what}; offered: {offered:?}; refused with a 502"
+                );
                 return Err(ApiError::new(
                     StatusCode::BAD_GATEWAY,
                     "upstream_error",
-                    format!(
-                        "the upstream LLM called a tool the request did not offer ({:?}); \
-                         nothing was returned",
-                        c.name
-                    ),
+                    format!("the upstream LLM made {what}; nothing was returned"),
                 ));
             }
             ChatbotReply::ToolCall(call)
