@@ -373,11 +373,38 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
         .pointer("/choices/0/message")
         .cloned()
         .unwrap_or_default();
-    let mut calls = json!({"role": "assistant", "content": null});
-    for key in ["tool_calls", "function_call"] {
-        if let Some(v) = message.get(key).filter(|v| !v.is_null()) {
-            calls[key] = v.clone();
+    // The calls as the app needs them, member by member: anything else the upstream put in
+    // them is text nobody checked.
+    let function = |f: &Value| {
+        let mut out = serde_json::Map::new();
+        for key in ["name", "arguments"] {
+            if let Some(v) = f.get(key) {
+                out.insert(key.into(), v.clone());
+            }
         }
+        Value::Object(out)
+    };
+    let mut calls = json!({"role": "assistant", "content": null});
+    if let Some(list) = message.get("tool_calls").and_then(Value::as_array) {
+        let list: Vec<Value> = list
+            .iter()
+            .map(|c| {
+                let mut out = serde_json::Map::new();
+                for key in ["id", "type"] {
+                    if let Some(v) = c.get(key) {
+                        out.insert(key.into(), v.clone());
+                    }
+                }
+                if let Some(f) = c.get("function") {
+                    out.insert("function".into(), function(f));
+                }
+                Value::Object(out)
+            })
+            .collect();
+        calls["tool_calls"] = Value::Array(list);
+    }
+    if let Some(f) = message.get("function_call").filter(|v| v.is_object()) {
+        calls["function_call"] = function(f);
     }
     let finish = upstream
         .pointer("/choices/0/finish_reason")
@@ -534,9 +561,17 @@ pub fn with_usage_chunk(mut events: Vec<String>, completion: &Value) -> Vec<Stri
     events
 }
 
-/// A copy of a usage object with only numeric members (nested detail objects included).
+/// A copy of a usage object with only numeric members (nested detail objects included), under
+/// names of a counter's form (`prompt_tokens`): a name is text from the upstream too, and a
+/// sentence there would reach the app beside a verified answer.
 fn numbers_only(obj: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+    let counter_name = |k: &str| {
+        (1..=64).contains(&k.len())
+            && k.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    };
     obj.iter()
+        .filter(|(k, _)| counter_name(k))
         .filter_map(|(k, v)| match v {
             Value::Number(_) => Some((k.clone(), v.clone())),
             Value::Object(inner) => Some((k.clone(), Value::Object(numbers_only(inner)))),
@@ -980,7 +1015,10 @@ mod tool_call_tests {
         let upstream = json!({"id": "c1", "model": "m", "x_leak": "LEAK",
             "choices": [{"index": 0, "finish_reason": "tool_calls", "logprobs": {"content": [{"token": "LEAK"}]},
               "message": {"role": "assistant", "content": "LEAK: you get a full refund", "refusal": "LEAK",
-                          "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "price", "arguments": "{}"}}]}}]});
+                          "tool_calls": [{"id": "call_1", "type": "function", "note": "LEAK",
+                                          "function": {"name": "price", "arguments": "{}", "description": "LEAK"}}]}}],
+            "usage": {"prompt_tokens": 3, "LEAK: seniors enter free": 1,
+                      "completion_tokens_details": {"reasoning_tokens": 2, "LEAK here": 4}}});
         let out = tool_call_completion(upstream, json!({"verdict": "TOOL_CALL"}));
         assert!(!out.to_string().contains("LEAK"), "{out}");
         assert_eq!(
@@ -989,6 +1027,14 @@ mod tool_call_tests {
         );
         assert_eq!(out["choices"][0]["message"]["content"], Value::Null);
         assert_eq!(out["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(
+            out["choices"][0]["message"]["tool_calls"][0]["function"],
+            json!({"name": "price", "arguments": "{}"})
+        );
+        assert_eq!(
+            out["usage"],
+            json!({"prompt_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 2}})
+        );
         for e in tool_call_events(&out) {
             assert!(!e.contains("LEAK"), "{e}");
         }

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use proofgate_core::thread::{ChatbotReply, GivenAnswer};
 use proofgate_core::{Effect, Input, OutcomeStatus, Thread};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
@@ -141,12 +141,15 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
         }
         LlmError::Rejected { status, body, .. } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
-            let upstream: Value = serde_json::from_str(&body).unwrap_or(json!(body));
-            let message = upstream
-                .pointer("/error/message")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| crate::http_body::truncate(&body, 300).to_string());
+            // The upstream's own message where its API puts one (OpenAI's, Ollama's, FastAPI's
+            // `detail`), not the raw body: a body of unknown shape may quote anything, a
+            // gateway's guardrail the unchecked answer included. The body is in the log above.
+            let upstream: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let message = ["/error/message", "/error", "/message", "/detail"]
+                .iter()
+                .find_map(|p| upstream.pointer(p).and_then(Value::as_str))
+                .map(|m| crate::http_body::truncate(m, 300).to_string())
+                .unwrap_or_else(|| "(no message in a known place; see proofgate's log)".into());
             ApiError::new(
                 status,
                 "upstream_error",
@@ -677,6 +680,34 @@ pub async fn chat_completions(
 #[cfg(test)]
 mod notice_tests {
     use super::*;
+
+    #[test]
+    fn an_upstream_refusal_passes_on_its_message_not_its_body() {
+        let said = |body: &str| {
+            let e = LlmError::Rejected {
+                endpoint: "http://u".into(),
+                status: 400,
+                body: body.into(),
+            };
+            let r = upstream_error(e, false);
+            assert_eq!(r.status, StatusCode::BAD_REQUEST);
+            r.message
+        };
+        assert!(said(r#"{"error": {"message": "max_tokens is too large"}}"#)
+            .ends_with(": max_tokens is too large"));
+        // Ollama's and FastAPI's (vLLM's) shapes.
+        assert!(said(r#"{"error": "model not found"}"#).ends_with(": model not found"));
+        assert!(said(r#"{"detail": "bad field"}"#).ends_with(": bad field"));
+        // A body of another shape is not quoted: it may hold anything.
+        for body in [
+            r#"{"blocked": "Seniors enter free, as the answer said"}"#,
+            "Seniors enter free",
+        ] {
+            let m = said(body);
+            assert!(!m.contains("Seniors"), "{m}");
+            assert!(m.contains("see proofgate's log"), "{m}");
+        }
+    }
 
     #[test]
     fn follow_up_questions_go_out_with_a_notice() {
