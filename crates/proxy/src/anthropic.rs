@@ -469,18 +469,30 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
     let mut msg = match native {
         Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => {
             let mut out = verified_message(completion, "", Value::Null);
-            for key in ["id", "model", "stop_sequence"] {
+            // No `stop_sequence`: the message stopped for its tool use, and any other text
+            // there would be the upstream's, unchecked.
+            for key in ["id", "model"] {
                 if let Some(v) = m.get(key).filter(|v| !v.is_null()) {
                     out[key] = v.clone();
                 }
             }
+            // Each block member by member, as with OpenAI's calls: what else the upstream
+            // put in a block is text nobody checked.
             let blocks: Vec<Value> = m
                 .get("content")
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                .cloned()
+                .map(|b| {
+                    let mut block = serde_json::Map::new();
+                    for key in ["type", "id", "name", "input"] {
+                        if let Some(v) = b.get(key) {
+                            block.insert(key.into(), v.clone());
+                        }
+                    }
+                    Value::Object(block)
+                })
                 .collect();
             out["content"] = Value::Array(blocks);
             out["stop_reason"] = json!("tool_use");
@@ -629,6 +641,28 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_native_tool_use_carries_only_its_blocks_members() {
+        let native = json!({"type": "message", "id": "msg_1", "model": "claude",
+        "stop_sequence": "LEAK: seniors enter free", "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": "LEAK: you get a refund"},
+            {"type": "thinking", "thinking": "LEAK"},
+            {"type": "tool_use", "id": "toolu_1", "name": "price", "input": {"age": 70},
+             "note": "LEAK"}
+        ]});
+        let completion = json!({"model": "claude", "choices": [{"message": {"role": "assistant",
+            "content": null, "tool_calls": []}}]});
+        let out = tool_use_message(&completion, Some(&native), json!({"verdict": "TOOL_CALL"}));
+        assert!(!out.to_string().contains("LEAK"), "{out}");
+        assert_eq!(
+            out["content"],
+            json!([{"type": "tool_use", "id": "toolu_1", "name": "price", "input": {"age": 70}}])
+        );
+        assert_eq!(out["stop_reason"], "tool_use");
+        assert_eq!(out["id"], "msg_1");
+    }
 
     #[test]
     fn a_conversation_with_tools_survives_both_ways() {
