@@ -442,9 +442,7 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let id = completion
-        .get("id")
-        .and_then(Value::as_str)
+    let id = crate::openai::identifier(completion.get("id"))
         .filter(|id| id.starts_with("msg"))
         .map(str::to_string)
         .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
@@ -452,7 +450,7 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
         "id": id,
         "type": "message",
         "role": "assistant",
-        "model": completion.get("model").and_then(Value::as_str).unwrap_or(""),
+        "model": crate::openai::identifier(completion.get("model")).unwrap_or(""),
         "content": [{"type": "text", "text": text}],
         "stop_reason": "end_turn",
         "stop_sequence": null,
@@ -472,8 +470,8 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
             // No `stop_sequence`: the message stopped for its tool use, and any other text
             // there would be the upstream's, unchecked.
             for key in ["id", "model"] {
-                if let Some(v) = m.get(key).filter(|v| !v.is_null()) {
-                    out[key] = v.clone();
+                if let Some(v) = crate::openai::identifier(m.get(key)) {
+                    out[key] = json!(v);
                 }
             }
             // Each block member by member, as with OpenAI's calls: what else the upstream
@@ -486,7 +484,12 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
                 .map(|b| {
                     let mut block = serde_json::Map::new();
-                    for key in ["type", "id", "name", "input"] {
+                    let id = crate::openai::identifier(b.get("id"))
+                        .map(str::to_string)
+                        .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
+                    block.insert("type".into(), json!("tool_use"));
+                    block.insert("id".into(), json!(id));
+                    for key in ["name", "input"] {
                         if let Some(v) = b.get(key) {
                             block.insert(key.into(), v.clone());
                         }
@@ -656,6 +659,17 @@ mod tests {
             "content": null, "tool_calls": []}}]});
         let out = tool_use_message(&completion, Some(&native), json!({"verdict": "TOOL_CALL"}));
         assert!(!out.to_string().contains("LEAK"), "{out}");
+        let mut odd = native.clone();
+        odd["model"] = json!("LEAK says yes");
+        odd["content"][2]["id"] = json!("toolu 1 LEAK");
+        let odd_out = tool_use_message(&completion, Some(&odd), json!({}));
+        assert!(!odd_out.to_string().contains("LEAK"), "{odd_out}");
+        let text = verified_message(
+            &json!({"id": "msg LEAK", "model": "LEAK model"}),
+            "A.",
+            json!({}),
+        );
+        assert!(!text.to_string().contains("LEAK"), "{text}");
         assert_eq!(
             out["content"],
             json!([{"type": "tool_use", "id": "toolu_1", "name": "price", "input": {"age": 70}}])

@@ -390,10 +390,12 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
             .iter()
             .map(|c| {
                 let mut out = serde_json::Map::new();
-                for key in ["id", "type"] {
-                    if let Some(v) = c.get(key) {
-                        out.insert(key.into(), v.clone());
-                    }
+                let id = identifier(c.get("id"))
+                    .map(str::to_string)
+                    .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
+                out.insert("id".into(), json!(id));
+                if let Some(t) = identifier(c.get("type")) {
+                    out.insert("type".into(), json!(t));
                 }
                 if let Some(f) = c.get("function") {
                     out.insert("function".into(), function(f));
@@ -492,6 +494,17 @@ pub fn chat_body(
     out
 }
 
+/// `v` when it is a string of an identifier's form (letters, digits and `._:/@+-`, at most 200
+/// characters): ids and model names are copied from the upstream's reply, and a sentence in
+/// one would reach the app beside a verified answer.
+pub fn identifier(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str).filter(|s| {
+        (1..=200).contains(&s.len())
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b))
+    })
+}
+
 /// Top-level members of an upstream completion that are copied into the response: they
 /// describe the call, never carry its text. Everything else is dropped.
 pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
@@ -507,10 +520,10 @@ pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
 pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Value {
     let mut out = serde_json::Map::new();
     let kept = |name: &str| upstream.get(name).filter(|v| !v.is_null()).cloned();
-    let id = kept("id")
-        .filter(Value::is_string)
-        .unwrap_or_else(|| json!(format!("chatcmpl-{}", uuid::Uuid::new_v4().simple())));
-    out.insert("id".into(), id);
+    let id = identifier(upstream.get("id"))
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()));
+    out.insert("id".into(), json!(id));
     out.insert("object".into(), json!("chat.completion"));
     out.insert(
         "created".into(),
@@ -518,10 +531,10 @@ pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Val
     );
     out.insert(
         "model".into(),
-        kept("model").filter(Value::is_string).unwrap_or(json!("")),
+        json!(identifier(upstream.get("model")).unwrap_or("")),
     );
-    if let Some(fp) = kept("system_fingerprint").filter(Value::is_string) {
-        out.insert("system_fingerprint".into(), fp);
+    if let Some(fp) = identifier(upstream.get("system_fingerprint")) {
+        out.insert("system_fingerprint".into(), json!(fp));
     }
     out.insert(
         "choices".into(),
@@ -1034,6 +1047,21 @@ mod tool_call_tests {
         assert_eq!(
             out["usage"],
             json!({"prompt_tokens": 3, "completion_tokens_details": {"reasoning_tokens": 2}})
+        );
+        // Ids and the model name only of an identifier's form.
+        let odd = json!({"id": "LEAK: seniors enter free", "model": "LEAK model says yes",
+            "system_fingerprint": "fp 1 LEAK", "choices": [{"message": {"role": "assistant",
+            "content": null, "tool_calls": [{"id": "call 1 LEAK", "type": "function",
+            "function": {"name": "price", "arguments": "{}"}}]}}]});
+        let out = tool_call_completion(odd, json!({}));
+        assert!(!out.to_string().contains("LEAK"), "{out}");
+        assert_eq!(
+            identifier(Some(&json!("anthropic.claude-3-5-sonnet-20240620-v1:0"))),
+            Some("anthropic.claude-3-5-sonnet-20240620-v1:0")
+        );
+        assert_eq!(
+            identifier(Some(&json!("meta-llama/Llama-3-8B"))),
+            Some("meta-llama/Llama-3-8B")
         );
         for e in tool_call_events(&out) {
             assert!(!e.contains("LEAK"), "{e}");

@@ -234,7 +234,7 @@ fn base_response(completion: &Value, output: Vec<Value>, proofgate: Value) -> Va
         "status": "completed",
         "error": null,
         "incomplete_details": null,
-        "model": completion.get("model").and_then(Value::as_str).unwrap_or(""),
+        "model": crate::openai::identifier(completion.get("model")).unwrap_or(""),
         "output": output,
         "parallel_tool_calls": true,
         "tool_choice": "auto",
@@ -272,7 +272,9 @@ pub fn tool_call_response(completion: &Value, proofgate: Value) -> Value {
         .into_iter()
         .flatten()
         .map(|c| {
-            let call_id = c.get("id").and_then(Value::as_str).unwrap_or("");
+            let call_id = crate::openai::identifier(c.get("id"))
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
             json!({
                 "type": "function_call",
                 "id": format!("fc_{}", call_id.trim_start_matches("call_")),
