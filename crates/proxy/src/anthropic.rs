@@ -514,9 +514,12 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
                     .pointer("/function/arguments")
                     .and_then(Value::as_str)
                     .unwrap_or("{}");
+                let id = crate::openai::identifier(c.get("id"))
+                    .map(|id| id.replacen("call_", "toolu_", 1))
+                    .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 blocks.push(json!({
                     "type": "tool_use",
-                    "id": c.get("id").cloned().unwrap_or(json!("")),
+                    "id": id,
                     "name": c.pointer("/function/name").cloned().unwrap_or(json!("")),
                     "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
                 }));

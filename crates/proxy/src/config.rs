@@ -122,11 +122,17 @@ pub struct LimitsConfig {
     /// connections share. 0: no cap.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// Of those, open at once from one client address (an IPv6 client's /64, which one
-    /// host usually holds whole): one client cannot take every connection and lock the others
-    /// out. Behind a load balancer every client shares its address: raise it, or 0 (no cap).
+    /// Of those, open at once from one public client address (an IPv6 client's /64, which
+    /// one host usually holds whole): one client cannot take every connection and lock the
+    /// others out. Loopback and private addresses (an app's own backend, a load balancer on
+    /// the private network) are not held to it unless `cap_private_addresses`. 0: no cap.
     #[serde(default = "default_max_connections_per_address")]
     pub max_connections_per_address: usize,
+    /// Whether loopback, private and link-local addresses are held to
+    /// `max_connections_per_address` too (off: they are often one backend or balancer that
+    /// all the traffic comes through).
+    #[serde(default)]
+    pub cap_private_addresses: bool,
     /// Time a client has to send a request's headers, and the longest a kept-alive connection
     /// waits for its next request (HTTP/1.1; the connection is closed beyond). Without it, a
     /// client that sends half a header holds its connection for ever. 0: none.
@@ -146,6 +152,7 @@ impl Default for LimitsConfig {
             max_policy_types: default_max_policy_types(),
             max_connections: default_max_connections(),
             max_connections_per_address: default_max_connections_per_address(),
+            cap_private_addresses: false,
             header_timeout_ms: default_header_timeout_ms(),
         }
     }

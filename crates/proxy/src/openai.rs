@@ -394,9 +394,8 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
                 out.insert("id".into(), json!(id));
-                if let Some(t) = identifier(c.get("type")) {
-                    out.insert("type".into(), json!(t));
-                }
+                // Only function calls get this far (any other is refused as not offered).
+                out.insert("type".into(), json!("function"));
                 if let Some(f) = c.get("function") {
                     out.insert("function".into(), function(f));
                 }

@@ -212,6 +212,24 @@ pub fn chat_from_request(req: &Value) -> Value {
             Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
                 json!({"type": "function", "function": {"name": o.get("name").cloned().unwrap_or(json!(""))}})
             }
+            // The Responses form is flat; Chat Completions nests the mode and names functions
+            // as it names them in `tools`.
+            Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("allowed_tools") => {
+                let tools: Vec<Value> = o
+                    .get("tools")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|t| match t.get("name") {
+                        Some(name) => json!({"type": "function", "function": {"name": name}}),
+                        None => t.clone(),
+                    })
+                    .collect();
+                json!({"type": "allowed_tools", "allowed_tools": {
+                    "mode": o.get("mode").cloned().unwrap_or(json!("auto")),
+                    "tools": tools,
+                }})
+            }
             other => other.clone(),
         };
         out.insert("tool_choice".into(), c);
@@ -397,6 +415,22 @@ pub fn response_events(response: &Value) -> Vec<(String, String)> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn allowed_tools_goes_upstream_in_the_chat_form_and_auto_stays_free() {
+        let req = json!({"input": "q", "tools": [{"type": "function", "name": "price",
+            "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "allowed_tools", "mode": "auto",
+                            "tools": [{"type": "function", "name": "price"}]}});
+        let chat = super::chat_from_request(&req);
+        assert_eq!(
+            chat["tool_choice"],
+            json!({"type": "allowed_tools", "allowed_tools": {"mode": "auto",
+                   "tools": [{"type": "function", "function": {"name": "price"}}]}})
+        );
+        let parsed = crate::openai::ChatRequest::parse(chat).unwrap();
+        assert_eq!(parsed.forced_tool_call(), None);
+    }
+
     #[test]
     fn what_cannot_reach_the_upstream_is_refused_by_name() {
         let plain = json!({"input": [{"type": "message", "role": "user",

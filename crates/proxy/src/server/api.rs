@@ -442,6 +442,7 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "maxPolicyTypes": c.limits.max_policy_types,
             "maxConnections": c.limits.max_connections,
             "maxConnectionsPerAddress": c.limits.max_connections_per_address,
+            "capPrivateAddresses": c.limits.cap_private_addresses,
             "headerTimeoutMs": c.limits.header_timeout_ms,
         },
         "corsOrigins": c.server.cors_origins,

@@ -253,21 +253,31 @@ async fn start_thread(
             // run, or show, what it never asked for.
             let offered = req.offered_tools();
             if let Some(c) = call.calls.iter().find(|c| !offered.contains(&c.name)) {
-                let what = if c.name.is_empty() {
-                    "a tool call that is not a function call (only function calls are passed on)"
-                        .to_string()
-                } else {
-                    format!("a tool the request did not offer ({:?})", c.name)
+                let what = |name: &str| {
+                    if c.name.is_empty() {
+                        "a tool call that is not a function call (only function calls are \
+                         passed on)"
+                            .to_string()
+                    } else {
+                        format!("a tool the request did not offer ({name})")
+                    }
                 };
                 // Worth an operator's look: a model steered by text in the conversation
                 // reaching for tools, or an endpoint that is not the one configured.
                 tracing::warn!(
-                    "the upstream LLM made {what}; offered: {offered:?}; refused with a 502"
+                    "the upstream LLM made {}; offered: {offered:?}; refused with a 502",
+                    what(&format!("{:?}", c.name))
                 );
+                // The client is told the name only when it is a name: it is upstream text.
+                let name = Value::String(c.name.clone());
+                let shown = crate::openai::identifier(Some(&name)).unwrap_or("a name not shown");
                 return Err(ApiError::new(
                     StatusCode::BAD_GATEWAY,
                     "upstream_error",
-                    format!("the upstream LLM made {what}; nothing was returned"),
+                    format!(
+                        "the upstream LLM made {}; nothing was returned",
+                        what(&format!("{shown:?}"))
+                    ),
                 ));
             }
             ChatbotReply::ToolCall(call)

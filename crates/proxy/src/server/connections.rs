@@ -68,6 +68,8 @@ pub struct ConnectionLimits {
     max: Option<usize>,
     /// Connections open now per client (see `client_of`), and at most this many each.
     per_client: Option<(usize, ClientCounts)>,
+    /// Whether loopback and private clients are held to the per-client cap too.
+    cap_private: bool,
     /// Time to send a request's headers, and the longest idle wait between requests.
     header_timeout: Option<Duration>,
     /// Refusals under way (see `refuse`).
@@ -85,6 +87,7 @@ impl ConnectionLimits {
             max: (limits.max_connections > 0).then_some(limits.max_connections),
             per_client: (limits.max_connections_per_address > 0)
                 .then(|| (limits.max_connections_per_address, Arc::default())),
+            cap_private: limits.cap_private_addresses,
             header_timeout: (limits.header_timeout_ms > 0)
                 .then(|| Duration::from_millis(limits.header_timeout_ms)),
             refusing: Arc::default(),
@@ -161,7 +164,11 @@ impl ConnectionLimits {
             open: Arc::clone(&self.open),
             client: None,
         };
-        if let Some((max, counts)) = &self.per_client {
+        if let Some((max, counts)) = self
+            .per_client
+            .as_ref()
+            .filter(|_| self.cap_private || is_public(peer))
+        {
             let client = client_of(peer);
             let over = {
                 let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
@@ -198,10 +205,10 @@ impl ConnectionLimits {
         }
         if first_refusal_this_second() {
             // Every client of a server behind a load balancer or TLS terminator shares the
-            // balancer's (usually private) address: say what to change.
-            let hint = if why == OVER_CLIENT && !is_public(peer.ip()) {
-                "; this address is loopback or private: if it is a load balancer's, raise \
-                 [limits] max_connections_per_address or set it to 0"
+            // balancer's address: say what to change.
+            let hint = if why == OVER_CLIENT {
+                "; if this address is a load balancer's or a backend's that all clients come \
+                 through, raise [limits] max_connections_per_address or set it to 0"
             } else {
                 ""
             };
@@ -306,6 +313,25 @@ mod tests {
             },
             None,
         )
+    }
+
+    #[test]
+    fn private_clients_are_held_to_the_per_client_cap_only_when_told() {
+        let backend: IpAddr = "10.0.0.5".parse().unwrap();
+        let l = limits(10, 1);
+        let held: Vec<_> = (0..5).map(|_| l.admit(backend)).collect();
+        assert!(held.iter().all(Result::is_ok));
+        let l = ConnectionLimits::new(
+            &LimitsConfig {
+                max_connections: 10,
+                max_connections_per_address: 1,
+                cap_private_addresses: true,
+                ..LimitsConfig::default()
+            },
+            None,
+        );
+        let _one = l.admit(backend).unwrap();
+        assert_eq!(l.admit(backend).err(), Some(OVER_CLIENT));
     }
 
     #[test]
