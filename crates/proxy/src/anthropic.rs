@@ -515,7 +515,7 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
                     .and_then(Value::as_str)
                     .unwrap_or("{}");
                 let id = crate::openai::identifier(c.get("id"))
-                    .map(|id| id.replacen("call_", "toolu_", 1))
+                    .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 blocks.push(json!({
                     "type": "tool_use",

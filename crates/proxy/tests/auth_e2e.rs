@@ -1319,6 +1319,27 @@ fn connection_limits_hold(runtime: &str) {
         assert!(Instant::now() < until, "still refused: {said}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // The operator sees the refusals by cap (an admin's read of /metrics).
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream
+        .write_all(
+            format!(
+                "GET /metrics HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ADMIN_KEY}\r\n\
+                 connection: close\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let metrics = read_until_closed(&mut stream, Duration::from_secs(20)).expect("answered");
+    for cap in ["max_connections", "max_connections_per_address"] {
+        let prefix = format!("proofgate_refused_connections_total{{cap=\"{cap}\"}} ");
+        let refused: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {prefix}in\n{metrics}"));
+        assert!(refused >= 1.0, "{cap}: {refused}");
+    }
 }
 
 /// A connection to `addr` from the loopback address `from` (Linux answers on all of
