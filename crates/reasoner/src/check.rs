@@ -13,8 +13,8 @@ use proofgate_core::policy::{Expr, PolicyModel, Term};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::rc::Rc;
-use z3::ast::Bool;
-use z3::{Model, Params, SatResult, Solver};
+use z3::ast::{Ast, Bool, Dynamic};
+use z3::{AstKind, DeclKind, Model, Params, SatResult, Solver};
 
 /// A premise or claim after parsing and type checking, with the statement it came from.
 #[derive(Debug, Clone)]
@@ -127,13 +127,17 @@ pub(crate) struct LoadedRules {
     pins: RefCell<HashMap<Bool, Bool>>,
     /// What the current check asserted (`l => f`), for the fallback solver.
     scope: RefCell<Vec<Bool>>,
+    /// Formula -> its literal, asserted (`l => f`) with the rules, outside any check: the
+    /// pins every explaining scenario asks of this solver's variables (each at false or 0),
+    /// internalised once instead of in every check.
+    base_pins: HashMap<Bool, Bool>,
     /// The same rules, behind the same literals, in Z3's default arithmetic solver, made on
     /// first use (see `Reasoner::fallback`).
     fallback: OnceCell<Solver>,
 }
 
 impl LoadedRules {
-    fn new<'a>(rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
+    fn new<'a>(rules: impl Iterator<Item = (usize, &'a Bool)>, pinned: Vec<Bool>) -> LoadedRules {
         let solver = check_solver();
         let mut literals = HashMap::new();
         let mut literal_index = HashMap::new();
@@ -144,6 +148,14 @@ impl LoadedRules {
             literal_index.insert(lit.clone(), i);
             literals.insert(i, lit);
         }
+        let base_pins = pinned
+            .into_iter()
+            .map(|f| {
+                let lit = Bool::fresh_const("pin");
+                solver.assert(lit.implies(&f));
+                (f, lit)
+            })
+            .collect();
         LoadedRules {
             solver,
             literals,
@@ -153,6 +165,7 @@ impl LoadedRules {
             taken: Default::default(),
             pins: Default::default(),
             scope: Default::default(),
+            base_pins,
             fallback: OnceCell::new(),
         }
     }
@@ -178,6 +191,9 @@ impl LoadedRules {
     /// A literal `l` with `l => f` asserted in the current check's scope, for use as an
     /// assumption: the one made earlier in this check for the same formula, if any.
     pub(crate) fn pin(&self, f: &Bool) -> Bool {
+        if let Some(l) = self.base_pins.get(f) {
+            return l.clone();
+        }
         if let Some(l) = self.pins.borrow().get(f) {
             return l.clone();
         }
@@ -263,7 +279,11 @@ impl<'m> Reasoner<'m> {
                 })?;
             rule_formulas.push(f);
         }
-        let full = Rc::new(LoadedRules::new(rule_formulas.iter().enumerate()));
+        let everything: Vec<usize> = (0..rule_formulas.len()).collect();
+        let full = Rc::new(LoadedRules::new(
+            rule_formulas.iter().enumerate(),
+            simple_pins(&vocab, model, &everything),
+        ));
         let names: Vec<String> = vocab.variables().iter().map(|(n, _)| n.clone()).collect();
         let components = Components::new(&names, model.rules().iter().map(|r| &r.expr));
         let bare = new_solver(options.timeout_ms);
@@ -409,6 +429,7 @@ impl<'m> Reasoner<'m> {
         }
         let loaded = Rc::new(LoadedRules::new(
             rules.iter().map(|&i| (i, &self.rule_formulas[i])),
+            simple_pins(&self.vocab, self.model, rules),
         ));
         if cache.len() >= SLICE_SOLVERS {
             cache.remove(0);
@@ -433,6 +454,7 @@ impl<'m> Reasoner<'m> {
             };
             Rc::new(LoadedRules::new(
                 rules.iter().map(|&i| (i, &self.rule_formulas[i])),
+                simple_pins(&self.vocab, self.model, &rules),
             ))
         })
     }
@@ -504,6 +526,9 @@ impl<'m> Reasoner<'m> {
             let solver = new_solver(None);
             for (i, lit) in &loaded.literals {
                 solver.assert(lit.implies(&self.rule_formulas[*i]));
+            }
+            for (f, lit) in &loaded.base_pins {
+                solver.assert(lit.implies(f));
             }
             solver
         })
@@ -1014,9 +1039,74 @@ fn gave_up(solver: &Solver) -> bool {
         .is_some_and(|r| r.contains("incomplete"))
 }
 
+/// The simplest-scenario pins (`var = false`, `= 0`, `= 0.0`; see `scenario::simple_value`)
+/// of the variables of `rules`, in schema order; none for rules over more than
+/// `scenario::SMALL_SLICE` variables. Every atom a solver holds is part of each of its calls
+/// (with relevancy off), so thousands of pins made each call on the whole of a policy at ten
+/// times Bedrock's limits slower (a worker's load went from 4.6 s to 10.7 s); the pins of a
+/// large slice go into each check's scope instead.
+fn simple_pins(vocab: &Vocabulary, model: &PolicyModel, rules: &[usize]) -> Vec<Bool> {
+    let used: BTreeSet<&str> = rules
+        .iter()
+        .filter_map(|&i| model.rules().get(i))
+        .flat_map(|r| r.expr.variables())
+        .collect();
+    if used.len() > crate::scenario::SMALL_SLICE {
+        return Vec::new();
+    }
+    vocab
+        .variables()
+        .iter()
+        .filter(|(name, _)| used.contains(name.as_str()))
+        .filter_map(|(name, sort)| {
+            let value = crate::scenario::simple_value(sort)?;
+            Some(vocab.var(name)?.eq(&value))
+        })
+        .collect()
+}
+
 /// Whether `f` is true in `model` (completed: variables it does not fix take default values).
 pub(crate) fn holds(model: &Model, f: &Bool) -> bool {
+    if let Some(known) = interpreted_equality(model, f) {
+        return known;
+    }
     model.eval(f, true).and_then(|b| b.as_bool()) == Some(true)
+}
+
+/// For `(= x v)`, with `x` a constant the model gives a value and `v` a numeral or a Boolean
+/// literal (every pin of an explaining scenario): whether that value is `v`, read without
+/// Z3's evaluator, which costs about 4,000 instructions a call and was asked over a hundred
+/// times per check. Z3 keeps one term per numeral and per truth value, so two of them are
+/// the same value exactly when they are the same term. None for every other form, which
+/// the evaluator answers.
+fn interpreted_equality(model: &Model, f: &Bool) -> Option<bool> {
+    // (The checked forms: reading the children of a term that is not an application panics.)
+    if f.safe_decl().ok()?.kind() != DeclKind::Eq || f.num_children() != 2 {
+        return None;
+    }
+    let (x, v) = (f.nth_child(0)?, f.nth_child(1)?);
+    if !x.is_const() {
+        return None;
+    }
+    // A numeral or a truth value has no interpretation: None, and the evaluator answers.
+    let value = model.get_const_interp(&x)?;
+    if value == v {
+        return Some(true);
+    }
+    (is_literal_value(&value) && is_literal_value(&v)).then_some(false)
+}
+
+/// A numeral (rational, not an irrational algebraic number) or `true`/`false`.
+fn is_literal_value(v: &Dynamic) -> bool {
+    v.kind() == AstKind::Numeral || v.as_bool().and_then(|b| b.as_bool()).is_some()
+}
+
+/// The value of `var` in `model` (completed: a variable it does not fix takes a default
+/// value): its interpretation when it has one, which is that value, without Z3's evaluator.
+pub(crate) fn value_in(model: &Model, var: &Dynamic) -> Option<Dynamic> {
+    model
+        .get_const_interp(var)
+        .or_else(|| model.eval(var, true))
 }
 
 /// A solver whose calls stop after `timeout_ms` (None: no limit of its own, for solvers whose
@@ -1396,5 +1486,89 @@ mod tests {
         assert_eq!(findings(&again), expected);
         assert_eq!(findings(&more), expected);
         assert_eq!(findings(&first), expected);
+    }
+
+    /// `holds` reads an equality of a variable and a value from the model's interpretation
+    /// (no evaluator); it must answer as the evaluator does, for every sort, for a variable
+    /// the model leaves unfixed (completed to a default) and for an irrational value.
+    #[test]
+    fn holds_answers_equalities_as_the_evaluator_does() {
+        use z3::ast::{Bool, Dynamic, Int, Real};
+        let (x, y, b, free) = (
+            Int::new_const("x"),
+            Real::new_const("y"),
+            Bool::new_const("b"),
+            Int::new_const("free"),
+        );
+        let root = Real::new_const("root");
+        let solver = z3::Solver::new();
+        solver.assert(x.eq(Int::from_i64(3)));
+        solver.assert(y.eq(Real::from_rational(5, 2)));
+        solver.assert(&b);
+        solver.assert((&root * &root).eq(Real::from_rational(2, 1)));
+        solver.assert(root.gt(Real::from_rational(0, 1)));
+        assert_eq!(solver.check(), z3::SatResult::Sat);
+        let model = solver.get_model().unwrap();
+        // A variable the model does not fix has no interpretation (until an evaluation with
+        // completion gives it one): the evaluator answers.
+        assert_eq!(
+            super::interpreted_equality(&model, &free.eq(Int::from_i64(0))),
+            None
+        );
+        let root_value = model.eval(&root, true).unwrap();
+        let mut cases: Vec<Bool> = Vec::new();
+        for n in -1..=4 {
+            cases.push(x.eq(Int::from_i64(n)));
+            cases.push(free.eq(Int::from_i64(n)));
+            cases.push(y.eq(Real::from_rational(n, 1)));
+            cases.push(y.eq(Real::from_rational(2 * n + 1, 2)));
+        }
+        cases.push(b.eq(Bool::from_bool(true)));
+        cases.push(b.eq(Bool::from_bool(false)));
+        cases.push(root.eq(&root_value));
+        cases.push(root.eq(Real::from_rational(7, 5)));
+        cases.push(Int::from_i64(3).eq(&x));
+        cases.push(x.eq(Int::from_i64(1) + Int::from_i64(2)));
+        let dynamic: Dynamic = x.clone().into();
+        cases.push(dynamic.eq(Dynamic::from_ast(&Int::from_i64(3))));
+        let mut fast = 0;
+        for f in &cases {
+            let evaluated = model.eval(f, true).and_then(|v| v.as_bool()) == Some(true);
+            assert_eq!(super::holds(&model, f), evaluated, "{f}");
+            fast += usize::from(super::interpreted_equality(&model, f).is_some());
+        }
+        // The fast path answered most of them (the rest went to the evaluator).
+        assert!(
+            fast >= 20,
+            "only {fast} equalities read from the interpretation"
+        );
+    }
+
+    /// The pins of the simplest scenario (each variable at false or 0) are asserted with the
+    /// rules, once per solver: a check's pin of one adds nothing to its scope, constrains
+    /// nothing unless assumed, and other pins still go into the check's scope.
+    #[test]
+    fn simple_pins_are_asserted_once_per_solver() {
+        use z3::ast::Int;
+        let model = park();
+        let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
+        let loaded = reasoner.loaded();
+        let age = reasoner.vocab.var("customerAge").unwrap().as_int().unwrap();
+        let at_zero = age.eq(Int::from_i64(0));
+        let _check = super::CheckScope::begin(&reasoner, loaded.clone());
+        let pinned = loaded.pin(&at_zero);
+        assert_eq!(loaded.base_pins.get(&at_zero), Some(&pinned));
+        assert!(loaded.scope.borrow().is_empty());
+        let senior = loaded.pin(&age.eq(Int::from_i64(66)));
+        assert_eq!(loaded.scope.borrow().len(), 1);
+        let all = reasoner.all_rules();
+        assert!(matches!(
+            reasoner.solve(&all, std::slice::from_ref(&senior)),
+            super::Outcome::Sat(_)
+        ));
+        assert!(matches!(
+            reasoner.solve(&all, &[senior, pinned]),
+            super::Outcome::Unsat(_)
+        ));
     }
 }

@@ -289,7 +289,7 @@ pub(crate) struct Value {
 
 /// The value of `var` in `model` (completed: unconstrained variables get a default value).
 pub(crate) fn model_value(model: &Model, var: &Dynamic, sort: &Sort) -> Option<Value> {
-    let v = model.eval(var, true)?;
+    let v = crate::check::value_in(model, var)?;
     Some(match sort {
         Sort::Bool => {
             let b = v.as_bool()?.as_bool()?;

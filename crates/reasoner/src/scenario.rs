@@ -19,22 +19,22 @@ use proofgate_core::findings::Scenario;
 use proofgate_core::policy::{Expr, Sort};
 use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
-use z3::ast::{Bool, Dynamic, Int};
+use z3::ast::{Bool, Dynamic, Int, Real};
 use z3::{Model, Optimize, Params, SatResult};
 
 /// Slices with at most this many variables get their closest model from the check's own
 /// solver; larger ones from Z3's optimizer.
-const SMALL_SLICE: usize = 64;
+pub(crate) const SMALL_SLICE: usize = 64;
 
 /// Runs of at most this many pins are first asked whether any of them can hold.
 const ANY_RUN: usize = 16;
 
 /// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
-fn simple_value(sort: &Sort) -> Option<Dynamic> {
+pub(crate) fn simple_value(sort: &Sort) -> Option<Dynamic> {
     match sort {
         Sort::Bool => Some(Bool::from_bool(false).into()),
         Sort::Int => Some(Int::from_i64(0).into()),
-        Sort::Real => Some(Int::from_i64(0).to_real().into()),
+        Sort::Real => Some(Real::from_rational(0, 1).into()),
         Sort::Enum(_) => None,
     }
 }
