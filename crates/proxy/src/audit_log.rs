@@ -65,16 +65,27 @@ impl AuditKey {
         };
         let encoded = match secret {
             Some(s) => s.trim().to_string(),
-            None if path.exists() => std::fs::read_to_string(path)
-                .map_err(|e| key_err(e.to_string()))?
-                .trim()
-                .to_string(),
+            None if path.exists() => {
+                let text = std::fs::read_to_string(path).map_err(|e| key_err(e.to_string()))?;
+                // Since keys are written whole (see `write_private`), only a start of an older
+                // version, stopped between creating the file and writing it, leaves it empty.
+                // It is not replaced: records may have been signed with a key that was there.
+                if text.trim().is_empty() {
+                    return Err(key_err(
+                        "the file is empty (a start was stopped while creating it): if no \
+                         audit record was ever signed with a key at this path, delete it and \
+                         start again to create a new key; otherwise restore the key from your \
+                         backup"
+                            .into(),
+                    ));
+                }
+                text.trim().to_string()
+            }
             None => {
                 let (skey, vkey) = signed_note::generate_key(&mut rand_core::OsRng, name);
                 if let Err(e) = write_private(path, &skey) {
-                    // Another server on the same storage created it first: use theirs.
+                    // Another server on the same storage created it first (whole): use theirs.
                     if e.kind() == std::io::ErrorKind::AlreadyExists {
-                        std::thread::sleep(std::time::Duration::from_millis(200));
                         return AuditKey::load_or_create(None, path, name);
                     }
                     return Err(key_err(e.to_string()));
@@ -132,20 +143,28 @@ fn verifier_of(skey: &str) -> Result<String, String> {
     ))
 }
 
+/// Creates the key file at `path` (mode 0600) whole or not at all: the key is written and
+/// synced under a temporary name in the same directory, then renamed to `path` only if no
+/// file is there (`AlreadyExists` when another server created it first: a plain rename would
+/// replace theirs, and that server would sign with a key the file no longer holds). Written
+/// in place, a server starting at the same moment read the file before it held the key.
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.write_all(b"\n")?;
-    f.sync_all()
+    let dir = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(dir) => dir,
+        None => Path::new("."),
+    };
+    std::fs::create_dir_all(dir)?;
+    // tempfile creates it with mode 0600, and removes it if anything below fails.
+    let mut file = tempfile::Builder::new()
+        .prefix(".proofgate-audit-key-")
+        .tempfile_in(dir)?;
+    file.write_all(text.as_bytes())?;
+    file.write_all(b"\n")?;
+    file.as_file().sync_all()?;
+    file.persist_noclobber(path).map_err(|e| e.error)?;
+    // The new name, durable as well.
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The stored hashes read so far, in index order (a cache of `log_hashes`).
@@ -838,6 +857,67 @@ impl TransparencyLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Servers started together on the same storage (a bench starting two, replicas, a
+    /// restart loop) create one key between them, and none of them reads a key file another
+    /// is still writing: every one of them starts, with the same key. (It was written in
+    /// place: a server that found the file before its creator had written it read an empty
+    /// key and stopped, "malformed verifier key".)
+    #[test]
+    fn servers_starting_together_share_one_complete_key() {
+        for round in 0..20 {
+            let dir =
+                std::env::temp_dir().join(format!("pg-key-race-{}-{round}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            let path = dir.join("data").join("proofgate-audit.key");
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let servers: Vec<_> = (0..8)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        AuditKey::load_or_create(None, &path, "race")
+                            .map(|k| k.verifier_key().to_string())
+                            .map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            let keys: Vec<_> = servers.into_iter().map(|s| s.join().unwrap()).collect();
+            let first = keys[0]
+                .clone()
+                .unwrap_or_else(|e| panic!("round {round}: {e}"));
+            for key in &keys {
+                assert_eq!(key.as_ref(), Ok(&first), "round {round}");
+            }
+            // Nothing but the key is left behind.
+            let names: Vec<_> = std::fs::read_dir(dir.join("data"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect();
+            assert_eq!(names, ["proofgate-audit.key"], "round {round}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+
+    /// A key file left empty (a start stopped between creating and writing it, by a version
+    /// that wrote it in place) is an error that says so and what to do, and is not replaced:
+    /// records may have been signed with a key that was there.
+    #[test]
+    fn an_empty_key_file_is_refused_with_what_to_do() {
+        let dir = std::env::temp_dir().join(format!("pg-key-empty-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("proofgate-audit.key");
+        std::fs::write(&path, "").unwrap();
+        let Err(e) = AuditKey::load_or_create(None, &path, "test") else {
+            panic!("an empty key file was accepted");
+        };
+        let e = e.to_string();
+        assert!(e.contains("is empty"), "{e}");
+        assert!(e.contains("delete it"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     fn statement(thread: &str, seq: u64) -> LogStatement {
         LogStatement {
