@@ -127,17 +127,13 @@ pub(crate) struct LoadedRules {
     pins: RefCell<HashMap<Bool, Bool>>,
     /// What the current check asserted (`l => f`), for the fallback solver.
     scope: RefCell<Vec<Bool>>,
-    /// Formula -> its literal, asserted (`l => f`) with the rules, outside any check: the
-    /// pins every explaining scenario asks of this solver's variables (each at false or 0),
-    /// internalised once instead of in every check.
-    base_pins: HashMap<Bool, Bool>,
     /// The same rules, behind the same literals, in Z3's default arithmetic solver, made on
     /// first use (see `Reasoner::fallback`).
     fallback: OnceCell<Solver>,
 }
 
 impl LoadedRules {
-    fn new<'a>(rules: impl Iterator<Item = (usize, &'a Bool)>, pinned: Vec<Bool>) -> LoadedRules {
+    fn new<'a>(rules: impl Iterator<Item = (usize, &'a Bool)>) -> LoadedRules {
         let solver = check_solver();
         let mut literals = HashMap::new();
         let mut literal_index = HashMap::new();
@@ -148,14 +144,6 @@ impl LoadedRules {
             literal_index.insert(lit.clone(), i);
             literals.insert(i, lit);
         }
-        let base_pins = pinned
-            .into_iter()
-            .map(|f| {
-                let lit = Bool::fresh_const("pin");
-                solver.assert(lit.implies(&f));
-                (f, lit)
-            })
-            .collect();
         LoadedRules {
             solver,
             literals,
@@ -165,7 +153,6 @@ impl LoadedRules {
             taken: Default::default(),
             pins: Default::default(),
             scope: Default::default(),
-            base_pins,
             fallback: OnceCell::new(),
         }
     }
@@ -191,16 +178,34 @@ impl LoadedRules {
     /// A literal `l` with `l => f` asserted in the current check's scope, for use as an
     /// assumption: the one made earlier in this check for the same formula, if any.
     pub(crate) fn pin(&self, f: &Bool) -> Bool {
-        if let Some(l) = self.base_pins.get(f) {
-            return l.clone();
+        self.pin_all([f]).remove(0)
+    }
+
+    /// `pin` for each of `fs`, in order, with one assertion for all the new ones: Z3 resets
+    /// its simplifier's settings and cache for every formula asserted (about 24,000
+    /// instructions each, a tenth of a park check when each pin was asserted apart).
+    pub(crate) fn pin_all<'f>(&self, fs: impl IntoIterator<Item = &'f Bool>) -> Vec<Bool> {
+        let mut new = Vec::new();
+        let literals = {
+            let mut pins = self.pins.borrow_mut();
+            fs.into_iter()
+                .map(|f| {
+                    if let Some(l) = pins.get(f) {
+                        return l.clone();
+                    }
+                    let l = self.literal();
+                    new.push(l.implies(f));
+                    pins.insert(f.clone(), l.clone());
+                    l
+                })
+                .collect()
+        };
+        match new.len() {
+            0 => {}
+            1 => self.assert_in_check(&new[0]),
+            _ => self.assert_in_check(&Bool::and(&new)),
         }
-        if let Some(l) = self.pins.borrow().get(f) {
-            return l.clone();
-        }
-        let l = self.literal();
-        self.assert_in_check(&l.implies(f));
-        self.pins.borrow_mut().insert(f.clone(), l.clone());
-        l
+        literals
     }
 
     /// Opens a check's scope.
@@ -279,11 +284,7 @@ impl<'m> Reasoner<'m> {
                 })?;
             rule_formulas.push(f);
         }
-        let everything: Vec<usize> = (0..rule_formulas.len()).collect();
-        let full = Rc::new(LoadedRules::new(
-            rule_formulas.iter().enumerate(),
-            simple_pins(&vocab, model, &everything),
-        ));
+        let full = Rc::new(LoadedRules::new(rule_formulas.iter().enumerate()));
         let names: Vec<String> = vocab.variables().iter().map(|(n, _)| n.clone()).collect();
         let components = Components::new(&names, model.rules().iter().map(|r| &r.expr));
         let bare = new_solver(options.timeout_ms);
@@ -429,7 +430,6 @@ impl<'m> Reasoner<'m> {
         }
         let loaded = Rc::new(LoadedRules::new(
             rules.iter().map(|&i| (i, &self.rule_formulas[i])),
-            simple_pins(&self.vocab, self.model, rules),
         ));
         if cache.len() >= SLICE_SOLVERS {
             cache.remove(0);
@@ -454,7 +454,6 @@ impl<'m> Reasoner<'m> {
             };
             Rc::new(LoadedRules::new(
                 rules.iter().map(|&i| (i, &self.rule_formulas[i])),
-                simple_pins(&self.vocab, self.model, &rules),
             ))
         })
     }
@@ -526,9 +525,6 @@ impl<'m> Reasoner<'m> {
             let solver = new_solver(None);
             for (i, lit) in &loaded.literals {
                 solver.assert(lit.implies(&self.rule_formulas[*i]));
-            }
-            for (f, lit) in &loaded.base_pins {
-                solver.assert(lit.implies(f));
             }
             solver
         })
@@ -677,9 +673,12 @@ impl<'m> Reasoner<'m> {
     ) -> Finding {
         let loaded = self.loaded();
         let (p_lit, c_lit, n_lit) = (loaded.literal(), loaded.literal(), loaded.literal());
-        loaded.assert_in_check(&p_lit.implies(p));
-        loaded.assert_in_check(&c_lit.implies(c));
-        loaded.assert_in_check(&n_lit.implies(c.not()));
+        // One assertion (see `pin_all`).
+        loaded.assert_in_check(&Bool::and(&[
+            p_lit.implies(p),
+            c_lit.implies(c),
+            n_lit.implies(c.not()),
+        ]));
         let all = &slice.rules;
         let too_complex = || Finding::TooComplex(EmptyFinding::default());
         let warning = |witnesses: &[&Model]| self.logic_warning(premises, claims, p, c, witnesses);
@@ -1037,32 +1036,6 @@ fn gave_up(solver: &Solver) -> bool {
     solver
         .get_reason_unknown()
         .is_some_and(|r| r.contains("incomplete"))
-}
-
-/// The simplest-scenario pins (`var = false`, `= 0`, `= 0.0`; see `scenario::simple_value`)
-/// of the variables of `rules`, in schema order; none for rules over more than
-/// `scenario::SMALL_SLICE` variables. Every atom a solver holds is part of each of its calls
-/// (with relevancy off), so thousands of pins made each call on the whole of a policy at ten
-/// times Bedrock's limits slower (a worker's load went from 4.6 s to 10.7 s); the pins of a
-/// large slice go into each check's scope instead.
-fn simple_pins(vocab: &Vocabulary, model: &PolicyModel, rules: &[usize]) -> Vec<Bool> {
-    let used: BTreeSet<&str> = rules
-        .iter()
-        .filter_map(|&i| model.rules().get(i))
-        .flat_map(|r| r.expr.variables())
-        .collect();
-    if used.len() > crate::scenario::SMALL_SLICE {
-        return Vec::new();
-    }
-    vocab
-        .variables()
-        .iter()
-        .filter(|(name, _)| used.contains(name.as_str()))
-        .filter_map(|(name, sort)| {
-            let value = crate::scenario::simple_value(sort)?;
-            Some(vocab.var(name)?.eq(&value))
-        })
-        .collect()
 }
 
 /// Whether `f` is true in `model` (completed: variables it does not fix take default values).
@@ -1544,30 +1517,31 @@ mod tests {
         );
     }
 
-    /// The pins of the simplest scenario (each variable at false or 0) are asserted with the
-    /// rules, once per solver: a check's pin of one adds nothing to its scope, constrains
-    /// nothing unless assumed, and other pins still go into the check's scope.
+    /// Pins made together are asserted together, each formula keeps one literal within a
+    /// check, and the literals still stand for their formulas: a pin assumed makes its
+    /// formula hold.
     #[test]
-    fn simple_pins_are_asserted_once_per_solver() {
+    fn pins_made_together_are_one_assertion_with_a_literal_each() {
         use z3::ast::Int;
         let model = park();
         let reasoner = Reasoner::new(&model, CheckOptions::default()).unwrap();
         let loaded = reasoner.loaded();
         let age = reasoner.vocab.var("customerAge").unwrap().as_int().unwrap();
-        let at_zero = age.eq(Int::from_i64(0));
+        let (young, senior) = (age.eq(Int::from_i64(30)), age.eq(Int::from_i64(66)));
         let _check = super::CheckScope::begin(&reasoner, loaded.clone());
-        let pinned = loaded.pin(&at_zero);
-        assert_eq!(loaded.base_pins.get(&at_zero), Some(&pinned));
-        assert!(loaded.scope.borrow().is_empty());
-        let senior = loaded.pin(&age.eq(Int::from_i64(66)));
+        let lits = loaded.pin_all([&young, &senior, &young]);
+        assert_eq!(lits[0], lits[2]);
+        assert_ne!(lits[0], lits[1]);
+        assert_eq!(loaded.scope.borrow().len(), 1);
+        assert_eq!(loaded.pin(&senior), lits[1]);
         assert_eq!(loaded.scope.borrow().len(), 1);
         let all = reasoner.all_rules();
+        let super::Outcome::Sat(m) = reasoner.solve(&all, &lits[1..2]) else {
+            panic!("a senior visitor is possible");
+        };
+        assert!(super::holds(&m, &senior));
         assert!(matches!(
-            reasoner.solve(&all, std::slice::from_ref(&senior)),
-            super::Outcome::Sat(_)
-        ));
-        assert!(matches!(
-            reasoner.solve(&all, &[senior, pinned]),
+            reasoner.solve(&all, &lits[..2]),
             super::Outcome::Unsat(_)
         ));
     }

@@ -24,13 +24,13 @@ use z3::{Model, Optimize, Params, SatResult};
 
 /// Slices with at most this many variables get their closest model from the check's own
 /// solver; larger ones from Z3's optimizer.
-pub(crate) const SMALL_SLICE: usize = 64;
+const SMALL_SLICE: usize = 64;
 
 /// Runs of at most this many pins are first asked whether any of them can hold.
 const ANY_RUN: usize = 16;
 
 /// The value a variable takes when nothing forces another: false, 0, 0.0 (enums have none).
-pub(crate) fn simple_value(sort: &Sort) -> Option<Dynamic> {
+fn simple_value(sort: &Sort) -> Option<Dynamic> {
     match sort {
         Sort::Bool => Some(Bool::from_bool(false).into()),
         Sort::Int => Some(Int::from_i64(0).into()),
@@ -126,6 +126,11 @@ impl Reasoner<'_> {
         self.loaded().pin(f)
     }
 
+    /// `pin` for each of `fs`, with one assertion (see `LoadedRules::pin_all`).
+    fn pin_all<'f>(&self, fs: impl IntoIterator<Item = &'f Bool>) -> Vec<Bool> {
+        self.loaded().pin_all(fs)
+    }
+
     /// The slice's variables, in schema order.
     fn schema_vars(&self, slice: &Slice) -> Vec<(Dynamic, Sort)> {
         self.named_schema_vars(slice)
@@ -191,12 +196,10 @@ impl Reasoner<'_> {
             match any {
                 Outcome::Unsat(_) => {
                     // None of them: the others hold in `best` and are kept, in order.
-                    for (id, eq) in pins {
-                        if holds(best, eq) {
-                            assumptions.push(self.pin(eq));
-                            kept.insert(*id);
-                        }
-                    }
+                    let holding: Vec<&(usize, Bool)> =
+                        pins.iter().filter(|(_, eq)| holds(best, eq)).collect();
+                    assumptions.extend(self.pin_all(holding.iter().map(|(_, eq)| eq)));
+                    kept.extend(holding.iter().map(|(id, _)| *id));
                     return;
                 }
                 Outcome::Sat(m) => {
@@ -210,7 +213,7 @@ impl Reasoner<'_> {
             }
         }
         let before = assumptions.len();
-        assumptions.extend(pins.iter().map(|(_, eq)| self.pin(eq)));
+        assumptions.extend(self.pin_all(pins.iter().map(|(_, eq)| eq)));
         let fits = match self.solve(rules, assumptions) {
             Outcome::Sat(m) => {
                 *best = m;
@@ -236,18 +239,17 @@ impl Reasoner<'_> {
         &self,
         assumptions: &mut Vec<Bool>,
         best: &Model,
-        mut pins: &'p [(usize, Bool)],
+        pins: &'p [(usize, Bool)],
         kept: &mut BTreeSet<usize>,
     ) -> &'p [(usize, Bool)] {
-        while let Some(((id, eq), rest)) = pins.split_first() {
-            if !holds(best, eq) {
-                break;
-            }
-            assumptions.push(self.pin(eq));
-            kept.insert(*id);
-            pins = rest;
-        }
-        pins
+        let holding = pins
+            .iter()
+            .position(|(_, eq)| !holds(best, eq))
+            .unwrap_or(pins.len());
+        let (kept_now, rest) = pins.split_at(holding);
+        assumptions.extend(self.pin_all(kept_now.iter().map(|(_, eq)| eq)));
+        kept.extend(kept_now.iter().map(|(id, _)| *id));
+        rest
     }
 
     /// The simplest model of the slice's rules and `fixed` (assumption literals), starting
@@ -385,7 +387,7 @@ impl Reasoner<'_> {
             &mut BTreeSet::new(),
             deadline,
         );
-        let indicators: Vec<Bool> = same.iter().map(|eq| self.pin(eq)).collect();
+        let indicators: Vec<Bool> = self.pin_all(&same);
         let weighted: Vec<(&Bool, i32)> = indicators.iter().map(|l| (l, 1)).collect();
         loop {
             let kept = same.iter().filter(|eq| holds(&best, eq)).count();
