@@ -16,8 +16,17 @@ fn waiting_v4_thread() -> (Thread, PolicyDocuments) {
     let documents =
         PolicyDocuments::from_values(fixture["policyDocuments"].as_array().unwrap()).unwrap();
     let trail = fixture["trail"].as_array().unwrap().clone();
-    let thread = Thread::from_stored_json(fixture["state"].clone(), trail, &documents).unwrap();
+    let thread =
+        Thread::from_stored_json(fixture["state"].clone(), trail.clone(), &documents).unwrap();
     assert_eq!(thread.format_version(), 4);
+    // A server resumes it from its trail, replayed with format 4's rules: the same thread.
+    let resumed = Thread::resumed(
+        &fixture["state"].to_string(),
+        &serde_json::to_vec(&trail).unwrap(),
+        &documents,
+    )
+    .unwrap();
+    assert_eq!(resumed, thread);
     (thread, documents)
 }
 

@@ -860,7 +860,16 @@ pub async fn load_thread(
         tracing::error!("thread {} cannot be resumed: {e}", stored.id);
         return Err(format!("thread {} cannot be resumed: {e}", stored.id));
     }
-    load_thread_to_read(app, stored, trail).await
+    let documents = documents_for(app, &trail)
+        .await
+        .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
+    let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
+    // The loop goes on from the thread its signed trail records, not from the stored copy of
+    // its state (see `Thread::resumed`).
+    Thread::resumed(&stored.state, &json, &documents).map_err(|e| {
+        tracing::error!("thread {} cannot be resumed: {e}", stored.id);
+        format!("thread {} cannot be resumed: {e}", stored.id)
+    })
 }
 
 /// [`load_thread`] for a view, which signs nothing: without the log check, since a thread

@@ -478,6 +478,79 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     );
 }
 
+/// The stored copy of a waiting thread's state (which no signature covers) changed in the
+/// database: the thread is not resumed from it. The loop goes on from the thread its signed
+/// trail records (`Thread::resumed`); a stored state that differs is refused, named, and
+/// nothing is signed. Put back, the same answers are taken.
+#[tokio::test]
+async fn a_state_altered_in_the_store_is_not_resumed() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "altered-state",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let question = "I am 70. How much will I pay in total for admission?";
+    let answer = "As a senior you pay $35.75 including tax.";
+    let (_, started) = post(
+        &proxy,
+        "/api/threads",
+        json!({"question": question, "answer": answer}),
+    )
+    .await;
+    let started: Value = serde_json::from_str(&started).unwrap();
+    assert_eq!(started["status"], "awaiting_input", "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let size = log_size(&proxy).await;
+    let answers = json!({"answers": ["Low season, and no credits.", "No credits."]});
+
+    // The question, then the recorded answer, changed in the stored state alone.
+    for (from, to, field) in [
+        ("I am 70.", "I am 7.", "question"),
+        ("$35.75", "$5.75", "steps"),
+    ] {
+        sqlite(
+            &db,
+            &format!(
+                "UPDATE threads SET state = replace(state, '{from}', '{to}') WHERE id = '{id}';"
+            ),
+        );
+        let (status, body) = post(
+            &proxy,
+            &format!("/api/threads/{id}/answers"),
+            answers.clone(),
+        )
+        .await;
+        assert_eq!(status, 500, "{body}");
+        assert!(
+            body.contains("stored state differs")
+                && body.contains(&format!("`{field}`"))
+                && body.contains("the store was altered"),
+            "{body}"
+        );
+        assert_eq!(
+            log_size(&proxy).await,
+            size,
+            "a head was signed for an altered state"
+        );
+        sqlite(
+            &db,
+            &format!(
+                "UPDATE threads SET state = replace(state, '{to}', '{from}') WHERE id = '{id}';"
+            ),
+        );
+    }
+
+    // The state as the server wrote it: the answers are taken and the thread goes on.
+    let (status, body) = post(&proxy, &format!("/api/threads/{id}/answers"), answers).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(log_size(&proxy).await > size);
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());

@@ -40,8 +40,8 @@ pub(crate) use effect_body::{effect_record_body, remember_prompt_prefix};
 pub use policy_document::{PolicyDocuments, POLICY_DOCUMENTS_SINCE};
 pub use record::{append, AuditRecord, RecordKind, GENESIS_PREV};
 pub use replay::{
-    replay, replay_json, replay_json_with, replay_with, verify_chain, verify_chain_json,
-    ChainReport, ReplayFailure, ReplayProblem, ReplayReport,
+    rebuild_json_with, replay, replay_json, replay_json_with, replay_with, verify_chain,
+    verify_chain_json, ChainReport, ReplayFailure, ReplayProblem, ReplayReport,
 };
 
 /// The audit format this version writes. It replays every format from

@@ -314,21 +314,47 @@ pub fn replay_json_with(json: impl AsRef<[u8]>, documents: &PolicyDocuments) -> 
     replay_entries(&parse_entries(json), documents)
 }
 
-fn replay_entries(entries: &impl Recorded, documents: &PolicyDocuments) -> ReplayReport {
-    let mut report = ReplayReport {
+/// The thread a trail (a JSON array of records) records, rebuilt by replaying it: every
+/// record checked as [`replay_json_with`] checks it, and the thread as the machine left it
+/// after the last one. What a server resumes a thread from, so that its stored copy of the
+/// thread's state, which no signature covers, cannot steer the loop (see
+/// [`crate::thread::Thread::resumed`]).
+pub fn rebuild_json_with(
+    json: impl AsRef<[u8]>,
+    documents: &PolicyDocuments,
+) -> Result<Thread, ReplayFailure> {
+    let json = json.as_ref();
+    let mut report = empty_report(0);
+    if let Some(records) = read_records(json) {
+        report.records = records.count();
+        match replay_into(&records, documents, &mut report) {
+            Err(f) if f.problem == ReplayProblem::Malformed => {}
+            done => return done,
+        }
+    }
+    let entries = parse_entries(json);
+    report.records = entries.count();
+    replay_into(&entries, documents, &mut report)
+}
+
+fn empty_report(records: usize) -> ReplayReport {
+    ReplayReport {
         ok: false,
         format_version: None,
         thread_id: None,
-        records: entries.count(),
+        records,
         verified_records: 0,
         head_hash: None,
         status: None,
         failure: None,
-    };
-    if let Err(f) = replay_into(entries, documents, &mut report) {
-        report.failure = Some(f);
-    } else {
-        report.ok = true;
+    }
+}
+
+fn replay_entries(entries: &impl Recorded, documents: &PolicyDocuments) -> ReplayReport {
+    let mut report = empty_report(entries.count());
+    match replay_into(entries, documents, &mut report) {
+        Err(f) => report.failure = Some(f),
+        Ok(_) => report.ok = true,
     }
     report
 }
@@ -491,11 +517,12 @@ impl Recorded for Vec<RecordText<'_>> {
     }
 }
 
+/// Replays `recorded` into `report`; the rebuilt thread when every record checks out.
 fn replay_into(
     recorded: &impl Recorded,
     documents: &PolicyDocuments,
     report: &mut ReplayReport,
-) -> Result<(), ReplayFailure> {
+) -> Result<Thread, ReplayFailure> {
     let count = recorded.count();
     if count == 0 {
         return Err(fail(
@@ -584,7 +611,7 @@ fn replay_into(
             ),
         ));
     }
-    Ok(())
+    Ok(thread)
 }
 
 /// Feeds the recorded input at `index` (of kind `kind`, read by `input`) to the machine.

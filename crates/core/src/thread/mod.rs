@@ -650,6 +650,51 @@ impl Thread {
         serde_json::from_value(state).map_err(|e| e.to_string())
     }
 
+    /// The thread a server resumes: rebuilt by replaying its audit trail (a JSON array of
+    /// records, see [`audit::rebuild_json_with`]), with the app's request taken from the
+    /// stored `state` (the one field no record holds, see [`Thread::app_request`]; the loop
+    /// never reads it, and nothing the rewriter writes with it goes out unchecked). The rest
+    /// of the stored state is a copy no signature covers: it must be the rebuilt thread's,
+    /// or the thread is not resumed (someone with the database changed it: a question the
+    /// user never asked, an answer the loop never gave, a configuration without the policy).
+    pub fn resumed(
+        state: &str,
+        trail: &[u8],
+        documents: &audit::PolicyDocuments,
+    ) -> Result<Thread, String> {
+        let mut thread = audit::rebuild_json_with(trail, documents)
+            .map_err(|f| format!("its trail does not replay ({f})"))?;
+        let mut stored: Value = serde_json::from_str(state).map_err(|e| e.to_string())?;
+        let stored = stored
+            .as_object_mut()
+            .ok_or("the stored state is not a JSON object")?;
+        let request = stored.remove("appRequest").filter(|r| !r.is_null());
+        let mut fields = thread.without_trail();
+        if !stored.contains_key("config") {
+            fields.config = None;
+        }
+        let rebuilt = match serde_json::to_value(&fields).map_err(|e| e.to_string())? {
+            Value::Object(mut rebuilt) => {
+                rebuilt.remove("appRequest");
+                rebuilt
+            }
+            _ => return Err("the rebuilt state is not a JSON object".into()),
+        };
+        if let Some(field) = rebuilt
+            .iter()
+            .find(|(k, v)| stored.get(*k) != Some(v))
+            .map(|(k, _)| k)
+            .or_else(|| stored.keys().find(|k| !rebuilt.contains_key(*k)))
+        {
+            return Err(format!(
+                "its stored state differs from the one its trail records (at `{field}`): \
+                 the store was altered"
+            ));
+        }
+        thread.app_request = request.map(Into::into);
+        Ok(thread)
+    }
+
     fn without_trail(&self) -> WithoutTrail<'_> {
         WithoutTrail {
             id: &self.id,

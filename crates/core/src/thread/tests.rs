@@ -911,6 +911,66 @@ fn json_without_trail_is_the_thread_json_minus_the_trail() {
     assert_eq!(serde_json::from_value::<Thread>(stored).unwrap(), d.t);
 }
 
+/// A resumed thread is the one its trail records: the stored state must be its copy (only
+/// the app's request, which no record holds, is taken from it), and a state that differs in
+/// any recorded field is refused, naming the field.
+#[test]
+fn a_resumed_thread_is_rebuilt_from_its_trail() {
+    let (mut d, _) = Driver::new(config());
+    d.t.set_app_request(serde_json::json!({"model": "m", "messages": []}));
+    d.llm("You pay 10 dollars.");
+    d.validated(vec![valid(), invalid()]);
+    let trail = serde_json::to_vec(d.t.audit_trail()).unwrap();
+    let (_, document) =
+        crate::audit::policy_document::policy_document_of(d.t.config()).expect("a policy");
+    let mut documents = PolicyDocuments::new();
+    documents.insert(document).unwrap();
+    let slim = d.t.to_json_text_without_trail_or_config().unwrap();
+    let whole = d.t.to_json_text_without_trail().unwrap();
+    for stored in [&slim, &whole] {
+        let resumed = Thread::resumed(stored, &trail, &documents).unwrap();
+        assert_eq!(resumed, d.t);
+        assert_eq!(resumed.app_request(), d.t.app_request());
+    }
+    // Without its app request (a thread started without one) it resumes without one.
+    let mut plain: Value = serde_json::from_str(&slim).unwrap();
+    plain.as_object_mut().unwrap().remove("appRequest");
+    let resumed = Thread::resumed(&plain.to_string(), &trail, &documents).unwrap();
+    assert_eq!(resumed.app_request(), None);
+    // A recorded field changed in the stored copy: refused, naming it.
+    let mut whole_value: Value = serde_json::from_str(&whole).unwrap();
+    whole_value["config"]["maxIterations"] = serde_json::json!(50);
+    let mut asked: Value = serde_json::from_str(&slim).unwrap();
+    asked["question"] = serde_json::json!("Something else entirely?");
+    let mut answered: Value = serde_json::from_str(&slim).unwrap();
+    answered["steps"][0]["reply"]["text"] = serde_json::json!("You pay nothing.");
+    let mut extra: Value = serde_json::from_str(&slim).unwrap();
+    extra["injected"] = serde_json::json!(true);
+    for (altered, field) in [
+        (whole_value, "config"),
+        (asked, "question"),
+        (answered, "steps"),
+        (extra, "injected"),
+    ] {
+        let err = Thread::resumed(&altered.to_string(), &trail, &documents).unwrap_err();
+        assert!(
+            err.contains(&format!("`{field}`")) && err.contains("the store was altered"),
+            "{field}: {err}"
+        );
+    }
+    // A trail that does not replay is refused as such.
+    let mut records: Vec<Value> = serde_json::from_slice(&trail).unwrap();
+    records.pop();
+    let short = serde_json::to_vec(&records).unwrap();
+    let err = Thread::resumed(&slim, &short, &documents).unwrap_err();
+    assert!(
+        err.contains("stored state differs") || err.contains("does not replay"),
+        "{err}"
+    );
+    let err = Thread::resumed(&slim, b"[]", &documents).unwrap_err();
+    assert!(err.contains("does not replay"), "{err}");
+}
+
 #[test]
 fn a_state_stored_without_its_config_takes_it_from_the_trail() {
     let (mut d, _) = Driver::new(config());
