@@ -1058,10 +1058,8 @@ fn interpreted_equality(model: &Model, f: &Bool) -> Option<bool> {
         return None;
     }
     let (x, v) = (f.nth_child(0)?, f.nth_child(1)?);
-    if !x.is_const() {
-        return None;
-    }
-    // A numeral or a truth value has no interpretation: None, and the evaluator answers.
+    // Only a constant the model interprets has a value here: for anything else (a numeral, a
+    // truth value, a sum, a variable left unfixed) this is None, and the evaluator answers.
     let value = model.get_const_interp(&x)?;
     if value == v {
         return Some(true);
