@@ -848,28 +848,99 @@ pub async fn documents_for<'a>(
     Ok(Cow::Owned(documents))
 }
 
-/// [`from_stored`] with the documents its trail names ([`documents_for`]), to be extended:
-/// once the stored trail is shown to be the one the log signed (see [`check_stored_trail`]).
+/// The thread to extend (and the number of its stored records), resumed from its stored
+/// trail once that is shown to be the one the log signed (see [`check_stored_trail`]): the
+/// thread its trail records, not the stored copy of its state ([`Thread::resumed`]), with the
+/// app's request only if its messages are the conversation the trail records
+/// ([`check_app_request`]).
+///
+/// The row and the trail are two reads: a request that continued the thread between them
+/// leaves a row that is not the trail's, which is no tampering. Such a difference is read
+/// again (a few times, briefly); a trail that keeps growing meanwhile is another request
+/// driving the thread, refused as such, and only a difference that stays while the trail
+/// stays is reported as the store altered.
 pub async fn load_thread(
     app: &App,
     stored: &StoredThread,
     trail: Vec<Value>,
-) -> Result<Thread, String> {
+) -> Result<(Thread, usize), String> {
+    let refused = |e: String| {
+        tracing::error!("thread {} cannot be resumed: {e}", stored.id);
+        format!("thread {} cannot be resumed: {e}", stored.id)
+    };
     if let Err(e) = check_stored_trail(app, &stored.id, &trail).await {
         // The operator must hear of it: someone with the database changed a trail.
-        tracing::error!("thread {} cannot be resumed: {e}", stored.id);
-        return Err(format!("thread {} cannot be resumed: {e}", stored.id));
+        return Err(refused(e));
     }
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
-    let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
-    // The loop goes on from the thread its signed trail records, not from the stored copy of
-    // its state (see `Thread::resumed`).
-    Thread::resumed(&stored.state, &json, &documents).map_err(|e| {
-        tracing::error!("thread {} cannot be resumed: {e}", stored.id);
-        format!("thread {} cannot be resumed: {e}", stored.id)
-    })
+    let (mut state, mut trail) = (stored.state.clone(), trail);
+    for attempt in 0..READS_OF_A_CHANGING_THREAD {
+        let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
+        let differs = match Thread::resumed(&state, &json, &documents) {
+            Ok(thread) => {
+                check_app_request(&thread).map_err(refused)?;
+                return Ok((thread, trail.len()));
+            }
+            Err(e) if e.contains("stored state differs") => e,
+            Err(e) => return Err(refused(e)),
+        };
+        if attempt + 1 == READS_OF_A_CHANGING_THREAD {
+            return Err(refused(differs));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        let row = app
+            .store
+            .thread(&stored.id)
+            .await
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("thread {} is gone", stored.id))?;
+        let again = app
+            .store
+            .audit_trail(&stored.id)
+            .await
+            .map_err(|e| e.to_string())?;
+        if again.len() != trail.len() {
+            tracing::warn!(
+                "thread {}: another request continued it while this one resumed it",
+                stored.id
+            );
+            return Err(format!(
+                "thread {} is being continued by another request: try again when it has \
+                 answered",
+                stored.id
+            ));
+        }
+        (state, trail) = (row.state, again);
+    }
+    unreachable!("the last attempt returns")
+}
+
+/// Reads of a thread whose row and trail differ before the difference counts as tampering.
+const READS_OF_A_CHANGING_THREAD: usize = 3;
+
+/// The app's request kept with a thread (no record holds it) must be the request whose
+/// conversation the thread's trail records: its messages are what the rewriter is prompted
+/// with, and a system prompt written into the database would otherwise steer every rewrite
+/// of a resumed thread (whose answers can go out unverified, marked, at the iteration limit or
+/// as not covered). Its other members (model parameters) are not bound to the trail.
+fn check_app_request(thread: &Thread) -> Result<(), String> {
+    let Some(request) = thread.app_request() else {
+        return Ok(());
+    };
+    let recorded = thread.conversation();
+    let matches = crate::openai::ChatRequest::parse(request.clone())
+        .is_ok_and(|req| req.conversation().as_slice() == recorded);
+    if matches {
+        Ok(())
+    } else {
+        Err(
+            "its stored app request is not the one whose conversation its trail records: \
+             the store was altered"
+                .into(),
+        )
+    }
 }
 
 /// [`load_thread`] for a view, which signs nothing: without the log check, since a thread

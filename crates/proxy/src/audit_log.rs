@@ -63,9 +63,20 @@ impl AuditKey {
             path: path.display().to_string(),
             problem,
         };
+        // A name that is there but leads nowhere (a dangling symbolic link, say a secret mount
+        // not there yet) is neither read nor written over: creating the key would find the
+        // name taken, and reading it would find nothing.
+        let present = path.symlink_metadata().is_ok();
+        if secret.is_none() && present && !path.exists() {
+            return Err(key_err(
+                "the path is a symbolic link to nothing: point it at the key file, or remove it \
+                 to have a new key created"
+                    .into(),
+            ));
+        }
         let encoded = match secret {
             Some(s) => s.trim().to_string(),
-            None if path.exists() => {
+            None if present => {
                 let text = std::fs::read_to_string(path).map_err(|e| key_err(e.to_string()))?;
                 // Since keys are written whole (see `write_private`), only a start of an older
                 // version, stopped between creating the file and writing it, leaves it empty.
@@ -85,7 +96,8 @@ impl AuditKey {
                 let (skey, vkey) = signed_note::generate_key(&mut rand_core::OsRng, name);
                 if let Err(e) = write_private(path, &skey) {
                     // Another server on the same storage created it first (whole): use theirs.
-                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    // (Read once: the name is now there, so this does not come back here.)
+                    if e.kind() == std::io::ErrorKind::AlreadyExists && path.exists() {
                         return AuditKey::load_or_create(None, path, name);
                     }
                     return Err(key_err(e.to_string()));
@@ -163,8 +175,15 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     file.write_all(b"\n")?;
     file.as_file().sync_all()?;
     file.persist_noclobber(path).map_err(|e| e.error)?;
-    // The new name, durable as well.
-    std::fs::File::open(dir)?.sync_all()
+    // The new name, durable as well; the key is in place either way, so a directory that
+    // cannot be synced is said, not fatal.
+    if let Err(e) = std::fs::File::open(dir).and_then(|d| d.sync_all()) {
+        tracing::warn!(
+            "could not sync {} after creating the key: {e}",
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// The stored hashes read so far, in index order (a cache of `log_hashes`).
@@ -897,6 +916,22 @@ mod tests {
             assert_eq!(names, ["proofgate-audit.key"], "round {round}");
             let _ = std::fs::remove_dir_all(&dir);
         }
+    }
+
+    /// A key path that is a symbolic link to nothing is refused with what to do, not looped
+    /// on (creating the key found the name taken, and reading it found nothing, forever).
+    #[test]
+    fn a_dangling_key_link_is_refused_not_looped_on() {
+        let dir = std::env::temp_dir().join(format!("pg-key-dangling-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("proofgate-audit.key");
+        std::os::unix::fs::symlink(dir.join("not-mounted-yet/key"), &path).unwrap();
+        let Err(e) = AuditKey::load_or_create(None, &path, "test") else {
+            panic!("a dangling key link was accepted");
+        };
+        assert!(e.to_string().contains("symbolic link to nothing"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     /// A key file left empty (a start stopped between creating and writing it, by a version

@@ -145,7 +145,9 @@ async fn load(
         .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
     let trail = app.store.audit_trail(id).await?;
     let loaded = if to_extend {
-        crate::app::load_thread(app, &stored, trail).await
+        crate::app::load_thread(app, &stored, trail)
+            .await
+            .map(|(thread, _)| thread)
     } else {
         crate::app::load_thread_to_read(app, &stored, trail).await
     };

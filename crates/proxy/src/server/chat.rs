@@ -361,10 +361,9 @@ async fn resumable(
         None => Ok(None),
         Some(s) => {
             let trail = app.store.audit_trail(&s.id).await?;
-            let saved = trail.len();
             crate::app::load_thread(app, &s, trail)
                 .await
-                .map(|t| Some((t, saved)))
+                .map(Some)
                 .map_err(ApiError::internal)
         }
     }

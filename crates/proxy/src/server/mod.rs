@@ -381,8 +381,7 @@ async fn resume_orphan(
         return Ok(());
     }
     let trail = app.store.audit_trail(&stored.id).await?;
-    let saved = trail.len();
-    let thread = crate::app::load_thread(app, stored, trail).await?;
+    let (thread, saved) = crate::app::load_thread(app, stored, trail).await?;
     let effect = thread.pending_effect();
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     let scope = cache_scope_of(app, &stored.id).await;
@@ -442,8 +441,7 @@ async fn tick_if_overdue(
         return Ok(());
     }
     let trail = app.store.audit_trail(&stored.id).await?;
-    let saved = trail.len();
-    let mut thread = crate::app::load_thread(app, stored, trail).await?;
+    let (mut thread, saved) = crate::app::load_thread(app, stored, trail).await?;
     let effect = thread.handle(Input::Tick { now })?;
     let scope = cache_scope_of(app, &stored.id).await;
     let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
