@@ -371,17 +371,11 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     );
 }
 
-/// A trail rewritten in the database from its first record, its chain rebuilt: the server
-/// does not extend it (it would sign and log the forgery as genuine), and `log verify` names
-/// it. (A forgery extended under a head the operator signs is the core's
-/// `a_trail_must_hold_every_head_logged_for_it`.)
-#[tokio::test]
-async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
+/// A proxy (with its scripted LLM) and the id of a thread of it waiting for answers to its
+/// follow-up questions about a senior's admission.
+async fn waiting_thread(name: &str) -> (Server, Proxy, String) {
     let llm = Server::python("scripted_llm.py", &demo_script());
-    let proxy = Proxy::start(
-        "rewritten-store",
-        &config(&format!("{}/v1", llm.url()), "", ""),
-    );
+    let proxy = Proxy::start(name, &config(&format!("{}/v1", llm.url()), "", ""));
     let question = "I am 70. How much will I pay in total for admission?";
     let answer = "As a senior you pay $35.75 including tax.";
     let (_, started) = post(
@@ -393,6 +387,16 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     let started: Value = serde_json::from_str(&started).unwrap();
     assert_eq!(started["status"], "awaiting_input", "{started}");
     let id = started["id"].as_str().unwrap().to_string();
+    (llm, proxy, id)
+}
+
+/// A trail rewritten in the database from its first record, its chain rebuilt: the server
+/// does not extend it (it would sign and log the forgery as genuine), and `log verify` names
+/// it. (A forgery extended under a head the operator signs is the core's
+/// `a_trail_must_hold_every_head_logged_for_it`.)
+#[tokio::test]
+async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
+    let (_llm, proxy, id) = waiting_thread("rewritten-store").await;
     let key = text(&proxy, "/.well-known/proofgate/audit-key")
         .await
         .trim()
@@ -484,22 +488,7 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
 /// nothing is signed. Put back, the same answers are taken.
 #[tokio::test]
 async fn a_state_altered_in_the_store_is_not_resumed() {
-    let llm = Server::python("scripted_llm.py", &demo_script());
-    let proxy = Proxy::start(
-        "altered-state",
-        &config(&format!("{}/v1", llm.url()), "", ""),
-    );
-    let question = "I am 70. How much will I pay in total for admission?";
-    let answer = "As a senior you pay $35.75 including tax.";
-    let (_, started) = post(
-        &proxy,
-        "/api/threads",
-        json!({"question": question, "answer": answer}),
-    )
-    .await;
-    let started: Value = serde_json::from_str(&started).unwrap();
-    assert_eq!(started["status"], "awaiting_input", "{started}");
-    let id = started["id"].as_str().unwrap().to_string();
+    let (_llm, proxy, id) = waiting_thread("altered-state").await;
     let db = proxy
         .config_path()
         .parent()
