@@ -953,8 +953,26 @@ pub async fn load_thread_to_read(
 ) -> Result<Thread, String> {
     let documents = documents_for(app, &trail)
         .await
-        .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
-    from_stored(stored, trail, &documents)
+        .map_err(|e| format!("thread {} cannot be read: {e}", stored.id))?;
+    if trail.is_empty() {
+        // Nothing to replay (no thread is stored without its first record).
+        return from_stored(stored, trail, &documents);
+    }
+    // The thread its trail records (replayed), not the stored copy of its state, which no
+    // signature covers: an app in background mode takes its answer from this view. (A row
+    // read apart from a trail that grew meanwhile is not an error here: the trail decides.)
+    let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
+    proofgate_core::audit::rebuild_json_with(&json, &documents).map_err(|f| {
+        tracing::error!(
+            "thread {}: its stored trail does not replay: {f}",
+            stored.id
+        );
+        format!(
+            "thread {} cannot be read: its stored trail does not replay ({f}): the store was \
+             altered",
+            stored.id
+        )
+    })
 }
 
 /// Whether a stored trail is still the one whose heads the log holds: its records chain, and

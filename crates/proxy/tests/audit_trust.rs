@@ -540,6 +540,34 @@ async fn a_state_altered_in_the_store_is_not_resumed() {
     assert!(log_size(&proxy).await > size);
 }
 
+/// A view of a thread (what an app in background mode takes its answer from) is the thread
+/// its trail records, not the stored copy of its state: a question or an answer changed there
+/// is not shown.
+#[tokio::test]
+async fn a_view_shows_the_thread_its_trail_records_not_the_stored_copy() {
+    let (_llm, proxy, id) = waiting_thread("altered-view").await;
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let genuine = json_get(&proxy, &format!("/api/threads/{id}")).await;
+    assert!(genuine["question"]
+        .as_str()
+        .unwrap()
+        .starts_with("I am 70."));
+    sqlite(
+        &db,
+        &format!(
+            "UPDATE threads SET state = replace(replace(state, 'I am 70.', 'I am 7.'), \
+             '$35.75', '$5.75') WHERE id = '{id}';"
+        ),
+    );
+    let view = json_get(&proxy, &format!("/api/threads/{id}")).await;
+    assert_eq!(view, genuine);
+    assert!(!view.to_string().contains("$5.75"), "{view}");
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());
