@@ -943,6 +943,12 @@ impl<'m> Reasoner<'m> {
                 let Some(var) = self.vocab.var(name) else {
                     return false;
                 };
+                // The same term is the same value, with no text made; otherwise the values'
+                // text decides, as always (two terms can denote one number).
+                let (x, y) = (value_in(a, var), value_in(b, var));
+                if x.is_some() && x == y {
+                    return false;
+                }
                 model_value(a, var, sort) != model_value(b, var, sort)
             })
             .map(|(name, _)| name.clone())

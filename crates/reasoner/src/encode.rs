@@ -323,7 +323,15 @@ pub(crate) fn model_value(model: &Model, var: &Dynamic, sort: &Sort) -> Option<V
             }
         },
         Sort::Enum(_) => {
-            let text = v.to_string();
+            // A value of an enumeration is one of its constructors: its name, without Z3's
+            // printer (a tenth of a millisecond a call), which a value of another form gets.
+            let constructor = v
+                .safe_decl()
+                .ok()
+                .filter(|_| v.num_children() == 0)
+                .map(|d| d.name())
+                .filter(|n| Term::symbol(n.clone()).to_string() == *n);
+            let text = constructor.unwrap_or_else(|| v.to_string());
             Value {
                 english: text.clone(),
                 logic: Term::symbol(text).to_string(),
