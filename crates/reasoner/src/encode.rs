@@ -407,4 +407,23 @@ mod tests {
         assert_eq!(rational_value(1, 3).english, "1/3");
         assert_eq!(rational_value(7, 20).logic, "0.35");
     }
+
+    /// An enumeration's value reads as Z3 prints it, whether its name is a plain symbol
+    /// (read from the constructor's name) or one Z3 quotes (read from Z3's printer).
+    #[test]
+    fn enumeration_values_read_as_z3_prints_them() {
+        let values = vec!["SENIOR".to_string(), "NOT YET 18".to_string()];
+        let (sort, consts) = enumeration("Visitor", &values);
+        let x = Dynamic::new_const("visitor", &sort);
+        for c in &consts {
+            let solver = z3::Solver::new();
+            solver.assert(x.eq(c));
+            assert_eq!(solver.check(), z3::SatResult::Sat);
+            let model = solver.get_model().unwrap();
+            let printed = model.eval(&x, true).unwrap().to_string();
+            let value = model_value(&model, &x, &Sort::Enum("Visitor".into())).unwrap();
+            assert_eq!(value.english, printed);
+            assert_eq!(value.logic, Term::symbol(printed.clone()).to_string());
+        }
+    }
 }
