@@ -337,11 +337,7 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let db = proxy
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("proofgate.sqlite");
+    let db = database(&proxy);
     sqlite(&db, &format!(
         "DELETE FROM audit_records WHERE thread_id = '{thread}'; DELETE FROM threads WHERE id = '{thread}';"
     ));
@@ -369,6 +365,15 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         said.contains("signs no checkpoint") && said.contains("cut back"),
         "{said}"
     );
+}
+
+/// The SQLite database of a proxy started with the default storage.
+fn database(proxy: &Proxy) -> PathBuf {
+    proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite")
 }
 
 /// A proxy (with its scripted LLM) and the id of a thread of it waiting for answers to its
@@ -421,11 +426,7 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     assert!(all.contains("$35.75"));
     let mut trail: Vec<Value> = serde_json::from_str(&all.replace("$35.75", "$5.75")).unwrap();
     rebuild_chain(&mut trail, 0);
-    let db = proxy
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("proofgate.sqlite");
+    let db = database(&proxy);
     let mut sql = String::new();
     for r in &trail {
         sql += &format!(
@@ -489,11 +490,7 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
 #[tokio::test]
 async fn a_state_altered_in_the_store_is_not_resumed() {
     let (_llm, proxy, id) = waiting_thread("altered-state").await;
-    let db = proxy
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("proofgate.sqlite");
+    let db = database(&proxy);
     let size = log_size(&proxy).await;
     let answers = json!({"answers": ["Low season, and no credits.", "No credits."]});
 
@@ -546,11 +543,7 @@ async fn a_state_altered_in_the_store_is_not_resumed() {
 #[tokio::test]
 async fn a_view_shows_the_thread_its_trail_records_not_the_stored_copy() {
     let (_llm, proxy, id) = waiting_thread("altered-view").await;
-    let db = proxy
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("proofgate.sqlite");
+    let db = database(&proxy);
     let genuine = json_get(&proxy, &format!("/api/threads/{id}")).await;
     assert!(genuine["question"]
         .as_str()
@@ -954,11 +947,7 @@ async fn a_thread_that_cannot_be_loaded_does_not_stop_other_threads_timing_out()
     };
     // The older thread (the timeouts walk the oldest first) has a record no longer a record.
     let broken = start().await;
-    let db = proxy
-        .config_path()
-        .parent()
-        .unwrap()
-        .join("proofgate.sqlite");
+    let db = database(&proxy);
     sqlite(
         &db,
         &format!(
