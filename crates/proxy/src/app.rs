@@ -875,7 +875,7 @@ pub async fn load_thread(
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
-    let (mut state, mut trail) = (stored.state.clone(), trail);
+    let mut state = stored.state.clone();
     for attempt in 0..READS_OF_A_CHANGING_THREAD {
         let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
         let differs = match Thread::resumed(&state, &json, &documents) {
@@ -912,9 +912,18 @@ pub async fn load_thread(
                 stored.id
             ));
         }
-        (state, trail) = (row.state, again);
+        // Only the row is taken again: the trail is the one checked against the log above,
+        // and one that changed in place between the reads is not used unchecked.
+        if again != trail {
+            return Err(refused(
+                "its stored trail changed in place between two reads: the store was altered".into(),
+            ));
+        }
+        state = row.state;
     }
-    unreachable!("the last attempt returns")
+    Err(refused(
+        "its stored state kept changing while it was read".into(),
+    ))
 }
 
 /// Reads of a thread whose row and trail differ before the difference counts as tampering.
