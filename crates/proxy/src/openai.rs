@@ -24,6 +24,8 @@ pub struct ChatRequest {
     /// the request answer a thread's follow-up questions (a waiting thread's conversation
     /// always ends with its questions), so only then is a waiting thread looked up.
     pub answers_assistant: bool,
+    /// Where the last user message is in `messages`.
+    last_user_at: usize,
 }
 
 /// A request the proxy cannot serve, with what was wrong.
@@ -134,6 +136,33 @@ pub fn conversation_key_after(messages: &[Value], reply: &str) -> String {
     conversation_key(&all)
 }
 
+/// The turns of a list of messages, as a thread records its conversation: tool calls rendered as
+/// text, messages without text left out.
+fn turns_of(messages: &[Value]) -> Vec<ConversationTurn> {
+    let mut turns = Vec::new();
+    for m in messages {
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some("system" | "developer") => TurnRole::System,
+            Some("assistant") => TurnRole::Assistant,
+            Some("tool" | "function") => TurnRole::Tool,
+            _ => TurnRole::User,
+        };
+        let mut text = message_text(m).unwrap_or_default();
+        if let Some(calls) = tool_calls_of_message(m) {
+            for c in calls {
+                if !text.is_empty() {
+                    text.push('\n');
+                }
+                text.push_str(&format!("called {} with {}", c.name, c.arguments));
+            }
+        }
+        if !text.trim().is_empty() {
+            turns.push(ConversationTurn::new(role, text));
+        }
+    }
+    turns
+}
+
 impl ChatRequest {
     /// Whether the client asked for a usage chunk at the end of the stream.
     pub fn wants_usage_chunk(&self) -> bool {
@@ -191,6 +220,7 @@ impl ChatRequest {
                 .and_then(Value::as_str)
                 == Some("assistant"),
             question,
+            last_user_at,
             body,
         })
     }
@@ -208,28 +238,13 @@ impl ChatRequest {
     /// assistant's tool calls rendered as `called NAME with ARGS` and tool results as tool
     /// turns.
     pub fn conversation(&self) -> Vec<ConversationTurn> {
-        let mut turns = Vec::new();
-        for m in self.messages() {
-            let role = match m.get("role").and_then(Value::as_str) {
-                Some("system" | "developer") => TurnRole::System,
-                Some("assistant") => TurnRole::Assistant,
-                Some("tool" | "function") => TurnRole::Tool,
-                _ => TurnRole::User,
-            };
-            let mut text = message_text(m).unwrap_or_default();
-            if let Some(calls) = tool_calls_of_message(m) {
-                for c in calls {
-                    if !text.is_empty() {
-                        text.push('\n');
-                    }
-                    text.push_str(&format!("called {} with {}", c.name, c.arguments));
-                }
-            }
-            if !text.trim().is_empty() {
-                turns.push(ConversationTurn::new(role, text));
-            }
-        }
-        turns
+        turns_of(self.messages())
+    }
+
+    /// [`ChatRequest::conversation`] up to the last user message (which it leaves out): what a
+    /// waiting thread asked and was told before this request's answer.
+    pub fn conversation_before_last_turns(&self) -> Vec<ConversationTurn> {
+        turns_of(&self.messages()[..self.last_user_at])
     }
 
     /// How the request forces the model to call a tool, if it does. Only the choices known to

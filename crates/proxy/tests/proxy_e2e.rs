@@ -355,6 +355,83 @@ async fn an_app_request_altered_in_the_store_does_not_reach_the_rewriter() {
     assert_eq!(r3.header("x-proofgate-thread"), thread);
 }
 
+/// Which waiting thread a conversation continues is found by a key the store keeps beside the
+/// thread, which no signature covers. Two threads' keys swapped in the database: the answer to
+/// one conversation does not go to the other thread (whose genuine trail would record it, and be
+/// signed); a new thread answers it, and the other thread still waits, its trail as it was.
+/// With the keys put back, the answer continues its own thread.
+#[tokio::test]
+async fn a_conversation_key_swapped_in_the_store_does_not_redirect_an_answer() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("swapped-keys", &config(&v1(&llm), "", ""));
+    let theirs = format!("{Q2} Thank you!");
+    let mine = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    let other = chat(&proxy, json!([{"role": "user", "content": theirs}]), &[]).await;
+    for r in [&mine, &other] {
+        assert_eq!(
+            r.header("x-proofgate-verdict"),
+            "NEEDS_INPUT",
+            "{:?}",
+            r.body
+        );
+    }
+    let (a, b) = (
+        mine.header("x-proofgate-thread").to_string(),
+        other.header("x-proofgate-thread").to_string(),
+    );
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let swap = || {
+        proxy::sqlite(
+            &db,
+            &format!(
+                "CREATE TEMP TABLE k AS SELECT id, conversation_key FROM threads \
+                 WHERE id IN ('{a}', '{b}'); \
+                 UPDATE threads SET conversation_key = (SELECT conversation_key FROM k \
+                 WHERE k.id = CASE threads.id WHEN '{a}' THEN '{b}' ELSE '{a}' END) \
+                 WHERE id IN ('{a}', '{b}');"
+            ),
+        )
+    };
+    let keys = || {
+        proxy::sqlite_query(
+            &db,
+            &format!(
+                "SELECT conversation_key FROM threads WHERE id IN ('{a}', '{b}') ORDER BY id;"
+            ),
+        )
+    };
+    let genuine = keys();
+    swap();
+    let swapped = keys();
+    assert_ne!(swapped, genuine);
+    assert_eq!(
+        swapped.lines().rev().collect::<Vec<_>>(),
+        genuine.lines().collect::<Vec<_>>()
+    );
+    let others_trail = bundle_of(&proxy, &b).await["trail"].clone();
+
+    let r = chat(&proxy, answered_conversation(mine.content()), &[]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    let answered_by = r.header("x-proofgate-thread");
+    assert!(answered_by != b && answered_by != a, "{answered_by}");
+    assert_eq!(bundle_of(&proxy, &b).await["trail"], others_trail);
+    assert_eq!(
+        get(&proxy, &format!("/api/threads/{b}")).await["status"],
+        "awaiting_input"
+    );
+
+    swap();
+    assert_eq!(keys(), genuine);
+    let r = chat(&proxy, answered_conversation(mine.content()), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert_eq!(r.header("x-proofgate-thread"), a);
+    assert_trail_replays(&proxy, &a).await;
+}
+
 #[tokio::test]
 async fn restart_while_awaiting_answers_then_complete() {
     let llm = demo_llm();

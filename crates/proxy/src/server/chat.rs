@@ -17,7 +17,8 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use proofgate_core::thread::{ChatbotReply, GivenAnswer};
+use proofgate_core::conversation::{ConversationTurn, TurnRole};
+use proofgate_core::thread::{ChatbotReply, ClarificationResponse, GivenAnswer};
 use proofgate_core::{Effect, Input, OutcomeStatus, Thread};
 use serde_json::Value;
 use std::convert::Infallible;
@@ -325,6 +326,10 @@ async fn resumable(
     headers: &HeaderMap,
 ) -> Result<Option<(Thread, usize)>, ApiError> {
     let owner = caller.owner(end_user(req));
+    let named = headers
+        .get(THREAD_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some();
     let stored = match headers.get(THREAD_HEADER).and_then(|v| v.to_str().ok()) {
         Some(id) => {
             let not_found = || ApiError::not_found(format!("no thread {id} (it may have expired)"));
@@ -357,16 +362,63 @@ async fn resumable(
             (waiting.len() == 1).then(|| waiting.remove(0))
         }
     };
-    match stored {
-        None => Ok(None),
-        Some(s) => {
-            let trail = app.store.audit_trail(&s.id).await?;
-            crate::app::load_thread(app, &s, trail)
-                .await
-                .map(Some)
-                .map_err(ApiError::internal)
+    let Some(s) = stored else {
+        return Ok(None);
+    };
+    let trail = app.store.audit_trail(&s.id).await?;
+    let (thread, saved) = crate::app::load_thread(app, &s, trail)
+        .await
+        .map_err(ApiError::internal)?;
+    if !named && !continues(&thread, &req.conversation_before_last_turns()) {
+        // Tampering, or a client that changed an earlier message's tool calls (which the key
+        // leaves out): either way this thread did not ask this conversation anything. A new
+        // thread answers it, and the waiting one is left as it is.
+        tracing::error!(
+            "thread {} was found by its conversation key, but its trail records another \
+             conversation: the store's conversation_key column was altered (or the client \
+             changed an earlier message's tool calls); the request starts a new thread",
+            s.id
+        );
+        return Ok(None);
+    }
+    Ok(Some((thread, saved)))
+}
+
+/// Whether `before_last` (a request's turns before its last user message) is the conversation a
+/// waiting thread's trail records, then each round of its follow-up questions as the proxy
+/// worded them, with the user's answer to every round but the last, which is pending. The key
+/// that finds a waiting thread is a column no signature covers: without this, swapping two
+/// threads' keys in the store sent one conversation's answer to the other thread, whose genuine
+/// trail then recorded it and was signed.
+fn continues(thread: &Thread, before_last: &[ConversationTurn]) -> bool {
+    let Some(mut rest) = before_last.strip_prefix(thread.conversation()) else {
+        return false;
+    };
+    for round in thread.clarifications() {
+        let Some((asked, after)) = rest.split_first() else {
+            return false;
+        };
+        if asked.role != TurnRole::Assistant || asked.text != questions_text(&round.questions) {
+            return false;
+        }
+        rest = after;
+        match &round.response {
+            None => return rest.is_empty(),
+            Some(ClarificationResponse::Answered { answers, .. }) => {
+                let Some((told, after)) = rest.split_first() else {
+                    return false;
+                };
+                if told.role != TurnRole::User || told.text.trim() != answers.join("\n") {
+                    return false;
+                }
+                rest = after;
+            }
+            // A skipped or timed-out round is followed by an answer, not by more questions.
+            Some(_) => return false,
         }
     }
+    // No round is pending: the thread is not waiting for this conversation's answer.
+    false
 }
 
 /// Reads a JSON body, with a clear error when it is not JSON.
@@ -749,5 +801,121 @@ mod notice_tests {
         );
         assert!(say(OutcomeStatus::MaxIterations, None).contains("NOT VERIFIED"));
         assert!(say(OutcomeStatus::NotCovered, None).contains("outside what the policy covers"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proofgate_core::findings::{Finding, SatisfiableFinding};
+    use proofgate_core::thread::ThreadConfig;
+
+    const QUESTION: &str = "I am 70. How much is my ticket?";
+
+    fn turn(role: TurnRole, text: &str) -> ConversationTurn {
+        ConversationTurn::new(role, text)
+    }
+
+    fn satisfiable(now: u64) -> Input {
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![Finding::Satisfiable(SatisfiableFinding::default())],
+            evidence: None,
+            now,
+        }
+    }
+
+    fn ask(question: &str, now: u64) -> Input {
+        Input::LlmReplied {
+            text: format!("DECISION: ASK_QUESTIONS\nQUESTION: {question}"),
+            model: None,
+            now,
+        }
+    }
+
+    /// A thread for the app's conversation (a system turn and the question) that asked one
+    /// round of questions, was answered, and asked a second round.
+    fn twice_asked() -> (Thread, Thread) {
+        let conversation = vec![
+            turn(TurnRole::System, "You are the park's desk."),
+            turn(TurnRole::User, QUESTION),
+        ];
+        let answer = GivenAnswer {
+            text: "You pay 5 dollars.".into(),
+            model: None,
+            source: "upstream".into(),
+        };
+        let mut t = Thread::for_reply(
+            ThreadConfig::default(),
+            "t-1",
+            QUESTION,
+            conversation,
+            ChatbotReply::Answer(answer),
+            1,
+        )
+        .unwrap();
+        t.handle(satisfiable(2)).unwrap();
+        let asked = t.handle(ask("When do you visit?", 3)).unwrap();
+        assert!(matches!(asked, Effect::AskUser { .. }), "{asked:?}");
+        let once = t.clone();
+        for input in [
+            Input::UserAnswered {
+                answers: vec!["In the low season.".into()],
+                now: 4,
+            },
+            Input::LlmReplied {
+                text: "In the low season you pay 5 dollars.".into(),
+                model: None,
+                now: 5,
+            },
+            satisfiable(6),
+        ] {
+            t.handle(input).unwrap();
+        }
+        let asked = t.handle(ask("Do you use credits?", 7)).unwrap();
+        assert!(matches!(asked, Effect::AskUser { .. }), "{asked:?}");
+        (once, t)
+    }
+
+    #[test]
+    fn a_waiting_thread_is_continued_only_by_the_conversation_its_trail_records() {
+        let (once, twice) = twice_asked();
+        let app = [
+            turn(TurnRole::System, "You are the park's desk."),
+            turn(TurnRole::User, QUESTION),
+        ];
+        let asked = |q: &str| turn(TurnRole::Assistant, &questions_text(&[q.to_string()]));
+        let first = [&app[..], &[asked("When do you visit?")]].concat();
+        let second = [
+            &first[..],
+            &[
+                // The answer as the user typed it (the thread keeps it trimmed).
+                turn(TurnRole::User, "  In the low season.\n"),
+                asked("Do you use credits?"),
+            ],
+        ]
+        .concat();
+        assert!(continues(&once, &first));
+        assert!(continues(&twice, &second));
+
+        // Another thread's conversation, or this one's at another point: not continued.
+        assert!(!continues(&twice, &first), "a round is missing");
+        assert!(!continues(&once, &second), "a round the thread never asked");
+        assert!(!continues(&once, &app), "no questions before the answer");
+        assert!(!continues(&once, &first[1..]), "the system turn is missing");
+        let mut other = first.clone();
+        other[1] = turn(TurnRole::User, "I am 7. How much is my ticket?");
+        assert!(!continues(&once, &other), "another question");
+        let mut other = second.clone();
+        other[3] = turn(TurnRole::User, "In the high season.");
+        assert!(!continues(&twice, &other), "another answer");
+        let mut other = first.clone();
+        other[2] = asked("Do you use credits?");
+        assert!(!continues(&once, &other), "other questions");
+        let mut other = first.clone();
+        other[2].role = TurnRole::User;
+        assert!(!continues(&once, &other), "the questions said by the user");
+        let longer = [&first[..], &[turn(TurnRole::User, "and?")]].concat();
+        assert!(!continues(&once, &longer), "turns after the questions");
     }
 }

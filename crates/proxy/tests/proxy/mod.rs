@@ -33,6 +33,27 @@ pub fn sqlite(db: &std::path::Path, sql: &str) {
     );
 }
 
+/// The rows `sql` (one query) reads from a SQLite database file, one line each, columns
+/// separated by tabs.
+pub fn sqlite_query(db: &std::path::Path, sql: &str) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             print('\\n'.join('\\t'.join(map(str, r)) for r in c.execute(sys.argv[2])))",
+        ])
+        .arg(db)
+        .arg(sql)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+}
+
 /// A fresh temp directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
