@@ -952,14 +952,36 @@ fn check_app_request(thread: &Thread) -> Result<(), String> {
     }
 }
 
-/// [`load_thread`] for a view, which signs nothing: without the log check, since a thread
-/// being driven meanwhile commits between the reads of its trail and of its heads (the check
-/// would see a head past the trail's end and fail a page that polls a thread in progress).
+/// [`load_thread`] for a view, which signs nothing: the thread its trail records (replayed),
+/// not the stored copy of its state, which no signature covers (an app in background mode takes
+/// its answer from this view), and only once the trail passes the same log check as a resume.
+/// A thread being driven meanwhile commits between the reads of its trail and of its heads, so
+/// a check that fails is made again on a fresh read (a head past the end of a trail read just
+/// before it is a commit in between, not a trail cut back); only a failure that stays is an
+/// error. Without the check, a trail rewritten in the database with its chain rebuilt was shown
+/// as the thread until an audit or `log verify` found it.
 pub async fn load_thread_to_read(
     app: &App,
     stored: &StoredThread,
-    trail: Vec<Value>,
+    mut trail: Vec<Value>,
 ) -> Result<Thread, String> {
+    let refused = |e: String| {
+        tracing::error!("thread {} cannot be read: {e}", stored.id);
+        format!("thread {} cannot be read: {e}", stored.id)
+    };
+    let mut attempt = 1;
+    while let Err(e) = check_stored_trail(app, &stored.id, &trail).await {
+        if attempt == READS_OF_A_CHANGING_THREAD {
+            return Err(refused(e));
+        }
+        attempt += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        trail = app
+            .store
+            .audit_trail(&stored.id)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be read: {e}", stored.id))?;
@@ -967,20 +989,11 @@ pub async fn load_thread_to_read(
         // Nothing to replay (no thread is stored without its first record).
         return from_stored(stored, trail, &documents);
     }
-    // The thread its trail records (replayed), not the stored copy of its state, which no
-    // signature covers: an app in background mode takes its answer from this view. (A row
-    // read apart from a trail that grew meanwhile is not an error here: the trail decides.)
     let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
     proofgate_core::audit::rebuild_json_with(&json, &documents).map_err(|f| {
-        tracing::error!(
-            "thread {}: its stored trail does not replay: {f}",
-            stored.id
-        );
-        format!(
-            "thread {} cannot be read: its stored trail does not replay ({f}): the store was \
-             altered",
-            stored.id
-        )
+        refused(format!(
+            "its stored trail does not replay ({f}): the store was altered"
+        ))
     })
 }
 

@@ -395,6 +395,26 @@ async fn waiting_thread(name: &str) -> (Server, Proxy, String) {
     (llm, proxy, id)
 }
 
+/// Rewrites a thread's stored trail as someone with the database could: `from` replaced by
+/// `to` in every record, the chain rebuilt from the first. Returns the forged trail.
+async fn rewrite_stored_trail(proxy: &Proxy, id: &str, from: &str, to: &str) -> Vec<Value> {
+    let bundle = json_get(proxy, &format!("/api/threads/{id}/audit/bundle")).await;
+    let all = serde_json::to_string(&bundle["trail"]).unwrap();
+    assert!(all.contains(from));
+    let mut trail: Vec<Value> = serde_json::from_str(&all.replace(from, to)).unwrap();
+    rebuild_chain(&mut trail, 0);
+    let mut sql = String::new();
+    for r in &trail {
+        sql += &format!(
+            "UPDATE audit_records SET record = '{}' WHERE thread_id = '{id}' AND seq = {};",
+            r.to_string().replace('\'', "''"),
+            r["seq"]
+        );
+    }
+    sqlite(&database(proxy), &sql);
+    trail
+}
+
 /// A trail rewritten in the database from its first record, its chain rebuilt: the server
 /// does not extend it (it would sign and log the forgery as genuine), and `log verify` names
 /// it. (A forgery extended under a head the operator signs is the core's
@@ -420,22 +440,8 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     let (ok, report) = log_verify();
     assert!(ok, "{report}");
 
-    // The pasted answer's price changed in every record, the chain rebuilt, stored back.
-    let bundle = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
-    let all = serde_json::to_string(&bundle["trail"]).unwrap();
-    assert!(all.contains("$35.75"));
-    let mut trail: Vec<Value> = serde_json::from_str(&all.replace("$35.75", "$5.75")).unwrap();
-    rebuild_chain(&mut trail, 0);
+    let trail = rewrite_stored_trail(&proxy, &id, "$35.75", "$5.75").await;
     let db = database(&proxy);
-    let mut sql = String::new();
-    for r in &trail {
-        sql += &format!(
-            "UPDATE audit_records SET record = '{}' WHERE thread_id = '{id}' AND seq = {};",
-            r.to_string().replace('\'', "''"),
-            r["seq"]
-        );
-    }
-    sqlite(&db, &sql);
 
     // Answering its questions would extend the forgery under a new signed head: refused, and
     // nothing is signed or logged.
@@ -559,6 +565,96 @@ async fn a_view_shows_the_thread_its_trail_records_not_the_stored_copy() {
     let view = json_get(&proxy, &format!("/api/threads/{id}")).await;
     assert_eq!(view, genuine);
     assert!(!view.to_string().contains("$5.75"), "{view}");
+}
+
+/// A view checks the trail against the log, as a resume does. The forgery here replays: the
+/// follow-up questions are the last thing a waiting thread records, and no later record hashes
+/// them, so the rewritten trail reproduces itself and only the signed heads in the log tell it
+/// from the genuine one. It was shown as the thread (questions the server never asked) until an
+/// audit or `log verify` found it. A view polled while the thread is driven is the other side
+/// of this: the timeouts' tests read threads while they commit.
+#[tokio::test]
+async fn a_view_does_not_show_a_trail_rewritten_in_the_store() {
+    let (_llm, proxy, id) = waiting_thread("rewritten-view").await;
+    let path = format!("/api/threads/{id}");
+    assert!(json_get(&proxy, &path)
+        .await
+        .to_string()
+        .contains("the low season"));
+    let forged = rewrite_stored_trail(&proxy, &id, "the low season", "a holiday").await;
+    let bundle = json_get(&proxy, &format!("{path}/audit/bundle")).await;
+    let documents = proofgate_core::audit::PolicyDocuments::from_values(
+        bundle["policyDocuments"].as_array().unwrap(),
+    )
+    .unwrap();
+    let report =
+        proofgate_core::audit::replay_json_with(serde_json::to_vec(&forged).unwrap(), &documents);
+    assert!(
+        report.ok,
+        "the forgery must replay, or the log check is not what catches it: {report:?}"
+    );
+    let r = reqwest::get(format!("{}{path}", proxy.url)).await.unwrap();
+    assert_eq!(r.status(), 500);
+    let body = r.text().await.unwrap();
+    assert!(
+        body.contains("rewritten") && body.contains("the store was altered"),
+        "{body}"
+    );
+    assert!(!body.contains("a holiday"), "{body}");
+}
+
+/// Views of threads being driven: each step is written ahead of its call (its own commit, a
+/// head logged with it), and the views are read as fast as they answer. A commit that lands
+/// between a view's read of the trail and its read of the heads shows a head past the trail's
+/// end; that is a thread in progress, not a trail cut back, and the view reads it again. Every
+/// view answers 200 and ends with the thread done.
+#[tokio::test]
+async fn views_of_threads_being_driven_are_not_taken_for_tampering() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "views-in-progress",
+        &config(&format!("{}/v1", llm.url()), "", "")
+            .replace("[storage]\n", "[storage]\nwrite_ahead_after_ms = 0\n"),
+    );
+    let client = reqwest::Client::new();
+    let (mut views, mut commits, mut last) = (0, 0, String::new());
+    for _ in 0..12 {
+        let (status, body) = post(
+            &proxy,
+            "/api/threads",
+            json!({"question": Q1, "wait": false}),
+        )
+        .await;
+        assert!(status == 200 || status == 202, "{status} {body}");
+        let id = serde_json::from_str::<Value>(&body).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mut seen = 0;
+        loop {
+            let r = client
+                .get(format!("{}/api/threads/{id}", proxy.url))
+                .send()
+                .await
+                .unwrap();
+            let status = r.status().as_u16();
+            let view: Value = r.json().await.unwrap();
+            assert_eq!(status, 200, "a view of a thread in progress failed: {view}");
+            views += 1;
+            let steps = view["steps"].as_array().map_or(0, Vec::len);
+            commits += usize::from(steps != seen);
+            seen = steps;
+            if view["status"] == "done" {
+                break;
+            }
+        }
+        last = id;
+    }
+    assert_trail_audits(&proxy, &last, "views-in-progress-audit").await;
+    assert!(
+        commits > 12,
+        "too few commits watched ({commits} in {views} views)"
+    );
 }
 
 #[tokio::test]

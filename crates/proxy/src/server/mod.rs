@@ -429,8 +429,8 @@ async fn tick_if_overdue(
     stored: &crate::storage::StoredThread,
     now: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    // Whether it is overdue needs only a read; the log check (see `load_thread`) is for the
-    // threads that are extended.
+    // Whether it is overdue needs only a read (checked against the log, as every view is);
+    // only an overdue thread is loaded to be extended.
     let trail = app.store.audit_trail(&stored.id).await?;
     let waiting = crate::app::load_thread_to_read(app, stored, trail).await?;
     let overdue = matches!(
