@@ -752,7 +752,7 @@ pub fn drive_in_background(
     mut thread: Thread,
     effect: Effect,
     mut saved: usize,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    permit: crate::server::limits::Permit,
 ) {
     let deadline = tokio::time::Instant::now() + app.limits.deadline();
     tokio::spawn(async move {

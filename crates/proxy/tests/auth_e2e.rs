@@ -1085,7 +1085,10 @@ async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_request
         &secured_config(
             &v1(&llm),
             "",
-            "[limits]\nmax_concurrent_requests = 2\nrequest_timeout_ms = 1500\n",
+            // One key may hold both places (by default it holds half: see
+            // `one_key_holds_at_most_its_share_of_the_places_in_flight`).
+            "[limits]\nmax_concurrent_requests = 2\nmax_concurrent_requests_per_key = 2\n\
+             request_timeout_ms = 1500\n",
         ),
     );
     let key = new_key(&proxy, "ui", &["chat", "read"]).await;
@@ -1139,6 +1142,62 @@ async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_request
         "the refused one left no thread: {listed:?}"
     );
     assert_eq!(start().await.status, 202);
+}
+
+/// One key's slow requests cannot take every place the server serves at once and lock the
+/// other keys out: a key holds at most its share (half the places by default), and is told so
+/// with a 429 naming the setting; another key still gets the places left, until the server is
+/// full (503). Threads run in the background hold their request's place, so they count too.
+#[tokio::test]
+async fn one_key_holds_at_most_its_share_of_the_places_in_flight() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
+    );
+    let proxy = Proxy::start(
+        "key-share",
+        &secured_config(&v1(&llm), "", "[limits]\nmax_concurrent_requests = 4\n"),
+    );
+    let greedy = new_key(&proxy, "greedy", &["chat", "read"]).await;
+    let other = new_key(&proxy, "other", &["chat", "read"]).await;
+    let third = new_key(&proxy, "third", &["chat"]).await;
+    let start = |key: String| {
+        let proxy = &proxy;
+        async move {
+            post(
+                proxy,
+                "/api/threads",
+                &key,
+                json!({"question": Q2, "wait": false}),
+            )
+            .await
+        }
+    };
+    for _ in 0..2 {
+        let r = start(greedy.clone()).await;
+        assert_eq!(r.status, 202, "{r:?}");
+    }
+    let refused = start(greedy.clone()).await;
+    assert_eq!(refused.status, 429, "{refused:?}");
+    assert_eq!(refused.code(), "too_many_in_flight", "{refused:?}");
+    assert!(refused.headers.contains_key("retry-after"), "{refused:?}");
+    assert!(
+        refused.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("max_concurrent_requests_per_key"),
+        "{refused:?}"
+    );
+    // Even a read: the key's places are all held by its threads.
+    assert_eq!(get(&proxy, "/api/threads", &greedy, &[]).await.status, 429);
+    // The other key is served, up to the server's limit.
+    for _ in 0..2 {
+        let r = start(other.clone()).await;
+        assert_eq!(r.status, 202, "{r:?}");
+    }
+    let full = start(third).await;
+    assert_eq!(full.status, 503, "{full:?}");
+    assert_eq!(full.code(), "overloaded", "{full:?}");
 }
 
 #[tokio::test]

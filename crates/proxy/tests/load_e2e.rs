@@ -147,7 +147,7 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
     };
     let started = Instant::now();
     let url = proxy.url.clone();
-    let results: Vec<(usize, u16, bool)> =
+    let results: Vec<(usize, u16, bool, String)> =
         futures::stream::iter(plan.into_iter().map(|(who, kind)| {
             let (client, url, key) = (client.clone(), url.clone(), all_keys[who].clone());
             async move {
@@ -166,8 +166,12 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
                     .expect("the server answers");
                 let status = resp.status().as_u16();
                 let retry_after = resp.headers().contains_key("retry-after");
-                let _ = resp.bytes().await;
-                (who, status, retry_after)
+                let body = resp.bytes().await.unwrap_or_default();
+                let code = serde_json::from_slice::<Value>(&body)
+                    .ok()
+                    .and_then(|b| b["error"]["code"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                (who, status, retry_after, code)
             }
         }))
         .buffer_unordered(IN_FLIGHT)
@@ -178,10 +182,16 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
 
     let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
     let mut throttled = [0usize; 5];
-    for (who, status, retry_after) in &results {
+    let mut beyond_share = [0usize; 5];
+    for (who, status, retry_after, code) in &results {
         *by_status.entry(*status).or_default() += 1;
-        if *status == 429 {
-            throttled[*who] += 1;
+        // A 429 is the key's quota spent, or its share of the places (16 of 32) all held.
+        match (*status, code.as_str()) {
+            (429, "rate_limited") => throttled[*who] += 1,
+            (429, "too_many_in_flight") => beyond_share[*who] += 1,
+            (429, _) => panic!("a 429 that is neither: {code}"),
+            (503, c) => assert_eq!(c, "overloaded"),
+            _ => {}
         }
         if matches!(status, 429 | 503) {
             assert!(retry_after, "{status} without Retry-After");
@@ -192,7 +202,8 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
     let peak_kib = peak.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "load: {} requests in {:.1} s ({:.0}/s) at {IN_FLIGHT} in flight; statuses {by_status:?}; \
-         429s per key {throttled:?}; RSS start {} KiB, peak {} KiB, end {} KiB",
+         429s per key {throttled:?}, beyond the key's share {beyond_share:?}; RSS start {} KiB, \
+         peak {} KiB, end {} KiB",
         results.len(),
         took.as_secs_f64(),
         results.len() as f64 / took.as_secs_f64(),

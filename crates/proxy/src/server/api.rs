@@ -99,7 +99,7 @@ fn run_in_background(
     thread: Thread,
     effect: Effect,
     saved: usize,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    permit: super::limits::Permit,
 ) {
     crate::app::drive_in_background(app, caller.id.clone(), thread, effect, saved, permit);
 }
@@ -113,7 +113,7 @@ fn background_permit(
     app: &App,
     place: Option<&Place>,
     wait: bool,
-) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, ApiError> {
+) -> Result<Option<super::limits::Permit>, ApiError> {
     if wait {
         return Ok(None);
     }

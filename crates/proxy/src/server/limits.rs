@@ -1,6 +1,7 @@
 //! What one request or caller can cost: body size (413), content type of JSON endpoints (415),
-//! requests in flight (503), requests per minute per key (429), time (504), policy size for
-//! the authoring endpoints, and concurrent solver-heavy authoring jobs.
+//! requests in flight (503) and one key's share of them (429), requests per minute per key
+//! (429), time (504), policy size for the authoring endpoints, and concurrent solver-heavy
+//! authoring jobs.
 
 use super::error::ApiError;
 use crate::config::LimitsConfig;
@@ -9,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use proofgate_core::policy::PolicyDefinition;
+use std::collections::HashMap;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,18 +21,26 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// leaves work running after its response (a background thread) takes the place over, so the
 /// work keeps the request's place instead of needing a second one.
 #[derive(Clone, Default)]
-pub struct Place(Arc<Mutex<Option<OwnedSemaphorePermit>>>);
+pub struct Place(Arc<Mutex<Option<Permit>>>);
 
 impl Place {
     /// A place holding `permit`.
-    pub fn new(permit: OwnedSemaphorePermit) -> Place {
+    pub fn new(permit: Permit) -> Place {
         Place(Arc::new(Mutex::new(Some(permit))))
     }
 
     /// The place's permit, once (`None` when it was taken already).
-    pub fn take(&self) -> Option<OwnedSemaphorePermit> {
+    pub fn take(&self) -> Option<Permit> {
         self.0.lock().ok().and_then(|mut p| p.take())
     }
+}
+
+/// A request's place among those served at once and, for a keyed request, among its key's
+/// share of them; both are given back when it is dropped.
+#[derive(Debug)]
+pub struct Permit {
+    _server: OwnedSemaphorePermit,
+    _key: Option<OwnedSemaphorePermit>,
 }
 
 /// A refusal to try again later: 429 or 503 with a `Retry-After` header.
@@ -74,7 +84,12 @@ pub struct Limits {
     authoring: Arc<Semaphore>,
     rate: DefaultKeyedRateLimiter<String>,
     checks: AtomicU64,
+    /// Each key's share of `in_flight` (the key's places, by key).
+    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
+
+/// Keys with a share before the ones holding no place are forgotten.
+const SHARES_KEPT: usize = 4096;
 
 impl Limits {
     /// Limits as configured.
@@ -91,7 +106,19 @@ impl Limits {
             authoring: Arc::new(Semaphore::new(cores)),
             rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
             checks: AtomicU64::new(0),
+            shares: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How many places one key may hold at once (`None`: no share, it may take them all, as
+    /// when its share is all of them: then the server's own limit is the one to tell).
+    pub fn key_share(&self) -> Option<usize> {
+        let all = self.config.max_concurrent_requests;
+        match self.config.max_concurrent_requests_per_key {
+            None => Some(all.div_ceil(2)),
+            Some(n) => Some(n),
+        }
+        .filter(|&n| n > 0 && n < all)
     }
 
     /// The deadline of one request.
@@ -148,9 +175,58 @@ impl Limits {
         )
     }
 
-    /// A place among the requests in flight; 503 with `Retry-After` when all are taken.
-    pub fn admit(&self) -> Result<OwnedSemaphorePermit, RetryLater> {
-        self.admit_to(&self.in_flight)
+    /// A place among the requests in flight, for work no key asked for now (a thread resumed
+    /// after a restart); 503 with `Retry-After` when all are taken.
+    pub fn admit(&self) -> Result<Permit, RetryLater> {
+        Ok(Permit {
+            _server: self.admit_to(&self.in_flight)?,
+            _key: None,
+        })
+    }
+
+    /// A place among the requests in flight for a request of `key` (an API key's id, or the
+    /// client's address without keys), within the key's share of them: one key's slow requests
+    /// (LLM calls take seconds) cannot take every place and lock the other keys out. 429 with
+    /// `Retry-After` when the key holds its share, 503 when the server is full.
+    pub fn admit_for(&self, key: &str) -> Result<Permit, RetryLater> {
+        let own = match self.key_share() {
+            None => None,
+            Some(share) => Some(self.take_share(key, share)?),
+        };
+        Ok(Permit {
+            _server: self.admit_to(&self.in_flight)?,
+            _key: own,
+        })
+    }
+
+    fn take_share(&self, key: &str, share: usize) -> Result<OwnedSemaphorePermit, RetryLater> {
+        // Taken under the lock, so that forgetting the keys that hold nothing never drops a
+        // share someone is about to take a place of.
+        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
+        if shares.len() >= SHARES_KEPT && !shares.contains_key(key) {
+            shares.retain(|_, s| s.available_permits() < share);
+        }
+        let places = shares
+            .entry(key.to_string())
+            .or_insert_with(|| Arc::new(Semaphore::new(share)));
+        places.clone().try_acquire_owned().map_err(|_| {
+            retry_later(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_in_flight",
+                format!(
+                    "this {} has {share} requests in flight, its share of the {} the server \
+                     serves at once (`[limits] max_concurrent_requests_per_key`); retry when one \
+                     has ended",
+                    if key.starts_with("ip:") {
+                        "client address"
+                    } else {
+                        "key"
+                    },
+                    self.config.max_concurrent_requests
+                ),
+                1,
+            )
+        })
     }
 
     /// A place among the public requests in flight (as many as keyed ones, counted apart).
@@ -308,6 +384,68 @@ mod tests {
             .unwrap();
         assert!((1..=20).contains(&after), "{after}");
         assert!(l.check_rate("b").is_ok(), "another key has its own quota");
+    }
+
+    #[test]
+    fn one_key_holds_at_most_its_share_of_the_places() {
+        let l = limits(100, 4);
+        assert_eq!(l.key_share(), Some(2), "half the places by default");
+        let a = l.admit_for("a").unwrap();
+        let _a2 = l.admit_for("a").unwrap();
+        let refused = l.admit_for("a").unwrap_err();
+        assert_eq!(refused.error.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(refused.error.code, "too_many_in_flight");
+        assert!(
+            refused
+                .error
+                .message
+                .contains("max_concurrent_requests_per_key"),
+            "{}",
+            refused.error.message
+        );
+        // Other keys still get the places left, up to the server's limit.
+        let _b = l.admit_for("b").unwrap();
+        let _c = l.admit_for("c").unwrap();
+        let full = l.admit_for("d").unwrap_err();
+        assert_eq!(full.error.status, StatusCode::SERVICE_UNAVAILABLE);
+        // A key refused by the full server holds no place of its share for it.
+        drop(a);
+        let _a3 = l.admit_for("a").unwrap();
+        assert!(l.admit_for("d").is_err(), "the server is full again");
+    }
+
+    #[test]
+    fn a_share_is_set_turned_off_and_forgotten_when_unused() {
+        let with = |per_key: Option<usize>| {
+            Limits::new(&LimitsConfig {
+                max_concurrent_requests: 10_000,
+                max_concurrent_requests_per_key: per_key,
+                ..LimitsConfig::default()
+            })
+        };
+        assert_eq!(
+            with(Some(10_000)).key_share(),
+            None,
+            "a share of all is none"
+        );
+        let l = with(Some(0));
+        assert_eq!(l.key_share(), None);
+        let all: Vec<_> = (0..10_000).map(|_| l.admit_for("a").unwrap()).collect();
+        assert_eq!(all.len(), 10_000, "0: one key may take every place");
+        let l = with(Some(3));
+        let held: Vec<_> = (0..3).map(|_| l.admit_for("a").unwrap()).collect();
+        assert!(l.admit_for("a").is_err());
+        // Many keys come and go: those holding nothing are forgotten, a holder is not.
+        for i in 0..2 * SHARES_KEPT {
+            drop(l.admit_for(&format!("k{i}")).unwrap());
+        }
+        assert!(l.shares.lock().unwrap().len() <= SHARES_KEPT + 1);
+        assert!(
+            l.admit_for("a").is_err(),
+            "a's share was kept while it held it"
+        );
+        drop(held);
+        assert!(l.admit_for("a").is_ok());
     }
 
     #[test]

@@ -120,7 +120,7 @@ async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
         Err(e) => return e.into_response(),
     };
     // Held until the response, unless a handler takes it over for work that outlives it.
-    let _in_flight = match gate.limits.admit() {
+    let _in_flight = match gate.limits.admit_for(&rate_key) {
         Ok(p) => limits::Place::new(p),
         Err(r) => return r.into_response(),
     };
