@@ -849,7 +849,7 @@ pub async fn documents_for<'a>(
 }
 
 /// The thread to extend (and the number of its stored records), resumed from its stored
-/// trail once that is shown to be the one the log signed (see [`check_stored_trail`]): the
+/// trail once that is shown to be the one the log signed (see [`checked_trail`]): the
 /// thread its trail records, not the stored copy of its state ([`Thread::resumed`]), with the
 /// app's request only if its messages are the conversation the trail records
 /// ([`check_app_request`]).
@@ -859,19 +859,13 @@ pub async fn documents_for<'a>(
 /// again (a few times, briefly); a trail that keeps growing meanwhile is another request
 /// driving the thread, refused as such, and only a difference that stays while the trail
 /// stays is reported as the store altered.
-pub async fn load_thread(
-    app: &App,
-    stored: &StoredThread,
-    trail: Vec<Value>,
-) -> Result<(Thread, usize), String> {
+pub async fn load_thread(app: &App, stored: &StoredThread) -> Result<(Thread, usize), String> {
     let refused = |e: String| {
         tracing::error!("thread {} cannot be resumed: {e}", stored.id);
         format!("thread {} cannot be resumed: {e}", stored.id)
     };
-    if let Err(e) = check_stored_trail(app, &stored.id, &trail).await {
-        // The operator must hear of it: someone with the database changed a trail.
-        return Err(refused(e));
-    }
+    // The operator must hear of a failure: someone with the database changed a trail.
+    let trail = checked_trail(app, &stored.id).await.map_err(refused)?;
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be resumed: {e}", stored.id))?;
@@ -955,33 +949,14 @@ fn check_app_request(thread: &Thread) -> Result<(), String> {
 /// [`load_thread`] for a view, which signs nothing: the thread its trail records (replayed),
 /// not the stored copy of its state, which no signature covers (an app in background mode takes
 /// its answer from this view), and only once the trail passes the same log check as a resume.
-/// A thread being driven meanwhile commits between the reads of its trail and of its heads, so
-/// a check that fails is made again on a fresh read (a head past the end of a trail read just
-/// before it is a commit in between, not a trail cut back); only a failure that stays is an
-/// error. Without the check, a trail rewritten in the database with its chain rebuilt was shown
-/// as the thread until an audit or `log verify` found it.
-pub async fn load_thread_to_read(
-    app: &App,
-    stored: &StoredThread,
-    mut trail: Vec<Value>,
-) -> Result<Thread, String> {
+/// Without the check, a trail rewritten in the database with its chain rebuilt was shown as the
+/// thread until an audit or `log verify` found it.
+pub async fn load_thread_to_read(app: &App, stored: &StoredThread) -> Result<Thread, String> {
     let refused = |e: String| {
         tracing::error!("thread {} cannot be read: {e}", stored.id);
         format!("thread {} cannot be read: {e}", stored.id)
     };
-    let mut attempt = 1;
-    while let Err(e) = check_stored_trail(app, &stored.id, &trail).await {
-        if attempt == READS_OF_A_CHANGING_THREAD {
-            return Err(refused(e));
-        }
-        attempt += 1;
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        trail = app
-            .store
-            .audit_trail(&stored.id)
-            .await
-            .map_err(|e| e.to_string())?;
-    }
+    let trail = checked_trail(app, &stored.id).await.map_err(refused)?;
     let documents = documents_for(app, &trail)
         .await
         .map_err(|e| format!("thread {} cannot be read: {e}", stored.id))?;
@@ -997,7 +972,7 @@ pub async fn load_thread_to_read(
     })
 }
 
-/// Whether a stored trail is still the one whose heads the log holds: its records chain, and
+/// A thread's stored trail, if it is still the one whose heads the log holds: its records chain, and
 /// every head logged for the thread is the record at its place (the last one ends it). The
 /// server signs a new head on top of whatever trail it loads, so without this a database
 /// rewritten from an early record (its chain rebuilt) would be extended, signed and logged as
@@ -1005,9 +980,19 @@ pub async fn load_thread_to_read(
 /// was logged, is refused (see `logged_heads_problem`): the heads are read by the leaves'
 /// thread column, which the store holds, so renaming a thread's leaves away must not turn the
 /// check off.
-async fn check_stored_trail(app: &App, thread_id: &str, trail: &[Value]) -> Result<(), String> {
+///
+/// The trail and the heads are read in one statement ([`crate::storage::Store::trail_and_leaves`]):
+/// read apart, a request committing to the thread between the two reads left a head past the
+/// end of the trail read, which is how a trail cut back looks, and a view polled while a thread
+/// was driven failed as tampered.
+async fn checked_trail(app: &App, thread_id: &str) -> Result<Vec<Value>, String> {
+    let (trail, leaves) = app
+        .store
+        .trail_and_leaves(thread_id)
+        .await
+        .map_err(|e| e.to_string())?;
     if !trail.is_empty() {
-        let json = serde_json::to_vec(trail).map_err(|e| e.to_string())?;
+        let json = serde_json::to_vec(&trail).map_err(|e| e.to_string())?;
         if let Some(f) = proofgate_core::audit::verify_chain_json(&json).failure {
             return Err(format!(
                 "its stored trail fails at record {}: {}: the store was altered",
@@ -1015,14 +1000,10 @@ async fn check_stored_trail(app: &App, thread_id: &str, trail: &[Value]) -> Resu
             ));
         }
     }
-    let heads = app
-        .log
-        .thread_heads(&app.store, thread_id)
-        .await
-        .map_err(|e| e.to_string())?;
-    match proofgate_core::audit::transparency::logged_heads_problem(thread_id, trail, &heads) {
+    let heads = app.log.heads_of(&leaves).map_err(|e| e.to_string())?;
+    match proofgate_core::audit::transparency::logged_heads_problem(thread_id, &trail, &heads) {
         Some(problem) => Err(format!("{problem} (the store was altered)")),
-        None => Ok(()),
+        None => Ok(trail),
     }
 }
 

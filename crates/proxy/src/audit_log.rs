@@ -779,25 +779,18 @@ impl TransparencyLog {
         .transpose()
     }
 
-    /// Every leaf of `thread_id` (index, statement), in log order, each note checked against
-    /// this log's key: what a stored trail must still hold before the server extends it (see
-    /// `app::load_thread`).
-    pub async fn thread_heads(
+    /// The heads a thread's log leaves (index, signed note, in log order) state, each note
+    /// checked against this log's key: what a stored trail must still hold before the server
+    /// extends or shows it (see `app::checked_trail`).
+    pub fn heads_of(
         &self,
-        store: &Store,
-        thread_id: &str,
+        leaves: &[(i64, String)],
     ) -> Result<Vec<(u64, LogStatement)>, AuditLogError> {
-        let rows =
-            sqlx::query("SELECT idx, note FROM log_leaves WHERE thread_id = $1 ORDER BY idx")
-                .bind(thread_id)
-                .fetch_all(&store.pool)
-                .await
-                .map_err(db("reading a thread's heads"))?;
-        rows.iter()
-            .map(|r| {
-                let idx: i64 = r.try_get("idx").map_err(db("reading a thread's heads"))?;
-                let note: String = r.try_get("note").map_err(db("reading a thread's heads"))?;
-                let statement = verify_note(&note, self.key.verifier_key())
+        leaves
+            .iter()
+            .map(|(idx, note)| {
+                let idx = *idx;
+                let statement = verify_note(note, self.key.verifier_key())
                     .map_err(|e| {
                         format!(
                             "leaf {idx} is not signed with this server's audit key ({e}): \

@@ -101,11 +101,12 @@ pub struct LimitsConfig {
     /// Requests served at once (503 with `Retry-After` beyond).
     #[serde(default = "default_max_concurrent_requests")]
     pub max_concurrent_requests: usize,
-    /// Of those, held at once by one key (by one client address without keys): 429 with
-    /// `Retry-After` beyond, so that one key's slow requests cannot take every place and lock
-    /// the other keys out. Unset: half of `max_concurrent_requests` (rounded up); 0: no share.
+    /// Of those, the last places a key (a client address without keys) that already holds as
+    /// many cannot take: they are kept for other keys, so that one key's slow requests cannot
+    /// take every place and lock the others out (429 with `Retry-After`). Unset: an eighth of
+    /// `max_concurrent_requests`, rounded up; 0: none; at most all places but one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_concurrent_requests_per_key: Option<usize>,
+    pub places_kept_for_other_keys: Option<usize>,
     /// Requests per minute per API key (429 with `Retry-After` beyond); bursts up to this many.
     /// Counted by each replica on its own.
     #[serde(default = "default_requests_per_minute")]
@@ -150,7 +151,7 @@ impl Default for LimitsConfig {
         LimitsConfig {
             max_body_bytes: default_max_body_bytes(),
             max_concurrent_requests: default_max_concurrent_requests(),
-            max_concurrent_requests_per_key: None,
+            places_kept_for_other_keys: None,
             requests_per_minute: default_requests_per_minute(),
             request_timeout_ms: default_request_timeout_ms(),
             max_policy_rules: default_max_policy_rules(),

@@ -806,6 +806,46 @@ impl Store {
             .collect()
     }
 
+    /// A thread's audit records and its log leaves (index, signed note), read in one statement
+    /// so that both are of one moment: a commit (records and their head's leaf in one
+    /// transaction) is wholly in both or in neither. Read apart, a commit landing between the
+    /// two reads showed a head past the trail's end, as a trail cut back shows it.
+    pub async fn trail_and_leaves(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<Value>, Vec<(i64, String)>), StorageError> {
+        let rows = sqlx::query(
+            "SELECT CAST(0 AS BIGINT) AS part, seq AS n, record AS body FROM audit_records \
+             WHERE thread_id = $1 \
+             UNION ALL SELECT CAST(1 AS BIGINT), idx, note FROM log_leaves WHERE thread_id = $1 \
+             ORDER BY 1, 2",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(db(format!(
+            "loading the audit trail and log leaves of {id}"
+        )))?;
+        let (mut trail, mut leaves) = (Vec::new(), Vec::new());
+        for r in &rows {
+            let read = || db("reading an audit record or a log leaf");
+            let part: i64 = r.try_get("part").map_err(read())?;
+            let n: i64 = r.try_get("n").map_err(read())?;
+            let body: String = r.try_get("body").map_err(read())?;
+            if part == 0 {
+                trail.push(serde_json::from_str(&body).map_err(|source| {
+                    StorageError::Corrupt {
+                        thread: id.to_string(),
+                        source,
+                    }
+                })?);
+            } else {
+                leaves.push((n, body));
+            }
+        }
+        Ok((trail, leaves))
+    }
+
     /// Ends the conversations last updated before `cutoff_ms`: they can no longer be resumed
     /// (no conversation key; waiting ones become `expired`). Threads, owners and audit trails
     /// are kept. Returns how many conversations ended.

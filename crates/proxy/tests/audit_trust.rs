@@ -604,10 +604,10 @@ async fn a_view_does_not_show_a_trail_rewritten_in_the_store() {
 }
 
 /// Views of threads being driven: each step is written ahead of its call (its own commit, a
-/// head logged with it), and the views are read as fast as they answer. A commit that lands
-/// between a view's read of the trail and its read of the heads shows a head past the trail's
-/// end; that is a thread in progress, not a trail cut back, and the view reads it again. Every
-/// view answers 200 and ends with the thread done.
+/// head logged with it), and the views are read as fast as they answer. A view reads the trail
+/// and the heads in one statement; read apart (as before), a commit landing between the two
+/// reads showed a head past the trail's end, as a trail cut back does, and this test failed
+/// within its first thread. Every view answers 200 and ends with the thread done.
 #[tokio::test]
 async fn views_of_threads_being_driven_are_not_taken_for_tampering() {
     let llm = Server::python("scripted_llm.py", &demo_script());

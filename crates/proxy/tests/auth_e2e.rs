@@ -1085,9 +1085,9 @@ async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_request
         &secured_config(
             &v1(&llm),
             "",
-            // One key may hold both places (by default it holds half: see
-            // `one_key_holds_at_most_its_share_of_the_places_in_flight`).
-            "[limits]\nmax_concurrent_requests = 2\nmax_concurrent_requests_per_key = 2\n\
+            // One key may hold both places (by default the last is kept for other keys: see
+            // `a_key_holding_many_places_leaves_the_last_ones_to_other_keys`).
+            "[limits]\nmax_concurrent_requests = 2\nplaces_kept_for_other_keys = 0\n\
              request_timeout_ms = 1500\n",
         ),
     );
@@ -1145,11 +1145,11 @@ async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_request
 }
 
 /// One key's slow requests cannot take every place the server serves at once and lock the
-/// other keys out: a key holds at most its share (half the places by default), and is told so
-/// with a 429 naming the setting; another key still gets the places left, until the server is
-/// full (503). Threads run in the background hold their request's place, so they count too.
+/// other keys out: a key holding many may not take the last places (an eighth by default),
+/// and is told so with a 429 naming the setting; another key still gets them, until the server
+/// is full (503). Threads run in the background keep their request's place, so they count.
 #[tokio::test]
-async fn one_key_holds_at_most_its_share_of_the_places_in_flight() {
+async fn a_key_holding_many_places_leaves_the_last_ones_to_other_keys() {
     let llm = Server::python(
         "scripted_llm.py",
         &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
@@ -1173,7 +1173,7 @@ async fn one_key_holds_at_most_its_share_of_the_places_in_flight() {
             .await
         }
     };
-    for _ in 0..2 {
+    for _ in 0..3 {
         let r = start(greedy.clone()).await;
         assert_eq!(r.status, 202, "{r:?}");
     }
@@ -1185,16 +1185,14 @@ async fn one_key_holds_at_most_its_share_of_the_places_in_flight() {
         refused.body["error"]["message"]
             .as_str()
             .unwrap_or_default()
-            .contains("max_concurrent_requests_per_key"),
+            .contains("places_kept_for_other_keys"),
         "{refused:?}"
     );
-    // Even a read: the key's places are all held by its threads.
+    // Even a read: the place left is kept for other keys.
     assert_eq!(get(&proxy, "/api/threads", &greedy, &[]).await.status, 429);
-    // The other key is served, up to the server's limit.
-    for _ in 0..2 {
-        let r = start(other.clone()).await;
-        assert_eq!(r.status, 202, "{r:?}");
-    }
+    // Another key is served; then the server is full for everyone.
+    let r = start(other.clone()).await;
+    assert_eq!(r.status, 202, "{r:?}");
     let full = start(third).await;
     assert_eq!(full.status, 503, "{full:?}");
     assert_eq!(full.code(), "overloaded", "{full:?}");

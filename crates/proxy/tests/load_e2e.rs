@@ -182,13 +182,13 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
 
     let mut by_status: BTreeMap<u16, usize> = BTreeMap::new();
     let mut throttled = [0usize; 5];
-    let mut beyond_share = [0usize; 5];
+    let mut kept_from = [0usize; 5];
     for (who, status, retry_after, code) in &results {
         *by_status.entry(*status).or_default() += 1;
-        // A 429 is the key's quota spent, or its share of the places (16 of 32) all held.
+        // A 429 is the key's quota spent, or the last places (4 of 32) kept from a key holding many.
         match (*status, code.as_str()) {
             (429, "rate_limited") => throttled[*who] += 1,
-            (429, "too_many_in_flight") => beyond_share[*who] += 1,
+            (429, "too_many_in_flight") => kept_from[*who] += 1,
             (429, _) => panic!("a 429 that is neither: {code}"),
             (503, c) => assert_eq!(c, "overloaded"),
             _ => {}
@@ -202,7 +202,7 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
     let peak_kib = peak.load(std::sync::atomic::Ordering::Relaxed);
     eprintln!(
         "load: {} requests in {:.1} s ({:.0}/s) at {IN_FLIGHT} in flight; statuses {by_status:?}; \
-         429s per key {throttled:?}, beyond the key's share {beyond_share:?}; RSS start {} KiB, \
+         429s per key {throttled:?}, places kept from the key {kept_from:?}; RSS start {} KiB, \
          peak {} KiB, end {} KiB",
         results.len(),
         took.as_secs_f64(),
@@ -224,16 +224,21 @@ async fn two_thousand_requests_at_64_in_flight_only_documented_refusals_and_memo
         "the noisy key was not throttled enough: {throttled:?}"
     );
     // The server serves at its limit rather than refusing everything. How the rest splits
-    // between 200 and 503 depends on how fast a refusal is against a served request (the client
-    // sends its next request at once): 22-29% of 200s in a release build, on either runtime.
+    // between 200 and refusals depends on how fast a refusal is against a served request (the
+    // client sends its next request at once): 22-29% of 200s in a release build, on either
+    // runtime.
     assert!(
         by_status.get(&200).copied().unwrap_or(0) >= TOTAL / 10,
         "{by_status:?}"
     );
     // The bound on requests in flight is the server's, not each loop's: three loops with 32
-    // places each would have room for all 64 and refuse none.
+    // places each would have room for all 64 and refuse none. With five keys each holding
+    // more than the 4 places kept for others, those refusals are mostly 429s naming them
+    // rather than 503s (the last 4 places wait for a key holding fewer).
+    let over_the_bound =
+        by_status.get(&503).copied().unwrap_or(0) + kept_from.iter().sum::<usize>();
     assert!(
-        by_status.get(&503).copied().unwrap_or(0) > 0,
+        over_the_bound > 0,
         "64 in flight against 32 places, and none refused: {by_status:?}"
     );
     // Back near the start: within 64 MiB or 50% of the baseline, whichever is larger.

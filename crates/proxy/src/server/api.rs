@@ -143,13 +143,12 @@ async fn load(
         .thread(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
-    let trail = app.store.audit_trail(id).await?;
     let loaded = if to_extend {
-        crate::app::load_thread(app, &stored, trail)
+        crate::app::load_thread(app, &stored)
             .await
             .map(|(thread, _)| thread)
     } else {
-        crate::app::load_thread_to_read(app, &stored, trail).await
+        crate::app::load_thread_to_read(app, &stored).await
     };
     loaded.map_err(ApiError::internal)
 }

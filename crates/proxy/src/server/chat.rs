@@ -365,18 +365,20 @@ async fn resumable(
     let Some(s) = stored else {
         return Ok(None);
     };
-    let trail = app.store.audit_trail(&s.id).await?;
-    let (thread, saved) = crate::app::load_thread(app, &s, trail)
+    let (thread, saved) = crate::app::load_thread(app, &s)
         .await
         .map_err(ApiError::internal)?;
     if !named && !continues(&thread, &req.conversation_before_last_turns()) {
-        // Tampering, or a client that changed an earlier message's tool calls (which the key
-        // leaves out): either way this thread did not ask this conversation anything. A new
-        // thread answers it, and the waiting one is left as it is.
-        tracing::error!(
+        // Tampering with the key column, or something benign: a client that changed an
+        // earlier message's tool calls (the key leaves them out) or sent turns after its
+        // answer, or questions worded by another version of the proxy. Either way this thread
+        // did not ask this conversation what it is answering: a new thread answers it, and the
+        // waiting one is left as it is.
+        tracing::warn!(
             "thread {} was found by its conversation key, but its trail records another \
-             conversation: the store's conversation_key column was altered (or the client \
-             changed an earlier message's tool calls); the request starts a new thread",
+             conversation (the store's conversation_key column altered, a client that changed \
+             an earlier message or added turns after its answer, or questions worded by \
+             another version); the request starts a new thread",
             s.id
         );
         return Ok(None);
@@ -413,7 +415,18 @@ fn continues(thread: &Thread, before_last: &[ConversationTurn]) -> bool {
                 }
                 rest = after;
             }
-            // A skipped or timed-out round is followed by an answer, not by more questions.
+            // A skip is the word typed (see `answer_chat`); a new answer to the question
+            // follows, which may ask again.
+            Some(ClarificationResponse::Skipped { .. }) => {
+                let Some((told, after)) = rest.split_first() else {
+                    return false;
+                };
+                if told.role != TurnRole::User || !told.text.trim().eq_ignore_ascii_case("skip") {
+                    return false;
+                }
+                rest = after;
+            }
+            // Timed out: the user was not there, and the key was not moved to what came after.
             Some(_) => return false,
         }
     }
@@ -834,8 +847,13 @@ mod tests {
     }
 
     /// A thread for the app's conversation (a system turn and the question) that asked one
-    /// round of questions, was answered, and asked a second round.
+    /// round of questions, was answered (or told "skip" when `skipped`), and asked a second
+    /// round.
     fn twice_asked() -> (Thread, Thread) {
+        asked_twice(false)
+    }
+
+    fn asked_twice(skipped: bool) -> (Thread, Thread) {
         let conversation = vec![
             turn(TurnRole::System, "You are the park's desk."),
             turn(TurnRole::User, QUESTION),
@@ -858,11 +876,16 @@ mod tests {
         let asked = t.handle(ask("When do you visit?", 3)).unwrap();
         assert!(matches!(asked, Effect::AskUser { .. }), "{asked:?}");
         let once = t.clone();
-        for input in [
+        let told = if skipped {
+            Input::UserSkipped { now: 4 }
+        } else {
             Input::UserAnswered {
                 answers: vec!["In the low season.".into()],
                 now: 4,
-            },
+            }
+        };
+        for input in [
+            told,
             Input::LlmReplied {
                 text: "In the low season you pay 5 dollars.".into(),
                 model: None,
@@ -917,5 +940,21 @@ mod tests {
         assert!(!continues(&once, &other), "the questions said by the user");
         let longer = [&first[..], &[turn(TurnRole::User, "and?")]].concat();
         assert!(!continues(&once, &longer), "turns after the questions");
+
+        // Skipped, then asked again: the skip is the word the user typed.
+        let (_, after_skip) = asked_twice(true);
+        let skipped = |said: &str| {
+            [
+                &first[..],
+                &[turn(TurnRole::User, said), asked("Do you use credits?")],
+            ]
+            .concat()
+        };
+        assert!(continues(&after_skip, &skipped(" Skip ")));
+        assert!(!continues(&after_skip, &skipped("In the low season.")));
+        assert!(
+            !continues(&twice, &skipped("skip")),
+            "it was answered, not skipped"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! What one request or caller can cost: body size (413), content type of JSON endpoints (415),
-//! requests in flight (503) and one key's share of them (429), requests per minute per key
+//! requests in flight (503) and the places kept from a key holding many (429), requests per
+//! minute per key
 //! (429), time (504), policy size for the authoring endpoints, and concurrent solver-heavy
 //! authoring jobs.
 
@@ -12,7 +13,7 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use proofgate_core::policy::PolicyDefinition;
 use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -35,12 +36,22 @@ impl Place {
     }
 }
 
-/// A request's place among those served at once and, for a keyed request, among its key's
-/// share of them; both are given back when it is dropped.
+/// A request's place among those served at once, counted for its key too when it has one;
+/// given back when it is dropped.
 #[derive(Debug)]
 pub struct Permit {
     _server: OwnedSemaphorePermit,
-    _key: Option<OwnedSemaphorePermit>,
+    _key: Option<KeyHold>,
+}
+
+/// One place counted among its key's (see [`Limits::admit_for`]).
+#[derive(Debug)]
+struct KeyHold(Arc<AtomicUsize>);
+
+impl Drop for KeyHold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// A refusal to try again later: 429 or 503 with a `Retry-After` header.
@@ -84,12 +95,12 @@ pub struct Limits {
     authoring: Arc<Semaphore>,
     rate: DefaultKeyedRateLimiter<String>,
     checks: AtomicU64,
-    /// Each key's share of `in_flight` (the key's places, by key).
-    shares: Mutex<HashMap<String, Arc<Semaphore>>>,
+    /// How many places of `in_flight` each key holds, by key.
+    held: Mutex<HashMap<String, Arc<AtomicUsize>>>,
 }
 
-/// Keys with a share before the ones holding no place are forgotten.
-const SHARES_KEPT: usize = 4096;
+/// Keys counted before the ones holding no place are forgotten.
+const KEYS_COUNTED: usize = 4096;
 
 impl Limits {
     /// Limits as configured.
@@ -106,19 +117,18 @@ impl Limits {
             authoring: Arc::new(Semaphore::new(cores)),
             rate: RateLimiter::keyed(Quota::per_minute(per_minute)),
             checks: AtomicU64::new(0),
-            shares: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
         }
     }
 
-    /// How many places one key may hold at once (`None`: no share, it may take them all, as
-    /// when its share is all of them: then the server's own limit is the one to tell).
-    pub fn key_share(&self) -> Option<usize> {
+    /// How many of the places served at once a key that already holds as many cannot take:
+    /// they are kept for other keys (0: none).
+    pub fn kept_for_other_keys(&self) -> usize {
         let all = self.config.max_concurrent_requests;
-        match self.config.max_concurrent_requests_per_key {
-            None => Some(all.div_ceil(2)),
-            Some(n) => Some(n),
-        }
-        .filter(|&n| n > 0 && n < all)
+        self.config
+            .places_kept_for_other_keys
+            .unwrap_or(all.div_ceil(8))
+            .min(all.saturating_sub(1))
     }
 
     /// The deadline of one request.
@@ -185,38 +195,33 @@ impl Limits {
     }
 
     /// A place among the requests in flight for a request of `key` (an API key's id, or the
-    /// client's address without keys), within the key's share of them: one key's slow requests
-    /// (LLM calls take seconds) cannot take every place and lock the other keys out. 429 with
-    /// `Retry-After` when the key holds its share, 503 when the server is full.
+    /// client's address without keys). A key may take any free place, except that a key
+    /// already holding `kept_for_other_keys` places does not take the last that many: one
+    /// key's slow requests (LLM calls take seconds, threads run in the background keep their
+    /// place) cannot take every place and lock the other keys out, while a lone key still has
+    /// nearly all of them. 429 with `Retry-After` when the places left are kept from this key,
+    /// 503 when the server is full.
     pub fn admit_for(&self, key: &str) -> Result<Permit, RetryLater> {
-        let own = match self.key_share() {
-            None => None,
-            Some(share) => Some(self.take_share(key, share)?),
-        };
-        Ok(Permit {
-            _server: self.admit_to(&self.in_flight)?,
-            _key: own,
-        })
-    }
-
-    fn take_share(&self, key: &str, share: usize) -> Result<OwnedSemaphorePermit, RetryLater> {
-        // Taken under the lock, so that forgetting the keys that hold nothing never drops a
-        // share someone is about to take a place of.
-        let mut shares = self.shares.lock().unwrap_or_else(|e| e.into_inner());
-        if shares.len() >= SHARES_KEPT && !shares.contains_key(key) {
-            shares.retain(|_, s| s.available_permits() < share);
+        let kept = self.kept_for_other_keys();
+        if kept == 0 {
+            return self.admit();
         }
-        let places = shares
-            .entry(key.to_string())
-            .or_insert_with(|| Arc::new(Semaphore::new(share)));
-        places.clone().try_acquire_owned().map_err(|_| {
-            retry_later(
+        // Counted under the lock, so that forgetting the keys that hold nothing never drops
+        // a count someone is adding to.
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        if held.len() >= KEYS_COUNTED && !held.contains_key(key) {
+            held.retain(|_, n| n.load(Ordering::Acquire) > 0);
+        }
+        let count = held.entry(key.to_string()).or_default().clone();
+        let holds = count.load(Ordering::Acquire);
+        if holds >= kept && self.in_flight.available_permits() <= kept {
+            return Err(retry_later(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_in_flight",
                 format!(
-                    "this {} has {share} requests in flight, its share of the {} the server \
-                     serves at once (`[limits] max_concurrent_requests_per_key`); retry when one \
-                     has ended",
+                    "this {} holds {holds} of the {} requests the server serves at once, and \
+                     the last {kept} places are kept for others (`[limits] \
+                     places_kept_for_other_keys`); retry when one of its requests has ended",
                     if key.starts_with("ip:") {
                         "client address"
                     } else {
@@ -225,7 +230,13 @@ impl Limits {
                     self.config.max_concurrent_requests
                 ),
                 1,
-            )
+            ));
+        }
+        let server = self.admit_to(&self.in_flight)?;
+        count.fetch_add(1, Ordering::AcqRel);
+        Ok(Permit {
+            _server: server,
+            _key: Some(KeyHold(count)),
         })
     }
 
@@ -387,62 +398,77 @@ mod tests {
     }
 
     #[test]
-    fn one_key_holds_at_most_its_share_of_the_places() {
-        let l = limits(100, 4);
-        assert_eq!(l.key_share(), Some(2), "half the places by default");
-        let a = l.admit_for("a").unwrap();
-        let _a2 = l.admit_for("a").unwrap();
+    fn a_key_holding_many_places_leaves_the_last_ones_to_other_keys() {
+        let l = limits(100, 8);
+        assert_eq!(
+            l.kept_for_other_keys(),
+            1,
+            "an eighth of the places by default"
+        );
+        let mut a: Vec<_> = (0..7).map(|_| l.admit_for("a").unwrap()).collect();
         let refused = l.admit_for("a").unwrap_err();
         assert_eq!(refused.error.status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(refused.error.code, "too_many_in_flight");
         assert!(
-            refused
-                .error
-                .message
-                .contains("max_concurrent_requests_per_key"),
+            refused.error.message.contains("places_kept_for_other_keys"),
             "{}",
             refused.error.message
         );
-        // Other keys still get the places left, up to the server's limit.
+        // Another key takes the place kept; then the server is full for everyone.
         let _b = l.admit_for("b").unwrap();
-        let _c = l.admit_for("c").unwrap();
-        let full = l.admit_for("d").unwrap_err();
+        let full = l.admit_for("c").unwrap_err();
         assert_eq!(full.error.status, StatusCode::SERVICE_UNAVAILABLE);
-        // A key refused by the full server holds no place of its share for it.
+        assert_eq!(
+            l.admit_for("a").unwrap_err().error.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        // One of a's ends: the place freed is the last one, kept from a, open to c.
+        a.pop();
+        assert_eq!(
+            l.admit_for("a").unwrap_err().error.status,
+            StatusCode::TOO_MANY_REQUESTS
+        );
+        let _c = l.admit_for("c").unwrap();
         drop(a);
-        let _a3 = l.admit_for("a").unwrap();
-        assert!(l.admit_for("d").is_err(), "the server is full again");
+        assert!(l.admit_for("a").is_ok(), "a's count follows its places");
     }
 
     #[test]
-    fn a_share_is_set_turned_off_and_forgotten_when_unused() {
-        let with = |per_key: Option<usize>| {
+    fn the_places_kept_are_set_turned_off_and_keys_holding_none_forgotten() {
+        let with = |kept: Option<usize>| {
             Limits::new(&LimitsConfig {
-                max_concurrent_requests: 10_000,
-                max_concurrent_requests_per_key: per_key,
+                max_concurrent_requests: 64,
+                places_kept_for_other_keys: kept,
                 ..LimitsConfig::default()
             })
         };
-        assert_eq!(
-            with(Some(10_000)).key_share(),
-            None,
-            "a share of all is none"
-        );
-        let l = with(Some(0));
-        assert_eq!(l.key_share(), None);
-        let all: Vec<_> = (0..10_000).map(|_| l.admit_for("a").unwrap()).collect();
-        assert_eq!(all.len(), 10_000, "0: one key may take every place");
-        let l = with(Some(3));
-        let held: Vec<_> = (0..3).map(|_| l.admit_for("a").unwrap()).collect();
-        assert!(l.admit_for("a").is_err());
-        // Many keys come and go: those holding nothing are forgotten, a holder is not.
-        for i in 0..2 * SHARES_KEPT {
-            drop(l.admit_for(&format!("k{i}")).unwrap());
-        }
-        assert!(l.shares.lock().unwrap().len() <= SHARES_KEPT + 1);
+        let l = with(None);
+        assert_eq!(l.kept_for_other_keys(), 8);
+        let lone: Vec<_> = (0..56).map(|_| l.admit_for("a").unwrap()).collect();
         assert!(
             l.admit_for("a").is_err(),
-            "a's share was kept while it held it"
+            "a lone key has all but the kept places"
+        );
+        drop(lone);
+        let l = with(Some(0));
+        let all: Vec<_> = (0..64).map(|_| l.admit_for("a").unwrap()).collect();
+        assert_eq!(all.len(), 64, "0: one key may take every place");
+        assert_eq!(
+            with(Some(1000)).kept_for_other_keys(),
+            63,
+            "at most all but one"
+        );
+        let l = with(Some(60));
+        let held: Vec<_> = (0..60).map(|_| l.admit_for("a").unwrap()).collect();
+        assert!(l.admit_for("a").is_err());
+        // Many keys come and go: those holding nothing are forgotten, a holder is not.
+        for i in 0..2 * KEYS_COUNTED {
+            drop(l.admit_for(&format!("k{i}")).unwrap());
+        }
+        assert!(l.held.lock().unwrap().len() <= KEYS_COUNTED + 1);
+        assert!(
+            l.admit_for("a").is_err(),
+            "a's count was kept while it held places"
         );
         drop(held);
         assert!(l.admit_for("a").is_ok());

@@ -380,8 +380,7 @@ async fn resume_orphan(
     if !app.store.claim(&stored.id, stored.updated_at, now).await? {
         return Ok(());
     }
-    let trail = app.store.audit_trail(&stored.id).await?;
-    let (thread, saved) = crate::app::load_thread(app, stored, trail).await?;
+    let (thread, saved) = crate::app::load_thread(app, stored).await?;
     let effect = thread.pending_effect();
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     let scope = cache_scope_of(app, &stored.id).await;
@@ -429,19 +428,16 @@ async fn tick_if_overdue(
     stored: &crate::storage::StoredThread,
     now: u64,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    // Whether it is overdue needs only a read (checked against the log, as every view is);
-    // only an overdue thread is loaded to be extended.
-    let trail = app.store.audit_trail(&stored.id).await?;
-    let waiting = crate::app::load_thread_to_read(app, stored, trail).await?;
+    // Threads asked long enough ago are nearly all overdue: loaded (with the log check) once,
+    // as to be extended.
+    let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
     let overdue = matches!(
-        waiting.pending_effect(),
+        thread.pending_effect(),
         Effect::AskUser { deadline: Some(d), .. } if d <= now
     );
     if !overdue {
         return Ok(());
     }
-    let trail = app.store.audit_trail(&stored.id).await?;
-    let (mut thread, saved) = crate::app::load_thread(app, stored, trail).await?;
     let effect = thread.handle(Input::Tick { now })?;
     let scope = cache_scope_of(app, &stored.id).await;
     let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
