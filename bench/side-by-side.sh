@@ -46,10 +46,14 @@ python3 "$root/bench/cite-turn-one.py" "$harness/nginx-verify.conf" || exit 1
 out=$(mktemp); trap 'rm -rf "$view" "$out" "$harness"' EXIT
 bash "$harness/side-by-side.sh" "$view" "$secs" | tee "$out"
 status=${PIPESTATUS[0]}
+# The disk's flush, where the harness kept its databases (mktemp's directory): a durable
+# request waits for one, so the c=1 floor of the Bedrock path is the direct call's hop three
+# times (the client's, the upstream's, ApplyGuardrail's) and one flush of the commit's pages.
+flush=$(python3 "$root/bench/fsync-floor.py" "$(dirname "$(mktemp -u)")" 1000 | awk '$1 == 14 {print $2}')
 # Issue 15 reads its targets as ratios of rows of one run: p50 at c=1 against the direct call
 # (the floor), requests/s at c=16 against LiteLLM's, and the local validator's against the
 # Bedrock validator's. wrk prints times in us, ms or s.
-awk '
+awk -v flush="${flush:-0}" '
   function us(t) { if (t ~ /us$/) return t + 0; if (t ~ /ms$/) return t * 1000; if (t ~ /s$/) return t * 1e6; return -1 }
   $2 == 1 && NF >= 5 { p50[$1] = us($3); p99[$1] = us($4) }
   $2 == 16 && NF >= 5 { rps[$1] = $5 + 0 }
@@ -67,6 +71,10 @@ awk '
       if (n == "proofgate-local" && rps["proofgate-bedrock"] > 0)
         line = line sprintf(", %.1f%% of the Bedrock path", 100 * rps[n] / rps["proofgate-bedrock"])
       print line
+    }
+    if (flush > 0 && p50["direct"] > 0) {
+      floor = 3 * p50["direct"] + flush
+      printf "  the disk flushes a commit of 14 pages in %.0f us (median, bench/fsync-floor.py): a durable request at c=1 needs at least 3 hops and a flush, %.0f us, %.1fx the floor\n", flush, floor, floor / p50["direct"]
     }
   }' "$out"
 exit "$status"

@@ -212,7 +212,11 @@ impl Limits {
         if held.len() >= KEYS_COUNTED && !held.contains_key(key) {
             held.retain(|_, n| n.load(Ordering::Acquire) > 0);
         }
-        let count = held.entry(key.to_string()).or_default().clone();
+        // Looked up before inserting: no key string is made for a key already counted.
+        let count = match held.get(key) {
+            Some(count) => count.clone(),
+            None => held.entry(key.to_string()).or_default().clone(),
+        };
         let holds = count.load(Ordering::Acquire);
         if holds >= kept && self.in_flight.available_permits() <= kept {
             return Err(retry_later(
