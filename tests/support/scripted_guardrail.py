@@ -26,7 +26,9 @@ as AWS does. "expired_first": N answers the first N signed requests 403 ExpiredT
 before answering (client timeouts). "clock_offset_s": S runs this server's clock S seconds
 ahead of the real one (its `Date` headers and the signature's time check): a client whose clock
 is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail answer;
-"answer_raw": TEXT answers 200 with TEXT as an HTML page instead.
+"answer_raw": TEXT answers 200 with TEXT as an HTML page instead. Every answer reports
+`guardrailCoverage` (the guard_content's characters of all the text sent); a rule's "guarded": N
+reports N instead (a guardrail that checked part of the answer).
 POST /model/{id}/converse (Bedrock Converse) answers from "converse_rules" [{match, reply}];
 "converse_fail_first": {"count": N, "status": S} answers the first N Converse requests S (429 as
 a ThrottlingException), "converse_hang_first": {"count": N, "seconds": S} holds them S seconds.
@@ -220,10 +222,16 @@ class Handler(BaseHTTPRequestHandler):
             c.get("text", {}).get("text", "") for c in body.get("content", [])
             if "guard_content" in c.get("text", {}).get("qualifiers", []))
         findings, blocked = [], None
+        # As AWS reports it: the guarded content's characters, out of all the text sent; a rule's
+        # "guarded" replaces the first (a guardrail that checked part of the answer).
+        total = sum(len(c.get("text", {}).get("text", "")) for c in body.get("content", []))
+        coverage = {"guarded": len(answer), "total": total}
         for rule in script.get("rules", []):
             if rule["match"].lower() in answer.lower():
                 findings = rule["findings"]
                 blocked = rule.get("blocked_by")
+                if "guarded" in rule:
+                    coverage["guarded"] = rule["guarded"]
                 break
         print(f"[scripted guardrail] {len(findings)} recorded finding(s)", file=sys.stderr, flush=True)
         self.send(200, {
@@ -237,6 +245,7 @@ class Handler(BaseHTTPRequestHandler):
             "assessments": [{"automatedReasoningPolicy": {"findings": findings},
                              **(blocked or {}),
                              "invocationMetrics": {"guardrailProcessingLatency": 5}}],
+            "guardrailCoverage": {"textCharacters": coverage},
             **({"padding": "x" * script["pad_bytes"]} if "pad_bytes" in script else {}),
         })
 

@@ -425,6 +425,9 @@ impl BedrockGuardrail {
                 reason,
             });
         }
+        if let Some(why) = partial_coverage(&body, answer) {
+            return Err(bad(why));
+        }
         let findings = response.findings();
         if let Some(why) = unshown_valid(&findings) {
             return Err(bad(why));
@@ -662,6 +665,40 @@ fn intervention(body: &serde_json::Value) -> Option<String> {
     Some(reason)
 }
 
+/// Why this response's findings cannot stand for the whole answer: the guardrail says
+/// (`guardrailCoverage.textCharacters.guarded`, at the top or in the Automated Reasoning
+/// assessment's metrics) that it guarded fewer characters than the answer has, so part of the
+/// answer was checked by nothing, and a VALID about the rest says nothing of it. The answer is
+/// the one block sent as `guard_content`; the question (`query`) is context, never guarded, so
+/// it can only add to the count. The members are optional in AWS's reference: a response without
+/// them is taken as covering the answer, one with a count that is not a number is refused.
+fn partial_coverage(body: &serde_json::Value, answer: &str) -> Option<String> {
+    const GUARDED: &str = "/guardrailCoverage/textCharacters/guarded";
+    let reported = body.pointer(GUARDED).or_else(|| {
+        body.get("assessments")?
+            .as_array()?
+            .iter()
+            .find(|a| a.get("automatedReasoningPolicy").is_some())?
+            .pointer(&format!("/invocationMetrics{GUARDED}"))
+    });
+    let guarded = match reported {
+        None | Some(serde_json::Value::Null) => return None,
+        Some(v) => match v.as_u64() {
+            Some(n) => n,
+            None => return Some(format!("its coverage ({v}) is not a count of characters")),
+        },
+    };
+    // Characters as Python and Java count them at least (code points; UTF-16 units are as
+    // many or more), without the ends' whitespace, which a service may trim.
+    let chars = answer.trim().chars().count() as u64;
+    (guarded < chars).then(|| {
+        format!(
+            "the guardrail guarded {guarded} of the answer's {chars} characters: the rest was \
+             checked by nothing, so its findings are not taken for the whole answer"
+        )
+    })
+}
+
 /// Why a VALID finding of this response cannot count: one without a translation shows no
 /// premise and no claim, so nothing says what it proved (the AWS reference marks every member
 /// optional). It is refused as a bad response, so the validation fails closed, rather than
@@ -719,6 +756,38 @@ mod tests {
             timeout_ms: 10_000,
             policy_arns: Vec::new(),
         }
+    }
+
+    #[test]
+    fn findings_about_part_of_the_answer_do_not_stand_for_all_of_it() {
+        let answer = "  Seniors pay $22.50. Children pay nothing, é included.\n";
+        let chars = answer.trim().chars().count() as u64;
+        let at_top = |guarded: serde_json::Value| serde_json::json!({"guardrailCoverage": {"textCharacters": {"guarded": guarded, "total": 500}}});
+        // The whole answer, or more (the question counted too): its findings stand.
+        assert_eq!(partial_coverage(&at_top(chars.into()), answer), None);
+        assert_eq!(partial_coverage(&at_top((chars + 40).into()), answer), None);
+        // One character short: part of the answer was checked by nothing.
+        let why = partial_coverage(&at_top((chars - 1).into()), answer).unwrap();
+        assert!(
+            why.contains(&format!("guarded {} of the answer's {chars}", chars - 1)),
+            "{why}"
+        );
+        assert!(partial_coverage(&at_top(0.into()), answer).is_some());
+        // Not a count: refused; absent or null: the member is optional.
+        assert!(partial_coverage(&at_top("all".into()), answer).is_some());
+        assert!(partial_coverage(&at_top((-1).into()), answer).is_some());
+        assert_eq!(
+            partial_coverage(&at_top(serde_json::Value::Null), answer),
+            None
+        );
+        assert_eq!(partial_coverage(&serde_json::json!({}), answer), None);
+        // Reported only in the Automated Reasoning assessment's metrics.
+        let in_metrics = serde_json::json!({"assessments": [
+            {"contentPolicy": {}},
+            {"automatedReasoningPolicy": {"findings": []},
+             "invocationMetrics": {"guardrailCoverage": {"textCharacters": {"guarded": 3, "total": 90}}}}
+        ]});
+        assert!(partial_coverage(&in_metrics, answer).is_some());
     }
 
     #[test]

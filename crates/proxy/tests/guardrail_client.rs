@@ -45,7 +45,8 @@ fn script(fail_first: u32, fail_status: u16) -> serde_json::Value {
                 {"futureKind": {"x": 1}}
             ]},
             {"match": "$10", "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= fee 10.0)", "naturalLanguage": "It costs $10."}]}, "supportingRules": [{"identifier": "FEE1"}]}}]},
-            {"match": "$12", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE1"}]}}]}
+            {"match": "$12", "findings": [{"valid": {"supportingRules": [{"identifier": "FEE1"}]}}]},
+            {"match": "$14", "guarded": 13, "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= fee 14.0)", "naturalLanguage": "It costs $14."}]}, "supportingRules": [{"identifier": "FEE1"}]}}]}
         ]
     })
 }
@@ -251,6 +252,41 @@ async fn a_valid_finding_without_a_translation_is_refused_not_taken_as_proof() {
     assert_says(&e, &["finding 1 is VALID without a translation"]);
     // Not retried: the same answer would come back.
     assert_eq!(server.received().len(), 1);
+}
+
+/// A guardrail that says it guarded only part of the answer (its `guardrailCoverage`): its
+/// VALID is about that part, so it is refused as a bad response (the validation fails closed)
+/// rather than taken for the whole answer. Every other test here gets full coverage reported,
+/// as AWS reports it.
+#[tokio::test]
+async fn findings_about_part_of_the_answer_are_refused_not_taken_for_all_of_it() {
+    aws_env();
+    let server = Server::python("scripted_guardrail.py", &script(0, 503));
+    let g = BedrockGuardrail::new(guardrail(&server, 3)).await.unwrap();
+    let e = g
+        .validate(
+            "Q",
+            "It costs $14. Children under 5 pay nothing, whatever the season.",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_says(
+        &e,
+        &[
+            "unreadable response",
+            "guarded 13 of the answer's 64 characters",
+        ],
+    );
+    assert_eq!(
+        server.received().len(),
+        1,
+        "not retried: the same answer would come back"
+    );
+    // The same finding with the whole answer guarded stands.
+    let (findings, raw) = g.validate("Q", "It costs $10.").await.unwrap();
+    assert_eq!(findings.len(), 1);
+    assert_eq!(raw["guardrailCoverage"]["textCharacters"]["guarded"], 13);
 }
 
 #[tokio::test]
