@@ -1073,13 +1073,18 @@ async fn requests_without_a_key_are_limited_per_address_and_the_health_check_nev
     assert_eq!(get(&proxy, "/api/me", &key, &[]).await.status, 200);
 }
 
+/// An LLM that answers every request after 3 s: requests that hold their places a while.
+fn slow_llm() -> Server {
+    Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
+    )
+}
+
 #[tokio::test]
 async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_requests_time() {
     // Every LLM answer takes 3 s; a request has 1.5 s; two requests may be served at once.
-    let llm = Server::python(
-        "scripted_llm.py",
-        &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
-    );
+    let llm = slow_llm();
     let proxy = Proxy::start(
         "background-limits",
         &secured_config(
@@ -1150,10 +1155,7 @@ async fn threads_run_in_the_background_hold_a_place_in_flight_and_have_a_request
 /// is full (503). Threads run in the background keep their request's place, so they count.
 #[tokio::test]
 async fn a_key_holding_many_places_leaves_the_last_ones_to_other_keys() {
-    let llm = Server::python(
-        "scripted_llm.py",
-        &json!({"rules": [{"match": "", "reply": "You pay $35.75.", "delay_ms": 3000}]}),
-    );
+    let llm = slow_llm();
     let proxy = Proxy::start(
         "key-share",
         &secured_config(&v1(&llm), "", "[limits]\nmax_concurrent_requests = 4\n"),

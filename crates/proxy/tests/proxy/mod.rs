@@ -20,27 +20,27 @@ pub struct Proxy {
 /// Runs `sql` on a SQLite database file (as someone with the file would), with Python's
 /// sqlite3, so that tests need no driver of their own.
 pub fn sqlite(db: &std::path::Path, sql: &str) {
-    let out = Command::new("python3")
-        .args(["-c", "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.executescript(sys.argv[2]); c.commit()"])
-        .arg(db)
-        .arg(sql)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    python_sqlite(db, "c.executescript(sys.argv[2]); c.commit()", sql);
 }
 
 /// The rows `sql` (one query) reads from a SQLite database file, one line each, columns
 /// separated by tabs.
 pub fn sqlite_query(db: &std::path::Path, sql: &str) -> String {
+    python_sqlite(
+        db,
+        "print('\\n'.join('\\t'.join(map(str, r)) for r in c.execute(sys.argv[2])))",
+        sql,
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// Runs `code` with `c` connected to `db` and `sql` as `sys.argv[2]`; what it printed.
+fn python_sqlite(db: &std::path::Path, code: &str, sql: &str) -> String {
     let out = Command::new("python3")
         .args([
             "-c",
-            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
-             print('\\n'.join('\\t'.join(map(str, r)) for r in c.execute(sys.argv[2])))",
+            &format!("import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); {code}"),
         ])
         .arg(db)
         .arg(sql)
@@ -51,7 +51,7 @@ pub fn sqlite_query(db: &std::path::Path, sql: &str) -> String {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8_lossy(&out.stdout).trim_end().to_string()
+    String::from_utf8_lossy(&out.stdout).to_string()
 }
 
 /// A fresh temp directory for one test.
