@@ -654,6 +654,51 @@ impl TransparencyLog {
         Err(AppendError::exhausted())
     }
 
+    /// Deletes thread `thread_id`'s trail (audit retention) and logs the deletion in the same
+    /// transaction: both or neither. Apart, a crash between the two left a trail gone with its
+    /// heads still in the log and no deletion leaf, which `log verify` reports as a trail cut
+    /// back, for ever. Returns the deletion's leaf, or `None` for a thread with no record (no
+    /// head of it was logged).
+    pub async fn delete_trail(
+        &self,
+        store: &Store,
+        thread_id: &str,
+    ) -> Result<Option<u64>, AuditLogError> {
+        for _ in 0..50 {
+            let mut tx = store
+                .pool
+                .begin()
+                .await
+                .map_err(db("starting a transaction"))?;
+            let Some((seq, head_hash)) = store.delete_trail_in(&mut tx, thread_id).await? else {
+                tx.commit().await.map_err(db("committing a deletion"))?;
+                return Ok(None);
+            };
+            let statement = LogStatement {
+                deleted: true,
+                thread_id: thread_id.to_string(),
+                seq,
+                head_hash,
+            };
+            let note = self.key.sign(&statement.text())?;
+            let mut appender = self.appender().await;
+            match appender.push(&mut tx, &statement, &note).await {
+                Ok(n) => {
+                    tx.commit()
+                        .await
+                        .map_err(db("committing a deletion and its log leaf"))?;
+                    appender.committed();
+                    return Ok(Some(n));
+                }
+                Err(AppendError::Taken) => {
+                    let _ = tx.rollback().await;
+                }
+                Err(AppendError::Failed(e)) => return Err(e),
+            }
+        }
+        Err(AppendError::exhausted())
+    }
+
     /// Appends leaves inside a caller's transaction: hold the returned appender until the
     /// transaction is committed (then call [`LogAppender::committed`]) or rolled back.
     pub async fn appender(&self) -> LogAppender<'_> {

@@ -870,14 +870,10 @@ impl Store {
         Ok(ended)
     }
 
-    /// Deletes the finished threads last updated before `cutoff_ms` with their owners and
-    /// audit trails (audit retention). Returns each deleted trail's head (thread, last seq,
-    /// last hash), for the log.
-    pub async fn delete_trails_before(
-        &self,
-        cutoff_ms: i64,
-    ) -> Result<Vec<(String, u64, String)>, StorageError> {
-        let ids: Vec<String> = sqlx::query(
+    /// The finished threads last updated before `cutoff_ms`: those whose trails audit
+    /// retention deletes.
+    pub async fn trails_past_retention(&self, cutoff_ms: i64) -> Result<Vec<String>, StorageError> {
+        Ok(sqlx::query(
             "SELECT id FROM threads WHERE updated_at < $1 AND status IN ('done', 'error', 'expired')",
         )
         .bind(cutoff_ms)
@@ -886,44 +882,45 @@ impl Store {
         .map_err(db("finding trails past retention"))?
         .iter()
         .filter_map(|r| r.try_get::<String, _>("id").ok())
-        .collect();
-        let mut heads = Vec::new();
-        for id in ids {
-            let mut tx = self
-                .pool
-                .begin()
+        .collect())
+    }
+
+    /// Deletes thread `id` with its owners and audit trail inside `tx`; returns the deleted
+    /// trail's head (last seq and hash), which the caller logs in the same transaction (see
+    /// `AuditLog::delete_trail`), or `None` when it had no record.
+    pub(crate) async fn delete_trail_in(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        id: &str,
+    ) -> Result<Option<(u64, String)>, StorageError> {
+        let last = sqlx::query(
+            "SELECT seq, record FROM audit_records WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1",
+        )
+        .bind(id)
+        .fetch_optional(&mut **tx)
+        .await
+        .map_err(db("reading a trail's head"))?;
+        for q in [
+            "DELETE FROM audit_records WHERE thread_id = $1",
+            "DELETE FROM thread_owners WHERE thread_id = $1",
+            "DELETE FROM threads WHERE id = $1",
+        ] {
+            sqlx::query(q)
+                .bind(id)
+                .execute(&mut **tx)
                 .await
-                .map_err(db("starting a transaction"))?;
-            let last = sqlx::query(
-                "SELECT seq, record FROM audit_records WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1",
-            )
-            .bind(&id)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(db("reading a trail's head"))?;
-            for q in [
-                "DELETE FROM audit_records WHERE thread_id = $1",
-                "DELETE FROM thread_owners WHERE thread_id = $1",
-                "DELETE FROM threads WHERE id = $1",
-            ] {
-                sqlx::query(q)
-                    .bind(&id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(db(format!("deleting trail {id}")))?;
-            }
-            tx.commit().await.map_err(db("committing"))?;
-            if let Some(r) = last {
-                let seq: i64 = r.try_get("seq").map_err(db("reading a trail's head"))?;
-                let text: String = r.try_get("record").map_err(db("reading a trail's head"))?;
-                let hash = serde_json::from_str::<Value>(&text)
-                    .ok()
-                    .and_then(|v| v.get("hash").and_then(Value::as_str).map(String::from))
-                    .unwrap_or_default();
-                heads.push((id, seq as u64, hash));
-            }
+                .map_err(db(format!("deleting trail {id}")))?;
         }
-        Ok(heads)
+        let Some(r) = last else {
+            return Ok(None);
+        };
+        let seq: i64 = r.try_get("seq").map_err(db("reading a trail's head"))?;
+        let text: String = r.try_get("record").map_err(db("reading a trail's head"))?;
+        let hash = serde_json::from_str::<Value>(&text)
+            .ok()
+            .and_then(|v| v.get("hash").and_then(Value::as_str).map(String::from))
+            .unwrap_or_default();
+        Ok(Some((seq as u64, hash)))
     }
 
     /// Whether the database answers.
@@ -1288,9 +1285,18 @@ mod tests {
             assert_eq!(recent.status, "awaiting_input");
             assert!(recent.conversation_key.is_some());
             assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
-            // Only retention deletes a trail, and says which head it deleted.
-            let heads = store.delete_trails_before(-500_000).await.unwrap();
-            assert_eq!(heads, vec![(old.clone(), 0, "h0".to_string())], "{url}");
+            // Only retention deletes a trail: in the caller's transaction (which logs its
+            // deletion), saying which head it deleted; rolled back, nothing is gone.
+            let past = store.trails_past_retention(-500_000).await.unwrap();
+            assert!(past.contains(&old) && !past.contains(&new), "{url}");
+            let mut tx = store.pool.begin().await.unwrap();
+            let head = store.delete_trail_in(&mut tx, &old).await.unwrap();
+            assert_eq!(head, Some((0, "h0".to_string())), "{url}");
+            tx.rollback().await.unwrap();
+            assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
+            let mut tx = store.pool.begin().await.unwrap();
+            store.delete_trail_in(&mut tx, &old).await.unwrap();
+            tx.commit().await.unwrap();
             assert!(store.thread(&old).await.unwrap().is_none());
             assert!(store.audit_trail(&old).await.unwrap().is_empty());
             assert!(store.thread(&new).await.unwrap().is_some());

@@ -657,6 +657,55 @@ async fn views_of_threads_being_driven_are_not_taken_for_tampering() {
     );
 }
 
+/// Audit retention deletes a finished thread with its trail and logs the deletion in the same
+/// transaction (apart, a crash between the two left a trail gone with no deletion leaf, which
+/// `log verify` reports as cut back for ever): the thread is gone, the log holds its head and
+/// its deletion, and the auditor's walk of the log passes.
+#[tokio::test]
+async fn retention_deletes_a_trail_and_logs_its_deletion() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "retention",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "retention_days = 0\n[server]\nmaintenance_interval_ms = 200\n",
+        ),
+    );
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let dir = temp_dir("retention-audit");
+    let saved = dir.join("checkpoint");
+    std::fs::write(&saved, text(&proxy, "/api/log/checkpoint").await).unwrap();
+    let before = log_size(&proxy).await;
+    let r = ask(&proxy, Q1).await;
+    assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+    let id = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let mut gone = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let status = reqwest::get(format!("{}/api/threads/{id}", proxy.url))
+            .await
+            .unwrap()
+            .status();
+        if status == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "retention did not delete thread {id}");
+    assert_eq!(
+        log_size(&proxy).await,
+        before + 2,
+        "the thread's head and its deletion"
+    );
+    let out = log_verify(&proxy, &key, &saved);
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{report}");
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());

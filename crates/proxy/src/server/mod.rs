@@ -329,15 +329,13 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     };
     let keep_ms = days.saturating_mul(86_400_000);
     let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(0);
-    for (thread_id, seq, head_hash) in app.store.delete_trails_before(cutoff).await? {
-        let statement = proofgate_core::audit::transparency::LogStatement {
-            deleted: true,
-            thread_id: thread_id.clone(),
-            seq,
-            head_hash,
-        };
-        let leaf = app.log.append(&app.store, &statement).await?;
-        tracing::info!("retention: deleted the trail of thread {thread_id} (log leaf {leaf})");
+    for thread_id in app.store.trails_past_retention(cutoff).await? {
+        match app.log.delete_trail(&app.store, &thread_id).await? {
+            Some(leaf) => tracing::info!(
+                "retention: deleted the trail of thread {thread_id} (log leaf {leaf})"
+            ),
+            None => tracing::info!("retention: deleted thread {thread_id}, which had no trail"),
+        }
     }
     Ok(())
 }
