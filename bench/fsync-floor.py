@@ -15,15 +15,20 @@ import tempfile
 import time
 
 PAGE = 4096
+LOG_BYTES = 64 << 20
 
 
 def flush_times(directory, pages, commits):
     fd, path = tempfile.mkstemp(dir=directory, prefix="fsync-floor-")
     try:
-        # A log file reused in place (SQLite keeps it at its size between checkpoints).
-        os.ftruncate(fd, 64 << 20)
-        os.fsync(fd)
+        # A log file reused in place, as SQLite's is between checkpoints: written whole and
+        # synced first, so that the timed flushes overwrite allocated blocks (a sparse file
+        # would make each flush allocate them too, and time more than a commit's flush).
         frame, page = os.urandom(24), os.urandom(PAGE)
+        chunk = page * 256
+        for _ in range((LOG_BYTES + len(chunk) - 1) // len(chunk)):
+            os.write(fd, chunk)
+        os.fsync(fd)
         offset, times = 0, []
         for _ in range(commits):
             for _ in range(pages):
@@ -33,7 +38,7 @@ def flush_times(directory, pages, commits):
             start = time.perf_counter()
             os.fdatasync(fd)
             times.append(time.perf_counter() - start)
-            if offset > (60 << 20):
+            if offset + pages * (24 + PAGE) > LOG_BYTES:
                 offset = 0
         times.sort()
         return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6

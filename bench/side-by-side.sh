@@ -74,7 +74,7 @@ awk -v flush="${flush:-0}" '
     }
     if (flush > 0 && p50["direct"] > 0) {
       floor = 3 * p50["direct"] + flush
-      printf "  the disk flushes a commit of 14 pages in %.0f us (median, bench/fsync-floor.py): a durable request at c=1 needs at least 3 hops and a flush, %.0f us, %.1fx the floor\n", flush, floor, floor / p50["direct"]
+      printf "  the disk flushes a commit of 14 pages in %.0f us (median, bench/fsync-floor.py): a durable request at c=1 needs at least 3 hops and a flush, %.0f us, %.1fx the direct call\n", flush, floor, floor / p50["direct"]
     }
   }' "$out"
 exit "$status"

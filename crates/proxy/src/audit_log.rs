@@ -871,16 +871,16 @@ impl TransparencyLog {
         .await
     }
 
-    /// A trail with its signed head, inclusion proof, checkpoint and (when `from` is given) a
-    /// consistency proof from that size.
+    /// A trail with its signed head (the thread's last leaf, index and note, read with the
+    /// trail: see `Store::trail_and_leaves`), inclusion proof, checkpoint and (when `from` is
+    /// given) a consistency proof from that size.
     pub async fn bundle(
         &self,
         store: &Store,
-        thread_id: &str,
         trail: Vec<Value>,
+        head: Option<(u64, String)>,
         from: Option<u64>,
     ) -> Result<AuditBundle, AuditLogError> {
-        let head = self.latest_head(store, thread_id).await?;
         let (checkpoint, size) = self.checkpoint(store).await?;
         let (signed_head, inclusion) = match head {
             Some((idx, note)) if idx < size => (

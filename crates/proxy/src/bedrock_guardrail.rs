@@ -666,37 +666,38 @@ fn intervention(body: &serde_json::Value) -> Option<String> {
 }
 
 /// Why this response's findings cannot stand for the whole answer: the guardrail says
-/// (`guardrailCoverage.textCharacters.guarded`, at the top or in the Automated Reasoning
+/// (`guardrailCoverage.textCharacters.guarded`, at the top or in an Automated Reasoning
 /// assessment's metrics) that it guarded fewer characters than the answer has, so part of the
-/// answer was checked by nothing, and a VALID about the rest says nothing of it. The answer is
-/// the one block sent as `guard_content`; the question (`query`) is context, never guarded, so
-/// it can only add to the count. The members are optional in AWS's reference: a response without
-/// them is taken as covering the answer, one with a count that is not a number is refused.
+/// answer was checked by nothing, and a VALID about the rest says nothing of it. Every count
+/// reported must cover the answer: the top level's may be another policy's (a content filter
+/// that read all of it) while the reasoning checks' says less. The answer is the one block sent
+/// as `guard_content`; the question (`query`) is context, never guarded, so it can only add to
+/// a count. The members are optional in AWS's reference: a response without them (or with
+/// null) is taken as covering the answer; a count that is not a number is refused.
 fn partial_coverage(body: &serde_json::Value, answer: &str) -> Option<String> {
     const GUARDED: &str = "/guardrailCoverage/textCharacters/guarded";
-    let reported = body.pointer(GUARDED).or_else(|| {
-        body.get("assessments")?
-            .as_array()?
-            .iter()
-            .find(|a| a.get("automatedReasoningPolicy").is_some())?
-            .pointer(&format!("/invocationMetrics{GUARDED}"))
-    });
-    let guarded = match reported {
-        None | Some(serde_json::Value::Null) => return None,
-        Some(v) => match v.as_u64() {
-            Some(n) => n,
-            None => return Some(format!("its coverage ({v}) is not a count of characters")),
-        },
-    };
+    let reasoning = body
+        .get("assessments")
+        .and_then(serde_json::Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|a| a.get("automatedReasoningPolicy").is_some())
+        .filter_map(|a| a.pointer(&format!("/invocationMetrics{GUARDED}")));
     // Characters as Python and Java count them at least (code points; UTF-16 units are as
     // many or more), without the ends' whitespace, which a service may trim.
     let chars = answer.trim().chars().count() as u64;
-    (guarded < chars).then(|| {
-        format!(
-            "the guardrail guarded {guarded} of the answer's {chars} characters: the rest was \
-             checked by nothing, so its findings are not taken for the whole answer"
-        )
-    })
+    body.pointer(GUARDED)
+        .into_iter()
+        .chain(reasoning)
+        .filter(|v| !v.is_null())
+        .find_map(|v| match v.as_u64() {
+            None => Some(format!("its coverage ({v}) is not a count of characters")),
+            Some(guarded) if guarded < chars => Some(format!(
+                "the guardrail guarded {guarded} of the answer's {chars} characters: the rest \
+                 was checked by nothing, so its findings are not taken for the whole answer"
+            )),
+            Some(_) => None,
+        })
 }
 
 /// Why a VALID finding of this response cannot count: one without a translation shows no
@@ -781,13 +782,30 @@ mod tests {
             None
         );
         assert_eq!(partial_coverage(&serde_json::json!({}), answer), None);
-        // Reported only in the Automated Reasoning assessment's metrics.
-        let in_metrics = serde_json::json!({"assessments": [
-            {"contentPolicy": {}},
-            {"automatedReasoningPolicy": {"findings": []},
-             "invocationMetrics": {"guardrailCoverage": {"textCharacters": {"guarded": 3, "total": 90}}}}
-        ]});
-        assert!(partial_coverage(&in_metrics, answer).is_some());
+        // Reported in the Automated Reasoning assessments' metrics: every one must cover the
+        // answer, whatever the top level says (another policy may have read all of it).
+        let metrics = |guarded: &[u64]| {
+            let mut assessments = vec![serde_json::json!({"contentPolicy": {}})];
+            for g in guarded {
+                assessments.push(serde_json::json!({"automatedReasoningPolicy": {"findings": []},
+                    "invocationMetrics": {"guardrailCoverage": {"textCharacters": {"guarded": g, "total": 90}}}}));
+            }
+            serde_json::json!({"assessments": assessments})
+        };
+        assert!(partial_coverage(&metrics(&[3]), answer).is_some());
+        assert_eq!(partial_coverage(&metrics(&[chars, chars]), answer), None);
+        assert!(partial_coverage(&metrics(&[chars, 3]), answer).is_some());
+        let mut both = metrics(&[3]);
+        both["guardrailCoverage"] = at_top(chars.into())["guardrailCoverage"].clone();
+        assert!(
+            partial_coverage(&both, answer).is_some(),
+            "the top level's count is not enough"
+        );
+        both["guardrailCoverage"] = at_top(serde_json::Value::Null)["guardrailCoverage"].clone();
+        assert!(
+            partial_coverage(&both, answer).is_some(),
+            "a null at the top hides nothing"
+        );
     }
 
     #[test]

@@ -104,7 +104,8 @@ pub struct LimitsConfig {
     /// Of those, the last places a key (a client address without keys) that already holds as
     /// many cannot take: they are kept for other keys, so that one key's slow requests cannot
     /// take every place and lock the others out (429 with `Retry-After`). Unset: an eighth of
-    /// `max_concurrent_requests`, rounded up; 0: none; at most all places but one.
+    /// `max_concurrent_requests`, rounded up; 0: none; at most half of them (keeping more
+    /// would let a lone key hold more).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub places_kept_for_other_keys: Option<usize>,
     /// Requests per minute per API key (429 with `Retry-After` beyond); bursts up to this many.

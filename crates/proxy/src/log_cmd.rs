@@ -240,10 +240,26 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
                     "thread {thread}: its trail fails at record {}: {}: it was rewritten",
                     f.index, f.detail
                 ));
-            } else if let Some(problem) =
-                logged_heads_problem(thread, &bundle.trail, logged.as_slice())
-            {
-                failures.push(format!("thread {thread}: {problem}"));
+            } else {
+                // A thread the server went on with after the checkpoint checked here has
+                // records past its last head in that log: they must come with a head signed
+                // later (the next run checks it against the log), and the heads up to the
+                // checkpoint are checked against the trail as far as they go.
+                let end = usize::try_from(statement.seq).map_or(usize::MAX, |s| s + 1);
+                let checked = if bundle.trail.len() > end && !statement.deleted {
+                    match later_head_problem(thread, &bundle, key, current.size) {
+                        Some(problem) => {
+                            failures.push(format!("thread {thread}: {problem}"));
+                            continue;
+                        }
+                        None => &bundle.trail[..end],
+                    }
+                } else {
+                    &bundle.trail[..]
+                };
+                if let Some(problem) = logged_heads_problem(thread, checked, logged.as_slice()) {
+                    failures.push(format!("thread {thread}: {problem}"));
+                }
             }
             trails_checked += 1;
         }
@@ -257,4 +273,121 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
         "failures": failures,
         "ok": failures.is_empty(),
     }))
+}
+
+/// Why the records of a trail past its last head in the checkpoint being verified are not
+/// covered by a head signed later: the bundle's signed head must verify with the log's key,
+/// be about this thread, end the trail (its last record's place and hash), and sit at a leaf
+/// past that checkpoint (`size`), since a head within it would be among the heads walked.
+fn later_head_problem(thread: &str, bundle: &AuditBundle, key: &str, size: u64) -> Option<String> {
+    let records = bundle.trail.len();
+    let unsigned = || {
+        format!(
+            "its trail has {records} records, past its last head in the checkpoint verified, \
+             and no head signed later covers them"
+        )
+    };
+    let Some(note) = bundle.signed_head.as_deref() else {
+        return Some(unsigned());
+    };
+    let Ok(head) = verify_note(note, key).and_then(|t| LogStatement::parse(&t)) else {
+        return Some(unsigned());
+    };
+    let Some(last) = bundle.trail.last() else {
+        return Some(unsigned());
+    };
+    let ends_trail = head.thread_id == thread
+        && !head.deleted
+        && usize::try_from(head.seq).ok() == Some(records - 1)
+        && last["hash"].as_str() == Some(head.head_hash.as_str());
+    let later = bundle
+        .inclusion
+        .as_ref()
+        .is_some_and(|i| i.leaf_index >= size);
+    (!(ends_trail && later)).then(unsigned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proofgate_core::audit::bundle::Inclusion;
+    use proofgate_proxy::audit_log::AuditKey;
+
+    fn key(name: &str) -> AuditKey {
+        let dir = tempfile::tempdir().unwrap();
+        AuditKey::load_or_create(None, &dir.path().join("audit.key"), name).unwrap()
+    }
+
+    fn head(key: &AuditKey, thread: &str, seq: u64, hash: &str) -> String {
+        let statement = LogStatement {
+            deleted: false,
+            thread_id: thread.into(),
+            seq,
+            head_hash: hash.into(),
+        };
+        key.sign(&statement.text()).unwrap()
+    }
+
+    /// A trail of three records, its head in the checkpoint verified at record 1, and a bundle
+    /// whose signed head is `note` at leaf `leaf`.
+    fn bundle(note: Option<String>, leaf: u64) -> AuditBundle {
+        AuditBundle {
+            trail: (0..3)
+                .map(|i| json!({"seq": i, "hash": format!("h{i}")}))
+                .collect(),
+            signed_head: note,
+            inclusion: Some(Inclusion {
+                leaf_index: leaf,
+                hashes: Vec::new(),
+            }),
+            checkpoint: None,
+            consistency: None,
+            policy_documents: Vec::new(),
+        }
+    }
+
+    /// Records a thread got after the checkpoint `log verify` checks are covered only by a head
+    /// the log's key signed later that ends the trail; anything else is reported.
+    #[test]
+    fn records_past_the_checkpoint_need_a_later_head_that_ends_the_trail() {
+        let k = key("log");
+        let vk = k.verifier_key().to_string();
+        let size = 10;
+        let good = bundle(Some(head(&k, "t", 2, "h2")), size);
+        assert_eq!(later_head_problem("t", &good, &vk, size), None);
+        for (what, b) in [
+            ("no signed head", bundle(None, size)),
+            (
+                "a head within the checkpoint",
+                bundle(Some(head(&k, "t", 2, "h2")), size - 1),
+            ),
+            (
+                "another thread's head",
+                bundle(Some(head(&k, "u", 2, "h2")), size),
+            ),
+            (
+                "a head before the end",
+                bundle(Some(head(&k, "t", 1, "h1")), size),
+            ),
+            (
+                "a head of another record",
+                bundle(Some(head(&k, "t", 2, "h9")), size),
+            ),
+            (
+                "another key's head",
+                bundle(Some(head(&key("other"), "t", 2, "h2")), size),
+            ),
+        ] {
+            let problem = later_head_problem("t", &b, &vk, size);
+            assert!(
+                problem
+                    .as_deref()
+                    .is_some_and(|p| p.contains("no head signed later")),
+                "{what}: {problem:?}"
+            );
+        }
+        let mut no_inclusion = good.clone();
+        no_inclusion.inclusion = None;
+        assert!(later_head_problem("t", &no_inclusion, &vk, size).is_some());
+    }
 }

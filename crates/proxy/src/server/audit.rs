@@ -100,7 +100,14 @@ pub async fn bundle(
 ) -> Result<Json<Value>, ApiError> {
     let q = query(q, "[?from=N] (the size of a checkpoint you saved)")?;
     check_access(&app, &caller, &headers, &id).await?;
-    let trail = app.store.audit_trail(&id).await?;
+    // The trail and its head from one read: read apart, a commit to a thread being driven
+    // landing between them gave a signed head past the trail's end, which the auditor's check
+    // reports as a trail altered.
+    let (trail, leaves) = app.store.trail_and_leaves(&id).await?;
+    let head = leaves
+        .into_iter()
+        .next_back()
+        .map(|(idx, note)| (idx as u64, note));
     if trail.is_empty() {
         return Err(ApiError::not_found(format!(
             "no audit trail for thread {id}"
@@ -113,7 +120,7 @@ pub async fn bundle(
     // server's (its log, or its refusal to sign a log cut back in its database): a 500.
     let mut bundle = app
         .log
-        .bundle(&app.store, &id, trail, q.from)
+        .bundle(&app.store, trail, head, q.from)
         .await
         .map_err(|e| ApiError::internal(e.to_string()))?;
     bundle.policy_documents = documents.iter().map(|(_, d)| d.clone()).collect();

@@ -122,13 +122,15 @@ impl Limits {
     }
 
     /// How many of the places served at once a key that already holds as many cannot take:
-    /// they are kept for other keys (0: none).
+    /// they are kept for other keys (0: none). At most half of them: a lone key can hold the
+    /// larger of the places kept and the rest, so keeping more than half would let it hold more,
+    /// not less.
     pub fn kept_for_other_keys(&self) -> usize {
         let all = self.config.max_concurrent_requests;
         self.config
             .places_kept_for_other_keys
             .unwrap_or(all.div_ceil(8))
-            .min(all.saturating_sub(1))
+            .min(all / 2)
     }
 
     /// The deadline of one request.
@@ -457,14 +459,13 @@ mod tests {
         let l = with(Some(0));
         let all: Vec<_> = (0..64).map(|_| l.admit_for("a").unwrap()).collect();
         assert_eq!(all.len(), 64, "0: one key may take every place");
-        assert_eq!(
-            with(Some(1000)).kept_for_other_keys(),
-            63,
-            "at most all but one"
+        assert_eq!(with(Some(1000)).kept_for_other_keys(), 32, "at most half");
+        let l = with(Some(20));
+        let held: Vec<_> = (0..44).map(|_| l.admit_for("a").unwrap()).collect();
+        assert!(
+            l.admit_for("a").is_err(),
+            "a lone key holds all but the 20 kept"
         );
-        let l = with(Some(60));
-        let held: Vec<_> = (0..60).map(|_| l.admit_for("a").unwrap()).collect();
-        assert!(l.admit_for("a").is_err());
         // Many keys come and go: those holding nothing are forgotten, a holder is not.
         for i in 0..2 * KEYS_COUNTED {
             drop(l.admit_for(&format!("k{i}")).unwrap());
