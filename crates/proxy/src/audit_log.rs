@@ -654,23 +654,31 @@ impl TransparencyLog {
         Err(AppendError::exhausted())
     }
 
-    /// Deletes thread `thread_id`'s trail (audit retention) and logs the deletion in the same
-    /// transaction: both or neither. Apart, a crash between the two left a trail gone with its
-    /// heads still in the log and no deletion leaf, which `log verify` reports as a trail cut
-    /// back, for ever. Returns the deletion's leaf, or `None` for a thread with no record (no
-    /// head of it was logged).
+    /// Deletes thread `thread_id` with its trail (audit retention), if it is still finished and
+    /// last updated before `cutoff_ms`, and logs the deletion in the same transaction: both or
+    /// neither. Apart, a crash between the two left a trail gone with its heads still in the log
+    /// and no deletion leaf, which `log verify` reports as a trail cut back, for ever. The log's
+    /// lock is taken before the database's write lock (`BEGIN IMMEDIATE` on SQLite), in the
+    /// journal's order: the other way round, each waited on the other until SQLite's busy
+    /// timeout. Returns the deletion's leaf, or `None` when nothing was logged (the thread is
+    /// no longer due, or had no record, so no head of it was logged).
     pub async fn delete_trail(
         &self,
         store: &Store,
         thread_id: &str,
+        cutoff_ms: i64,
     ) -> Result<Option<u64>, AuditLogError> {
         for _ in 0..50 {
-            let mut tx = store
-                .pool
-                .begin()
-                .await
-                .map_err(db("starting a transaction"))?;
-            let Some((seq, head_hash)) = store.delete_trail_in(&mut tx, thread_id).await? else {
+            let mut appender = self.appender().await;
+            let begun = if store.sqlite {
+                store.pool.begin_with("BEGIN IMMEDIATE").await
+            } else {
+                store.pool.begin().await
+            };
+            let mut tx = begun.map_err(db("starting a transaction"))?;
+            let Some((seq, head_hash)) =
+                store.delete_trail_in(&mut tx, thread_id, cutoff_ms).await?
+            else {
                 tx.commit().await.map_err(db("committing a deletion"))?;
                 return Ok(None);
             };
@@ -681,7 +689,6 @@ impl TransparencyLog {
                 head_hash,
             };
             let note = self.key.sign(&statement.text())?;
-            let mut appender = self.appender().await;
             match appender.push(&mut tx, &statement, &note).await {
                 Ok(n) => {
                     tx.commit()

@@ -885,14 +885,29 @@ impl Store {
         .collect())
     }
 
-    /// Deletes thread `id` with its owners and audit trail inside `tx`; returns the deleted
-    /// trail's head (last seq and hash), which the caller logs in the same transaction (see
-    /// `AuditLog::delete_trail`), or `None` when it had no record.
+    /// Deletes thread `id` with its owners and audit trail inside `tx`, if it is still finished
+    /// and last updated before `cutoff_ms` (checked in the transaction: a thread continued
+    /// since it was listed keeps everything); returns the deleted trail's head (last seq and
+    /// hash), which the caller logs in the same transaction (see `AuditLog::delete_trail`), or
+    /// `None` when nothing is to be logged (not due any more, or no record).
     pub(crate) async fn delete_trail_in(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::Any>,
         id: &str,
+        cutoff_ms: i64,
     ) -> Result<Option<(u64, String)>, StorageError> {
+        let due = sqlx::query(
+            "DELETE FROM threads WHERE id = $1 AND updated_at < $2 \
+             AND status IN ('done', 'error', 'expired')",
+        )
+        .bind(id)
+        .bind(cutoff_ms)
+        .execute(&mut **tx)
+        .await
+        .map_err(db(format!("deleting thread {id}")))?;
+        if due.rows_affected() == 0 {
+            return Ok(None);
+        }
         let last = sqlx::query(
             "SELECT seq, record FROM audit_records WHERE thread_id = $1 ORDER BY seq DESC LIMIT 1",
         )
@@ -903,7 +918,6 @@ impl Store {
         for q in [
             "DELETE FROM audit_records WHERE thread_id = $1",
             "DELETE FROM thread_owners WHERE thread_id = $1",
-            "DELETE FROM threads WHERE id = $1",
         ] {
             sqlx::query(q)
                 .bind(id)
@@ -1290,12 +1304,30 @@ mod tests {
             let past = store.trails_past_retention(-500_000).await.unwrap();
             assert!(past.contains(&old) && !past.contains(&new), "{url}");
             let mut tx = store.pool.begin().await.unwrap();
-            let head = store.delete_trail_in(&mut tx, &old).await.unwrap();
+            let head = store
+                .delete_trail_in(&mut tx, &old, -500_000)
+                .await
+                .unwrap();
             assert_eq!(head, Some((0, "h0".to_string())), "{url}");
             tx.rollback().await.unwrap();
             assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
+            // Not due any more (continued since it was listed): nothing is deleted.
             let mut tx = store.pool.begin().await.unwrap();
-            store.delete_trail_in(&mut tx, &old).await.unwrap();
+            assert_eq!(
+                store
+                    .delete_trail_in(&mut tx, &old, -2_000_000)
+                    .await
+                    .unwrap(),
+                None,
+                "{url}"
+            );
+            tx.commit().await.unwrap();
+            assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
+            let mut tx = store.pool.begin().await.unwrap();
+            store
+                .delete_trail_in(&mut tx, &old, -500_000)
+                .await
+                .unwrap();
             tx.commit().await.unwrap();
             assert!(store.thread(&old).await.unwrap().is_none());
             assert!(store.audit_trail(&old).await.unwrap().is_empty());

@@ -330,11 +330,13 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let keep_ms = days.saturating_mul(86_400_000);
     let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(0);
     for thread_id in app.store.trails_past_retention(cutoff).await? {
-        match app.log.delete_trail(&app.store, &thread_id).await? {
+        match app.log.delete_trail(&app.store, &thread_id, cutoff).await? {
             Some(leaf) => tracing::info!(
                 "retention: deleted the trail of thread {thread_id} (log leaf {leaf})"
             ),
-            None => tracing::info!("retention: deleted thread {thread_id}, which had no trail"),
+            None => tracing::debug!(
+                "retention: thread {thread_id} had no trail, or was continued since it was listed"
+            ),
         }
     }
     Ok(())
