@@ -818,6 +818,19 @@ impl Config {
         if l.request_timeout_ms == 0 {
             return bad("limits.request_timeout_ms must be at least 1".into());
         }
+        if let Some(kept) = l.places_kept_for_other_keys {
+            let half = l.max_concurrent_requests / 2;
+            if kept > half {
+                // Quietly taken as half, a larger value would give one key more places, not
+                // fewer: a lone key holds the larger of the places kept and the rest.
+                return bad(format!(
+                    "limits.places_kept_for_other_keys is {kept}, more than half of \
+                     max_concurrent_requests ({half} of {}): keeping more would let one key hold \
+                     more places, not fewer; set at most {half} (0: keep none)",
+                    l.max_concurrent_requests
+                ));
+            }
+        }
         if self.rewrite_loop.max_iterations == 0 {
             return bad("loop.max_iterations must be at least 1".into());
         }
@@ -1069,6 +1082,23 @@ mod tests {
     fn local_validator_needs_a_policy() {
         let err = Config::default().check().unwrap_err().to_string();
         assert!(err.contains("validator.policy"), "{err}");
+    }
+
+    #[test]
+    fn more_places_kept_for_other_keys_than_half_is_refused_with_the_most_allowed() {
+        let mut c = Config::load(Some(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
+        ))
+        .unwrap();
+        c.limits.max_concurrent_requests = 64;
+        c.limits.places_kept_for_other_keys = Some(32);
+        assert!(c.check().is_ok());
+        c.limits.places_kept_for_other_keys = Some(33);
+        let err = c.check().unwrap_err().to_string();
+        assert!(
+            err.contains("places_kept_for_other_keys is 33") && err.contains("at most 32"),
+            "{err}"
+        );
     }
 
     #[test]
