@@ -546,6 +546,7 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
             "How much is my ticket?",
             conversation(),
             reply(),
+            None,
             t0,
         )
         .expect("valid thread");

@@ -179,3 +179,73 @@ fn fail_open_never_returns_an_answer_the_policy_contradicted() {
     assert_eq!(outcome.answer, None);
     assert!(proofgate_core::audit::replay(t.audit_trail()).ok);
 }
+
+/// The owner a thread is started for is part of its THREAD_STARTED record (so the signed
+/// heads cover it), reads back from the trail as stored, and replays; a thread started
+/// without one records nothing, as trails did before owners were recorded.
+#[test]
+fn the_owner_is_recorded_in_the_first_record_and_replays() {
+    use proofgate_core::audit::ThreadStarted;
+    use proofgate_core::thread::ThreadOwner;
+    let alice = ThreadOwner {
+        key_id: "key_1".into(),
+        end_user: "alice".into(),
+    };
+    let t = Thread::owned(
+        ThreadConfig::default(),
+        "t1",
+        "Q?",
+        Some(given("A.")),
+        Some(alice.clone()),
+        1,
+    )
+    .unwrap();
+    assert_eq!(t.owner(), Some(alice.clone()));
+    let trail = t.audit_trail();
+    assert_eq!(
+        trail[0].body["owner"],
+        serde_json::json!({"keyId": "key_1", "endUser": "alice"})
+    );
+    assert!(replay(trail).ok);
+    let stored: Vec<serde_json::Value> = trail
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    assert_eq!(ThreadStarted::owner_in_trail(&stored), Ok(Some(alice)));
+
+    // No end user: only the key is written.
+    let keyed = ThreadOwner {
+        key_id: "key_2".into(),
+        end_user: String::new(),
+    };
+    let t = Thread::owned(
+        ThreadConfig::default(),
+        "t2",
+        "Q?",
+        None,
+        Some(keyed.clone()),
+        1,
+    )
+    .unwrap();
+    assert_eq!(
+        t.audit_trail()[0].body["owner"],
+        serde_json::json!({"keyId": "key_2"})
+    );
+    assert_eq!(t.owner(), Some(keyed));
+    assert!(replay(t.audit_trail()).ok);
+
+    // Without an owner the record is as before.
+    let t = Thread::owned(ThreadConfig::default(), "t3", "Q?", None, None, 1).unwrap();
+    assert!(t.audit_trail()[0].body.get("owner").is_none());
+    assert_eq!(t.owner(), None);
+    let stored = vec![serde_json::to_value(&t.audit_trail()[0]).unwrap()];
+    assert_eq!(ThreadStarted::owner_in_trail(&stored), Ok(None));
+    assert_eq!(ThreadStarted::owner_in_trail(&[]), Ok(None));
+
+    // An owner that is not one is refused, not taken for none.
+    let mut bad = stored.clone();
+    bad[0]["body"]["owner"] = serde_json::json!({"keyId": 7});
+    assert!(ThreadStarted::owner_in_trail(&bad).is_err());
+    bad[0]["kind"] = "LLM_CALLED".into();
+    assert!(ThreadStarted::owner_in_trail(&bad).is_err());
+}

@@ -1001,10 +1001,37 @@ async fn checked_trail(app: &App, thread_id: &str) -> Result<Vec<Value>, String>
         }
     }
     let heads = app.log.heads_of(&leaves).map_err(|e| e.to_string())?;
-    match proofgate_core::audit::transparency::logged_heads_problem(thread_id, &trail, &heads) {
-        Some(problem) => Err(format!("{problem} (the store was altered)")),
-        None => Ok(trail),
+    if let Some(problem) =
+        proofgate_core::audit::transparency::logged_heads_problem(thread_id, &trail, &heads)
+    {
+        return Err(format!("{problem} (the store was altered)"));
     }
+    check_owner(app, thread_id, &trail).await?;
+    Ok(trail)
+}
+
+/// The owner stored beside a thread, which decides who may read and continue it, must be the
+/// one its (checked) trail records: no signature covers the owners' table, so without this
+/// someone with the database could hand a thread to another key or end user, whose requests
+/// would then read it and have their answers recorded in its signed trail. A trail from
+/// before owners were recorded names none, and its stored owner is taken as it is. The stored
+/// owner never changes once written, so reading it apart from the trail races with nothing.
+async fn check_owner(app: &App, thread_id: &str, trail: &[Value]) -> Result<(), String> {
+    let Some(recorded) = proofgate_core::audit::ThreadStarted::owner_in_trail(trail)? else {
+        return Ok(());
+    };
+    let stored = app
+        .store
+        .owner_of(thread_id)
+        .await
+        .map_err(|e| e.to_string())?
+        .map(proofgate_core::audit::ThreadOwner::from);
+    if stored.as_ref() == Some(&recorded) {
+        return Ok(());
+    }
+    // Who they are goes to the operator's log only: the caller may be the one it was handed to.
+    tracing::error!("thread {thread_id}: stored owner {stored:?}, recorded owner {recorded:?}");
+    Err("its stored owner is not the one its trail records: the store was altered".into())
 }
 
 /// Saves the thread and the audit records not saved yet (`saved` of them were), signing and

@@ -99,6 +99,16 @@ pub struct ThreadOwner {
     pub user: String,
 }
 
+/// The owner as a thread's THREAD_STARTED record names it.
+impl From<ThreadOwner> for proofgate_core::audit::ThreadOwner {
+    fn from(o: ThreadOwner) -> Self {
+        proofgate_core::audit::ThreadOwner {
+            key_id: o.key,
+            end_user: o.user,
+        }
+    }
+}
+
 /// Inserts or updates a thread's row.
 pub(crate) async fn upsert_thread(
     conn: &mut sqlx::AnyConnection,

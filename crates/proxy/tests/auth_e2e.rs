@@ -665,6 +665,107 @@ async fn each_owner_resumes_and_sees_only_its_own_threads() {
     assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
 }
 
+/// Who owns a thread is kept in a table no signature covers, so the THREAD_STARTED record
+/// names the owner too, and the two must agree. A thread handed to another key and end user in
+/// the database is not shown to them, nor continued by them (the chat's answer would be
+/// recorded in the first owner's signed trail); put back, its owner goes on as before.
+#[tokio::test]
+async fn a_thread_handed_to_another_owner_in_the_store_is_refused() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-owner-swap", &secured_config(&v1(&llm), "", ""));
+    let a = new_key(&proxy, "app a", &["chat", "read"]).await;
+    let b = new_key(&proxy, "app b", &["chat", "read"]).await;
+    let alice = [("x-proofgate-user", "alice")];
+    let mallory = [("x-proofgate-user", "mallory")];
+    let started = chat(&proxy, &a, first_turn(Some("alice")), &[]).await;
+    assert_eq!(
+        started.header("x-proofgate-verdict"),
+        "NEEDS_INPUT",
+        "{started:?}"
+    );
+    let id = started.header("x-proofgate-thread").to_string();
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let key_id = |name: &str| {
+        proxy::sqlite_query(
+            &db,
+            &format!("SELECT id FROM api_keys WHERE name = '{name}';"),
+        )
+        .trim()
+        .to_string()
+    };
+    let (a_id, b_id) = (key_id("app a"), key_id("app b"));
+    let trail = get(&proxy, &format!("/api/threads/{id}/audit"), &a, &alice).await;
+    assert_eq!(trail.status, 200, "{trail:?}");
+    assert_eq!(
+        trail.body[0]["body"]["owner"],
+        json!({"keyId": a_id, "endUser": "alice"})
+    );
+    // A thread started on /api/threads records its owner too.
+    let r = call(
+        &proxy,
+        reqwest::Method::POST,
+        "/api/threads",
+        Some(&a),
+        Some(json!({"question": Q1, "answer": "You pay $12.", "wait": true})),
+        &alice,
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let other = r.body["id"].as_str().unwrap().to_string();
+    let trail = get(&proxy, &format!("/api/threads/{other}/audit"), &a, &alice).await;
+    assert_eq!(
+        trail.body[0]["body"]["owner"],
+        json!({"keyId": a_id, "endUser": "alice"})
+    );
+
+    let view = format!("/api/threads/{id}");
+    assert_eq!(get(&proxy, &view, &b, &mallory).await.status, 404);
+    let hand_to = |key: &str, user: &str| {
+        proxy::sqlite(
+            &db,
+            &format!(
+                "UPDATE thread_owners SET owner_key = '{key}', end_user = '{user}' \
+                 WHERE thread_id = '{id}';"
+            ),
+        )
+    };
+    hand_to(&b_id, "mallory");
+    let r = get(&proxy, &view, &b, &mallory).await;
+    assert_eq!(r.status, 500, "{r:?}");
+    let message = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("stored owner") && message.contains("the store was altered"),
+        "{message}"
+    );
+    assert!(!message.contains("alice"), "{message}");
+    let r = chat(
+        &proxy,
+        &b,
+        json!({"messages": [{"role": "user", "content": ANSWER}], "user": "mallory"}),
+        &[("x-proofgate-thread", &id)],
+    )
+    .await;
+    assert_eq!(r.status, 500, "{r:?}");
+    assert_eq!(get(&proxy, &view, &a, &alice).await.status, 404);
+
+    hand_to(&a_id, "alice");
+    let t = get(&proxy, &view, &a, &alice).await;
+    assert_eq!(t.body["status"], "awaiting_input", "{t:?}");
+    let r = chat(
+        &proxy,
+        &a,
+        second_turn(started.content(), Some("alice")),
+        &[],
+    )
+    .await;
+    assert_eq!(r.header("x-proofgate-thread"), id);
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
+}
+
 /// Two replicas behind a load balancer, on one PostgreSQL: a key made on one works on the
 /// other, ownership holds across them, and a revocation on one is honoured by the other at
 /// once. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set (scripts/with-postgres.sh).

@@ -38,6 +38,24 @@ pub struct ThreadStarted {
     /// it and ends with TOOL_CALL (nothing to verify until the tool results come back).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<GivenToolCall>,
+    /// Who the thread belongs to, when the caller named an owner: the trail's signed heads then
+    /// cover it, so a store that hands the thread to someone else is caught (absent in trails
+    /// written before owners were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<ThreadOwner>,
+}
+
+/// The owner of a thread: the API key that started it (its id, never the secret) and the
+/// end user the request named. A store keeps the same pair beside the thread to decide who may
+/// read and continue it; the recorded one is what that must match.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreadOwner {
+    /// The id of the API key that started the thread.
+    pub key_id: String,
+    /// The end user the request named (empty for none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub end_user: String,
 }
 
 /// A reply of the chatbot that calls the app's tools instead of answering.
@@ -93,6 +111,25 @@ impl ThreadStarted {
             given_answer: None,
             conversation: None,
             tool_call: None,
+            owner: None,
+        }
+    }
+
+    /// The owner a trail's THREAD_STARTED record names (its first record, as a trail is
+    /// stored: records as JSON objects): `Ok(None)` for a trail written before owners were
+    /// recorded, or one whose thread was started without one.
+    pub fn owner_in_trail(trail: &[Value]) -> Result<Option<ThreadOwner>, String> {
+        let Some(first) = trail.first() else {
+            return Ok(None);
+        };
+        if first.get("kind").and_then(Value::as_str) != Some("THREAD_STARTED") {
+            return Err("the trail does not start with THREAD_STARTED".into());
+        }
+        match first.get("body").and_then(|b| b.get("owner")) {
+            None => Ok(None),
+            Some(owner) => serde_json::from_value(owner.clone())
+                .map(Some)
+                .map_err(|e| format!("its THREAD_STARTED record names an unreadable owner: {e}")),
         }
     }
 }

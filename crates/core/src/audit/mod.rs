@@ -34,7 +34,7 @@ mod replay;
 mod strict_json;
 pub mod transparency;
 
-pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadStarted, ToolCall};
+pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadOwner, ThreadStarted, ToolCall};
 pub use effect_body::PROMPT_DIGESTS_SINCE;
 pub(crate) use effect_body::{effect_record_body, remember_prompt_prefix};
 pub use policy_document::{PolicyDocuments, POLICY_DOCUMENTS_SINCE};

@@ -60,7 +60,7 @@ pub use prepared::PreparedConfig;
 pub use state::{Phase, ThreadState};
 
 use crate::audit::{self, AuditRecord, FinalRecord, RecordKind, ThreadStarted};
-pub use crate::audit::{GivenAnswer, GivenToolCall, ToolCall};
+pub use crate::audit::{GivenAnswer, GivenToolCall, ThreadOwner, ToolCall};
 use crate::conversation::{ground_premises, premise_sources, ConversationTurn, TurnRole};
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
@@ -282,6 +282,22 @@ impl Thread {
         Thread::from_started(started, now)
     }
 
+    /// [`Thread::new`] (no `answer`) or [`Thread::with_answer`], for `owner`, whom the
+    /// THREAD_STARTED record names (see [`audit::ThreadOwner`]).
+    pub fn owned(
+        config: ThreadConfig,
+        thread_id: impl Into<String>,
+        question: impl Into<String>,
+        answer: Option<GivenAnswer>,
+        owner: Option<audit::ThreadOwner>,
+        now: u64,
+    ) -> Result<Thread, ThreadError> {
+        let mut started = ThreadStarted::new(thread_id.into(), question.into(), config);
+        started.given_answer = answer;
+        started.owner = owner;
+        Thread::from_started(started, now)
+    }
+
     /// Creates a thread for the chatbot's `reply` in the app's `conversation` (the request's
     /// messages, as text turns; `question` is its last user message). An answer is validated
     /// with the conversation as the translators' context; tool calls end the thread with
@@ -307,13 +323,15 @@ impl Thread {
     }
 
     /// [`Thread::for_reply`] with a prepared configuration: the same thread and the same
-    /// records, without hashing the policy and building the vocabulary model again.
+    /// records, without hashing the policy and building the vocabulary model again; the
+    /// THREAD_STARTED record names `owner` when given (see [`audit::ThreadOwner`]).
     pub fn for_reply_prepared(
         prepared: &PreparedConfig,
         thread_id: impl Into<String>,
         question: impl Into<String>,
         conversation: Vec<ConversationTurn>,
         reply: ChatbotReply,
+        owner: Option<audit::ThreadOwner>,
         now: u64,
     ) -> Result<Thread, ThreadError> {
         let mut started = started_for_reply(
@@ -323,6 +341,7 @@ impl Thread {
             conversation,
             reply,
         );
+        started.owner = owner;
         // The name of exactly this configuration's document (see `PreparedConfig`), which
         // the record then names as a new thread's record would.
         started.policy_document = prepared.policy_document().map(str::to_string);
@@ -720,6 +739,13 @@ impl Thread {
                 .expect("a configuration's policy is a policy document");
         }
         documents
+    }
+
+    /// The owner the THREAD_STARTED record names (none for a thread started without one, or
+    /// recorded before owners were).
+    pub fn owner(&self) -> Option<audit::ThreadOwner> {
+        let body = &self.audit_trail.first()?.body;
+        serde_json::from_value(body.get("owner")?.clone()).ok()
     }
 
     /// The audit trail: one record per input and per effect, hash-chained.

@@ -187,26 +187,26 @@ pub async fn create_thread(
     let background = background_permit(&app, place.as_deref(), req.wait)?;
     let id = crate::app::new_thread_id();
     let cfg = req.settings.apply(app.thread_config.config().clone())?;
-    let thread = match req.answer {
-        Some(answer) => Thread::with_answer(
-            cfg,
-            id,
-            req.question,
-            GivenAnswer {
-                text: answer,
-                model: None,
-                source: "user".into(),
-            },
-            now_ms(),
-        ),
-        None => Thread::new(cfg, id, req.question, now_ms()),
-    };
-    let mut thread = thread.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let owner = caller.owner(end_user(&headers));
+    let answer = req.answer.map(|text| GivenAnswer {
+        text,
+        model: None,
+        source: "user".into(),
+    });
+    let mut thread = Thread::owned(
+        cfg,
+        id,
+        req.question,
+        answer,
+        Some(owner.clone().into()),
+        now_ms(),
+    )
+    .map_err(|e| ApiError::bad_request(e.to_string()))?;
     // The owner is recorded before the thread's first save, so no saved thread lacks one.
     app.store
         .set_owner(
             thread.id(),
-            &caller.owner(end_user(&headers)),
+            &owner,
             i64::try_from(now_ms()).unwrap_or(i64::MAX),
         )
         .await?;

@@ -309,6 +309,7 @@ async fn start_thread(
         req.question.clone(),
         req.conversation(),
         reply,
+        Some(caller.owner(end_user(req)).into()),
         now_ms(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
