@@ -5,7 +5,7 @@
 //! user, system or tool turn stated is checked as a claim ([`ground_premises`]).
 
 use crate::findings::Statement;
-use crate::translation::TranslatorOutput;
+use crate::translation::{TranslationConfig, TranslatorOutput};
 use serde::{Deserialize, Serialize};
 
 /// Who said a turn.
@@ -95,6 +95,21 @@ fn is_stated_turn(conversation: &[ConversationTurn], turn: u32) -> bool {
 /// The numbers a text states: runs of digits with an optional fraction (a comma between
 /// digits is a thousands separator), and each also divided by 100 when a percent sign follows.
 fn stated_numbers(text: &str) -> Vec<f64> {
+    scan_numbers(text).into_iter().map(|(n, _)| n).collect()
+}
+
+/// [`stated_numbers`] with their signs (audit format 7 on): a number is negative when a minus
+/// sign stands right before it (or before its currency sign), not after a letter or digit (as
+/// in "COVID-19" or "10-20"), or when the word before it is "minus" or "negative".
+pub(crate) fn stated_signed_numbers(text: &str) -> Vec<f64> {
+    scan_numbers(text)
+        .into_iter()
+        .map(|(n, negative)| if negative { -n } else { n })
+        .collect()
+}
+
+/// Each number a text states, with whether it is stated negative.
+fn scan_numbers(text: &str) -> Vec<(f64, bool)> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -103,6 +118,7 @@ fn stated_numbers(text: &str) -> Vec<f64> {
             i += 1;
             continue;
         }
+        let negative = negative_before(&chars, i);
         let mut digits = String::new();
         let mut seen_point = false;
         while i < chars.len() {
@@ -121,14 +137,33 @@ fn stated_numbers(text: &str) -> Vec<f64> {
             i += 1;
         }
         if let Ok(n) = digits.parse::<f64>() {
-            out.push(n);
+            out.push((n, negative));
             let rest = chars[i..].iter().find(|c| !c.is_whitespace());
             if rest == Some(&'%') {
-                out.push(n / 100.0);
+                out.push((n / 100.0, negative));
             }
         }
     }
     out
+}
+
+/// Whether the number starting at `at` is stated negative (see [`stated_signed_numbers`]).
+fn negative_before(chars: &[char], at: usize) -> bool {
+    let mut j = at;
+    if j > 0 && matches!(chars[j - 1], '$' | '€' | '£' | '¥') {
+        j -= 1;
+    }
+    if j > 0 && matches!(chars[j - 1], '-' | '\u{2212}') {
+        return j == 1 || !chars[j - 2].is_alphanumeric();
+    }
+    let before: String = chars[..j].iter().collect();
+    let word = before
+        .trim_end()
+        .rsplit(|c: char| !c.is_alphabetic())
+        .next()
+        .unwrap_or("")
+        .to_lowercase();
+    word == "minus" || word == "negative"
 }
 
 /// The numbers a premise's logic holds (its numerals, as SMT-LIB writes them), but 0 and 1,
@@ -148,7 +183,15 @@ fn numbers_in_logic(logic: &str) -> Vec<f64> {
 /// states 70, not 7 and 10: the cited turn must say 70. `None` when the logic does not parse
 /// (then nothing shows what it states, and the premise is not grounded).
 fn values_in_logic(logic: &str) -> Option<Vec<f64>> {
-    use crate::policy::term::{parse_term, Op, Term, TermKind};
+    let term = crate::policy::term::parse_term(logic).ok()?;
+    values_of(&term, false)
+}
+
+/// The values `term` states, as [`values_in_logic`]; with `signed` (audit format 7 on), a
+/// negative value stays negative, so the cited turn must state it negative too (before, `(- 500)`
+/// was grounded by a turn saying 500), and only 0 and 1 themselves are left out.
+pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Option<Vec<f64>> {
+    use crate::policy::term::{Op, Term, TermKind};
     // Numbers up to 2^53 are exact in an f64, and so are sums, differences and products of
     // integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
     const EXACT: f64 = 9_007_199_254_740_992.0;
@@ -189,34 +232,34 @@ fn values_in_logic(logic: &str) -> Option<Vec<f64>> {
     }
     /// Collects the values; `Err` for a numeral no f64 holds (nothing could show a turn
     /// states it).
-    fn walk(t: &Term, out: &mut Vec<f64>) -> Result<(), ()> {
+    fn walk(t: &Term, signed: bool, out: &mut Vec<f64>) -> Result<(), ()> {
         if let Some(v) = constant(t) {
-            let v = v.abs();
+            let v = if signed { v } else { v.abs() };
             if v != 0.0 && v != 1.0 {
                 out.push(v);
             }
             return Ok(());
         }
         match &t.kind {
-            TermKind::App(_, args) => args.iter().try_for_each(|a| walk(a, out)),
+            TermKind::App(_, args) => args.iter().try_for_each(|a| walk(a, signed, out)),
             // A numeral `constant` did not take is one no f64 holds.
             _ if numeral(t).is_some() => Err(()),
             _ => Ok(()),
         }
     }
-    let term = parse_term(logic).ok()?;
     let mut out = Vec::new();
-    walk(&term, &mut out).ok()?;
+    walk(term, signed, &mut out).ok()?;
     Some(out)
 }
 
 /// Whether a premise cites (`(turn N)` at the end of its natural language) a turn that the
 /// user, the system or a tool said, and that turn states every number of the premise's logic.
 /// The citation is the translators' word; its numbers are checked, so an answer that writes
-/// "you are 70 (turn 1)" does not make 70 a premise when turn 1 never says 70. By this
-/// version's rules (see [`cites_a_stated_turn_under`]).
+/// "you are 70 (turn 1)" does not make 70 a premise when turn 1 never says 70. By format 6's
+/// rules, the last that checked numbers only (see [`cites_a_stated_turn_under`]; format 7 also
+/// checks what has no number, see [`ground_premises`]).
 pub fn cites_a_stated_turn(conversation: &[ConversationTurn], premise: &Statement) -> bool {
-    cites_a_stated_turn_under(conversation, premise, crate::audit::FORMAT_VERSION)
+    cites_a_stated_turn_under(conversation, premise, crate::audit::FOLDED_VALUES_SINCE)
 }
 
 /// [`cites_a_stated_turn`] by the rules of audit format `format`: from format 6 the numbers
@@ -252,7 +295,8 @@ pub fn cites_a_stated_turn_under(
 
 /// Audit format 4's rule: every premise of every pair that does not cite a user, system or
 /// tool turn of `conversation` stating its numbers ([`cites_a_stated_turn_under`] audit format
-/// `format`) is moved to its pair's claims. The answer cannot supply its
+/// `format`; from format 7, a turn bearing out each of its conjuncts, see
+/// [`crate::grounding`]) is moved to its pair's claims. The answer cannot supply its
 /// own premises: "You are 70, so you pay $9" with no turn saying 70 must prove the age too,
 /// which it cannot, so it is not VALID. Soundness over recall: a premise a translator forgot
 /// to cite is checked as a claim as well. Deterministic, so replay re-derives it.
@@ -260,12 +304,27 @@ pub fn ground_premises(
     conversation: &[ConversationTurn],
     outputs: &mut [TranslatorOutput],
     format: u32,
+    config: &TranslationConfig,
 ) {
+    let grounded = |p: &Statement| {
+        if format < crate::audit::STRICT_GROUNDING_SINCE {
+            return cites_a_stated_turn_under(conversation, p, format);
+        }
+        let Some(turn) = p.natural_language.as_deref().and_then(cited_turn) else {
+            return false;
+        };
+        is_stated_turn(conversation, turn)
+            && crate::grounding::grounded_in(
+                &conversation[turn as usize - 1],
+                p.logic.as_deref().unwrap_or(""),
+                config,
+            )
+    };
     for pair in outputs.iter_mut().flat_map(|o| o.pairs.iter_mut()) {
         let (stated, unstated): (Vec<Statement>, Vec<Statement>) =
             std::mem::take(&mut pair.premises)
                 .into_iter()
-                .partition(|p| cites_a_stated_turn_under(conversation, p, format));
+                .partition(|p| grounded(p));
         pair.premises = stated;
         pair.claims.extend(unstated);
     }
@@ -423,13 +482,29 @@ mod tests {
                 ..Default::default()
             }]
         };
+        let config = TranslationConfig::new(&Default::default(), 1, 0, 1.0);
         let mut outputs = fresh();
-        ground_premises(&conversation, &mut outputs, crate::audit::FORMAT_VERSION);
+        ground_premises(&conversation, &mut outputs, 6, &config);
         let pair = &outputs[0].pairs[0];
         assert_eq!(pair.premises, premises[..3].to_vec());
         let mut claims = vec![claim.clone()];
         claims.extend(premises[3..].iter().cloned());
         assert_eq!(pair.claims, claims);
+
+        // Format 7: the system prompt states no fact unless the operator says it does; the
+        // tool's "credits" names the variable of `(= credits 0)`.
+        let mut outputs = fresh();
+        ground_premises(&conversation, &mut outputs, 7, &config);
+        let pair = &outputs[0].pairs[0];
+        assert_eq!(pair.premises, premises[..2].to_vec());
+        assert_eq!(pair.claims[1], premises[2]);
+        let facts = TranslationConfig {
+            system_prompt_facts: true,
+            ..config.clone()
+        };
+        let mut outputs = fresh();
+        ground_premises(&conversation, &mut outputs, 7, &facts);
+        assert_eq!(outputs[0].pairs[0].premises, premises[..3].to_vec());
 
         // A cited turn must state the premise's numbers (0 and 1 excepted).
         let numbers = vec![
@@ -512,12 +587,12 @@ mod tests {
         let mut blank = fresh();
         let mut quiet = conversation.clone();
         quiet[1].text = " \n".into();
-        ground_premises(&quiet, &mut blank, crate::audit::FORMAT_VERSION);
+        ground_premises(&quiet, &mut blank, 6, &config);
         assert_eq!(blank[0].pairs[0].premises, premises[1..3].to_vec());
 
         // Without a conversation nothing is stated: every premise is a claim.
         let mut alone = fresh();
-        ground_premises(&[], &mut alone, crate::audit::FORMAT_VERSION);
+        ground_premises(&[], &mut alone, crate::audit::FORMAT_VERSION, &config);
         assert!(alone[0].pairs[0].premises.is_empty());
         assert_eq!(alone[0].pairs[0].claims.len(), 1 + premises.len());
     }

@@ -17,6 +17,7 @@ pub mod audit;
 pub mod conversation;
 pub mod decision;
 pub mod findings;
+pub mod grounding;
 pub mod policy;
 pub mod prompts;
 pub mod thread;

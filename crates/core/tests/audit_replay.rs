@@ -130,7 +130,7 @@ fn trail() -> Vec<AuditRecord> {
 /// these trails.
 fn documents() -> PolicyDocuments {
     let mut documents = PolicyDocuments::new();
-    for config in [config(), translation_config()] {
+    for config in [config(), translation_config(), members_config()] {
         if let Some((_, document)) = policy_document_of(&config) {
             documents.insert(document).unwrap();
         }
@@ -819,6 +819,67 @@ fn folded_premise_loop() -> Thread {
     t
 }
 
+/// [`translation_config`] with a membership among the variables.
+fn members_config() -> ThreadConfig {
+    let vocabulary = PolicyDefinition::from_json(
+        r#"{"variables": [{"name": "age", "type": "INT", "description": "The visitor's age in years"},
+                          {"name": "isMember", "type": "BOOL", "description": "A member"},
+                          {"name": "fee", "type": "INT", "description": "Fee in dollars"}]}"#,
+    )
+    .expect("vocabulary");
+    ThreadConfig {
+        translation: Some(TranslationConfig::new(&vocabulary, 2, 1, 1.0)),
+        ..config()
+    }
+}
+
+/// A thread whose translators take two facts the user never gave as premises: the system
+/// prompt's threshold (`(>= age 65)`, citing the system turn, which states 65) and a membership
+/// (`isMember`, citing a question that never mentions it). Format 6 checked numbers only, so
+/// both stayed premises; format 7 checks them as claims.
+fn ungrounded_premises_loop() -> Thread {
+    use proofgate_core::conversation::{ConversationTurn, TurnRole};
+    use proofgate_core::thread::ChatbotReply;
+    let t0 = 1_700_000_500_000;
+    let cfg = members_config();
+    let conversation = vec![
+        ConversationTurn::new(TurnRole::System, "Members over 65 pay 5 dollars."),
+        ConversationTurn::new(TurnRole::User, "How much is my ticket?"),
+    ];
+    let reply = json!({"pairs": [{"premises": [
+            {"logic": "(>= age 65)", "naturalLanguage": "The visitor is over 65 (turn 1)"},
+            {"logic": "isMember", "naturalLanguage": "The visitor is a member (turn 2)"}],
+        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]})
+    .to_string();
+    let mut t = Thread::for_reply(
+        cfg,
+        "fixture-8",
+        "How much is my ticket?",
+        conversation,
+        ChatbotReply::Answer(given_answer()),
+        t0,
+    )
+    .expect("valid thread");
+    for translator in [0u32, 1] {
+        t.handle(Input::TranslatorReplied {
+            translator,
+            attempt: 0,
+            text: reply.clone(),
+            model: Some("translator".into()),
+            now: t0 + 1 + u64::from(translator),
+        })
+        .expect("reply accepted");
+    }
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: vec![Finding::NoTranslations(Default::default())],
+        evidence: Some(json!({"validator": "local"})),
+        now: t0 + 4,
+    })
+    .expect("accepted");
+    t
+}
+
 /// Two answers at a limit of two: one INVALID in one pair and TRANSLATION_AMBIGUOUS in
 /// another, then one TOO_COMPLEX.
 fn refuted_at_the_limit() -> Thread {
@@ -944,6 +1005,10 @@ fn fixture_cases() -> Value {
         "refuted-at-the-limit",
         as_json(refuted_at_the_limit().audit_trail()),
     ));
+    cases.push((
+        "ungrounded-premises",
+        as_json(ungrounded_premises_loop().audit_trail()),
+    ));
 
     Value::Array(
         cases
@@ -1042,6 +1107,62 @@ fn version_3_trails_keep_replaying_with_their_reports() {
 #[test]
 fn version_4_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(4);
+}
+
+/// Trails written in format 6, before each conjunct of a premise had to be borne out by the
+/// turn it cites and the system prompt stopped grounding premises by default (the fixtures as
+/// they were then, and a thread the format 6 code ran with two such premises, which it kept),
+/// with the reports that version produced.
+#[test]
+fn version_6_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(6);
+}
+
+/// Format 7 on the thread `trails-v6.json` holds as format 6 ran it: the system prompt's
+/// threshold and a membership no turn mentions are checked as claims, not taken as given.
+#[test]
+fn format_7_takes_no_premise_its_turn_does_not_bear_out() {
+    let t = ungrounded_premises_loop();
+    let check = t
+        .audit_trail()
+        .iter()
+        .find(|r| r.body.get("translations").is_some())
+        .expect("a check record");
+    let pair = &check.body["translations"][0]["pairs"][0];
+    assert_eq!(pair["premises"], json!([]), "{pair}");
+    let claims: Vec<&str> = pair["claims"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["logic"].as_str().unwrap())
+        .collect();
+    assert_eq!(claims, ["(= fee 5)", "(>= age 65)", "isMember"]);
+    assert!(replay(t.audit_trail()).ok);
+    let v6: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v6.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let before = v6
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "ungrounded-premises")
+        .expect("the format 6 run");
+    let kept = before["trail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["body"].get("translations").is_some())
+        .unwrap();
+    assert_eq!(
+        kept["body"]["translations"][0]["pairs"][0]["premises"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
 }
 
 /// Trails written in format 5, before a premise's numbers were the values of its logic's

@@ -206,7 +206,10 @@ impl App {
             // With the local validator the thread drives the translators itself, so the
             // trail holds their raw replies and replay re-derives the translations.
             translation: match &validator {
-                Validator::Local(v) => Some(v.translation_config().clone()),
+                Validator::Local(v) => Some(proofgate_core::translation::TranslationConfig {
+                    system_prompt_facts: config.validator.system_prompt_facts,
+                    ..v.translation_config().clone()
+                }),
                 #[cfg(feature = "bedrock")]
                 Validator::Bedrock(_) => None,
             },

@@ -483,6 +483,12 @@ pub struct ValidatorConfig {
     /// How often a translation with syntax or type errors is sent back for repair.
     #[serde(default = "default_repair_attempts")]
     pub repair_attempts: usize,
+    /// Whether the app's system prompt states facts about the user (a profile it fills in,
+    /// "the customer is 70") that may be premises of a proof. Off by default: a system prompt
+    /// usually restates the policy, and its thresholds ("seniors (65+) pay $9") then grounded
+    /// premises the user never gave, proving answers VALID that should have asked.
+    #[serde(default)]
+    pub system_prompt_facts: bool,
     /// Threads that run Z3 checks, each with its own Z3 context (about 20 MB once used).
     /// Default: one per core (see [`ValidatorConfig::reasoner_workers`]).
     #[serde(default, rename = "reasoner_workers")]
@@ -509,6 +515,7 @@ impl Default for ValidatorConfig {
             threshold: default_threshold(),
             solver_timeout_ms: default_solver_timeout_ms(),
             repair_attempts: default_repair_attempts(),
+            system_prompt_facts: false,
             reasoner_workers_setting: None,
             reasoner_idle_secs: default_reasoner_idle_secs(),
             bedrock: None,

@@ -114,6 +114,7 @@ pub async fn translate(
         &question_as_conversation(question),
         &mut outputs,
         proofgate_core::audit::FORMAT_VERSION,
+        config,
     );
     Ok(outputs)
 }

@@ -863,7 +863,10 @@ async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
     assert_eq!(verdict, "NOT_COVERED", "{:?}", r.body);
     let thread = r.header("x-proofgate-thread").to_string();
     let trail = assert_trail_replays(&proxy, &thread).await;
-    assert_eq!(trail[0].body["formatVersion"], 6);
+    assert_eq!(
+        trail[0].body["formatVersion"],
+        proofgate_core::audit::FORMAT_VERSION
+    );
     let last = trail.last().unwrap();
     assert_eq!(last.kind.as_str(), "NOT_COVERED", "{}", last.body);
     assert_eq!(last.body["outcome"]["verified"], false, "{}", last.body);

@@ -67,6 +67,15 @@ fn script() -> Value {
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
         json!({"match": "case-self-premise",
                "reply": "You are 70 (turn 1), so you are in the senior age class."}),
+        // A premise taken from the system prompt, which restates the policy's threshold: the
+        // user never said how old they are.
+        json!({"match": ["You translate", "case-system-threshold"],
+               "reply": json!({"pairs": [{"premises": [{"logic": "(> customerAge 65)",
+                                "naturalLanguage": "The visitor is over 65 (turn 1)"}],
+                                "claims": ["(= ageClass SENIOR)"]}]}).to_string()}),
+        json!({"match": ["DECISION", "case-system-threshold"],
+               "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
+        json!({"match": "case-system-threshold", "reply": "You are in the senior age class."}),
         // The injected answer: a translator that obeys it can only write trivial claims.
         json!({"match": ["You translate", "case-injection"],
                "reply": pair(&["(= customerAge 70)"], &["(= customerAge 70)"])}),
@@ -305,6 +314,57 @@ async fn an_answer_that_supplies_its_own_facts_is_not_verified_until_the_user_gi
             "{p}"
         );
     }
+}
+
+/// The system prompt usually restates the policy ("seniors (over 65) ..."), so its numbers
+/// ground no premise (audit format 7): a translator that takes the threshold for the user's
+/// age has the age checked as a claim, and the chatbot asks. An operator whose system prompt
+/// states facts about the user turns `system_prompt_facts` on, and the same premise holds.
+#[tokio::test]
+async fn the_system_prompt_grounds_no_premise_unless_the_operator_says_it_states_facts() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let url = format!("{}/v1", llm.url());
+    let body = json!({"model": "m", "messages": [
+        {"role": "system", "content": "You are the park's desk. Seniors (over 65) pay less."},
+        {"role": "user", "content": "case-system-threshold: which age class am I in?"}]});
+    let post = |proxy: &Proxy| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&body)
+            .send()
+    };
+    let proxy = Proxy::start("system-threshold", &config(&url, "", ""));
+    let reply: Value = post(&proxy).await.unwrap().json().await.unwrap();
+    let pg = &reply["proofgate"];
+    assert_eq!(pg["verdict"], "NEEDS_INPUT", "{reply}");
+    let thread = pg["threadId"].as_str().unwrap();
+    let records = trail(&proxy, thread).await;
+    let first = records
+        .iter()
+        .find(|r| r.kind == proofgate_core::audit::RecordKind::Validated)
+        .map(|r| r.body["findings"][0].clone())
+        .unwrap();
+    let translation = &first["satisfiable"]["translation"];
+    assert_eq!(translation["premises"], json!([]), "{first}");
+    assert!(
+        translation["claims"]
+            .to_string()
+            .contains("(> customerAge 65)"),
+        "{first}"
+    );
+
+    let facts =
+        config(&url, "", "").replace("[validator]\n", "[validator]\nsystem_prompt_facts = true\n");
+    assert!(facts.contains("system_prompt_facts"));
+    let proxy = Proxy::start("system-facts", &facts);
+    let reply: Value = post(&proxy).await.unwrap().json().await.unwrap();
+    assert_eq!(reply["proofgate"]["verdict"], "VALID", "{reply}");
+    let thread = reply["proofgate"]["threadId"].as_str().unwrap();
+    let records = trail(&proxy, thread).await;
+    assert_eq!(
+        records[0].body["config"]["translation"]["systemPromptFacts"],
+        true
+    );
 }
 
 #[tokio::test]

@@ -87,3 +87,10 @@ pub fn aggregate_verdict_js(
     let findings: Vec<Finding> = from_js(findings, "the findings list")?;
     to_js(&aggregate_verdict(&findings))
 }
+
+/// The audit format this version writes: a trail in an older one was made, and replays, under
+/// that format's weaker rules (see the README's audit format list), so a verifier says so.
+#[wasm_bindgen(js_name = auditFormatVersion)]
+pub fn audit_format_version() -> u32 {
+    proofgate_core::audit::FORMAT_VERSION
+}

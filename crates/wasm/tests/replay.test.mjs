@@ -19,6 +19,7 @@ const v4Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v
 // Format 5: a premise's arithmetic on numerals read numeral by numeral; the best answer at the
 // iteration limit picked by aggregate verdict alone.
 const v5Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v5.json'), 'utf8'));
+const v6Cases = JSON.parse(readFileSync(here('../../core/tests/fixtures/trails-v6.json'), 'utf8'));
 
 test('the fixtures cover an intact trail and each kind of damage', () => {
   const names = cases.map((c) => c.name);
@@ -54,7 +55,7 @@ for (const { name, trail, report } of v1Cases) {
   });
 }
 
-for (const [version, stored] of [[2, v2Cases], [3, v3Cases], [4, v4Cases], [5, v5Cases]]) {
+for (const [version, stored] of [[2, v2Cases], [3, v3Cases], [4, v4Cases], [5, v5Cases], [6, v6Cases]]) {
   for (const { name, trail, policyDocuments, report } of stored) {
     test(`format ${version} trail "${name}" still replays with the report it had`, () => {
       assert.equal(trail[0].body.formatVersion, version);

@@ -63,7 +63,21 @@ pub use replay::{
 /// - 6: a premise's numbers are the values of its logic's arithmetic on numerals
 ///   ([`FOLDED_VALUES_SINCE`]); at the iteration limit, an answer no finding refuted is
 ///   preferred, and the notice names a refutation ([`UNREFUTED_BEST_SINCE`]).
-pub const FORMAT_VERSION: u32 = 6;
+/// - 7: every conjunct of a premise must be borne out by the turn it cites, not only its
+///   numbers: values with their signs, enum values and (with no value) a variable by name;
+///   the system prompt grounds nothing unless the operator says it states facts
+///   ([`STRICT_GROUNDING_SINCE`]).
+pub const FORMAT_VERSION: u32 = 7;
+
+/// From this format on, a premise stays a premise only when the turn it cites bears out each
+/// of its conjuncts ([`crate::grounding`]): every value it states with its sign, every enum
+/// value it names, and, for one that states no value, one of its variables by name; and a
+/// system turn grounds nothing unless the translation configuration's `systemPromptFacts` is
+/// on. Before, only numbers other than 0 and 1 were checked, without their signs, so
+/// `isMember` citing "Do I get free shipping?" was a premise, `(= balance (- 500))` was
+/// grounded by "500", and a system prompt restating the policy's "seniors (65+)" grounded
+/// `(>= customerAge 65)`: the answer supplied facts the user never gave, and was VALID.
+pub const STRICT_GROUNDING_SINCE: u32 = 7;
 
 /// From this format on, the numbers a premise must find in the turn it cites are the values
 /// its logic states: each numeral, and each arithmetic term over numerals alone taken whole

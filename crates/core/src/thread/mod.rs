@@ -1031,7 +1031,14 @@ impl Thread {
         let mut translations = round.outputs();
         if self.grounds_premises() {
             let format = self.format_version();
-            ground_premises(&self.translator_turns(), &mut translations, format);
+            let config = self
+                .config
+                .translation
+                .as_ref()
+                .ok_or(ThreadError::Inconsistent(
+                    "translation without its configuration",
+                ))?;
+            ground_premises(&self.translator_turns(), &mut translations, format, config);
         }
         let ThreadState::Translate { answer, role, .. } = std::mem::replace(
             &mut self.state,

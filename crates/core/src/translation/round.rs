@@ -23,6 +23,11 @@ pub struct TranslationConfig {
     /// The policy's types and variables (its rules are not needed to translate and are not
     /// recorded here).
     pub vocabulary: PolicyDefinition,
+    /// Whether the app's system prompt states facts about the user that may be premises
+    /// (audit format 7 on; see [`crate::grounding`]). Off by default: a system prompt usually
+    /// restates the policy, and its thresholds then grounded premises the user never gave.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub system_prompt_facts: bool,
 }
 
 impl TranslationConfig {
@@ -40,6 +45,7 @@ impl TranslationConfig {
             repair_attempts,
             required_agreement: (needed as u32).clamp(1, k),
             vocabulary,
+            system_prompt_facts: false,
         }
     }
 
