@@ -55,6 +55,39 @@ pub enum RequestError {
          said, so a turn's origin is not guessed); send earlier chatbot turns as assistant"
     )]
     UnknownRole(usize, String),
+    /// The conversation ends with the assistant's text (a prefill, or vLLM's
+    /// `continue_final_message`): the upstream's reply would continue it, and the client would
+    /// show that text and the reply as one answer, of which only the reply was verified.
+    #[error(
+        "{0}: the upstream's reply would continue the assistant's text, and proofgate verifies          the reply alone, not the text it continues (\"It is not true that\" + \" seniors pay          $9.\" would be shown as one answer marked verified); end the conversation with the          user's message or tool results"
+    )]
+    ContinuesTheAssistant(String),
+}
+
+/// How a request asks the upstream to continue the assistant's text rather than answer, if it
+/// does: its last message is the assistant's without tool calls (Anthropic's prefill, which the
+/// Messages API converts to such a message), or it sets vLLM's `continue_final_message`.
+fn continued_assistant_text(body: &Value, messages: &[Value]) -> Option<String> {
+    if body
+        .get("continue_final_message")
+        .is_some_and(|v| v != &Value::Bool(false) && !v.is_null())
+    {
+        return Some("the request sets `continue_final_message`".into());
+    }
+    let last = messages.last()?;
+    let calls = |key: &str| {
+        last.get(key)
+            .is_some_and(|c| !c.is_null() && c.as_array().is_none_or(|a| !a.is_empty()))
+    };
+    (last.get("role").and_then(Value::as_str) == Some("assistant")
+        && !calls("tool_calls")
+        && !calls("function_call"))
+    .then(|| {
+        format!(
+            "messages[{}], the last message, is the assistant's (a prefill)",
+            messages.len() - 1
+        )
+    })
 }
 
 /// The first message whose role is not one of Chat Completions' roles, with the role as the
@@ -205,6 +238,9 @@ impl ChatRequest {
         }
         if let Some((at, role)) = unknown_role(messages) {
             return Err(RequestError::UnknownRole(at, role));
+        }
+        if let Some(how) = continued_assistant_text(&body, messages) {
+            return Err(RequestError::ContinuesTheAssistant(how));
         }
         Ok(ChatRequest {
             stream: body.get("stream").and_then(Value::as_bool).unwrap_or(false),
@@ -665,6 +701,61 @@ mod tests {
         assert_eq!(r.question, "second");
         assert!(!r.stream);
         assert_eq!(r.model, "m");
+    }
+
+    /// A conversation that ends with the assistant's text asks the upstream to continue it:
+    /// the client would show that text and the reply as one answer, verified only in part. It
+    /// is refused on every surface; an assistant turn with tool calls, or earlier in the
+    /// conversation, is not.
+    #[test]
+    fn a_conversation_ending_with_the_assistants_text_is_refused() {
+        let prefill = json!([
+            {"role": "user", "content": "I am 70. How much is my ticket?"},
+            {"role": "assistant", "content": "It is not true that"}
+        ]);
+        let err = ChatRequest::parse(req(prefill)).unwrap_err();
+        assert!(
+            matches!(err, RequestError::ContinuesTheAssistant(_)),
+            "{err}"
+        );
+        assert!(err.to_string().contains("messages[1]"), "{err}");
+        let mut vllm = req(json!([{"role": "user", "content": "hi"}]));
+        vllm["continue_final_message"] = json!(true);
+        assert!(matches!(
+            ChatRequest::parse(vllm),
+            Err(RequestError::ContinuesTheAssistant(_))
+        ));
+        let mut off = req(json!([{"role": "user", "content": "hi"}]));
+        off["continue_final_message"] = json!(false);
+        assert!(ChatRequest::parse(off).is_ok());
+        // Tool calls awaiting results, and an assistant turn before the user's, pass.
+        let calls = req(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+                "function": {"name": "f", "arguments": "{}"}}]}
+        ]));
+        assert!(ChatRequest::parse(calls).is_ok());
+        let earlier = req(json!([
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "hello"},
+            {"role": "user", "content": "how much?"}
+        ]));
+        assert!(ChatRequest::parse(earlier).is_ok());
+        // The Messages and Responses APIs reach the same refusal.
+        let messages = crate::anthropic::chat_from_request(&json!({"messages": [
+            {"role": "user", "content": "I am 70. How much is my ticket?"},
+            {"role": "assistant", "content": "It is not true that"}]}));
+        assert!(matches!(
+            ChatRequest::parse(messages),
+            Err(RequestError::ContinuesTheAssistant(_))
+        ));
+        let responses = crate::responses::chat_from_request(&json!({"input": [
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "message", "role": "assistant", "content": "It is not true that"}]}));
+        assert!(matches!(
+            ChatRequest::parse(responses),
+            Err(RequestError::ContinuesTheAssistant(_))
+        ));
     }
 
     /// A turn's role decides whether its facts may be premises (audit format 4), so a role

@@ -76,6 +76,13 @@ fn script() -> Value {
         json!({"match": ["DECISION", "case-system-threshold"],
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
         json!({"match": "case-system-threshold", "reply": "You are in the senior age class."}),
+        // Translators whose words say more than their logic: the logic is what was proved.
+        json!({"match": ["You translate", "case-paraphrase"],
+               "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)",
+                                "naturalLanguage": "The visitor is 70 (turn {turn:70})"}],
+                                "claims": [{"logic": "(= ageClass SENIOR)",
+                                "naturalLanguage": "PARAPHRASE: seniors also get a full refund"}]}]}).to_string()}),
+        json!({"match": "case-paraphrase", "reply": "You are in the senior age class."}),
         // The injected answer: a translator that obeys it can only write trivial claims.
         json!({"match": ["You translate", "case-injection"],
                "reply": pair(&["(= customerAge 70)"], &["(= customerAge 70)"])}),
@@ -313,6 +320,33 @@ async fn an_answer_that_supplies_its_own_facts_is_not_verified_until_the_user_gi
             p.contains(r#"{"turn":2,"role":"assistant","text":"How old are you?"}"#),
             "{p}"
         );
+    }
+}
+
+/// What a client is shown of a verified answer's premises and claims is their logic in the
+/// policy's English, not the translators' own words, which nothing checks and which may say
+/// more than the logic proved (JSON and SSE).
+#[tokio::test]
+async fn findings_show_the_logic_proved_not_the_translators_words() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let proxy = Proxy::start("paraphrase", &config(&format!("{}/v1", llm.url()), "", ""));
+    for stream in [false, true] {
+        let (verdict, pg, text) = ask(
+            &proxy,
+            "case-paraphrase: I am 70. Which age class am I in?",
+            stream,
+        )
+        .await;
+        assert_eq!(verdict, "VALID", "{pg}");
+        assert!(!text.contains("PARAPHRASE"), "{text}");
+        let claim = pg["findings"][0]["claims"][0].as_str().unwrap();
+        assert!(claim.contains("SENIOR"), "{pg}");
+        // The trail keeps the translators' words.
+        let thread = pg["threadId"].as_str().unwrap();
+        let records = trail(&proxy, thread).await;
+        assert!(serde_json::to_string(&records)
+            .unwrap()
+            .contains("PARAPHRASE"));
     }
 }
 

@@ -741,6 +741,25 @@ impl Thread {
         documents
     }
 
+    /// `logic` (a statement of a finding's translation) in the policy's own English, when the
+    /// thread translates with a vocabulary (the local validator) and `logic` checks against it:
+    /// what a client is shown as a finding's premise or claim. The translator's own
+    /// `naturalLanguage` beside it is LLM text that nothing checks (it may say more than its
+    /// logic), so it stays in the trail.
+    pub fn statement_in_english(&self, logic: &str) -> Option<String> {
+        let config = self.config.translation.as_ref()?;
+        let cache = &self.vocabulary.0;
+        let model = match cache.get() {
+            Some(model) => model,
+            None => {
+                let model = config.vocabulary_model().ok()?;
+                cache.get_or_init(|| std::sync::Arc::new(model))
+            }
+        };
+        let checked = model.check_statement(logic).ok()?;
+        Some(model.english(&checked.expr))
+    }
+
     /// The owner the THREAD_STARTED record names (none for a thread started without one, or
     /// recorded before owners were).
     pub fn owner(&self) -> Option<audit::ThreadOwner> {

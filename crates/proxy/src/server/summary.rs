@@ -7,17 +7,29 @@ use proofgate_core::thread::Step;
 use proofgate_core::{Effect, Thread};
 use serde_json::{json, Value};
 
-fn texts(statements: &[Statement]) -> Vec<&str> {
-    statements.iter().map(Statement::display_text).collect()
+/// What a client is shown of statements: each one's logic in the policy's English when the
+/// thread has a vocabulary to render it with (see [`Thread::statement_in_english`]), else its
+/// text as the finding gives it (Bedrock's, or the logic).
+fn texts(thread: Option<&Thread>, statements: &[Statement]) -> Vec<String> {
+    statements
+        .iter()
+        .map(|s| {
+            thread
+                .zip(s.logic.as_deref())
+                .and_then(|(t, logic)| t.statement_in_english(logic))
+                .unwrap_or_else(|| s.display_text().to_string())
+        })
+        .collect()
 }
 
-/// One line per finding: kind, premises, claims, rules.
-pub fn findings_summary(findings: &[Finding]) -> Vec<Value> {
-    findings_lines(findings, true)
+/// One line per finding: kind, premises, claims, rules; statements in the policy's English
+/// where `thread` can render them.
+pub fn findings_summary(thread: Option<&Thread>, findings: &[Finding]) -> Vec<Value> {
+    findings_lines(thread, findings, true)
 }
 
 /// [`findings_summary`], with or without the translations' texts.
-fn findings_lines(findings: &[Finding], with_text: bool) -> Vec<Value> {
+fn findings_lines(thread: Option<&Thread>, findings: &[Finding], with_text: bool) -> Vec<Value> {
     findings
         .iter()
         .map(|f| {
@@ -37,8 +49,8 @@ fn findings_lines(findings: &[Finding], with_text: bool) -> Vec<Value> {
             }
             json!({
                 "kind": f.kind().as_str(),
-                "premises": t.map(|t| texts(t.premises())).unwrap_or_default(),
-                "claims": t.map(|t| texts(t.claims())).unwrap_or_default(),
+                "premises": t.map(|t| texts(thread, t.premises())).unwrap_or_default(),
+                "claims": t.map(|t| texts(thread, t.claims())).unwrap_or_default(),
                 "rules": rules,
                 "confidence": t.and_then(|t| t.confidence()),
             })
@@ -54,13 +66,13 @@ fn findings_lines(findings: &[Finding], with_text: bool) -> Vec<Value> {
 pub fn proofgate_object(thread: &Thread, effect: &Effect, verdict: &str) -> Value {
     let (findings, questions, warning, verified) = match effect {
         Effect::Finish(o) => (
-            findings_summary(&o.findings),
+            findings_summary(Some(thread), &o.findings),
             Vec::new(),
             o.warning.clone(),
             o.verified,
         ),
         Effect::AskUser { questions, .. } => (
-            findings_lines(&last_findings(thread), false),
+            findings_lines(Some(thread), &last_findings(thread), false),
             questions.clone(),
             None,
             false,
@@ -107,10 +119,34 @@ pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value 
             // unverified answer's text): the trail and the log keep it, as on `/v1`.
             if let Some(outcome) = v.get_mut("outcome").and_then(Value::as_object_mut) {
                 outcome.remove("reason");
+                if let Some(findings) = outcome.get_mut("findings") {
+                    in_policy_english(thread, findings);
+                }
             }
         }
     }
     view
+}
+
+/// Each statement in `value` (an object with `logic` and `naturalLanguage`) gets its logic in
+/// the policy's English for its text, where the thread can render it: the translators' own
+/// words are unchecked LLM text (see [`Thread::statement_in_english`]).
+fn in_policy_english(thread: &Thread, value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            let english = map
+                .get("logic")
+                .and_then(Value::as_str)
+                .filter(|_| map.contains_key("naturalLanguage"))
+                .and_then(|logic| thread.statement_in_english(logic));
+            if let Some(english) = english {
+                map.insert("naturalLanguage".into(), Value::String(english));
+            }
+            map.values_mut().for_each(|v| in_policy_english(thread, v));
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| in_policy_english(thread, v)),
+        _ => {}
+    }
 }
 
 /// A step as a caller without `read` sees it: why the LLM was called and what the validation
@@ -128,7 +164,7 @@ fn step_outline(step: &Step) -> Value {
         "validation": step.validation.as_ref().map(|v| json!({
             "iteration": v.iteration,
             "verdict": v.verdict,
-            "findings": findings_lines(&v.findings, false),
+            "findings": findings_lines(None, &v.findings, false),
             "at": v.at,
         })),
     })
