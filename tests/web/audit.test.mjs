@@ -3,8 +3,9 @@
 // each tampering is flagged: the answer rewritten with the chain rebuilt, a stored check script
 // changed or removed, the auditor's policy differing by one rule, and a log cut back after the
 // auditor saved a checkpoint. A check that did not run (no policy, a plain trail instead of the
-// bundle, no verifier key, Z3 unavailable) is never a pass: the outcome is "incomplete" and says
-// what to do. Screenshots: test-output/web/audit/.
+// bundle, no verifier key, Z3 unavailable), or ran with the policy or key the audited server
+// serves, or a trail in an older audit format, is never a pass: the outcome is "incomplete" and
+// says what to do. Screenshots: test-output/web/audit/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -24,6 +25,10 @@ let env;
 let page;
 let thread;
 let bundle;
+// The verifier key as the auditor holds it: fetched here, outside the page under test, as an
+// auditor obtains it out of band.
+let auditKey;
+const POLICY = path.join(root, 'examples/policies/park-admission.json');
 
 before(async () => {
   env = await start({ shotsSubdir: 'audit' });
@@ -36,6 +41,7 @@ before(async () => {
   assert.equal(body.proofgate.verdict, 'VALID');
   thread = body.proofgate.threadId;
   bundle = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle`)).json();
+  auditKey = (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim();
 });
 
 after(async () => { await env?.stop(); });
@@ -49,9 +55,33 @@ function rebuildChain(trail) {
   return trail;
 }
 
+/** The auditor loads their own copy of the policy and pastes the verifier key they hold. */
+async function bringOwn(p) {
+  await p.waitForSelector('#policy-source');
+  // Loading the policy re-verifies what is shown: wait until that run has started, so that it
+  // cannot start after (and supersede) the verification the test asks for next.
+  if (!/park-admission\.json \(your copy\)/.test(await p.locator('#policy-source').textContent())) {
+    await p.setInputFiles('#policy-file', POLICY);
+    await p.waitForFunction(() => /park-admission\.json \(your copy\)/.test(document.querySelector('#policy-source').textContent));
+  }
+  await p.fill('#audit-key', auditKey);
+}
+
+/** Clicks `selector` and waits for the verification it starts (a new verdict box) to finish. */
+async function rerun(p, selector) {
+  await p.evaluate(() => { window.previousBox = document.querySelector('.verdict-box'); });
+  await p.click(selector);
+  await p.waitForFunction(() => {
+    const b = document.querySelector('.verdict-box');
+    return b && b !== window.previousBox && b.dataset.outcome && b.dataset.outcome !== 'pending'
+      && !document.querySelector('table.records .mark.pending');
+  }, null, { timeout: Z3_TIMEOUT });
+  return p.locator('.verdict-box');
+}
+
 async function verifyPasted(value) {
   await page.goto(`${env.url}/#/verify`);
-  await page.waitForFunction(() => /Policy: /.test(document.querySelector('#policy-source')?.textContent || ''));
+  await bringOwn(page);
   await page.fill('#trail-text', JSON.stringify(value));
   await page.click('[data-action=verify-paste]');
   const box = page.locator(DONE);
@@ -62,19 +92,38 @@ async function verifyPasted(value) {
 
 const validated = (trail) => trail.map((r) => r.kind).lastIndexOf('VALIDATED');
 
-test('a genuine bundle passes: chain, replay, logic from the policy, signature, inclusion', async () => {
+test('the chat\'s verify link: the policy and key the audited server serves are its word, never a pass', async () => {
   await page.goto(`${env.url}/#/chat/${thread}`);
   await page.click(`[data-action=verify][href*="${thread}"]`);
-  const box = page.locator(DONE);
-  await box.waitFor({ timeout: Z3_TIMEOUT });
-  await page.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome !== 'pending', null, { timeout: Z3_TIMEOUT });
+  const box = await expectIncomplete(page, ['policy-served', 'key-served']);
+  assert.match(await box.locator('h3').textContent(), /checked against the policy this server serves, not yours/);
+  assert.match(await box.locator('[data-missing=policy-served]').textContent(), /load the policy file you hold/);
+  assert.match(await box.locator('[data-missing=key-served]').textContent(), /paste the server's verifier key you hold \(obtained out of band/);
+  // The checks still ran, and say with what.
+  const logic = await page.locator('[data-check=logic]').textContent();
+  assert.match(logic, /confirmed by Z3 from the policy this server serves/);
+  assert.doesNotMatch(logic, /your policy/);
+  assert.match(await page.locator('[data-check=signature]').textContent(), /✓ Signature: .*with the key this server serves/);
+  assert.match(await page.locator('#policy-source').textContent(), /served by this server/);
+  assert.match(await page.locator('#audit-key-source').textContent(), /Served by this server/);
+  await shot(page, 'bundle-served-inputs-incomplete');
+});
+
+test('a genuine bundle with the auditor\'s own policy and key passes: chain, replay, logic, signature, inclusion', async () => {
+  // On the verifier the chat's link opened: the auditor brings their own policy and key.
+  await bringOwn(page);
+  const box = await rerun(page, '[data-action=load-url]');
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
   assert.match(await box.locator('h3').textContent(), /^✓ Every record passes$/);
   assert.equal(await box.locator('[data-missing]').count(), 0, 'no check is missing');
   assert.equal(await box.getAttribute('role'), 'status');
+  assert.match(await page.locator('[data-check=format]').textContent(), /^Audit format \d+ \(the current format\)$/);
   assert.match(await page.locator('[data-check=signature]').textContent(), /✓ Signature/);
+  assert.doesNotMatch(await page.locator('[data-check=signature]').textContent(), /this server serves/);
   assert.match(await page.locator('[data-check=inclusion]').textContent(), /✓ Inclusion in the log: the head is leaf \d+/);
   assert.match(await page.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);
+  assert.equal(await page.locator('#audit-key-source').textContent(), '');
+  assert.match(await page.locator('#conn').textContent(), /^✓ Every record passes$/);
   await shot(page, 'bundle-pass');
 });
 
@@ -134,6 +183,7 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
   await p.goto(`${env.url}/#/verify`);
   await p.waitForFunction(() => /No policy loaded/.test(document.querySelector('#policy-source')?.textContent || '')
     && document.querySelector('#audit-key')?.value);
+  await p.fill('#audit-key', auditKey);
   await p.fill('#trail-text', JSON.stringify(bundle));
   await p.click('[data-action=verify-paste]');
   const box = await expectIncomplete(p, ['policy', 'thread']);
@@ -161,7 +211,6 @@ test('a plain trail (not the bundle) with the verifier key is incomplete: the si
 });
 
 test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and the key is incomplete', async () => {
-  const auditKey = (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim();
   const p = await newPage(env, { width: 1280, height: 900 }, [env.staticUrl]);
   await p.goto(`${env.staticUrl}/index.html#/verify`);
   await p.waitForSelector('body[data-ready]');
@@ -179,7 +228,7 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   await p.waitForFunction(() => !document.querySelector('.verdict-box [data-missing=key]'));
   box = await expectIncomplete(p, ['z3', 'thread']);
   assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(Z3 cannot run in this page\)/);
-  assert.match(await box.locator('[data-missing=z3]').textContent(), /open the verifier where Z3 can run/);
+  assert.match(await box.locator('[data-missing=z3]').textContent(), /open the verifier where Z3 can run: a page served with COOP\/COEP/);
   assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
   assert.match(await p.locator('[data-check=logic]').textContent(), /Logic not re-checked: Z3 is unavailable/);
   assert.ok(await p.locator('table.records .mark.skip', { hasText: 'Z3 unavailable' }).count() > 0);
@@ -219,7 +268,7 @@ test('the thread being audited: named by the URL or the auditor, another thread\
   // Pasted, the thread is not known: incomplete, naming the thread the trail is; the auditor
   // names it and the audit passes.
   await p.goto(`${env.url}/#/verify`);
-  await p.waitForFunction(() => /Policy: /.test(document.querySelector('#policy-source')?.textContent || ''));
+  await bringOwn(p);
   await p.fill('#trail-text', otherBundle);
   await p.click('[data-action=verify-paste]');
   const incomplete = await expectIncomplete(p, ['thread']);
@@ -248,6 +297,139 @@ test('the auditor\'s policy differs by one rule: the validation is flagged', asy
   const v = validated(bundle.trail);
   assert.match(await page.locator(`#rec-${v} .why`).textContent(), /auditor's policy/);
   await shot(page, 'other-policy-flagged');
+});
+
+test('a policy loaded while Z3 runs: the superseded run neither announces nor writes its outcome', async () => {
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  // Holds the messages to Z3's workers while `z3.hold` is set (a slow Z3), and counts those in
+  // flight, so the test knows when every run is done with Z3.
+  await p.addInitScript(() => {
+    const Base = window.Worker;
+    const held = [];
+    window.z3 = { inFlight: 0, last: 0, hold: false, release() { this.hold = false; for (const send of held.splice(0)) send(); } };
+    window.Worker = class extends Base {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener('message', () => { window.z3.inFlight--; window.z3.last = performance.now(); });
+      }
+      postMessage(...args) {
+        window.z3.inFlight++;
+        window.z3.last = performance.now();
+        if (window.z3.hold) held.push(() => super.postMessage(...args));
+        else super.postMessage(...args);
+      }
+    };
+  });
+  await p.goto(`${env.url}/#/verify?thread=${encodeURIComponent(thread)}`);
+  await bringOwn(p);
+  // A full audit that would pass, awaiting Z3...
+  await p.evaluate(() => { window.z3.hold = true; });
+  await p.fill('#trail-text', JSON.stringify(bundle));
+  await p.click('[data-action=verify-paste]');
+  await p.locator('.verdict-box[data-outcome=pending]').waitFor();
+  // ...when the auditor loads another file as the policy: that verification fails at once.
+  const notAPolicy = path.join(env.work, 'not-a-policy.json');
+  writeFileSync(notAPolicy, '{"not": "a policy"}');
+  await p.setInputFiles('#policy-file', notAPolicy);
+  await p.locator('.verdict-box[data-outcome=fail]').waitFor();
+  const failed = await p.locator('.verdict-box h3').textContent();
+  assert.match(await p.locator('#conn').textContent(), /^✗ /);
+  // Z3 answers the first run; once it is idle, nothing of that run shows.
+  await p.evaluate(() => window.z3.release());
+  await p.waitForFunction(() => window.z3.inFlight === 0 && performance.now() - window.z3.last > 2000, null, { timeout: Z3_TIMEOUT, polling: 200 });
+  assert.equal(await p.locator('.verdict-box').count(), 1);
+  assert.equal(await p.locator('.verdict-box').getAttribute('data-outcome'), 'fail');
+  assert.equal(await p.locator('.verdict-box h3').textContent(), failed);
+  assert.doesNotMatch(await p.locator('#conn').textContent(), /passes/);
+  assert.equal(await p.locator('#conn').textContent(), failed);
+  await shot(p, 'superseded-run-silent');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
+});
+
+test('a trail in an older audit format is not fully verified, and says which format', async () => {
+  const [intact] = JSON.parse(readFileSync(path.join(root, 'crates/core/tests/fixtures/trails-v5.json'), 'utf8'));
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  // Nothing served, nothing brought: only the format matters here.
+  await p.context().route('**/api/policies', (r) => r.fulfill({ status: 200, contentType: 'application/json', body: '{"policies":[]}' }));
+  await p.context().route('**/.well-known/proofgate/audit-key', (r) => r.fulfill({ status: 404, body: 'not here' }));
+  await p.goto(`${env.url}/#/verify`);
+  await p.waitForFunction(() => /No policy loaded/.test(document.querySelector('#policy-source')?.textContent || ''));
+  await p.fill('#trail-text', JSON.stringify({ trail: intact.trail, policyDocuments: intact.policyDocuments }));
+  await p.click('[data-action=verify-paste]');
+  const box = await expectIncomplete(p, ['older-format', 'policy', 'thread', 'key']);
+  assert.match(await box.locator('h3').textContent(), /the trail was written in audit format 5, whose rules are weaker than the current format \d+'s/);
+  assert.match(await box.locator('[data-missing=older-format]').textContent(), /a pass under it proves less/);
+  assert.match(await p.locator('[data-check=format]').textContent(), /^Audit format 5 \(older than the current format \d+: replayed under its weaker rules\)$/);
+  assert.match(await p.locator('.verdict-box li', { hasText: 'Replay:' }).textContent(), /every decision of the loop reproduced/);
+  await shot(p, 'older-format-incomplete');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
+});
+
+test('a full audit of a thread that did not end VALID names its outcome in the passing heading', async () => {
+  // Two iterations and no follow-up questions: the thread ends at the iteration limit.
+  const res = await fetch(`${env.url}/api/threads`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ question: 'I am 70. How much will I pay in total for admission?', settings: { maxIterations: 2, followUpQuestions: 'DISABLED' } }),
+  });
+  const created = await res.json();
+  assert.equal(created.outcome?.status, 'MAX_ITERATIONS', JSON.stringify(created).slice(0, 300));
+  await page.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${created.id}/audit/bundle`)}`);
+  await bringOwn(page);
+  const box = await rerun(page, '[data-action=load-url]');
+  assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
+  assert.match(await box.locator('h3').textContent(), /^✓ Every record passes: the thread ended MAX_ITERATIONS \(the iteration limit was reached; its answer was not verified\)$/);
+  await shot(page, 'pass-names-max-iterations');
+});
+
+test('the proof view runs the server\'s stored scripts apart, and a match is no verdict', async () => {
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  // A server that stores scripts printing whatever answer was recorded.
+  await p.context().route(`**/api/threads/${thread}`, async (r) => {
+    const json = await (await r.fetch()).json();
+    const forge = (v) => {
+      if (Array.isArray(v)) v.forEach(forge);
+      else if (v && typeof v === 'object') {
+        if (typeof v.script === 'string' && typeof v.expected === 'string') v.script = `(echo "${v.expected}")`;
+        Object.values(v).forEach(forge);
+      }
+    };
+    forge(json);
+    await r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(json) });
+  });
+  const workers = [];
+  p.on('worker', (w) => {
+    if (!/z3-worker\.js$/.test(w.url())) return;
+    const seen = { closed: false };
+    w.on('close', () => { seen.closed = true; });
+    workers.push(seen);
+  });
+  await p.goto(`${env.url}/#/chat/${thread}/proof`);
+  const proof = p.locator('#proof');
+  await proof.waitFor();
+  await proof.locator('[data-action=run-z3]').first().click();
+  const status = proof.locator('.z3-status[data-outcome]').first();
+  await status.waitFor({ timeout: Z3_TIMEOUT });
+  assert.equal(await status.getAttribute('data-outcome'), 'reproduced', await status.textContent());
+  assert.match(await status.textContent(), /reproduced every recorded answer .*the scripts are the server's, so this is no verdict; the audit verifier rebuilds its own checks/);
+  assert.doesNotMatch(await status.textContent(), /agrees|✓/);
+  assert.equal(await proof.locator('.mark.pass').count(), 0, 'nothing green');
+  assert.match(await proof.locator('.z3-result').first().textContent(), /reproduced the recorded answer \(the script is the server's\)/);
+  // Its own worker, closed once done.
+  assert.equal(workers.length, 1);
+  for (let i = 0; i < 50 && !workers[0].closed; i++) await p.waitForTimeout(100);
+  assert.equal(workers[0].closed, true, 'the stored scripts\' worker is closed after use');
+  await shot(p, 'proof-stored-scripts-no-verdict');
+  // The verifier in the same page runs in a worker of its own, and rebuilds its checks: a pass.
+  await p.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${thread}/audit/bundle`)}`);
+  await bringOwn(p);
+  const box = await rerun(p, '[data-action=load-url]');
+  assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
+  assert.equal(workers.length, 2);
+  assert.equal(workers[1].closed, false);
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
 });
 
 test('a log cut back after the auditor saved a checkpoint: consistency fails', async () => {

@@ -137,7 +137,7 @@ test('per-thread settings: no follow-up questions and 2 iterations end NOT VERIF
   noProblems(page);
 });
 
-test('open the proof and get Z3\'s confirmation in the page', async () => {
+test('open the proof and re-run the server\'s stored scripts with Z3 in the page', async () => {
   await page.goto(`${env.url}/#/chat/${threads.q1}`);
   await page.click('[data-action=proof]');
   const proof = page.locator('#proof');
@@ -152,12 +152,15 @@ test('open the proof and get Z3\'s confirmation in the page', async () => {
   await proof.locator('[data-action=run-z3]').click();
   const status = proof.locator('.z3-status[data-outcome]');
   await status.waitFor({ timeout: Z3_TIMEOUT });
-  assert.equal(await status.getAttribute('data-outcome'), 'confirmed', await status.textContent());
+  // The scripts are the server's: reproducing their answers is shown, never as a verdict.
+  assert.equal(await status.getAttribute('data-outcome'), 'reproduced', await status.textContent());
+  assert.match(await status.textContent(), /the scripts are the server's/);
   const results = await proof.locator('.z3-result').evaluateAll((tds) => tds.map((td) => [td.dataset.outcome, td.querySelector('.z3-out')?.textContent]));
   // Z3's own answers next to the recorded ones: M ∧ P ∧ C is sat, M ∧ P ∧ ¬C is unsat.
-  assert.deepEqual(results, [['match', 'sat'], ['match', 'unsat']]);
+  assert.deepEqual(results, [['reproduced', 'sat'], ['reproduced', 'unsat']]);
+  assert.equal(await proof.locator('.mark.pass').count(), 0);
   await status.scrollIntoViewIfNeeded();
-  await shot(page, 'proof-z3-confirmed');
+  await shot(page, 'proof-z3-reproduced');
   noProblems(page);
 });
 
@@ -169,9 +172,20 @@ test('load a trail in the verifier and see every record pass', async () => {
   await page.goto(`${env.url}/#/chat/${threads.q2}`);
   // This thread's link, not the previous page's (the page re-renders after the hash change).
   await page.click(`[data-action=verify][href*="${encodeURIComponent(encodeURIComponent(threads.q2))}"]`);
-  // The thread's link loads the audit bundle; the served policy and verifier key are the defaults.
+  // The thread's link loads the audit bundle with the policy and verifier key this server
+  // serves: the server's word, so not a full audit.
   const box = page.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail], .verdict-box[data-outcome=incomplete]');
   await box.waitFor({ timeout: Z3_TIMEOUT });
+  await page.waitForFunction(() => !document.querySelector('table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
+  assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
+  assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['policy-served', 'key-served']);
+  // The auditor loads their own policy and pastes the key they hold: a full audit.
+  await page.setInputFiles('#policy-file', path.join(root, 'examples/policies/park-admission.json'));
+  await page.waitForFunction(() => /your copy/.test(document.querySelector('#policy-source').textContent));
+  await page.fill('#audit-key', (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim());
+  await page.click('[data-action=load-url]');
+  await page.waitForFunction(() => ['pass', 'fail', 'incomplete'].includes(document.querySelector('.verdict-box')?.dataset.outcome)
+    && !document.querySelector('.verdict-box [data-missing$=served], table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
   assert.equal(await box.locator('[data-missing]').count(), 0);
   const trail = await trailOf(threads.q2);
@@ -312,10 +326,13 @@ test('phone width: chat, debug panel, proof and verifier fit the screen', async 
   await p.locator('#proof').scrollIntoViewIfNeeded();
   assert.ok(await fits(), 'no horizontal scrolling on the proof');
   await shot(p, 'phone-proof');
-  // A plain trail (not the bundle): nothing fails, but the signature is not checked.
+  // A plain trail (not the bundle), with the policy this server serves: nothing fails, but the
+  // signature is not checked and the policy is the server's word.
   await p.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${threads.q1}/audit`)}`);
-  await p.locator('.verdict-box[data-outcome=incomplete]').waitFor({ timeout: Z3_TIMEOUT });
-  assert.deepEqual(await p.locator('.verdict-box [data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['bundle']);
+  const box = p.locator('.verdict-box[data-outcome=pass], .verdict-box[data-outcome=fail], .verdict-box[data-outcome=incomplete]');
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
+  assert.deepEqual(await p.locator('.verdict-box [data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['policy-served', 'bundle']);
   assert.ok(await fits(), 'no horizontal scrolling on the verifier');
   await shot(p, 'phone-verifier');
   noProblems(p);
@@ -374,8 +391,8 @@ test('keyboard only: ask, answer the questions, open the proof and run Z3', asyn
   await p.keyboard.press('Enter');
   const status = p.locator('#proof .z3-status[data-outcome]');
   await status.waitFor({ timeout: Z3_TIMEOUT });
-  assert.equal(await status.getAttribute('data-outcome'), 'confirmed');
-  await shot(p, 'keyboard-proof-confirmed');
+  assert.equal(await status.getAttribute('data-outcome'), 'reproduced');
+  await shot(p, 'keyboard-proof-reproduced');
   noProblems(p);
   await p.context().close();
 });

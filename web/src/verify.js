@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -29,7 +29,24 @@ const PROBLEMS = {
 
 const view = { source: null, text: null, result: null };
 // What the auditor brings: the policy, the server's verifier key, a checkpoint saved earlier.
-const auditor = { policy: null, policySource: null, key: '', checkpoint: '', thread: '' };
+// A policy or key pre-filled from the audited server (`policyServed`, `keyServed`) is that
+// server's word, not the auditor's: the checks run with it, but the audit is not full.
+const auditor = { policy: null, policySource: null, policyServed: false, key: '', keyServed: false, checkpoint: '', thread: '' };
+// Each verification's token: a run superseded while it awaits Z3 (a policy loaded, another
+// trail, another view) must neither write into the page nor announce its outcome.
+let generation = 0;
+
+// How each final outcome of the thread reads in a passing heading: a trail that replays
+// intact proves the record, not that the thread's answer was verified.
+const OUTCOMES = {
+  VALID_WITH_WARNING: 'part of its answer is not covered by the policy',
+  NOT_COVERED: 'nothing in its answer could be checked against the policy',
+  IMPOSSIBLE: 'the question\'s premises contradict the policy; the answer is the explanation',
+  MAX_ITERATIONS: 'the iteration limit was reached; its answer was not verified',
+  UNVERIFIED: 'fail-open: its answer was not verified',
+  ERROR: 'it failed, with no answer',
+  TOOL_CALL: 'the chatbot called the app\'s tools; nothing was verified yet',
+};
 
 /** Accepts a bare array of records or an object holding one. */
 function recordsOf(data) {
@@ -50,14 +67,17 @@ function threadOfUrl(u) {
 }
 
 async function verify(text, source, out, urlThread = null) {
+  const run = ++generation;
   await wasm();
+  if (run !== generation) return;
   view.text = text;
   view.source = source;
   view.urlThread = urlThread;
   clear(out);
   // What the auditor brought when this verification started: the key field can change while
   // Z3 runs, and the summary must describe the checks that were actually made.
-  const { policy, key, checkpoint } = auditor;
+  const { policy, policyServed, key, keyServed, checkpoint } = auditor;
+  const ourPolicy = policyServed ? 'the policy this server serves' : 'your policy';
   // The thread being audited: the auditor's, or the one the URL asked for. A bundle shows only
   // that its trail is a logged head of some thread, so a server could hand out another's.
   const expectedThread = auditor.thread || urlThread || null;
@@ -174,7 +194,8 @@ async function verify(text, source, out, urlThread = null) {
     if (!isBundle) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: this is a plain trail; load the audit bundle (/api/threads/<id>/audit/bundle).');
     if (!key) return h('li', { 'data-check': 'signature' }, 'Signature and log not checked: give the server\'s verifier key.');
     if (trustError) return h('li', { 'data-check': 'signature', class: 'fail' }, `Signature and log: ${trustError}`);
-    const line = (name, label, c) => h('li', { 'data-check': name, class: c.ok ? 'pass' : 'fail' }, `${c.ok ? '✓' : '✗'} ${label}: ${c.detail}`);
+    const served = keyServed ? ' (with the key this server serves, not one you hold)' : '';
+    const line = (name, label, c) => h('li', { 'data-check': name, class: c.ok ? 'pass' : 'fail' }, `${c.ok ? '✓' : '✗'} ${label}: ${c.detail}${served}`);
     return [
       line('signature', 'Signature', trust.signature),
       line('inclusion', 'Inclusion in the log', trust.inclusion),
@@ -186,18 +207,32 @@ async function verify(text, source, out, urlThread = null) {
   // failing is not a pass: "pass" needs the chain and replay, the logic re-checked by Z3 from the
   // auditor's policy, and the signature and log inclusion checked with the verifier key.
   const notRun = [];
+  const current = auditFormatVersion();
+  if (replay.formatVersion && replay.formatVersion < current) {
+    // Replay judges a trail by the rules of the format it was written in (README, "What a
+    // record holds"): intact under weaker rules is a weaker statement.
+    notRun.push({ id: 'older-format', what: `the trail was written in audit format ${replay.formatVersion}, whose rules are weaker than the current format ${current}'s`, todo: `a pass under it proves less (it replays by format ${replay.formatVersion}'s rules; the audit format list in proofgate's README says what they do not check), and nothing in this page can make up for that` });
+  }
   if (!policy) {
     notRun.push({ id: 'policy', what: 'the logic was not re-checked (no policy loaded)', todo: 'load your copy of the policy' });
-  } else if (!planError && totalChecks && z3Why) {
-    notRun.push({ id: 'z3', what: 'the logic was not re-checked (Z3 cannot run in this page)', todo: 'open the verifier where Z3 can run: a page served by proofgate serve (cross-origin isolated), not from disk or a plain static host' });
+  } else {
+    if (policyServed) {
+      notRun.push({ id: 'policy-served', what: 'the logic was checked against the policy this server serves, not yours', todo: 'load the policy file you hold (your own copy, not one this server gave you)' });
+    }
+    if (!planError && totalChecks && z3Why) {
+      notRun.push({ id: 'z3', what: 'the logic was not re-checked (Z3 cannot run in this page)', todo: 'open the verifier where Z3 can run: a page served with COOP/COEP (cross-origin isolated), e.g. the static files from the release on a host that sends those headers, or a proofgate serve of your own; not from disk or a plain static host' });
+    }
   }
   if (!expectedThread) {
     notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${threadId ?? '(none)'}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
   }
+  const pasteKey = 'paste the server\'s verifier key you hold (obtained out of band, not from this server)';
   if (!isBundle) {
-    notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${key ? '' : ' and give the server\'s verifier key'}` });
+    notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${!key ? ' and give the server\'s verifier key' : keyServed ? ` and ${pasteKey}` : ''}` });
   } else if (!key) {
     notRun.push({ id: 'key', what: 'the signature and log inclusion were not checked (no verifier key)', todo: 'give the server\'s verifier key' });
+  } else if (keyServed) {
+    notRun.push({ id: 'key-served', what: 'the signature and log inclusion were checked with the verifier key this server serves, not one you hold', todo: pasteKey });
   }
 
   function showSummary(z3State) {
@@ -211,9 +246,11 @@ async function verify(text, source, out, urlThread = null) {
       fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}` : '✗ The trail is not the server\'s signed, logged trail',
       pending: '… Checking the logic with Z3',
       incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
-      pass: '✓ Every record passes',
+      pass: replay.status === 'VALID' ? '✓ Every record passes'
+        : `✓ Every record passes: the thread ${replay.status ? `ended ${replay.status} (${OUTCOMES[replay.status] || 'not VALID'})` : 'has not ended (no final outcome yet)'}`,
     }[outcome];
-    clear(summary).append(
+    // Native append() writes a null child as the text "null": pass only the parts shown.
+    clear(summary).append(...[
       h('h3', {}, heading),
       outcome === 'incomplete' || (outcome === 'pending' && notRun.length)
         ? h('div', { class: 'not-run' },
@@ -223,15 +260,18 @@ async function verify(text, source, out, urlThread = null) {
       h('ul', {},
         h('li', { 'data-check': 'thread', class: threadProblem ? 'fail' : expectedThread ? 'pass' : '' },
           threadProblem ? `✗ Thread: ${threadProblem}` : expectedThread ? `✓ Thread: ${threadId}, the one you are auditing` : `Thread: ${threadId ?? '(none)'} (not checked against the one you are auditing)`),
+        h('li', { 'data-check': 'format' }, replay.formatVersion
+          ? `Audit format ${replay.formatVersion}${replay.formatVersion < current ? ` (older than the current format ${current}: replayed under its weaker rules)` : replay.formatVersion === current ? ' (the current format)' : ` (newer than this verifier's format ${current}: use a newer verifier)`}`
+          : 'Audit format: not readable'),
         h('li', {}, chain.ok ? `Hash chain intact: ${chain.verifiedRecords}/${chain.records} records` : `Hash chain broken at record ${chain.failure?.index}`),
         h('li', {}, replay.ok ? `Replay: every decision of the loop reproduced (outcome ${replay.status || 'none'}), head ${(replay.headHash || '').slice(0, 16)}…` : `Replay stops at record ${replay.failure?.index} (${replay.failure?.problem})`),
         h('li', { 'data-check': 'logic' }, !policy ? 'Logic not re-checked: load your copy of the policy to rebuild and run every finding\'s solver checks.'
           : planError ? `Logic not re-checked: ${planError}`
             : totalChecks === 0 ? `No finding in this trail needs a solver check (policy ${plan?.policyContentHash?.slice(0, 20)}…).`
               : z3Why ? `Logic not re-checked: ${z3Why}`
-                : z3State === 'running' ? `Running ${totalChecks} solver checks rebuilt from your policy with Z3…`
-                  : `Logic: ${rows.filter((r) => r.z3ok).length} of ${withChecks.length} validations confirmed by Z3 from your policy (${totalChecks} checks; scripts stored in the trail are not run)`),
-        trustLines()));
+                : z3State === 'running' ? `Running ${totalChecks} solver checks rebuilt from ${ourPolicy} with Z3…`
+                  : `Logic: ${rows.filter((r) => r.z3ok).length} of ${withChecks.length} validations confirmed by Z3 from ${ourPolicy} (${totalChecks} checks; scripts stored in the trail are not run)`),
+        trustLines())].filter(Boolean));
     clear(failureBox);
     if (first) {
       failureBox.append(h('div', { class: 'first-failure', role: 'alert' },
@@ -252,9 +292,11 @@ async function verify(text, source, out, urlThread = null) {
       for (const c of wc.checks) {
         try {
           const got = await runScript(c.script);
+          if (run !== generation) return; // superseded: this run's page is gone
           if (answerMatches(got, c.expected)) agree++;
           else problems.push(`finding ${c.finding + 1} (${c.kind}): "${c.meaning}" — Z3 says ${got.trim()}, the finding requires ${c.expected}`);
         } catch (e) {
+          if (run !== generation) return;
           problems.push(`finding ${c.finding + 1}: ${e.message}`);
         }
       }
@@ -286,39 +328,49 @@ async function auditorInputs() {
     if (!f) return;
     auditor.policy = await f.text();
     auditor.policySource = `${f.name} (your copy)`;
+    auditor.policyServed = false;
     showPolicy();
     if (view.text) await verify(view.text, view.source, document.getElementById('verify-out'), view.urlThread);
   });
   const thread = h('input', { type: 'text', id: 'expected-thread', spellcheck: 'false', placeholder: 'the thread id (a loaded /api/threads/<id>/audit/bundle URL names it)', value: auditor.thread });
   thread.addEventListener('input', () => { auditor.thread = thread.value.trim(); });
-  key.addEventListener('input', () => { auditor.key = key.value.trim(); });
+  const keyNote = h('p', { class: 'muted small', id: 'audit-key-source' });
+  const showKey = () => {
+    keyNote.textContent = auditor.key && auditor.keyServed
+      ? 'Served by this server, so it is the server\'s word: paste the key you hold (obtained out of band) for a full audit.' : '';
+  };
+  // Typed or pasted by the auditor: theirs from now on.
+  key.addEventListener('input', () => { auditor.key = key.value.trim(); auditor.keyServed = false; showKey(); });
   checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
   if (api.serverAvailable()) {
     try {
       if (!auditor.key) {
         const res = await fetch('/.well-known/proofgate/audit-key');
-        if (res.ok) { auditor.key = (await res.text()).trim(); key.value = auditor.key; }
+        if (res.ok) { auditor.key = (await res.text()).trim(); auditor.keyServed = true; key.value = auditor.key; }
       }
       if (!auditor.policy) {
         const list = await api.policies();
         const p = (list?.policies || list || [])[0];
         if (p?.definition) {
           auditor.policy = JSON.stringify(p.definition);
-          auditor.policySource = `served by this server (${p.contentHash?.slice(0, 20)}…); for a full audit load your own copy`;
+          auditor.policyServed = true;
+          auditor.policySource = `served by this server (${p.contentHash?.slice(0, 20)}…), so it is the server's word: for a full audit load the policy file you hold`;
         }
       }
     } catch { /* offline or no read scope: the auditor loads them */ }
   }
   showPolicy();
+  showKey();
   return h('fieldset', { class: 'auditor' },
     h('legend', {}, 'What you bring'),
     h('div', { class: 'source' }, h('label', { for: 'policy-file' }, 'Your copy of the policy (JSON)'), policyFile, policyNote),
-    h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key),
+    h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key, keyNote),
     h('div', { class: 'source' }, h('label', { for: 'expected-thread' }, 'The thread you are auditing'), thread),
     h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (optional)'), checkpoint));
 }
 
 export async function renderVerifier(main, r) {
+  generation++; // a run still awaiting Z3 belongs to the page being replaced
   const out = h('div', { class: 'verify-out', id: 'verify-out' });
   const file = h('input', { type: 'file', id: 'trail-file', accept: '.json,application/json' });
   const paste = h('textarea', { id: 'trail-text', rows: '6', spellcheck: 'false', placeholder: '[{"seq": 0, "prev": "000…", "kind": "THREAD_STARTED", …}, …]' });
