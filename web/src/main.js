@@ -2,7 +2,7 @@
 // verifier, policy viewer). The `proofgate` wasm package is initialised once, up front.
 import { wasm } from './core.js';
 import { renderChat } from './chat.js';
-import { renderVerifier } from './verify.js';
+import { renderVerifier, leaveVerifier } from './verify.js';
 import { renderPolicy } from './policy.js';
 import { loadIdentity, renderKeyPage } from './keys.js';
 import { serverAvailable } from './api.js';
@@ -28,6 +28,7 @@ async function route() {
     else a.removeAttribute('aria-current');
   }
   const sameView = lastView === r.view;
+  if (r.view !== 'verify') leaveVerifier();
   lastView = r.view;
   try {
     if (r.view === 'verify') {

@@ -310,6 +310,7 @@ async function verify(text, source, out, urlThread = null) {
     }
     showSummary('done');
   }
+  if (run !== generation) return;
   announce(summary.querySelector('h3')?.textContent || 'Verified');
 }
 
@@ -367,6 +368,11 @@ async function auditorInputs() {
     h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key, keyNote),
     h('div', { class: 'source' }, h('label', { for: 'expected-thread' }, 'The thread you are auditing'), thread),
     h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (optional)'), checkpoint));
+}
+
+/** Leaving the verifier: a run still awaiting Z3 must not announce into the next page. */
+export function leaveVerifier() {
+  generation++;
 }
 
 export async function renderVerifier(main, r) {

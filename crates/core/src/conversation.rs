@@ -315,7 +315,8 @@ pub fn ground_premises(
         };
         is_stated_turn(conversation, turn)
             && crate::grounding::grounded_in(
-                &conversation[turn as usize - 1],
+                conversation,
+                turn as usize - 1,
                 p.logic.as_deref().unwrap_or(""),
                 config,
             )

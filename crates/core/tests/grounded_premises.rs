@@ -271,3 +271,61 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
     let report = replay_with(t.audit_trail(), &t.policy_documents());
     assert!(report.ok, "{report:?}");
 }
+
+/// Format 7: a bare "Yes" or "No" to the follow-up question states that question (or its
+/// negation), so the premise it answers holds, with its polarity; a translator that turns a
+/// "No" into the fact is checked as a claim.
+#[test]
+fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
+    for (answer, premise, kept) in [
+        ("Yes", "isLowSeason", true),
+        ("No", "(not isLowSeason)", true),
+        ("No", "isLowSeason", false),
+        ("Perhaps", "isLowSeason", false),
+    ] {
+        let mut t = thread("I am 70. How much is my ticket?", "You pay 5 dollars.");
+        t.start();
+        let reply = r#"{"pairs": [{"premises": [
+            {"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 1)"}],
+            "claims": [{"logic": "(= fee 5)", "naturalLanguage": "You pay 5 dollars"}]}]}"#;
+        translate(&mut t, reply, 1_700_000_000_001);
+        t.handle(Input::Validated {
+            verdict_rules: None,
+            findings: vec![finding(&["(= age 70)"], &["(= fee 5)"], false)],
+            evidence: None,
+            now: 1_700_000_000_002,
+        })
+        .unwrap();
+        t.handle(Input::LlmReplied {
+            text: "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?".into(),
+            model: None,
+            now: 1_700_000_000_003,
+        })
+        .unwrap();
+        t.handle(Input::UserAnswered {
+            answers: vec![answer.into()],
+            now: 1_700_000_000_004,
+        })
+        .unwrap();
+        t.handle(Input::LlmReplied {
+            text: "In the low season you pay 5 dollars.".into(),
+            model: None,
+            now: 1_700_000_000_005,
+        })
+        .unwrap();
+        let reply = format!(
+            r#"{{"pairs": [{{"premises": [
+                {{"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 1)"}},
+                {{"logic": "{premise}", "naturalLanguage": "As answered (turn 3)"}}],
+                "claims": [{{"logic": "(= fee 5)", "naturalLanguage": "You pay 5 dollars"}}]}}]}}"#
+        );
+        let effect = translate(&mut t, &reply, 1_700_000_000_006);
+        let pair = &checked(&effect)[0].pairs[0];
+        let want: Vec<&str> = if kept {
+            vec!["(= age 70)", premise]
+        } else {
+            vec!["(= age 70)"]
+        };
+        assert_eq!(logic(&pair.premises), want, "{answer}: {premise}");
+    }
+}

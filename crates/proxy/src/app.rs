@@ -936,7 +936,7 @@ fn check_app_request(thread: &Thread) -> Result<(), String> {
         return Ok(());
     };
     let recorded = thread.conversation();
-    let matches = crate::openai::ChatRequest::parse(request.clone())
+    let matches = crate::openai::ChatRequest::parse_stored(request.clone())
         .is_ok_and(|req| req.conversation().as_slice() == recorded);
     if matches {
         Ok(())

@@ -59,7 +59,10 @@ pub enum RequestError {
     /// `continue_final_message`): the upstream's reply would continue it, and the client would
     /// show that text and the reply as one answer, of which only the reply was verified.
     #[error(
-        "{0}: the upstream's reply would continue the assistant's text, and proofgate verifies          the reply alone, not the text it continues (\"It is not true that\" + \" seniors pay          $9.\" would be shown as one answer marked verified); end the conversation with the          user's message or tool results"
+        "{0}: the upstream's reply would continue the assistant's text, and proofgate verifies \
+         the reply alone, not the text it continues (\"It is not true that\" + \" seniors pay \
+         $9.\" would be shown as one answer marked verified); end the conversation with the \
+         user's message or tool results"
     )]
     ContinuesTheAssistant(String),
 }
@@ -209,6 +212,17 @@ impl ChatRequest {
 
     /// Reads a client's request body.
     pub fn parse(body: Value) -> Result<ChatRequest, RequestError> {
+        ChatRequest::parse_with(body, true)
+    }
+
+    /// Reads an app request stored with a thread, as [`ChatRequest::parse`] but taking one that
+    /// ends with the assistant's text: a thread started before such requests were refused
+    /// keeps its request, and is not taken for one altered in the store.
+    pub fn parse_stored(body: Value) -> Result<ChatRequest, RequestError> {
+        ChatRequest::parse_with(body, false)
+    }
+
+    fn parse_with(body: Value, refuse_continuation: bool) -> Result<ChatRequest, RequestError> {
         let messages = body
             .get("messages")
             .and_then(Value::as_array)
@@ -239,7 +253,8 @@ impl ChatRequest {
         if let Some((at, role)) = unknown_role(messages) {
             return Err(RequestError::UnknownRole(at, role));
         }
-        if let Some(how) = continued_assistant_text(&body, messages) {
+        if let Some(how) = continued_assistant_text(&body, messages).filter(|_| refuse_continuation)
+        {
             return Err(RequestError::ContinuesTheAssistant(how));
         }
         Ok(ChatRequest {
@@ -756,6 +771,12 @@ mod tests {
             ChatRequest::parse(responses),
             Err(RequestError::ContinuesTheAssistant(_))
         ));
+        // A thread's stored request from before the refusal still reads.
+        let stored = req(json!([
+            {"role": "user", "content": "I am 70."},
+            {"role": "assistant", "content": "It is not true that"}
+        ]));
+        assert!(ChatRequest::parse_stored(stored).is_ok());
     }
 
     /// A turn's role decides whether its facts may be premises (audit format 4), so a role

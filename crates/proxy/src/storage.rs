@@ -816,6 +816,23 @@ impl Store {
             .collect()
     }
 
+    /// A thread's first audit record (THREAD_STARTED), if it has one.
+    pub async fn first_record(&self, id: &str) -> Result<Option<Value>, StorageError> {
+        let row = sqlx::query("SELECT record FROM audit_records WHERE thread_id = $1 AND seq = 0")
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db(format!("loading the first audit record of {id}")))?;
+        row.map(|r| {
+            let text: String = r.try_get("record").map_err(db("reading an audit record"))?;
+            serde_json::from_str(&text).map_err(|source| StorageError::Corrupt {
+                thread: id.to_string(),
+                source,
+            })
+        })
+        .transpose()
+    }
+
     /// A thread's audit records and its log leaves (index, signed note), read in one statement
     /// so that both are of one moment: a commit (records and their head's leaf in one
     /// transaction) is wholly in both or in neither. Read apart, a commit landing between the

@@ -734,14 +734,18 @@ async fn a_thread_handed_to_another_owner_in_the_store_is_refused() {
         )
     };
     hand_to(&b_id, "mallory");
-    let r = get(&proxy, &view, &b, &mallory).await;
-    assert_eq!(r.status, 500, "{r:?}");
-    let message = r.body["error"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("stored owner") && message.contains("the store was altered"),
-        "{message}"
-    );
-    assert!(!message.contains("alice"), "{message}");
+    // To the key it was handed to, the thread does not exist: not its view, trail, bundle or
+    // listing, nor its continuation.
+    for path in [
+        view.clone(),
+        format!("{view}/audit"),
+        format!("{view}/audit/bundle"),
+    ] {
+        let r = get(&proxy, &path, &b, &mallory).await;
+        assert_eq!(r.status, 404, "{path}: {r:?}");
+    }
+    let listed = get(&proxy, "/api/threads", &b, &mallory).await;
+    assert_eq!(listed.body["threads"], json!([]), "{listed:?}");
     let r = chat(
         &proxy,
         &b,
@@ -749,7 +753,16 @@ async fn a_thread_handed_to_another_owner_in_the_store_is_refused() {
         &[("x-proofgate-thread", &id)],
     )
     .await;
+    assert_eq!(r.status, 404, "{r:?}");
+    // An admin reading it is told the store was altered, without who the owners are.
+    let r = get(&proxy, &view, ADMIN_KEY, &[]).await;
     assert_eq!(r.status, 500, "{r:?}");
+    let message = r.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("stored owner") && message.contains("the store was altered"),
+        "{message}"
+    );
+    assert!(!message.contains("alice"), "{message}");
     assert_eq!(get(&proxy, &view, &a, &alice).await.status, 404);
 
     hand_to(&a_id, "alice");

@@ -175,7 +175,9 @@ async fn trivial_translations_are_never_verified_and_proper_ones_are() {
     let proxy = Proxy::start("trivial", &config(&format!("{}/v1", llm.url()), "", ""));
     for (marker, _) in trivial_cases() {
         for stream in [false, true] {
-            let question = format!("{marker}: I have $32.50 in cash, am I a senior?");
+            // The premises are stated (audit format 7 grounds only what the user states).
+            let question =
+                format!("{marker}: I am a senior and I have $32.50 in cash. Which class am I in?");
             let (verdict, pg, _) = ask(&proxy, &question, stream).await;
             assert_eq!(verdict, "NOT_COVERED", "{marker} stream={stream}: {pg}");
             assert_eq!(pg["verified"], false, "{marker}: {pg}");
@@ -572,7 +574,7 @@ async fn the_apply_guardrail_endpoint_reports_trivial_pairs_as_not_covered() {
         &config(&format!("{}/v1", llm.url()), "", ""),
     );
     let body = json!({"source": "OUTPUT", "content": [
-        {"text": {"text": "case-true: am I a senior?", "qualifiers": ["query"]}},
+        {"text": {"text": "case-true: I am a senior. Which age class am I in?", "qualifiers": ["query"]}},
         {"text": {"text": "Your admission is discounted.", "qualifiers": ["guard_content"]}}
     ]});
     let r: Value = reqwest::Client::new()

@@ -163,13 +163,42 @@ pub(crate) async fn check_access(
         return Ok(());
     }
     let owner = app.store.owner_of(id).await?;
-    if caller.may_access(owner.as_ref(), end_user(headers)) {
+    if caller.may_access(owner.as_ref(), end_user(headers))
+        && recorded_owner_is(app, id, &caller.owner(end_user(headers))).await?
+    {
         Ok(())
     } else {
         Err(ApiError::not_found(format!(
             "no thread {id} (it may have expired)"
         )))
     }
+}
+
+/// Whether `owner` is the owner thread `id`'s first record names (or it names none, as trails
+/// from before owners were recorded do). The owners' table decides access but no signature
+/// covers it: a thread handed to another key in the database must not open its trail, its
+/// bundle or its listing to them. A trail whose first record was rewritten to match is caught
+/// by the chain and the signed heads, as every view and audit checks them.
+pub(crate) async fn recorded_owner_is(
+    app: &App,
+    id: &str,
+    owner: &crate::storage::ThreadOwner,
+) -> Result<bool, ApiError> {
+    let Some(first) = app.store.first_record(id).await? else {
+        return Ok(true);
+    };
+    let recorded = proofgate_core::audit::ThreadStarted::owner_in_trail(&[first])
+        .map_err(ApiError::internal)?;
+    let same = recorded
+        .as_ref()
+        .is_none_or(|r| *r == proofgate_core::audit::ThreadOwner::from(owner.clone()));
+    if !same {
+        tracing::error!(
+            "thread {id}: the owners' table gives it to {owner:?}, its trail to {recorded:?}: \
+             the store was altered"
+        );
+    }
+    Ok(same)
 }
 
 /// `POST /api/threads`.
@@ -239,9 +268,14 @@ pub async fn list_threads(
     let threads = if caller.is_admin() {
         app.store.threads(200).await?
     } else {
-        app.store
-            .threads_owned(&caller.owner(end_user(&headers)), 200)
-            .await?
+        let owner = caller.owner(end_user(&headers));
+        let mut mine = Vec::new();
+        for t in app.store.threads_owned(&owner, 200).await? {
+            if recorded_owner_is(&app, &t.id, &owner).await? {
+                mine.push(t);
+            }
+        }
+        mine
     };
     Ok(Json(json!({
         "threads": threads.iter().map(|t| json!({

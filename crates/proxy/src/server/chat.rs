@@ -334,7 +334,9 @@ async fn resumable(
     let stored = match headers.get(THREAD_HEADER).and_then(|v| v.to_str().ok()) {
         Some(id) => {
             let not_found = || ApiError::not_found(format!("no thread {id} (it may have expired)"));
-            if !caller.may_access(app.store.owner_of(id).await?.as_ref(), end_user(req)) {
+            if !caller.may_access(app.store.owner_of(id).await?.as_ref(), end_user(req))
+                || !(caller.is_admin() || super::api::recorded_owner_is(app, id, &owner).await?)
+            {
                 return Err(not_found());
             }
             let t = app.store.thread(id).await?.ok_or_else(not_found)?;

@@ -129,11 +129,14 @@ pub fn thread_view_for(caller: &Caller, thread: &Thread, status: &str) -> Value 
 }
 
 /// Each statement in `value` (an object with `logic` and `naturalLanguage`) gets its logic in
-/// the policy's English for its text, where the thread can render it: the translators' own
-/// words are unchecked LLM text (see [`Thread::statement_in_english`]).
+/// the policy's English for its text, where the thread can render it, and the text translators
+/// left untranslated goes: the translators' own words are unchecked LLM text (see
+/// [`Thread::statement_in_english`]), and the untranslated spans quote answers never released.
 fn in_policy_english(thread: &Thread, value: &mut Value) {
     match value {
         Value::Object(map) => {
+            map.remove("untranslatedPremises");
+            map.remove("untranslatedClaims");
             let english = map
                 .get("logic")
                 .and_then(Value::as_str)
