@@ -294,6 +294,7 @@ async function verify(text, source, out, urlThread = null) {
           const got = await runScript(c.script);
           if (run !== generation) return; // superseded: this run's page is gone
           if (answerMatches(got, c.expected)) agree++;
+          else if (c.kind === 'PAIR_COVERED') problems.push(`${c.meaning} — Z3 says ${got.trim()}, the check requires ${c.expected}`);
           else problems.push(`finding ${c.finding + 1} (${c.kind}): "${c.meaning}" — Z3 says ${got.trim()}, the finding requires ${c.expected}`);
         } catch (e) {
           if (run !== generation) return;

@@ -150,12 +150,17 @@ pub fn verify(
         let answer = run_z3(z3, &c.script, timeout_ms);
         let ok = answer_matches(&answer, c.expected);
         if !ok {
+            // A coverage check is about a translator's pair, not one finding.
+            let what = if c.kind == "PAIR_COVERED" {
+                format!("record {}: {}", c.record, c.meaning)
+            } else {
+                format!(
+                    "record {} finding {} ({}): {}",
+                    c.record, c.finding, c.kind, c.meaning
+                )
+            };
             failures.push(format!(
-                "record {} finding {} ({}): {}: z3 answered `{answer}`, the finding requires `{}`",
-                c.record,
-                c.finding,
-                c.kind,
-                c.meaning,
+                "{what}: z3 answered `{answer}`, the check requires `{}`",
                 c.expected.as_str()
             ));
         }

@@ -1120,3 +1120,118 @@ async fn a_thread_that_cannot_be_loaded_does_not_stop_other_threads_timing_out()
         .unwrap();
     assert_eq!(r.status(), 500);
 }
+
+/// Audit format 7: every pair the translators wrote must be checked by a finding of its
+/// validation. A trail that leaves out the INVALID finding of one of two pairs (only an
+/// operator holding the signing key could sign it) passed every re-check before, with the other
+/// pair's VALID; now the auditor's Z3 is asked whether the pair left out is one a finding
+/// checks, and it is not. A translator that wrote a pair differently but equivalently is
+/// covered, as the solver confirms.
+#[test]
+fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
+    use proofgate_core::findings::{
+        ContradictionFinding, Finding, Rule, Statement, Translation, ValidFinding,
+    };
+    use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
+    use proofgate_core::translation::TranslationConfig;
+    let model = proofgate_proxy::app::load_policy(&park(), None).unwrap();
+    let config = ThreadConfig {
+        policy: model.prompt_context(),
+        translation: Some(TranslationConfig::new(model.definition(), 2, 0, 1.0)),
+        ..ThreadConfig::default()
+    };
+    let translation = |claim: &str| Translation {
+        premises: Some(vec![Statement::new(
+            "(= customerAge 70)",
+            "The visitor is 70 (turn 1)",
+        )]),
+        claims: Some(vec![Statement::new(claim, "the claim")]),
+        confidence: serde_json::Number::from_f64(1.0),
+        ..Default::default()
+    };
+    let senior = Finding::Valid(ValidFinding {
+        translation: Some(translation("(= ageClass SENIOR)")),
+        supporting_rules: Some(vec![Rule::new("SENIORDEFINI", "park")]),
+        ..Default::default()
+    });
+    let adult = Finding::Invalid(ContradictionFinding {
+        translation: Some(translation("(= ageClass ADULT)")),
+        contradicting_rules: Some(vec![Rule::new("SENIORDEFINI", "park")]),
+        ..Default::default()
+    });
+    // Two translators, each writing both pairs; the second may write the age the other way
+    // round.
+    let trail = |second: &str, findings: Vec<Finding>| -> Vec<u8> {
+        let mut t = Thread::with_answer(
+            config.clone(),
+            "t-cover",
+            "I am 70. Which age class am I in, and what do I pay?",
+            GivenAnswer {
+                text: "You are a senior, and you pay the adult fee.".into(),
+                model: None,
+                source: "upstream".into(),
+            },
+            1,
+        )
+        .unwrap();
+        t.start();
+        for (translator, age) in [(0, "(= customerAge 70)"), (1, second)] {
+            let pair = |claim: &str| {
+                json!({"premises": [{"logic": age, "naturalLanguage": "The visitor is 70 (turn 1)"}],
+                       "claims": [{"logic": claim, "naturalLanguage": "the claim"}]})
+            };
+            let reply = json!({"pairs": [pair("(= ageClass SENIOR)"), pair("(= ageClass ADULT)")]});
+            t.handle(Input::TranslatorReplied {
+                translator,
+                attempt: 0,
+                text: reply.to_string(),
+                model: None,
+                now: 2,
+            })
+            .unwrap();
+        }
+        t.handle(Input::Validated {
+            verdict_rules: None,
+            findings,
+            evidence: Some(json!({"validator": "local",
+                                  "policyContentHash": model.definition().content_hash()})),
+            now: 3,
+        })
+        .unwrap();
+        serde_json::to_vec(t.audit_trail()).unwrap()
+    };
+    let audit = |input: &[u8]| {
+        proofgate_proxy::audit_check::verify(input, &model, None, None, None, "z3", 20_000)
+    };
+
+    let genuine = audit(&trail("(= 70 customerAge)", vec![senior.clone(), adult]));
+    assert!(genuine.ok, "{:?}", genuine.failures);
+    let covered: Vec<_> = genuine
+        .checks
+        .iter()
+        .filter(|c| c.kind == "PAIR_COVERED")
+        .collect();
+    assert_eq!(covered.len(), 2, "{:?}", genuine.checks);
+
+    let forged = audit(&trail("(= customerAge 70)", vec![senior]));
+    assert!(
+        forged.replay.ok,
+        "the forged trail replays: {:?}",
+        forged.replay
+    );
+    assert!(!forged.ok);
+    let failed: Vec<_> = forged
+        .checks
+        .iter()
+        .filter(|c| c.kind == "PAIR_COVERED" && !c.ok)
+        .collect();
+    assert_eq!(failed.len(), 2, "{:?}", forged.checks);
+    assert!(
+        forged
+            .failures
+            .iter()
+            .any(|f| f.contains("no pair was left without a finding")),
+        "{:?}",
+        forged.failures
+    );
+}

@@ -66,7 +66,8 @@ pub use replay::{
 /// - 7: every conjunct of a premise must be borne out by the turn it cites, not only its
 ///   numbers: values with their signs, enum values and (with no value) a variable by name;
 ///   the system prompt grounds nothing unless the operator says it states facts
-///   ([`STRICT_GROUNDING_SINCE`]).
+///   ([`STRICT_GROUNDING_SINCE`]); an audit confirms that a finding checks every pair the
+///   translators wrote ([`FINDINGS_COVER_PAIRS_SINCE`]).
 pub const FORMAT_VERSION: u32 = 7;
 
 /// From this format on, a premise stays a premise only when the turn it cites bears out each
@@ -78,6 +79,13 @@ pub const FORMAT_VERSION: u32 = 7;
 /// grounded by "500", and a system prompt restating the policy's "seniors (65+)" grounded
 /// `(>= customerAge 65)`: the answer supplied facts the user never gave, and was VALID.
 pub const STRICT_GROUNDING_SINCE: u32 = 7;
+
+/// From this format on, an audit re-check also confirms that every pair the translators wrote
+/// is checked by a finding of its validation: the same logic, or equivalent without any rule
+/// to a finding's translation, which the auditor's solver confirms
+/// ([`recheck::plan_rechecks`]). Before, each finding was re-checked on its own, and a trail
+/// that left out the INVALID finding of one of two pairs passed with the other's VALID.
+pub const FINDINGS_COVER_PAIRS_SINCE: u32 = 7;
 
 /// From this format on, the numbers a premise must find in the turn it cites are the values
 /// its logic states: each numeral, and each arithmetic term over numerals alone taken whole

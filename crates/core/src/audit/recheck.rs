@@ -5,9 +5,10 @@
 //! or run anything.
 
 use super::record::{AuditRecord, RecordKind};
-use crate::findings::{Finding, FindingKind};
+use crate::findings::{Finding, FindingKind, Statement, Translation};
 use crate::policy::smtlib::Expected;
 use crate::policy::PolicyModel;
+use crate::translation::TranslatorOutput;
 use serde::{Deserialize, Serialize};
 
 /// One check to run with an independent solver.
@@ -92,7 +93,22 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
             });
         }
     }
+    let format = trail
+        .first()
+        .and_then(|r| r.body.get("formatVersion"))
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    // The translations the last CHECK sent to the validator (the local validator's: with
+    // Bedrock, it translates itself and none are recorded).
+    let mut translations: Option<Vec<TranslatorOutput>> = None;
     for (i, r) in trail.iter().enumerate() {
+        if r.kind == RecordKind::Check {
+            translations = r
+                .body
+                .get("translations")
+                .and_then(|t| serde_json::from_value(t.clone()).ok());
+            continue;
+        }
         // Every validation, and the outcome the user got (its findings are the last
         // validation's, re-checked here as returned).
         let findings_at = match r.kind {
@@ -151,8 +167,77 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                 });
             }
         }
+        if r.kind == RecordKind::Validated && format >= u64::from(super::FINDINGS_COVER_PAIRS_SINCE)
+        {
+            if let Some(outputs) = translations.take() {
+                plan_coverage(&mut plan, policy, i, &outputs, &findings);
+            }
+        }
     }
     plan
+}
+
+/// Audit format 7 on: every pair the translators wrote must be one a finding of the
+/// validation checks: the same logic (a checked finding's translation, or an option of a
+/// TRANSLATION_AMBIGUOUS one), or else equivalent to one of those without any rule, which a
+/// solver confirms. A validation with a TOO_COMPLEX finding is never VALID and is left as it
+/// is. Before, the findings were checked one by one, and a trail that left the INVALID
+/// finding of one of two pairs out passed with the other's VALID.
+fn plan_coverage(
+    plan: &mut RecheckPlan,
+    policy: &PolicyModel,
+    record: usize,
+    outputs: &[TranslatorOutput],
+    findings: &[Finding],
+) {
+    if findings.iter().any(|f| f.kind() == FindingKind::TooComplex) {
+        return;
+    }
+    let mut covering: Vec<&Translation> =
+        findings.iter().filter_map(Finding::translation).collect();
+    for f in findings {
+        if let Finding::TranslationAmbiguous(a) = f {
+            covering.extend(
+                a.options
+                    .iter()
+                    .flatten()
+                    .flat_map(|o| o.translations.iter().flatten()),
+            );
+        }
+    }
+    let logic = |list: &[Statement]| -> Vec<Option<String>> {
+        let mut l: Vec<Option<String>> = list.iter().map(|s| s.logic.clone()).collect();
+        l.sort();
+        l
+    };
+    for (t, output) in outputs.iter().enumerate() {
+        for (j, pair) in output.pairs.iter().enumerate() {
+            let (premises, claims) = (logic(&pair.premises), logic(&pair.claims));
+            if covering
+                .iter()
+                .any(|c| logic(c.premises()) == premises && logic(c.claims()) == claims)
+            {
+                continue;
+            }
+            match policy.coverage_check(&pair.premises, &pair.claims, &covering) {
+                Some(c) => plan.checks.push(PlannedCheck {
+                    record,
+                    finding: findings.len(),
+                    kind: "PAIR_COVERED".into(),
+                    meaning: format!("translator {t}'s pair {j}: {}", c.meaning),
+                    script: c.script,
+                    expected: c.expected,
+                }),
+                None => plan.problems.push(RecheckProblem {
+                    record,
+                    detail: format!(
+                        "translator {t}'s pair {j} has no finding: no finding of the validation \
+                         checks it or a pair that could be equivalent to it"
+                    ),
+                }),
+            }
+        }
+    }
 }
 
 /// Whether a solver's complete output is exactly the expected answer (one line, `sat` or

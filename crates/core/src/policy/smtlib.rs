@@ -204,6 +204,45 @@ impl PolicyModel {
         })
     }
 
+    /// The check that a translator's pair (`premises`, `claims`) is one the findings of its
+    /// validation check: without any rule, it is equivalent (premises to premises, claims to
+    /// claims) to the translation of one of `covering`. `None` when there is nothing to cover it
+    /// with or a statement does not check. Without it an operator could leave a finding out
+    /// (the INVALID one of two pairs) and the remaining VALID would pass every re-check.
+    pub fn coverage_check(
+        &self,
+        premises: &[crate::findings::Statement],
+        claims: &[crate::findings::Statement],
+        covering: &[&Translation],
+    ) -> Option<SolverCheck> {
+        let pair = Translation {
+            premises: Some(premises.to_vec()),
+            claims: Some(claims.to_vec()),
+            ..Default::default()
+        };
+        let (p, c, _) = self.premises_and_claims(&pair)?;
+        let options: Vec<String> = covering
+            .iter()
+            .filter_map(|t| self.premises_and_claims(t))
+            .map(|(pk, ck, _)| format!("(and (= {p} {pk}) (= {c} {ck}))"))
+            .collect();
+        if options.is_empty() {
+            return None;
+        }
+        Some(SolverCheck {
+            meaning: "without any rule, this translator's pair is equivalent to a pair a finding \
+                      checks (no pair was left without a finding)"
+                .to_string(),
+            script: format!(
+                "{}(assert (not (or {})))\n(check-sat)\n",
+                self.smtlib_declarations(),
+                options.join(" ")
+            ),
+            expected: Expected::Unsat,
+            after_policy: false,
+        })
+    }
+
     /// The premises and the claims as SMT-LIB conjunctions, re-parsed and re-printed (so a
     /// script never holds text that is not a term of the fragment), and how many claims there
     /// are; `None` when a statement does not check.
