@@ -191,49 +191,11 @@ fn values_in_logic(logic: &str) -> Option<Vec<f64>> {
 /// negative value stays negative, so the cited turn must state it negative too (before, `(- 500)`
 /// was grounded by a turn saying 500), and only 0 and 1 themselves are left out.
 pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Option<Vec<f64>> {
-    use crate::policy::term::{Op, Term, TermKind};
-    // Numbers up to 2^53 are exact in an f64, and so are sums, differences and products of
-    // integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
-    const EXACT: f64 = 9_007_199_254_740_992.0;
-    /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals).
-    fn numeral(t: &Term) -> Option<Option<f64>> {
-        match &t.kind {
-            TermKind::Int(n) => Some((*n as f64 <= EXACT).then_some(*n as f64)),
-            TermKind::Decimal { digits, scale } => Some(
-                (*digits as f64 <= EXACT && *scale <= 15)
-                    .then(|| *digits as f64 / 10f64.powi(*scale as i32)),
-            ),
-            _ => None,
-        }
-    }
-    /// The value of a term made of numerals and arithmetic, when it is one and every step
-    /// stays within what an f64 holds.
-    fn constant(t: &Term) -> Option<f64> {
-        if let Some(value) = numeral(t) {
-            return value;
-        }
-        let TermKind::App(op, args) = &t.kind else {
-            return None;
-        };
-        let v: Vec<f64> = args.iter().map(constant).collect::<Option<_>>()?;
-        let (first, rest) = v.split_first()?;
-        let value = match op {
-            Op::Add => v.iter().sum(),
-            Op::Sub if rest.is_empty() => -first,
-            Op::Sub => first - rest.iter().sum::<f64>(),
-            Op::Mul => v.iter().product(),
-            Op::Div => rest
-                .iter()
-                .try_fold(*first, |a, b| (*b != 0.0).then(|| a / b))?,
-            Op::ToReal if rest.is_empty() => *first,
-            _ => return None,
-        };
-        (value.is_finite() && value.abs() <= EXACT).then_some(value)
-    }
+    use crate::policy::term::{Term, TermKind};
     /// Collects the values; `Err` for a numeral no f64 holds (nothing could show a turn
     /// states it).
     fn walk(t: &Term, signed: bool, out: &mut Vec<f64>) -> Result<(), ()> {
-        if let Some(v) = constant(t) {
+        if let Some(v) = constant_value(t) {
             let v = if signed { v } else { v.abs() };
             if v != 0.0 && v != 1.0 {
                 out.push(v);
@@ -242,7 +204,7 @@ pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Optio
         }
         match &t.kind {
             TermKind::App(_, args) => args.iter().try_for_each(|a| walk(a, signed, out)),
-            // A numeral `constant` did not take is one no f64 holds.
+            // A numeral `constant_value` did not take is one no f64 holds.
             _ if numeral(t).is_some() => Err(()),
             _ => Ok(()),
         }
@@ -250,6 +212,50 @@ pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Optio
     let mut out = Vec::new();
     walk(term, signed, &mut out).ok()?;
     Some(out)
+}
+
+/// Numbers up to 2^53 are exact in an f64, and so are sums, differences and products of
+/// integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
+const EXACT: f64 = 9_007_199_254_740_992.0;
+
+/// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals);
+/// `None` for a term that is not a numeral.
+fn numeral(t: &crate::policy::term::Term) -> Option<Option<f64>> {
+    use crate::policy::term::TermKind;
+    match &t.kind {
+        TermKind::Int(n) => Some((*n as f64 <= EXACT).then_some(*n as f64)),
+        TermKind::Decimal { digits, scale } => Some(
+            (*digits as f64 <= EXACT && *scale <= 15)
+                .then(|| *digits as f64 / 10f64.powi(*scale as i32)),
+        ),
+        _ => None,
+    }
+}
+
+/// The value of a term made of numerals and arithmetic, when it is one and every step stays
+/// within what an f64 holds.
+pub(crate) fn constant_value(t: &crate::policy::term::Term) -> Option<f64> {
+    use crate::policy::term::{Op, TermKind};
+    if let Some(value) = numeral(t) {
+        return value;
+    }
+    let TermKind::App(op, args) = &t.kind else {
+        return None;
+    };
+    let v: Vec<f64> = args.iter().map(constant_value).collect::<Option<_>>()?;
+    let (first, rest) = v.split_first()?;
+    let value = match op {
+        Op::Add => v.iter().sum(),
+        Op::Sub if rest.is_empty() => -first,
+        Op::Sub => first - rest.iter().sum::<f64>(),
+        Op::Mul => v.iter().product(),
+        Op::Div => rest
+            .iter()
+            .try_fold(*first, |a, b| (*b != 0.0).then(|| a / b))?,
+        Op::ToReal if rest.is_empty() => *first,
+        _ => return None,
+    };
+    (value.is_finite() && value.abs() <= EXACT).then_some(value)
 }
 
 /// Whether a premise cites (`(turn N)` at the end of its natural language) a turn that the

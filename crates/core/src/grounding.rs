@@ -10,20 +10,22 @@
 //!   negated. Anything else (arithmetic on variables, `or`, `=>`, `ite`, two variables compared)
 //!   is not a fact a turn states, and is checked as a claim.
 //! - A fact with a number other than 0 and 1 needs the turn to state that number, with its
-//!   sign, outside a question.
-//! - Any other fact needs a statement of the turn (not a question) to name its enum value, or
-//!   its variable by every word of its name, and to name it negated exactly when the fact is
-//!   negative: "I am not a member" grounds `(not isMember)`, not `isMember`; "do members get
-//!   free shipping?" grounds neither.
-//! - A short "yes" or "no" answering the assistant's question states that question, or its
-//!   negation: "Are you a member?" "Yes." grounds `isMember`.
+//!   sign, in a statement (not a question, nor a condition such as "if I were 70").
+//! - Any other fact needs a statement to name its enum value, or its variable by every word of
+//!   its name, within one clause, negated exactly when the fact is: "I am not a member" grounds
+//!   `(not isMember)`, not `isMember`; "do members get free shipping?" grounds neither. A fact
+//!   of 0 ("no fines") needs the name negated, one of "at least 1" needs it stated, one of
+//!   exactly 1 needs "1", "one" or "single" beside it.
+//! - A short "yes" answering the assistant's yes/no question about the user ("are you a
+//!   member?") states that question; a short "no" states its negation when the question names
+//!   a single fact.
 //! - The system prompt grounds nothing unless the operator says it states facts about the
 //!   user ([`crate::translation::TranslationConfig::system_prompt_facts`]).
 //!
 //! Words are a weak test of meaning, so this only ever takes a premise away: a premise that
 //! fails is checked as a claim, and the answer must prove it or the user is asked.
 
-use crate::conversation::{stated_signed_numbers, values_of, ConversationTurn, TurnRole};
+use crate::conversation::{constant_value, stated_signed_numbers, ConversationTurn, TurnRole};
 use crate::policy::term::{parse_term, Op, Term, TermKind};
 use crate::translation::TranslationConfig;
 use std::collections::BTreeSet;
@@ -35,9 +37,9 @@ const GRAMMAR_WORDS: &[&str] = &[
     "in", "on", "at", "by", "per", "not", "any", "all",
 ];
 
-/// Words of a variable's name that name the person or the kind of quantity rather than the
-/// fact ("customerAge" is named by "age"), unless nothing else is left.
-const GENERIC_WORDS: &[&str] = &[
+/// Words of a variable's name for the person the policy is about, not the fact
+/// ("customerAge"), left out unless nothing else is left ("isEmployee").
+const PERSON_WORDS: &[&str] = &[
     "customer",
     "user",
     "client",
@@ -51,59 +53,75 @@ const GENERIC_WORDS: &[&str] = &[
     "traveler",
     "traveller",
     "guest",
-    "total",
-    "number",
-    "num",
-    "count",
-    "amount",
-    "value",
-    "flag",
-    "status",
-    "type",
-    "kind",
-    "class",
-    "level",
 ];
 
-/// Words that negate what follows them closely.
+/// Words that negate what follows them in a clause.
 const NEGATIONS: &[&str] = &[
-    "not", "no", "never", "none", "without", "neither", "nor", "nothing", "nobody", "non", "dont",
-    "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "cant", "cannot", "wont", "havent",
-    "hasnt", "hadnt", "shouldnt", "wouldnt", "couldnt", "aint",
+    "not", "no", "never", "none", "without", "neither", "nor", "nothing", "nobody", "non", "zero",
+    "dont", "doesnt", "didnt", "isnt", "arent", "wasnt", "werent", "cant", "cannot", "wont",
+    "havent", "hasnt", "hadnt", "shouldnt", "wouldnt", "couldnt", "aint",
 ];
 
-/// First words of a clause that make it a question or a condition, not a statement of fact.
-const OPENS_NO_STATEMENT: &[&str] = &[
+/// Words right after a name that deny it ("Member: no", `{"is_member": false}`).
+const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never", "n"];
+
+/// Words that make a clause a condition or a wish rather than a statement of fact.
+const HYPOTHETICAL: &[&str] = &[
     "if",
     "whether",
     "unless",
+    "wonder",
     "suppose",
     "supposing",
     "assuming",
-    "are",
-    "is",
-    "am",
-    "do",
-    "does",
-    "did",
-    "can",
-    "could",
+    "assume",
+    "imagine",
     "would",
-    "will",
+    "could",
+    "might",
     "should",
-    "have",
-    "has",
-    "what",
-    "which",
-    "who",
-    "how",
-    "why",
-    "where",
-    "or",
+    "when",
+    "once",
+    "whenever",
 ];
 
-/// How many words before a name a negation applies to it ("I do not use credits").
-const NEGATION_REACH: usize = 3;
+/// First words of a clause that make it a question.
+const QUESTION_OPENERS: &[&str] = &[
+    "are", "is", "am", "do", "does", "did", "can", "could", "would", "will", "should", "have",
+    "has", "what", "which", "who", "how", "why", "where", "or", "may", "shall",
+];
+
+/// Words by which a user speaks of themself: a part of a question before its last comma
+/// states something only with one ("I'm 70, how much?"; not "for members, is it free?").
+const FIRST_PERSON: &[&str] = &[
+    "i", "im", "ive", "id", "ill", "my", "me", "we", "our", "us", "mine",
+];
+
+/// Abbreviations whose point does not end a sentence.
+const ABBREVIATIONS: &[&str] = &["eg", "ie", "etc", "mr", "mrs", "ms", "dr", "vs", "approx"];
+
+/// Openings of a question a bare yes or no answers about the user.
+const YES_NO_OPENERS: &[&[&str]] = &[
+    &["are", "you"],
+    &["are", "your"],
+    &["is", "your"],
+    &["is", "it"],
+    &["is", "the"],
+    &["do", "you"],
+    &["does", "your"],
+    &["have", "you"],
+    &["did", "you"],
+    &["were", "you"],
+    &["was", "your"],
+    &["was", "it"],
+];
+
+/// Words a bare yes or no may carry ("Yes, I am.", "No, I don't.").
+const ANSWER_TAIL: &[&str] = &[
+    "i", "am", "im", "do", "dont", "have", "havent", "it", "is", "isnt", "its", "not", "we", "are",
+    "arent", "was", "wasnt", "did", "didnt", "that", "thats", "right", "correct", "yes", "no",
+    "sir", "maam", "please", "thanks", "thank", "you", "indeed", "of", "course",
+];
 
 /// Whether turn `at` (0-based) of `conversation`, which a premise cites, bears out every fact
 /// of `logic`, under `config` (its vocabulary tells enum values from variables).
@@ -132,9 +150,9 @@ pub(crate) fn grounded_in(
     if !facts_of(&term, true, &enum_values, &mut facts) || facts.is_empty() {
         return false;
     }
-    let mut statements: Vec<Clause> = clauses(&turn.text)
+    let mut statements: Vec<Clause> = clauses(&turn.text, turn.role == TurnRole::User)
         .into_iter()
-        .filter(|c| !c.question)
+        .filter(|c| c.statement)
         .collect();
     // Numbers only from the turn's own statements: a yes to "are you over 65?" is not 65.
     let numbers: Vec<f64> = statements
@@ -143,7 +161,21 @@ pub(crate) fn grounded_in(
         .collect();
     // A user's short yes or no to the assistant's question just before states that question.
     if turn.role == TurnRole::User && at > 0 && conversation[at - 1].role == TurnRole::Assistant {
-        statements.extend(answered(&conversation[at - 1].text, &turn.text));
+        let names: Vec<Vec<String>> = config
+            .vocabulary
+            .variables
+            .iter()
+            .map(|v| variable_words(&v.name))
+            .chain(enum_values.iter().map(|v| name_words(v)))
+            .filter(|n| !n.is_empty())
+            .collect();
+        statements.extend(
+            answered(&conversation[at - 1].text, &turn.text)
+                .into_iter()
+                // A no to a question naming two facts denies only one of them, not both.
+                .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
+                .map(|(c, _)| c),
+        );
     }
     facts
         .iter()
@@ -161,9 +193,9 @@ struct Fact<'a> {
 
 #[derive(Debug)]
 enum Constant<'a> {
-    /// A number (a numeral, or arithmetic on numerals), with its sign, and whether the
-    /// comparison is `=` (only then does naming the variable say which value it has).
-    Number(f64),
+    /// A number (a numeral, or arithmetic on numerals) with its sign, and the comparison
+    /// (`=` for `distinct`, the fact then negated).
+    Number(f64, Op),
     /// An enum value, compared with `=`.
     Enum(&'a str),
     /// `true` for a boolean variable as it stands.
@@ -206,9 +238,9 @@ fn facts_of<'a>(
         TermKind::App(op @ (Op::Eq | Op::Distinct | Op::Lt | Op::Le | Op::Gt | Op::Ge), args)
             if args.len() == 2 =>
         {
-            let (var, other) = match (variable(&args[0]), variable(&args[1])) {
-                (Some(v), None) => (v, &args[1]),
-                (None, Some(v)) => (v, &args[0]),
+            let (var, other, flipped) = match (variable(&args[0]), variable(&args[1])) {
+                (Some(v), None) => (v, &args[1], false),
+                (None, Some(v)) => (v, &args[0], true),
                 _ => return false,
             };
             let equal = matches!(op, Op::Eq | Op::Distinct);
@@ -229,12 +261,21 @@ fn facts_of<'a>(
                 TermKind::Symbol(s) if equal && enum_values.contains(s.as_str()) => {
                     Constant::Enum(s.as_str())
                 }
-                _ => match values_of(other, true).as_deref() {
-                    // `values_of` leaves out 0 and 1: a constant with no value left is one
-                    // of them, or not a number at all.
-                    Some([n]) => Constant::Number(*n),
-                    Some([]) if is_constant(other) => Constant::Number(0.0),
-                    _ => return false,
+                // Only numerals and arithmetic on them: `(ite isMember 70 0)` is no constant.
+                _ => match constant_value(other) {
+                    Some(n) => {
+                        // `(< 65 age)` is `(> age 65)`.
+                        let op = match (op, flipped) {
+                            (Op::Distinct, _) => Op::Eq,
+                            (Op::Lt, true) => Op::Gt,
+                            (Op::Le, true) => Op::Ge,
+                            (Op::Gt, true) => Op::Lt,
+                            (Op::Ge, true) => Op::Le,
+                            (op, _) => *op,
+                        };
+                        Constant::Number(n, op)
+                    }
+                    None => return false,
                 },
             };
             out.push(Fact {
@@ -248,133 +289,247 @@ fn facts_of<'a>(
     }
 }
 
-/// Whether `term` is made of numerals and arithmetic alone.
-fn is_constant(term: &Term) -> bool {
-    match &term.kind {
-        TermKind::Int(_) | TermKind::Decimal { .. } => true,
-        TermKind::App(Op::Add | Op::Sub | Op::Mul | Op::Div | Op::ToReal, args) => {
-            args.iter().all(is_constant)
-        }
-        _ => false,
+/// What a fact of 0 or 1 says of a count: none, at least one, or exactly one (`None`: none of
+/// these, e.g. `(>= fines 0)`, which states nothing).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Count {
+    None,
+    Some,
+    One,
+}
+
+fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
+    let count = match (n, op) {
+        (0.0, Op::Eq) | (0.0, Op::Le) | (1.0, Op::Lt) => Count::None,
+        (0.0, Op::Gt) | (1.0, Op::Ge) => Count::Some,
+        (1.0, Op::Eq) => Count::One,
+        _ => return None,
+    };
+    match (count, positive) {
+        (c, true) => Some(c),
+        (Count::None, false) => Some(Count::Some),
+        (Count::Some, false) => Some(Count::None),
+        (Count::One, false) => None,
     }
 }
 
 fn fact_grounded(fact: &Fact, numbers: &[f64], statements: &[Clause]) -> bool {
-    if let Constant::Number(n) = fact.constant {
-        if n != 0.0 && n != 1.0 {
+    let (name, want) = match fact.constant {
+        Constant::Number(n, _) if n != 0.0 && n != 1.0 => {
             return numbers
                 .iter()
                 .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0));
         }
-    }
-    let (name, negated) = match fact.constant {
-        Constant::Enum(value) => (value_words(value), Some(!fact.positive)),
-        Constant::Truth => (variable_words(fact.variable), Some(!fact.positive)),
-        // 0 or 1: "no fines" and "a bag" name the variable; how they say the value is not read.
-        Constant::Number(_) => (variable_words(fact.variable), None),
+        Constant::Number(n, op) => match count_of(n, op, fact.positive) {
+            Some(count) => (variable_words(fact.variable), Some(count)),
+            None => return false,
+        },
+        Constant::Enum(value) => (name_words(value), None),
+        Constant::Truth => (variable_words(fact.variable), None),
+    };
+    // Negated exactly when the fact is negative (a count of none is a negative fact).
+    let negated = match want {
+        Some(Count::None) => true,
+        Some(_) => false,
+        None => !fact.positive,
     };
     !name.is_empty()
         && statements.iter().any(|c| {
-            c.mention(&name)
-                .is_some_and(|n| negated.is_none_or(|want| n == want))
+            c.mention(&name).is_some_and(|n| n == negated)
+                && (want != Some(Count::One) || c.says_one())
         })
 }
 
-/// A statement or question of a turn: its words (stemmed), whether each is negated (a negation
-/// within [`NEGATION_REACH`] words before it), and its text for its numbers.
+/// A clause of a turn, as far as naming a fact goes: its words (stemmed), whether it states
+/// something (not a question or a condition), how many negations its sentence has before it,
+/// and its text for its numbers.
 #[derive(Debug, Clone)]
 struct Clause {
     text: String,
+    raw: Vec<String>,
     words: Vec<String>,
-    negated: Vec<bool>,
-    question: bool,
+    statement: bool,
+    negations_before: usize,
 }
 
 impl Clause {
-    /// A clause of `text`; one that opens with a question word or a condition ("if I were a
-    /// member", "are you a member, or a guest?") states nothing, as a question does not.
-    fn new(text: &str, question: bool) -> Clause {
+    fn new(text: &str, statement: bool, negations_before: usize) -> Clause {
         let raw = raw_words(text);
-        let question = question
-            || raw
-                .first()
-                .is_some_and(|w| OPENS_NO_STATEMENT.contains(&w.as_str()));
-        let negated = (0..raw.len())
-            .map(|i| {
-                raw[i.saturating_sub(NEGATION_REACH)..i]
-                    .iter()
-                    .any(|w| NEGATIONS.contains(&w.as_str()))
-            })
-            .collect();
         Clause {
             text: text.to_string(),
             words: raw.iter().map(|w| stem(w)).collect(),
-            negated,
-            question,
+            raw,
+            statement,
+            negations_before,
         }
     }
 
-    /// Whether every word of `name` is in this clause, and if so whether it is named negated
-    /// (as its first word in the clause is).
+    /// Whether every word of `name` is in this clause, and if so whether it names it as
+    /// affirmed (`Some(false)`) or denied (`Some(true)`); `None` also when the polarity is
+    /// unclear. Affirmed: no negation anywhere before it in its sentence and no denial right
+    /// after it ("I'm not sure, but I'm a member" affirms nothing). Denied: an odd number of
+    /// negations before it in its clause ("I have no fines"), or a denial right after it
+    /// ("Member: no", `{"is_member": false}`) with none before.
     fn mention(&self, name: &[String]) -> Option<bool> {
-        let mut first = usize::MAX;
+        let (mut first, mut last) = (usize::MAX, 0);
         for n in name {
-            first = first.min(self.words.iter().position(|w| w == n)?);
+            let at = self.words.iter().position(|w| w == n)?;
+            first = first.min(at);
+            last = last.max(at);
         }
-        Some(self.negated[first])
+        let before = self.raw[..first]
+            .iter()
+            .filter(|w| NEGATIONS.contains(&w.as_str()))
+            .count();
+        let after = self.raw[last + 1..]
+            .iter()
+            .take(2)
+            .any(|w| DENIALS_AFTER.contains(&w.as_str()));
+        match (before, self.negations_before, after) {
+            (0, 0, false) => Some(false),
+            (0, 0, true) => Some(true),
+            (b, _, false) if b % 2 == 1 => Some(true),
+            _ => None,
+        }
     }
 
-    /// The clause stated: a question's words answered yes (`negate` false) or no.
-    fn answered(mut self, negate: bool) -> Clause {
-        self.question = false;
-        if negate {
-            self.negated.iter_mut().for_each(|n| *n = !*n);
-        }
-        self
+    /// Whether every word of `name` is in this clause, whatever it says of it.
+    fn names(&self, name: &[String]) -> bool {
+        name.iter().all(|n| self.words.contains(n))
+    }
+
+    /// Whether the clause says "one" of something.
+    fn says_one(&self) -> bool {
+        self.raw
+            .iter()
+            .any(|w| matches!(w.as_str(), "1" | "one" | "single"))
     }
 }
 
-/// The clauses of a text: its sentences (ended by `.`, `!`, `?`, `;` or a line break), a
-/// sentence ending with `?` a question; within a question, what comes before its last comma is
-/// a statement ("I'm a member, do I get free shipping?").
-fn clauses(text: &str) -> Vec<Clause> {
+/// The clauses of a text. Its sentences (ended by `.`, `!`, `?`, `;` or a line break, not by
+/// a decimal point or an abbreviation's) are cut into pieces at commas, dashes and "so", and the pieces into clauses at "and", "but", "then", "while", "though". What a user
+/// writes states something only outside a question and a condition: a sentence ending with
+/// `?` states only its pieces before the last one that speak of the user ("I'm 70, how
+/// much?", not "for members, is it free?"), and a piece with "if", "whether", "would" and the
+/// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
+/// prompt) state every piece.
+fn clauses(text: &str, from_user: bool) -> Vec<Clause> {
     let mut out = Vec::new();
-    let mut sentence = String::new();
-    let mut flush = |sentence: &mut String, question: bool| {
-        let s = std::mem::take(sentence);
-        if s.trim().is_empty() {
-            return;
-        }
-        match s.rsplit_once(',').filter(|_| question) {
-            Some((said, asked)) => {
-                out.push(Clause::new(said, false));
-                out.push(Clause::new(asked, true));
+    for (sentence, question) in sentences(text) {
+        let pieces = pieces_of(&sentence);
+        let n = pieces.len();
+        let mut negations = 0;
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let raw = raw_words(&piece);
+            let statement = !from_user
+                || (!raw.iter().any(|w| HYPOTHETICAL.contains(&w.as_str()))
+                    && !raw
+                        .first()
+                        .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
+                    && (!question
+                        || (i + 1 < n && raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str())))));
+            for part in clauses_of(&piece) {
+                let c = Clause::new(&part, statement, negations);
+                negations += c
+                    .raw
+                    .iter()
+                    .filter(|w| NEGATIONS.contains(&w.as_str()))
+                    .count();
+                out.push(c);
             }
-            None => out.push(Clause::new(&s, question)),
-        }
-    };
-    let chars: Vec<char> = text.chars().collect();
-    for (i, &c) in chars.iter().enumerate() {
-        // A point between digits is a decimal point, not a sentence's end.
-        let decimal = c == '.'
-            && i > 0
-            && chars[i - 1].is_ascii_digit()
-            && chars.get(i + 1).is_some_and(char::is_ascii_digit);
-        match c {
-            '?' => flush(&mut sentence, true),
-            '.' | '!' | ';' | '\n' if !decimal => flush(&mut sentence, false),
-            _ => sentence.push(c),
         }
     }
-    flush(&mut sentence, false);
     out
 }
 
-/// What a user's answer states of the assistant's question(s) just before it: each question
-/// answered by a short yes or no (one answer per question, line by line, or one answer to a
-/// single question) as a statement, negated for no.
-fn answered(asked: &str, answer: &str) -> Vec<Clause> {
-    let questions: Vec<Clause> = clauses(asked).into_iter().filter(|c| c.question).collect();
+/// The sentences of a text, each with whether it ends with `?`.
+fn sentences(text: &str) -> Vec<(String, bool)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let ends = match c {
+            '?' | '!' | ';' | '\n' => true,
+            '.' => {
+                let decimal = i > 0
+                    && chars[i - 1].is_ascii_digit()
+                    && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+                let word: String = current
+                    .chars()
+                    .rev()
+                    .take_while(|c| c.is_alphanumeric() || *c == '.')
+                    .filter(|c| *c != '.')
+                    .collect::<String>()
+                    .chars()
+                    .rev()
+                    .collect::<String>()
+                    .to_lowercase();
+                !decimal && !ABBREVIATIONS.contains(&word.as_str())
+            }
+            _ => false,
+        };
+        if ends {
+            if !current.trim().is_empty() {
+                out.push((std::mem::take(&mut current), c == '?'));
+            }
+            current.clear();
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push((current, false));
+    }
+    out
+}
+
+/// A sentence cut at commas, dashes and the word "so" (not at colons: "Member: no").
+fn pieces_of(sentence: &str) -> Vec<String> {
+    split_at_words(sentence, &[','], &["so", "-", "\u{2014}", "\u{2013}"])
+}
+
+/// A piece cut at "and", "but", "then", "while", "though", "although" ("or" and "nor" keep
+/// a list under one negation: "I don't have fines or debts").
+fn clauses_of(piece: &str) -> Vec<String> {
+    split_at_words(
+        piece,
+        &[],
+        &["and", "but", "then", "while", "though", "although"],
+    )
+}
+
+fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
+    let mut parts = Vec::new();
+    for chunk in text.split(marks) {
+        let mut current: Vec<&str> = Vec::new();
+        for word in chunk.split_whitespace() {
+            let bare: String = word
+                .chars()
+                .filter(|c| c.is_alphanumeric())
+                .collect::<String>()
+                .to_lowercase();
+            if words.contains(&bare.as_str()) || words.contains(&word) {
+                parts.push(current.join(" "));
+                current.clear();
+            } else {
+                current.push(word);
+            }
+        }
+        parts.push(current.join(" "));
+    }
+    parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
+}
+
+/// What a user's answer states of the assistant's question(s) just before it: each yes/no
+/// question about the user ([`YES_NO_OPENERS`]) answered by a short yes or no (one answer
+/// per question, line by line, or one answer to a single question), as a statement, negated
+/// for no; with whether it was a no.
+fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
+    let questions: Vec<String> = sentences(asked)
+        .into_iter()
+        .filter(|(_, q)| *q)
+        .map(|(s, _)| s)
+        .collect();
     let answers: Vec<&str> = answer
         .lines()
         .map(str::trim)
@@ -386,30 +541,61 @@ fn answered(asked: &str, answer: &str) -> Vec<Clause> {
     questions
         .into_iter()
         .zip(answers)
-        .filter_map(|(q, a)| yes_or_no(a).map(|yes| q.answered(!yes)))
+        .filter(|(q, _)| {
+            let raw = raw_words(q);
+            YES_NO_OPENERS.iter().any(|o| {
+                raw.len() > o.len() && raw[..o.len()].iter().zip(o.iter()).all(|(w, x)| w == x)
+            })
+        })
+        .filter_map(|(q, a)| {
+            let yes = yes_or_no(a)?;
+            // Stated as a fact: "are you a member" is "you a member"; a no denies it.
+            let text = if yes { q } else { format!("not {q}") };
+            Some((Clause::new(&text, true, 0), !yes))
+        })
         .collect()
 }
 
-/// `Some(true)` for an answer that starts with yes, `Some(false)` for one that starts with no.
+/// `Some(true)` for a short answer that is a yes, `Some(false)` for a short no; `None` for
+/// anything else ("no idea", "sure, let me check my card").
 fn yes_or_no(answer: &str) -> Option<bool> {
-    let first = raw_words(answer).into_iter().next()?;
+    let words = raw_words(answer);
+    let (first, rest) = words.split_first()?;
+    if !rest.iter().all(|w| ANSWER_TAIL.contains(&w.as_str())) {
+        return None;
+    }
     match first.as_str() {
-        "yes" | "yeah" | "yep" | "yup" | "correct" | "right" | "sure" | "indeed" | "true"
-        | "affirmative" => Some(true),
-        "no" | "nope" | "nah" | "negative" | "false" => Some(false),
+        "yes" | "yeah" | "yep" | "yup" | "correct" | "right" | "indeed" | "affirmative" => {
+            Some(true)
+        }
+        "no" | "nope" | "nah" | "negative" => Some(false),
         _ => None,
     }
 }
 
-/// The words of a text, lower-cased, apostrophes dropped ("don't" is "dont").
+/// The words of a text, lower-cased, apostrophes dropped ("don't" is "dont"), a camelCase
+/// word cut where its case changes (a tool's `isMember` is "is member").
 fn raw_words(text: &str) -> Vec<String> {
-    text.chars()
+    let mut words = Vec::new();
+    for token in text
+        .chars()
         .filter(|c| *c != '\'' && *c != '\u{2019}')
         .collect::<String>()
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    {
+        let mut current = String::new();
+        let mut prev_lower = false;
+        for c in token.chars() {
+            if c.is_uppercase() && prev_lower {
+                words.push(std::mem::take(&mut current));
+            }
+            prev_lower = c.is_lowercase();
+            current.extend(c.to_lowercase());
+        }
+        words.push(current);
+    }
+    words
 }
 
 /// A word without its common endings, so that "member", "members" and "membership", or
@@ -497,18 +683,13 @@ fn name_words(symbol: &str) -> Vec<String> {
         .collect()
 }
 
-/// The words that name an enum value: all of its name's.
-fn value_words(value: &str) -> Vec<String> {
-    name_words(value)
-}
-
-/// The words that name a variable: its name's, without [`GENERIC_WORDS`] unless nothing else
-/// is left ("isEmployee" is named by "employee").
+/// The words that name a variable: its name's, without [`PERSON_WORDS`] unless nothing else
+/// is left ("customerAge" is named by "age", "isEmployee" by "employee").
 fn variable_words(variable: &str) -> Vec<String> {
     let all = name_words(variable);
     let specific: Vec<String> = all
         .iter()
-        .filter(|w| !GENERIC_WORDS.iter().any(|g| stem(g) == **w))
+        .filter(|w| !PERSON_WORDS.iter().any(|p| stem(p) == **w))
         .cloned()
         .collect();
     if specific.is_empty() {
@@ -616,6 +797,89 @@ mod tests {
         assert!(!ok("I am a passenger in the high season.", "hasSeasonPass"));
     }
 
+    /// The second review's cases: questions and conditions anywhere, negations further
+    /// back or after the name, counts of 0 and 1, a one-numeral term that is not a constant.
+    #[test]
+    fn questions_conditions_and_denials_ground_nothing_they_do_not_state() {
+        for (turn, logic) in [
+            ("For members, is shipping free?", "isMember"),
+            ("Hi, if I'm a member, do I get free shipping?", "isMember"),
+            ("So if I'm a member, do I get free shipping?", "isMember"),
+            (
+                "Even if I were a member, would shipping be free?",
+                "isMember",
+            ),
+            ("I'd get free shipping if I were a member.", "isMember"),
+            ("Tell me whether members get free shipping.", "isMember"),
+            ("I wonder if I'm a member.", "isMember"),
+            ("Members get free shipping, right?", "isMember"),
+            (
+                "Do members, e.g. gold members, get lounge access?",
+                "(= tier GOLD)",
+            ),
+            (
+                "For those 65 and over, is there a discount?",
+                "(>= customerAge 65)",
+            ),
+            ("I'm not currently a registered member.", "isMember"),
+            ("I don't think I'm a member.", "isMember"),
+            ("I'm not sure, but I'm a member.", "isMember"),
+            ("Member: no.", "isMember"),
+            ("I have 3 outstanding fines.", "(= outstandingFines 0)"),
+            ("I have 3 outstanding fines.", "(< outstandingFines 1)"),
+            ("I have no outstanding fines.", "(> outstandingFines 0)"),
+            ("I have outstanding fines.", "(= outstandingFines 1)"),
+            ("I have no fines, debts or a member card.", "isMember"),
+            ("I am 70.", "(= isMember (= customerAge 70))"),
+            ("I am 70.", "(= customerAge (ite isMember 70 0))"),
+            (
+                "My flight had a disruption and no compensation.",
+                "(= reason NO_DISRUPTION)",
+            ),
+            ("I am tier 2 and have 1 bag.", "(= tier TIER_1)"),
+        ] {
+            assert!(!ok(turn, logic), "{turn} grounded {logic}");
+        }
+        for (turn, logic) in [
+            ("I'm 70 so how much do I pay?", "(= customerAge 70)"),
+            (
+                "I'm 70 and a member, how much do I pay?",
+                "(and (= customerAge 70) isMember)",
+            ),
+            ("I'm not currently a registered member.", "(not isMember)"),
+            ("Member: no.", "(not isMember)"),
+            ("I have 3 outstanding fines.", "(> outstandingFines 0)"),
+            ("I have 1 outstanding fine.", "(= outstandingFines 1)"),
+            (
+                "I don't have outstanding fines or debts.",
+                "(= outstandingFines 0)",
+            ),
+            ("I had no disruption.", "(= reason NO_DISRUPTION)"),
+        ] {
+            assert!(ok(turn, logic), "{turn} did not ground {logic}");
+        }
+        // A tool's result states facts in its keys.
+        let tool = |text: &str, logic: &str| {
+            grounded_in(
+                &[ConversationTurn::new(TurnRole::Tool, text)],
+                0,
+                logic,
+                &config(false),
+            )
+        };
+        assert!(tool(r#"{"is_member": false, "age": 70}"#, "(not isMember)"));
+        assert!(!tool(r#"{"is_member": false, "age": 70}"#, "isMember"));
+        assert!(tool(
+            r#"{"isMember": true, "age": 70}"#,
+            "(and isMember (= customerAge 70))"
+        ));
+        assert!(tool(
+            r#"{"outstanding_fines": 0}"#,
+            "(not hasOutstandingFines)"
+        ));
+        assert!(!tool(r#"{"outstanding_fines": 0}"#, "hasOutstandingFines"));
+    }
+
     #[test]
     fn a_premise_that_is_not_a_conjunction_of_simple_facts_is_not_grounded() {
         // Facts hidden in other shapes are not read out of them.
@@ -696,6 +960,31 @@ mod tests {
         ));
         // A yes does not state a question's numbers: "over 65" is not 65.
         assert!(!asked("Are you over 65?", "Yes", "(= customerAge 65)"));
+        // Only a short yes or no to a yes/no question about the user.
+        assert!(!asked(
+            "Would you like to become a member?",
+            "Yes",
+            "isMember"
+        ));
+        assert!(!asked(
+            "Are you a member?",
+            "Sure, let me check my card",
+            "isMember"
+        ));
+        assert!(!asked("Are you a member?", "No idea", "(not isMember)"));
+        assert!(asked("Are you a member?", "Yes, I am.", "isMember"));
+        assert!(asked("Are you a member?", "No, I'm not.", "(not isMember)"));
+        // A no to two facts at once denies one of them, not both.
+        assert!(!asked(
+            "Are you a gold member visiting in the low season?",
+            "No",
+            "(not isLowSeason)"
+        ));
+        assert!(asked(
+            "Are you a gold member visiting in the low season?",
+            "Yes",
+            "(and (= tier GOLD) isLowSeason)"
+        ));
     }
 
     #[test]

@@ -34,7 +34,8 @@ pub struct ScriptCheck {
     pub expected: String,
     /// What z3 printed (its complete output, trimmed), or an error.
     pub answer: String,
-    /// Whether they agree exactly.
+    /// Whether the check passes: its answer is exactly the one required (for a coverage
+    /// check, one of its group's is: see `PlannedCheck::any_of`).
     pub ok: bool,
 }
 
@@ -142,14 +143,47 @@ pub fn verify(
     }
     let records: Vec<AuditRecord> = serde_json::from_value(trail).unwrap_or_default();
     let plan = plan_rechecks(&records, policy);
+    // What the trail's own format, or its validator, leaves unchecked: said, not passed over.
+    let current = proofgate_core::audit::FORMAT_VERSION;
+    match replay.format_version {
+        Some(v) if v < current => not_checked.push(format!(
+            "the trail is audit format {v}, replayed under that format's weaker rules (the \
+             README's audit format list says what it does not check; before format 7, \
+             premises were held only to the numbers of the turns they cite, and no check \
+             confirms that a finding covers every translated pair)"
+        )),
+        _ => {}
+    }
+    let validated = records.iter().any(|r| r.kind.as_str() == "VALIDATED");
+    let translated = records.iter().any(|r| r.kind.as_str() == "CHECK");
+    if validated && !translated {
+        not_checked.push(
+            "which premises the validator took and that its findings cover the whole answer: \
+             it translated the answer itself (Amazon Bedrock), so no translations are recorded \
+             to hold them to"
+                .to_string(),
+        );
+    }
     for p in &plan.problems {
         failures.push(format!("record {}: {}", p.record, p.detail));
     }
+    let answers: Vec<String> = plan
+        .checks
+        .iter()
+        .map(|c| run_z3(z3, &c.script, timeout_ms))
+        .collect();
+    let matched: Vec<bool> = plan
+        .checks
+        .iter()
+        .zip(&answers)
+        .map(|(c, a)| answer_matches(a, c.expected))
+        .collect();
+    // A coverage group passes when any of its checks does (see `PlannedCheck::any_of`).
+    let passed = plan.passed(&matched);
+    let mut failed_groups = std::collections::BTreeSet::new();
     let mut checks = Vec::new();
-    for c in plan.checks {
-        let answer = run_z3(z3, &c.script, timeout_ms);
-        let ok = answer_matches(&answer, c.expected);
-        if !ok {
+    for ((c, answer), ok) in plan.checks.into_iter().zip(answers).zip(passed) {
+        if !ok && c.any_of.is_none_or(|g| failed_groups.insert(g)) {
             // A coverage check is about a translator's pair, not one finding.
             let what = if c.kind == "PAIR_COVERED" {
                 format!("record {}: {}", c.record, c.meaning)

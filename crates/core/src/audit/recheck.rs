@@ -27,6 +27,28 @@ pub struct PlannedCheck {
     pub script: String,
     /// The solver's complete answer the finding requires: `sat` or `unsat`.
     pub expected: Expected,
+    /// Checks of one group pass together when any of them gets its expected answer (a pair is
+    /// covered when it is equivalent to one finding's pair, whichever). Others must each pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub any_of: Option<usize>,
+}
+
+impl RecheckPlan {
+    /// Which checks pass, given whether each got its expected answer: a check of an
+    /// [`PlannedCheck::any_of`] group passes when any check of its group did.
+    pub fn passed(&self, answered: &[bool]) -> Vec<bool> {
+        let mut groups = std::collections::BTreeSet::new();
+        for (c, ok) in self.checks.iter().zip(answered) {
+            if let (Some(g), true) = (c.any_of, ok) {
+                groups.insert(g);
+            }
+        }
+        self.checks
+            .iter()
+            .zip(answered)
+            .map(|(c, ok)| *ok || c.any_of.is_some_and(|g| groups.contains(&g)))
+            .collect()
+    }
 }
 
 /// Something that fails the audit before any solver runs.
@@ -103,10 +125,19 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
     let mut translations: Option<Vec<TranslatorOutput>> = None;
     for (i, r) in trail.iter().enumerate() {
         if r.kind == RecordKind::Check {
-            translations = r
-                .body
-                .get("translations")
-                .and_then(|t| serde_json::from_value(t.clone()).ok());
+            translations = match r.body.get("translations") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(t) => match serde_json::from_value(t.clone()) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        plan.problems.push(RecheckProblem {
+                            record: i,
+                            detail: format!("the translations cannot be read: {e}"),
+                        });
+                        None
+                    }
+                },
+            };
             continue;
         }
         // Every validation, and the outcome the user got (its findings are the last
@@ -164,6 +195,7 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                     meaning: c.meaning,
                     script: c.script,
                     expected: c.expected,
+                    any_of: None,
                 });
             }
         }
@@ -193,16 +225,25 @@ fn plan_coverage(
     if findings.iter().any(|f| f.kind() == FindingKind::TooComplex) {
         return;
     }
-    let mut covering: Vec<&Translation> =
-        findings.iter().filter_map(Finding::translation).collect();
+    // The pairs findings check: a checked finding's translation, a NO_TRANSLATIONS finding's
+    // (a trivial pair keeps its translation among its members), and the options of a
+    // TRANSLATION_AMBIGUOUS one.
+    let mut covering: Vec<Translation> = Vec::new();
     for f in findings {
-        if let Finding::TranslationAmbiguous(a) = f {
-            covering.extend(
+        match f {
+            Finding::TranslationAmbiguous(a) => covering.extend(
                 a.options
                     .iter()
                     .flatten()
-                    .flat_map(|o| o.translations.iter().flatten()),
-            );
+                    .flat_map(|o| o.translations.iter().flatten())
+                    .cloned(),
+            ),
+            Finding::NoTranslations(e) => covering.extend(
+                e.extra
+                    .get("translation")
+                    .and_then(|t| serde_json::from_value::<Translation>(t.clone()).ok()),
+            ),
+            _ => covering.extend(f.translation().cloned()),
         }
     }
     let logic = |list: &[Statement]| -> Vec<Option<String>> {
@@ -219,22 +260,36 @@ fn plan_coverage(
             {
                 continue;
             }
-            match policy.coverage_check(&pair.premises, &pair.claims, &covering) {
-                Some(c) => plan.checks.push(PlannedCheck {
-                    record,
-                    finding: findings.len(),
-                    kind: "PAIR_COVERED".into(),
-                    meaning: format!("translator {t}'s pair {j}: {}", c.meaning),
-                    script: c.script,
-                    expected: c.expected,
-                }),
-                None => plan.problems.push(RecheckProblem {
+            // One check per pair a finding checks, passing together when any of them does: the
+            // pair must be equivalent to one of them as a whole (one query over all of them
+            // would also take a pair each of whose cases some finding covers).
+            let group = plan.checks.len();
+            let mut planned = false;
+            for (k, covered) in covering.iter().enumerate() {
+                if let Some(c) = policy.coverage_check(&pair.premises, &pair.claims, covered) {
+                    plan.checks.push(PlannedCheck {
+                        record,
+                        finding: findings.len(),
+                        kind: "PAIR_COVERED".into(),
+                        meaning: format!(
+                            "translator {t}'s pair {j} against checked pair {k}: {}",
+                            c.meaning
+                        ),
+                        script: c.script,
+                        expected: c.expected,
+                        any_of: Some(group),
+                    });
+                    planned = true;
+                }
+            }
+            if !planned {
+                plan.problems.push(RecheckProblem {
                     record,
                     detail: format!(
                         "translator {t}'s pair {j} has no finding: no finding of the validation \
                          checks it or a pair that could be equivalent to it"
                     ),
-                }),
+                });
             }
         }
     }

@@ -204,16 +204,17 @@ impl PolicyModel {
         })
     }
 
-    /// The check that a translator's pair (`premises`, `claims`) is one the findings of its
-    /// validation check: without any rule, it is equivalent (premises to premises, claims to
-    /// claims) to the translation of one of `covering`. `None` when there is nothing to cover it
-    /// with or a statement does not check. Without it an operator could leave a finding out
-    /// (the INVALID one of two pairs) and the remaining VALID would pass every re-check.
+    /// The check that a translator's pair (`premises`, `claims`) is the pair `covering` a
+    /// finding checks: without any rule, its premises are equivalent to those of `covering` and
+    /// its claims to its claims (as the validator groups pairs). `None` when a statement does
+    /// not check. An auditor asks it for each pair a finding could check, and the pair is
+    /// covered when one of them holds: without it an operator could leave a finding out (the
+    /// INVALID one of two pairs) and the remaining VALID would pass every re-check.
     pub fn coverage_check(
         &self,
         premises: &[crate::findings::Statement],
         claims: &[crate::findings::Statement],
-        covering: &[&Translation],
+        covering: &Translation,
     ) -> Option<SolverCheck> {
         let pair = Translation {
             premises: Some(premises.to_vec()),
@@ -221,22 +222,14 @@ impl PolicyModel {
             ..Default::default()
         };
         let (p, c, _) = self.premises_and_claims(&pair)?;
-        let options: Vec<String> = covering
-            .iter()
-            .filter_map(|t| self.premises_and_claims(t))
-            .map(|(pk, ck, _)| format!("(and (= {p} {pk}) (= {c} {ck}))"))
-            .collect();
-        if options.is_empty() {
-            return None;
-        }
+        let (pk, ck, _) = self.premises_and_claims(covering)?;
         Some(SolverCheck {
-            meaning: "without any rule, this translator's pair is equivalent to a pair a finding \
-                      checks (no pair was left without a finding)"
+            meaning: "without any rule, its premises and its claims are equivalent to those of \
+                      a pair a finding checks (no pair was left without a finding)"
                 .to_string(),
             script: format!(
-                "{}(assert (not (or {})))\n(check-sat)\n",
+                "{}(assert (not (and (= {p} {pk}) (= {c} {ck}))))\n(check-sat)\n",
                 self.smtlib_declarations(),
-                options.join(" ")
             ),
             expected: Expected::Unsat,
             after_policy: false,
