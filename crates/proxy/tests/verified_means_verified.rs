@@ -76,6 +76,14 @@ fn script() -> Value {
         json!({"match": ["DECISION", "case-system-threshold"],
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
         json!({"match": "case-system-threshold", "reply": "You are in the senior age class."}),
+        // Two pairs, one of them trivial (its claim follows from its premise alone).
+        json!({"match": ["You translate", "case-trivial-pair"],
+               "reply": json!({"pairs": [
+                   {"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "The visitor is 70 (turn {turn:70})"}],
+                    "claims": [{"logic": "(= ageClass SENIOR)", "naturalLanguage": "senior"}]},
+                   {"premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "The visitor is 70 (turn {turn:70})"}],
+                    "claims": [{"logic": "(> customerAge 65)", "naturalLanguage": "over 65"}]}]}).to_string()}),
+        json!({"match": "case-trivial-pair", "reply": "You are over 65, so you are in the senior age class."}),
         // Translators whose words say more than their logic: the logic is what was proved.
         json!({"match": ["You translate", "case-paraphrase"],
                "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)",
@@ -323,6 +331,55 @@ async fn an_answer_that_supplies_its_own_facts_is_not_verified_until_the_user_gi
             "{p}"
         );
     }
+}
+
+/// A genuine trail with a trivial pair (NO_TRANSLATIONS, which keeps its translation among its
+/// members) passes an audit's check that a finding covers every translated pair: that check
+/// first missed such findings, and failed genuine trails.
+#[tokio::test]
+async fn a_trail_with_a_trivial_pair_passes_the_audit() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let proxy = Proxy::start(
+        "trivial-pair",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let (_, pg, _) = ask(
+        &proxy,
+        "case-trivial-pair: I am 70. Which class am I in?",
+        false,
+    )
+    .await;
+    let thread = pg["threadId"].as_str().unwrap();
+    let bundle: Value = reqwest::get(format!("{}/api/threads/{thread}/audit/bundle", proxy.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<String> = bundle["trail"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "VALIDATED")
+        .flat_map(|r| r["body"]["findings"].as_array().unwrap().clone())
+        .filter_map(|f| f.as_object().and_then(|o| o.keys().next().cloned()))
+        .collect();
+    assert!(kinds.iter().any(|k| k == "noTranslations"), "{kinds:?}");
+    let policy = proofgate_proxy::app::load_policy(
+        &scripted::repo_root().join("examples/policies/park-admission.json"),
+        None,
+    )
+    .unwrap();
+    let audit = proofgate_proxy::audit_check::verify(
+        &serde_json::to_vec(&bundle).unwrap(),
+        &policy,
+        None,
+        None,
+        None,
+        "z3",
+        20_000,
+    );
+    assert!(audit.ok, "{:?} {:?}", audit.failures, audit.problems);
 }
 
 /// What a client is shown of a verified answer's premises and claims is their logic in the
