@@ -62,8 +62,75 @@ const NEGATIONS: &[&str] = &[
     "havent", "hasnt", "hadnt", "shouldnt", "wouldnt", "couldnt", "aint",
 ];
 
-/// Words right after a name that deny it ("Member: no", `{"is_member": false}`).
-const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never", "n"];
+/// Words right after a name in a tool's result that deny it (`{"is_member": false}`,
+/// `{"fines": 0}`). Not in what users write, where "a member with no fines" follows a name
+/// with a "no" about something else.
+const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never"];
+
+/// Words that qualify a number, which then is not the value stated ("under 65", "not 65 yet",
+/// "more than 2"): a clause with one states no number.
+const QUALIFIERS: &[&str] = &[
+    "under",
+    "over",
+    "above",
+    "below",
+    "less",
+    "more",
+    "than",
+    "least",
+    "most",
+    "not",
+    "no",
+    "almost",
+    "nearly",
+    "about",
+    "around",
+    "approximately",
+    "approx",
+    "up",
+    "until",
+    "till",
+    "before",
+    "after",
+    "yet",
+    "never",
+    "between",
+    "within",
+    "maximum",
+    "minimum",
+    "max",
+    "min",
+    "exceed",
+    "exceeds",
+    "beyond",
+    "roughly",
+    "soon",
+    "turning",
+    "nor",
+    "without",
+];
+
+/// Words that make a question about a wish, a plan or what the user knows, not about what is
+/// so ("would you like to become a member?"): a yes to it states nothing.
+const NOT_ABOUT_WHAT_IS: &[&str] = &[
+    "want",
+    "wants",
+    "like",
+    "interested",
+    "know",
+    "remember",
+    "become",
+    "becoming",
+    "join",
+    "joining",
+    "wish",
+    "plan",
+    "planning",
+    "intend",
+    "considering",
+    "thinking",
+    "sure",
+];
 
 /// Words that make a clause a condition or a wish rather than a statement of fact.
 const HYPOTHETICAL: &[&str] = &[
@@ -150,17 +217,25 @@ pub(crate) fn grounded_in(
     if !facts_of(&term, true, &enum_values, &mut facts) || facts.is_empty() {
         return false;
     }
-    let mut statements: Vec<Clause> = clauses(&turn.text, turn.role == TurnRole::User)
+    let answers_assistant = at > 0 && conversation[at - 1].role == TurnRole::Assistant;
+    let speaker = match turn.role {
+        TurnRole::User if answers_assistant => Speaker::AnsweringUser,
+        TurnRole::User => Speaker::User,
+        _ => Speaker::Record,
+    };
+    let mut statements: Vec<Clause> = clauses(&turn.text, speaker)
         .into_iter()
         .filter(|c| c.statement)
         .collect();
-    // Numbers only from the turn's own statements: a yes to "are you over 65?" is not 65.
+    // Numbers only from the turn's own statements, where nothing qualifies them: a yes to
+    // "are you over 65?" is not 65, nor is "I'm under 65".
     let numbers: Vec<f64> = statements
         .iter()
+        .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
         .flat_map(|c| stated_signed_numbers(&c.text))
         .collect();
     // A user's short yes or no to the assistant's question just before states that question.
-    if turn.role == TurnRole::User && at > 0 && conversation[at - 1].role == TurnRole::Assistant {
+    if turn.role == TurnRole::User && answers_assistant {
         let names: Vec<Vec<String>> = config
             .vocabulary
             .variables
@@ -315,10 +390,14 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
 
 fn fact_grounded(fact: &Fact, numbers: &[f64], statements: &[Clause]) -> bool {
     let (name, want) = match fact.constant {
-        Constant::Number(n, _) if n != 0.0 && n != 1.0 => {
-            return numbers
-                .iter()
-                .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0));
+        // The stated number is taken as the variable's value: the fact must hold of it ("I am
+        // 65" grounds `(>= age 65)` and `(not (> age 65))`, never `(> age 65)`).
+        Constant::Number(n, op) if n != 0.0 && n != 1.0 => {
+            let holds = !matches!(op, Op::Lt | Op::Gt);
+            return holds == fact.positive
+                && numbers
+                    .iter()
+                    .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0));
         }
         Constant::Number(n, op) => match count_of(n, op, fact.positive) {
             Some(count) => (variable_words(fact.variable), Some(count)),
@@ -350,6 +429,19 @@ struct Clause {
     words: Vec<String>,
     statement: bool,
     negations_before: usize,
+    /// A record's (a tool result's): a denial right after a name counts.
+    denials_after: bool,
+}
+
+/// Who wrote a turn, as far as what it states goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Speaker {
+    /// The user, unprompted: only what they say of themself states something.
+    User,
+    /// The user answering the assistant's question: a bare "70" or "low season" states it.
+    AnsweringUser,
+    /// A tool's result or the system prompt: every piece states something.
+    Record,
 }
 
 impl Clause {
@@ -361,6 +453,7 @@ impl Clause {
             raw,
             statement,
             negations_before,
+            denials_after: false,
         }
     }
 
@@ -381,10 +474,14 @@ impl Clause {
             .iter()
             .filter(|w| NEGATIONS.contains(&w.as_str()))
             .count();
-        let after = self.raw[last + 1..]
-            .iter()
-            .take(2)
-            .any(|w| DENIALS_AFTER.contains(&w.as_str()));
+        // Right after the name; "0" only as a number of its own (not "0.50").
+        let next = self.raw.get(last + 1).map(String::as_str);
+        let then_digits = self
+            .raw
+            .get(last + 2)
+            .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
+        let after = self.denials_after
+            && next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits));
         match (before, self.negations_before, after) {
             (0, 0, false) => Some(false),
             (0, 0, true) => Some(true),
@@ -413,23 +510,35 @@ impl Clause {
 /// much?", not "for members, is it free?"), and a piece with "if", "whether", "would" and the
 /// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
 /// prompt) state every piece.
-fn clauses(text: &str, from_user: bool) -> Vec<Clause> {
+fn clauses(text: &str, speaker: Speaker) -> Vec<Clause> {
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
         let pieces = pieces_of(&sentence);
         let n = pieces.len();
         let mut negations = 0;
+        // A statement speaks of the user somewhere in its sentence ("I pay cash, no
+        // credits"); a question's pieces before its last each must ("I'm 70, how much?").
+        let sentence_first_person = raw_words(&sentence)
+            .iter()
+            .any(|w| FIRST_PERSON.contains(&w.as_str()));
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
-            let statement = !from_user
+            let first_person = if question {
+                raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
+            } else {
+                sentence_first_person
+            };
+            let statement = speaker == Speaker::Record
                 || (!raw.iter().any(|w| HYPOTHETICAL.contains(&w.as_str()))
                     && !raw
                         .first()
                         .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
-                    && (!question
-                        || (i + 1 < n && raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str())))));
+                    // "Members get free shipping." is about members, not the user.
+                    && (first_person || (speaker == Speaker::AnsweringUser && !question))
+                    && (!question || i + 1 < n));
             for part in clauses_of(&piece) {
-                let c = Clause::new(&part, statement, negations);
+                let mut c = Clause::new(&part, statement, negations);
+                c.denials_after = speaker == Speaker::Record;
                 negations += c
                     .raw
                     .iter()
@@ -464,7 +573,8 @@ fn sentences(text: &str) -> Vec<(String, bool)> {
                     .rev()
                     .collect::<String>()
                     .to_lowercase();
-                !decimal && !ABBREVIATIONS.contains(&word.as_str())
+                // "e.g.", "i.e." and initials: a one-letter word's point ends nothing.
+                !decimal && word.chars().count() > 1 && !ABBREVIATIONS.contains(&word.as_str())
             }
             _ => false,
         };
@@ -499,8 +609,22 @@ fn clauses_of(piece: &str) -> Vec<String> {
 }
 
 fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
+    // A comma between digits is a thousands separator ("$1,200"), not a cut.
+    let chars: Vec<char> = text.chars().collect();
+    let mut chunks = vec![String::new()];
+    for (i, &c) in chars.iter().enumerate() {
+        let separator = c == ','
+            && i > 0
+            && chars[i - 1].is_ascii_digit()
+            && chars.get(i + 1).is_some_and(char::is_ascii_digit);
+        if marks.contains(&c) && !separator {
+            chunks.push(String::new());
+        } else if let Some(last) = chunks.last_mut() {
+            last.push(c);
+        }
+    }
     let mut parts = Vec::new();
-    for chunk in text.split(marks) {
+    for chunk in &chunks {
         let mut current: Vec<&str> = Vec::new();
         for word in chunk.split_whitespace() {
             let bare: String = word
@@ -525,7 +649,23 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
 /// per question, line by line, or one answer to a single question), as a statement, negated
 /// for no; with whether it was a no.
 fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
-    let questions: Vec<String> = sentences(asked)
+    // "(yes/no)" and other asides are not part of what is asked.
+    let mut depth = 0usize;
+    let asked: String = asked
+        .chars()
+        .filter(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    return false;
+                }
+                _ => {}
+            }
+            depth == 0
+        })
+        .collect();
+    let questions: Vec<String> = sentences(&asked)
         .into_iter()
         .filter(|(_, q)| *q)
         .map(|(s, _)| s)
@@ -545,10 +685,24 @@ fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
             let raw = raw_words(q);
             YES_NO_OPENERS.iter().any(|o| {
                 raw.len() > o.len() && raw[..o.len()].iter().zip(o.iter()).all(|(w, x)| w == x)
+            }) && !raw.iter().any(|w| {
+                NOT_ABOUT_WHAT_IS.contains(&w.as_str()) || HYPOTHETICAL.contains(&w.as_str())
             })
         })
         .filter_map(|(q, a)| {
             let yes = yes_or_no(a)?;
+            // A no denies a question about one thing only: one clause, no number, no "or" or
+            // "with" ("are you over 65 and a member?" denied says one of them is false).
+            let raw = raw_words(&q);
+            if !yes
+                && (clauses_of(&q).len() > 1
+                    || raw.iter().any(|w| {
+                        matches!(w.as_str(), "or" | "with" | "nor")
+                            || w.chars().any(|c| c.is_ascii_digit())
+                    }))
+            {
+                return None;
+            }
             // Stated as a fact: "are you a member" is "you a member"; a no denies it.
             let text = if yes { q } else { format!("not {q}") };
             Some((Clause::new(&text, true, 0), !yes))
@@ -837,6 +991,22 @@ mod tests {
                 "(= reason NO_DISRUPTION)",
             ),
             ("I am tier 2 and have 1 bag.", "(= tier TIER_1)"),
+            // The third review's: a "no" after a name in what a user writes, a number's
+            // qualifier, the comparison, statements not about the user, abbreviations.
+            ("I'm a member with no outstanding fines.", "(not isMember)"),
+            ("I'm member No. 4521.", "(not isMember)"),
+            ("Member: no.", "(not isMember)"),
+            ("I'm under 65.", "(>= customerAge 65)"),
+            ("I'm not 65 yet.", "(>= customerAge 65)"),
+            ("I am 65.", "(< customerAge 65)"),
+            ("I am 65.", "(> customerAge 65)"),
+            ("I am 70.", "(distinct customerAge 70)"),
+            ("Members get free shipping. Right?", "isMember"),
+            ("For members, e.g. gold ones, is shipping free?", "isMember"),
+            (
+                "For gold members, i.e. card holders, is the lounge free?",
+                "(= tier GOLD)",
+            ),
         ] {
             assert!(!ok(turn, logic), "{turn} grounded {logic}");
         }
@@ -847,7 +1017,6 @@ mod tests {
                 "(and (= customerAge 70) isMember)",
             ),
             ("I'm not currently a registered member.", "(not isMember)"),
-            ("Member: no.", "(not isMember)"),
             ("I have 3 outstanding fines.", "(> outstandingFines 0)"),
             ("I have 1 outstanding fine.", "(= outstandingFines 1)"),
             (
@@ -855,6 +1024,10 @@ mod tests {
                 "(= outstandingFines 0)",
             ),
             ("I had no disruption.", "(= reason NO_DISRUPTION)"),
+            ("I'm a member with no outstanding fines.", "isMember"),
+            ("I am 65.", "(>= customerAge 65)"),
+            ("I am 65.", "(not (> customerAge 65))"),
+            ("My balance is $1,200.", "(= balance 1200)"),
         ] {
             assert!(ok(turn, logic), "{turn} did not ground {logic}");
         }
@@ -878,6 +1051,7 @@ mod tests {
             "(not hasOutstandingFines)"
         ));
         assert!(!tool(r#"{"outstanding_fines": 0}"#, "hasOutstandingFines"));
+        assert!(!tool(r#"{"balance": 0.50}"#, "(= balance 0)"));
     }
 
     #[test]
@@ -974,6 +1148,29 @@ mod tests {
         assert!(!asked("Are you a member?", "No idea", "(not isMember)"));
         assert!(asked("Are you a member?", "Yes, I am.", "isMember"));
         assert!(asked("Are you a member?", "No, I'm not.", "(not isMember)"));
+        assert!(asked("Are you a member (yes/no)?", "Yes", "isMember"));
+        assert!(!asked(
+            "Are you a member (yes/no)?",
+            "Yes",
+            "(not isMember)"
+        ));
+        assert!(!asked(
+            "Are you interested in becoming a member?",
+            "Yes",
+            "isMember"
+        ));
+        assert!(!asked(
+            "Do you know if you are a member?",
+            "No",
+            "(not isMember)"
+        ));
+        assert!(!asked(
+            "Are you over 65 and a member?",
+            "No",
+            "(not isMember)"
+        ));
+        // A bare answer states what was asked for.
+        assert!(asked("How old are you?", "70", "(= customerAge 70)"));
         // A no to two facts at once denies one of them, not both.
         assert!(!asked(
             "Are you a gold member visiting in the low season?",

@@ -1221,7 +1221,7 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
         genuine.checks
     );
 
-    let forged = audit(&trail("(= customerAge 70)", vec![senior]));
+    let forged = audit(&trail("(= customerAge 70)", vec![senior.clone()]));
     assert!(
         forged.replay.ok,
         "the forged trail replays: {:?}",
@@ -1241,5 +1241,27 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
             .any(|f| f.contains("no pair was left without a finding")),
         "{:?}",
         forged.failures
+    );
+
+    // The INVALID finding relabelled NO_TRANSLATIONS, its pair kept: the pair is covered only
+    // if it is trivial, and it is not.
+    let relabelled = {
+        let mut extra = proofgate_core::findings::Extra::new();
+        extra.insert(
+            "translation".into(),
+            serde_json::to_value(translation("(= ageClass ADULT)")).unwrap(),
+        );
+        Finding::NoTranslations(proofgate_core::findings::EmptyFinding { extra })
+    };
+    let forged = audit(&trail("(= customerAge 70)", vec![senior, relabelled]));
+    assert!(forged.replay.ok, "{:?}", forged.replay);
+    assert!(!forged.ok);
+    assert!(
+        forged
+            .checks
+            .iter()
+            .any(|c| c.kind == "NO_TRANSLATIONS" && !c.ok && c.answer == "sat"),
+        "{:?}",
+        forged.checks
     );
 }

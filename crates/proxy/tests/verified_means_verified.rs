@@ -76,6 +76,14 @@ fn script() -> Value {
         json!({"match": ["DECISION", "case-system-threshold"],
                "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
         json!({"match": "case-system-threshold", "reply": "You are in the senior age class."}),
+        // A fact about the user the app's system prompt states (a profile it fills in).
+        json!({"match": ["You translate", "case-system-fact"],
+               "reply": json!({"pairs": [{"premises": [{"logic": "(= customerAge 70)",
+                                "naturalLanguage": "The visitor is 70 (turn 1)"}],
+                                "claims": ["(= ageClass SENIOR)"]}]}).to_string()}),
+        json!({"match": ["DECISION", "case-system-fact"],
+               "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"}),
+        json!({"match": "case-system-fact", "reply": "You are in the senior age class."}),
         // Two pairs, one of them trivial (its claim follows from its premise alone).
         json!({"match": ["You translate", "case-trivial-pair"],
                "reply": json!({"pairs": [
@@ -446,11 +454,25 @@ async fn the_system_prompt_grounds_no_premise_unless_the_operator_says_it_states
         "{first}"
     );
 
+    // A fact about the user in the system prompt: a premise only when the operator says the
+    // system prompt states such facts.
+    let profile = json!({"model": "m", "messages": [
+        {"role": "system", "content": "You are the park's desk. The visitor is 70 years old."},
+        {"role": "user", "content": "case-system-fact: which age class am I in?"}]});
+    let ask_profile = |proxy: &Proxy| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&profile)
+            .send()
+    };
+    let reply: Value = ask_profile(&proxy).await.unwrap().json().await.unwrap();
+    assert_eq!(reply["proofgate"]["verdict"], "NEEDS_INPUT", "{reply}");
+
     let facts =
         config(&url, "", "").replace("[validator]\n", "[validator]\nsystem_prompt_facts = true\n");
     assert!(facts.contains("system_prompt_facts"));
     let proxy = Proxy::start("system-facts", &facts);
-    let reply: Value = post(&proxy).await.unwrap().json().await.unwrap();
+    let reply: Value = ask_profile(&proxy).await.unwrap().json().await.unwrap();
     assert_eq!(reply["proofgate"]["verdict"], "VALID", "{reply}");
     let thread = reply["proofgate"]["threadId"].as_str().unwrap();
     let records = trail(&proxy, thread).await;
@@ -458,6 +480,9 @@ async fn the_system_prompt_grounds_no_premise_unless_the_operator_says_it_states
         records[0].body["config"]["translation"]["systemPromptFacts"],
         true
     );
+    // Even then, a threshold the system prompt restates is not the user's age.
+    let reply: Value = post(&proxy).await.unwrap().json().await.unwrap();
+    assert_eq!(reply["proofgate"]["verdict"], "NEEDS_INPUT", "{reply}");
 }
 
 #[tokio::test]

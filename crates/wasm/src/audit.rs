@@ -15,7 +15,7 @@ use wasm_bindgen::prelude::*;
 
 #[wasm_bindgen(typescript_custom_section)]
 const TS_AUDIT: &'static str = r#"
-export interface PlannedCheck { record: number; finding: number; kind: string; meaning: string; script: string; expected: "sat" | "unsat" }
+export interface PlannedCheck { record: number; finding: number; kind: string; meaning: string; script: string; expected: "sat" | "unsat"; anyOf?: number }
 export interface RecheckPlan { policyContentHash: string; checks: PlannedCheck[]; problems: { record: number; detail: string }[] }
 export interface TrustCheck { ok: boolean; detail: string }
 export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }

@@ -37,16 +37,16 @@ impl RecheckPlan {
     /// Which checks pass, given whether each got its expected answer: a check of an
     /// [`PlannedCheck::any_of`] group passes when any check of its group did.
     pub fn passed(&self, answered: &[bool]) -> Vec<bool> {
+        // A check with no answer given has not passed.
+        let ok = |i: usize| answered.get(i).copied().unwrap_or(false);
         let mut groups = std::collections::BTreeSet::new();
-        for (c, ok) in self.checks.iter().zip(answered) {
-            if let (Some(g), true) = (c.any_of, ok) {
+        for (i, c) in self.checks.iter().enumerate() {
+            if let (Some(g), true) = (c.any_of, ok(i)) {
                 groups.insert(g);
             }
         }
-        self.checks
-            .iter()
-            .zip(answered)
-            .map(|(c, ok)| *ok || c.any_of.is_some_and(|g| groups.contains(&g)))
+        (0..self.checks.len())
+            .map(|i| ok(i) || self.checks[i].any_of.is_some_and(|g| groups.contains(&g)))
             .collect()
     }
 }
@@ -238,11 +238,37 @@ fn plan_coverage(
                     .flat_map(|o| o.translations.iter().flatten())
                     .cloned(),
             ),
-            Finding::NoTranslations(e) => covering.extend(
-                e.extra
+            Finding::NoTranslations(e) => {
+                let Some(t) = e
+                    .extra
                     .get("translation")
-                    .and_then(|t| serde_json::from_value::<Translation>(t.clone()).ok()),
-            ),
+                    .and_then(|t| serde_json::from_value::<Translation>(t.clone()).ok())
+                else {
+                    continue;
+                };
+                // Its pair is covered only if it is trivial, as the finding says.
+                match policy.trivial_check(&t) {
+                    Some(c) => plan.checks.push(PlannedCheck {
+                        record,
+                        finding: findings
+                            .iter()
+                            .position(|x| std::ptr::eq(x, f))
+                            .unwrap_or(0),
+                        kind: "NO_TRANSLATIONS".into(),
+                        meaning: c.meaning,
+                        script: c.script,
+                        expected: c.expected,
+                        any_of: None,
+                    }),
+                    None => plan.problems.push(RecheckProblem {
+                        record,
+                        detail: "a NO_TRANSLATIONS finding's pair does not check against the \
+                                 auditor's policy"
+                            .into(),
+                    }),
+                }
+                covering.push(t);
+            }
             _ => covering.extend(f.translation().cloned()),
         }
     }

@@ -236,6 +236,25 @@ impl PolicyModel {
         })
     }
 
+    /// The check that a pair a NO_TRANSLATIONS finding carries is trivial, as the finding says:
+    /// without any rule, its premises imply its claims (no claims imply nothing to check). A
+    /// pair it covers is not checked against the policy, so a forged trail could otherwise
+    /// relabel an INVALID finding as NO_TRANSLATIONS and keep its pair covered.
+    pub fn trivial_check(&self, t: &Translation) -> Option<SolverCheck> {
+        let (p, c, _) = self.premises_and_claims(t)?;
+        Some(SolverCheck {
+            meaning: "without any rule, the premises imply the claims (the pair is trivial, as \
+                      NO_TRANSLATIONS says)"
+                .to_string(),
+            script: format!(
+                "{}(assert {p})\n(assert (not {c}))\n(check-sat)\n",
+                self.smtlib_declarations()
+            ),
+            expected: Expected::Unsat,
+            after_policy: false,
+        })
+    }
+
     /// The premises and the claims as SMT-LIB conjunctions, re-parsed and re-printed (so a
     /// script never holds text that is not a term of the fragment), and how many claims there
     /// are; `None` when a statement does not check.
