@@ -312,6 +312,7 @@ pub fn ground_premises(
     format: u32,
     config: &TranslationConfig,
 ) {
+    let grounds = crate::grounding::Grounds::new(conversation, config);
     let grounded = |p: &Statement| {
         if format < crate::audit::STRICT_GROUNDING_SINCE {
             return cites_a_stated_turn_under(conversation, p, format);
@@ -320,12 +321,7 @@ pub fn ground_premises(
             return false;
         };
         is_stated_turn(conversation, turn)
-            && crate::grounding::grounded_in(
-                conversation,
-                turn as usize - 1,
-                p.logic.as_deref().unwrap_or(""),
-                config,
-            )
+            && grounds.grounded(turn as usize - 1, p.logic.as_deref().unwrap_or(""))
     };
     for pair in outputs.iter_mut().flat_map(|o| o.pairs.iter_mut()) {
         let (stated, unstated): (Vec<Statement>, Vec<Statement>) =

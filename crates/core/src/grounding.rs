@@ -190,71 +190,116 @@ const ANSWER_TAIL: &[&str] = &[
     "sir", "maam", "please", "thanks", "thank", "you", "indeed", "of", "course",
 ];
 
+/// What the turns of one conversation state, read once per turn however many premises cite it
+/// (a round of k translators' pairs cites the same few turns again and again).
+pub(crate) struct Grounds<'a> {
+    conversation: &'a [ConversationTurn],
+    config: &'a TranslationConfig,
+    enum_values: BTreeSet<&'a str>,
+    turns: Vec<std::cell::OnceCell<Option<TurnStatements>>>,
+}
+
+/// A turn's statements (with what a yes or no to the assistant's question states), and the
+/// numbers its unqualified statements state.
+struct TurnStatements {
+    statements: Vec<Clause>,
+    numbers: Vec<f64>,
+}
+
+impl<'a> Grounds<'a> {
+    pub(crate) fn new(conversation: &'a [ConversationTurn], config: &'a TranslationConfig) -> Self {
+        Grounds {
+            conversation,
+            config,
+            enum_values: config
+                .vocabulary
+                .types
+                .iter()
+                .flat_map(|t| t.values.iter().map(|v| v.value.as_str()))
+                .collect(),
+            turns: (0..conversation.len())
+                .map(|_| Default::default())
+                .collect(),
+        }
+    }
+
+    /// Whether turn `at` (0-based), which a premise cites, bears out every fact of `logic`.
+    pub(crate) fn grounded(&self, at: usize, logic: &str) -> bool {
+        let Ok(term) = parse_term(logic) else {
+            return false;
+        };
+        let mut facts = Vec::new();
+        if !facts_of(&term, true, &self.enum_values, &mut facts) || facts.is_empty() {
+            return false;
+        }
+        let Some(Some(turn)) = self.turns.get(at).map(|c| c.get_or_init(|| self.read(at))) else {
+            return false;
+        };
+        facts
+            .iter()
+            .all(|f| fact_grounded(f, &turn.numbers, &turn.statements))
+    }
+
+    /// What turn `at` states; `None` for a system prompt the operator did not say states facts.
+    fn read(&self, at: usize) -> Option<TurnStatements> {
+        let turn = &self.conversation[at];
+        if turn.role == TurnRole::System && !self.config.system_prompt_facts {
+            return None;
+        }
+        let answers_assistant = at > 0 && self.conversation[at - 1].role == TurnRole::Assistant;
+        let speaker = match turn.role {
+            TurnRole::User if answers_assistant => Speaker::AnsweringUser,
+            TurnRole::User => Speaker::User,
+            _ => Speaker::Record,
+        };
+        let mut statements: Vec<Clause> = clauses(&turn.text, speaker)
+            .into_iter()
+            .filter(|c| c.statement)
+            .collect();
+        // Numbers only from the turn's own statements, where nothing qualifies them: a yes to
+        // "are you over 65?" is not 65, nor is "I'm under 65".
+        let numbers: Vec<f64> = statements
+            .iter()
+            .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
+            .flat_map(|c| stated_signed_numbers(&c.text))
+            .collect();
+        // A user's short yes or no to the assistant's question just before states that question.
+        if turn.role == TurnRole::User && answers_assistant {
+            let names: Vec<Vec<String>> = self
+                .config
+                .vocabulary
+                .variables
+                .iter()
+                .map(|v| variable_words(&v.name))
+                .chain(self.enum_values.iter().map(|v| name_words(v)))
+                .filter(|n| !n.is_empty())
+                .collect();
+            statements.extend(
+                answered(&self.conversation[at - 1].text, &turn.text)
+                    .into_iter()
+                    // A no to a question naming two facts denies only one of them, not both.
+                    .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
+                    .map(|(c, _)| c),
+            );
+        }
+        Some(TurnStatements {
+            statements,
+            numbers,
+        })
+    }
+}
+
 /// Whether turn `at` (0-based) of `conversation`, which a premise cites, bears out every fact
-/// of `logic`, under `config` (its vocabulary tells enum values from variables).
+/// of `logic`, under `config` (its vocabulary tells enum values from variables). For many
+/// premises of one conversation, [`Grounds`] reads each turn once.
+#[cfg(test)]
 pub(crate) fn grounded_in(
     conversation: &[ConversationTurn],
     at: usize,
     logic: &str,
     config: &TranslationConfig,
 ) -> bool {
-    let Some(turn) = conversation.get(at) else {
-        return false;
-    };
-    if turn.role == TurnRole::System && !config.system_prompt_facts {
-        return false;
-    }
-    let Ok(term) = parse_term(logic) else {
-        return false;
-    };
-    let enum_values: BTreeSet<&str> = config
-        .vocabulary
-        .types
-        .iter()
-        .flat_map(|t| t.values.iter().map(|v| v.value.as_str()))
-        .collect();
-    let mut facts = Vec::new();
-    if !facts_of(&term, true, &enum_values, &mut facts) || facts.is_empty() {
-        return false;
-    }
-    let answers_assistant = at > 0 && conversation[at - 1].role == TurnRole::Assistant;
-    let speaker = match turn.role {
-        TurnRole::User if answers_assistant => Speaker::AnsweringUser,
-        TurnRole::User => Speaker::User,
-        _ => Speaker::Record,
-    };
-    let mut statements: Vec<Clause> = clauses(&turn.text, speaker)
-        .into_iter()
-        .filter(|c| c.statement)
-        .collect();
-    // Numbers only from the turn's own statements, where nothing qualifies them: a yes to
-    // "are you over 65?" is not 65, nor is "I'm under 65".
-    let numbers: Vec<f64> = statements
-        .iter()
-        .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
-        .flat_map(|c| stated_signed_numbers(&c.text))
-        .collect();
-    // A user's short yes or no to the assistant's question just before states that question.
-    if turn.role == TurnRole::User && answers_assistant {
-        let names: Vec<Vec<String>> = config
-            .vocabulary
-            .variables
-            .iter()
-            .map(|v| variable_words(&v.name))
-            .chain(enum_values.iter().map(|v| name_words(v)))
-            .filter(|n| !n.is_empty())
-            .collect();
-        statements.extend(
-            answered(&conversation[at - 1].text, &turn.text)
-                .into_iter()
-                // A no to a question naming two facts denies only one of them, not both.
-                .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
-                .map(|(c, _)| c),
-        );
-    }
-    facts
-        .iter()
-        .all(|f| fact_grounded(f, &numbers, &statements))
+    Grounds::new(conversation, config).grounded(at, logic)
 }
 
 /// A simple fact: `variable` compared with `constant` (or a boolean variable, `constant` then
