@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -302,10 +302,11 @@ async function verify(text, source, out, urlThread = null) {
           results.push({ c, error: e.message, ok: false });
         }
       }
-      const groupsPassed = new Set(results.filter((x) => x.ok && x.c.anyOf != null).map((x) => x.c.anyOf));
+      // Judged by the core, as `proofgate audit` judges them.
+      const passed = checksPassed(results.map((x) => x.c), Uint8Array.from(results.map((x) => (x.ok ? 1 : 0))));
       const groupsReported = new Set();
-      for (const { c, got, error, ok } of results) {
-        if (ok || (c.anyOf != null && groupsPassed.has(c.anyOf))) { agree++; continue; }
+      for (const [i, { c, got, error }] of results.entries()) {
+        if (passed[i]) { agree++; continue; }
         if (c.anyOf != null) {
           if (groupsReported.has(c.anyOf)) continue;
           groupsReported.add(c.anyOf);

@@ -7,7 +7,7 @@ use proofgate_core::audit::bundle::{
     read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle,
 };
 use proofgate_core::audit::policy_document::documents_of_policy;
-use proofgate_core::audit::recheck::{answer_matches, plan_rechecks};
+use proofgate_core::audit::recheck::{answer_matches, checks_passed, plan_rechecks, PlannedCheck};
 use proofgate_core::audit::AuditRecord;
 use proofgate_core::policy::smtlib::Expected;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
@@ -51,6 +51,23 @@ pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
     let model = PolicyModel::from_definition(def, None)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
     to_js(&plan_rechecks(&records(trail)?, &model))
+}
+
+/// Which of `checks` (from a `planRechecks` plan) pass, given whether each got its expected
+/// answer (`answerMatches`): a check of an `anyOf` group passes when any check of its group
+/// did, as `proofgate audit` judges them.
+#[wasm_bindgen(js_name = checksPassed)]
+pub fn checks_passed_js(
+    #[wasm_bindgen(unchecked_param_type = "PlannedCheck[]")] checks: JsValue,
+    answered: Vec<u8>,
+) -> Result<Vec<u8>, JsError> {
+    let checks: Vec<PlannedCheck> = serde_wasm_bindgen::from_value(checks)
+        .map_err(|e| JsError::new(&format!("proofgate: the checks are malformed: {e}")))?;
+    let answered: Vec<bool> = answered.iter().map(|a| *a != 0).collect();
+    Ok(checks_passed(&checks, &answered)
+        .into_iter()
+        .map(u8::from)
+        .collect())
 }
 
 /// The policy documents a server configured with `policy` (the auditor's policy JSON) writes,

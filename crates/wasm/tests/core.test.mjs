@@ -92,3 +92,16 @@ test('web target loads from bytes, as a browser would from a URL', async () => {
   assert.equal(web.parseDecision('DECISION: IMPOSSIBLE\nYou cannot be both.').decision, 'IMPOSSIBLE');
   assert.deepEqual(web.aggregateVerdict([{ invalid: {} }, { valid: {} }]), { verdict: 'INVALID' });
 });
+
+test('checksPassed judges anyOf groups as proofgate audit does', () => {
+  const check = (anyOf) => ({ record: 1, finding: 0, kind: 'PAIR_COVERED', meaning: 'm', script: 's', expected: 'unsat', ...(anyOf === undefined ? {} : { anyOf }) });
+  const checks = [check(), check(3), check(3), check(7), check(7)];
+  // The lone check fails on its own; group 3 passes through one member; group 7 fails.
+  assert.deepEqual(
+    Array.from(cjs.checksPassed(checks, Uint8Array.from([0, 0, 1, 0, 0]))),
+    [0, 1, 1, 0, 0],
+  );
+  // A check with no answer given has not passed.
+  assert.deepEqual(Array.from(cjs.checksPassed(checks, Uint8Array.from([1]))), [1, 0, 0, 0, 0]);
+  assert.throws(() => cjs.checksPassed([{ kind: 1 }], Uint8Array.from([1])), /checks are malformed/);
+});

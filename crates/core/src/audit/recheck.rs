@@ -34,21 +34,26 @@ pub struct PlannedCheck {
 }
 
 impl RecheckPlan {
-    /// Which checks pass, given whether each got its expected answer: a check of an
-    /// [`PlannedCheck::any_of`] group passes when any check of its group did.
+    /// Which checks pass, given whether each got its expected answer (see [`checks_passed`]).
     pub fn passed(&self, answered: &[bool]) -> Vec<bool> {
-        // A check with no answer given has not passed.
-        let ok = |i: usize| answered.get(i).copied().unwrap_or(false);
-        let mut groups = std::collections::BTreeSet::new();
-        for (i, c) in self.checks.iter().enumerate() {
-            if let (Some(g), true) = (c.any_of, ok(i)) {
-                groups.insert(g);
-            }
-        }
-        (0..self.checks.len())
-            .map(|i| ok(i) || self.checks[i].any_of.is_some_and(|g| groups.contains(&g)))
-            .collect()
+        checks_passed(&self.checks, answered)
     }
+}
+
+/// Which of `checks` pass, given whether each got its expected answer: a check of an
+/// [`PlannedCheck::any_of`] group passes when any check of its group did; a check with no
+/// answer given has not passed. The CLI and the browser both judge a plan with it.
+pub fn checks_passed(checks: &[PlannedCheck], answered: &[bool]) -> Vec<bool> {
+    let ok = |i: usize| answered.get(i).copied().unwrap_or(false);
+    let mut groups = std::collections::BTreeSet::new();
+    for (i, c) in checks.iter().enumerate() {
+        if let (Some(g), true) = (c.any_of, ok(i)) {
+            groups.insert(g);
+        }
+    }
+    (0..checks.len())
+        .map(|i| ok(i) || checks[i].any_of.is_some_and(|g| groups.contains(&g)))
+        .collect()
 }
 
 /// Something that fails the audit before any solver runs.
