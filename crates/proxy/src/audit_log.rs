@@ -311,12 +311,11 @@ impl LogAppender<'_> {
                 .await
                 .map_err(AppendError::Failed)?,
         };
+        self.log.saw_size(n).map_err(AppendError::Failed)?;
         self.log
             .refresh(&mut self.cache, conn, n)
             .await
             .map_err(AppendError::Failed)?;
-        // Hashes past the stored log (a log cut back) are not this tree's.
-        self.cache.0.truncate(stored_hash_count(n) as usize);
         self.next = Some(n);
         Ok(n)
     }
@@ -400,6 +399,10 @@ impl LogAppender<'_> {
     pub fn committed(mut self) {
         let pending = std::mem::take(&mut self.pending);
         self.cache.0.extend(pending);
+        if let Some(n) = self.next {
+            // Cannot fail: the log grew from a size seen in this transaction.
+            let _ = self.log.saw_size(n);
+        }
     }
 }
 
@@ -431,12 +434,19 @@ pub struct TransparencyLog {
     /// log only grows, and Ed25519 signs deterministically), so a public read of an unchanged
     /// log neither signs again nor waits for the hashes' lock, which every commit takes.
     signed: std::sync::Mutex<Option<(u64, String)>>,
-    /// The largest tree this server signed a checkpoint of (size, root), also kept in a file
+    /// The largest tree this server signed a checkpoint of or appended to (size, root; appended
+    /// trees are kept within a second, see `seen`), also kept in a file
     /// outside the database when one is given: no later checkpoint is signed for a tree that
     /// does not extend it. The database is not trusted with this, since whoever holds it could
     /// cut the log back or rewrite it, and the server would otherwise sign the result.
     signed_high: std::sync::Mutex<Option<(u64, Hash)>>,
     signed_high_file: Option<PathBuf>,
+    /// The largest log size this process saw committed (appended, or read from the database).
+    /// The log only grows, so a database holding fewer leaves was cut back: refused, as a cut
+    /// below a signed size is, though no checkpoint covers the leaves yet. The size is also
+    /// kept in the signed-size file every second ([`TransparencyLog::keep_appended_size`]), so
+    /// that a restart does not forget it.
+    seen: std::sync::atomic::AtomicU64,
 }
 
 /// The file holding the largest tree a server signed: `<size> <root, base64>` on one line.
@@ -487,6 +497,72 @@ impl TransparencyLog {
             signed: std::sync::Mutex::new(None),
             signed_high: std::sync::Mutex::new(None),
             signed_high_file: None,
+            seen: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Records that the database's log holds `size` leaves, refusing a size below one seen
+    /// before: the database's log was cut back (leaves answered from, and perhaps not yet in
+    /// any signed checkpoint, deleted).
+    fn saw_size(&self, size: u64) -> Result<(), AuditLogError> {
+        use std::sync::atomic::Ordering;
+        let seen = self.seen.fetch_max(size, Ordering::AcqRel);
+        if size < seen {
+            let e = format!(
+                "the log holds {size} leaves, but this server saw {seen} committed: the \
+                 database's log was cut back, and nothing more is appended or signed"
+            );
+            tracing::error!("{e}");
+            return Err(AuditLogError::Tlog(e));
+        }
+        Ok(())
+    }
+
+    /// Keeps the largest log size this process saw committed, with its root, in the signed-size
+    /// file (when there is one), so that a restarted server still refuses a database whose log
+    /// was cut back below it, though no checkpoint was signed for those leaves. Returns the size
+    /// kept, if one was newly kept.
+    pub async fn persist_appended_size(&self) -> Result<Option<u64>, AuditLogError> {
+        use std::sync::atomic::Ordering;
+        if self.signed_high_file.is_none() {
+            return Ok(None);
+        }
+        let seen = self.seen.load(Ordering::Acquire);
+        let kept = self
+            .signed_high
+            .lock()
+            .map_err(|_| AuditLogError::Tlog("the signed size's lock is poisoned".into()))?
+            .map_or(0, |(n, _)| n);
+        if seen <= kept {
+            return Ok(None);
+        }
+        let cache = self.hashes.lock().await;
+        if (cache.0.len() as u64) < stored_hash_count(seen) {
+            // Seen in the database but not read into the cache yet: the next pass.
+            return Ok(None);
+        }
+        let root = tree_hash(seen, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        self.extends_signed(seen, root, &cache)?;
+        Ok(Some(seen))
+    }
+
+    /// Runs [`TransparencyLog::persist_appended_size`] every second while the log is in use.
+    /// A commit does not wait for it: a file synced per request would double the durable
+    /// path's flushes.
+    pub async fn keep_appended_size(log: std::sync::Weak<TransparencyLog>) {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut warned = false;
+        loop {
+            tick.tick().await;
+            let Some(log) = log.upgrade() else { return };
+            match log.persist_appended_size().await {
+                Ok(_) => warned = false,
+                Err(e) if !std::mem::replace(&mut warned, true) => {
+                    tracing::error!("keeping the log's size: {e}")
+                }
+                Err(_) => {}
+            }
         }
     }
 
@@ -534,9 +610,9 @@ impl TransparencyLog {
             };
             if size < signed {
                 let e = format!(
-                    "the log holds {size} leaves, but this server signed a checkpoint of \
-                     {signed}: the database's log was cut back, and no checkpoint is signed for \
-                     it{remedy}"
+                    "the log holds {size} leaves, but this server signed a checkpoint of, or \
+                     appended to, {signed}: the database's log was cut back, and no checkpoint \
+                     is signed for it{remedy}"
                 );
                 tracing::error!("{e}");
                 return Err(AuditLogError::Tlog(e));
@@ -721,6 +797,7 @@ impl TransparencyLog {
     pub async fn checkpoint(&self, store: &Store) -> Result<(String, u64), AuditLogError> {
         let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
         let n = Self::size(&mut conn).await?;
+        self.saw_size(n)?;
         if let Some((size, note)) = self.signed.lock().ok().and_then(|s| s.clone()) {
             if size == n {
                 return Ok((note, n));
@@ -1090,5 +1167,78 @@ mod tests {
         assert!(TransparencyLog::new("test/log".into(), key)
             .with_signed_high_file(high.clone())
             .is_err());
+    }
+
+    /// Leaves appended after the last signed checkpoint are no less kept: a database whose log
+    /// was cut back below them (answers given, then their leaves and trails deleted before
+    /// anyone asked for a checkpoint) is refused, by this server at once and, once the size
+    /// was kept, by one restarted on the same files. (A cut back was signed before.)
+    #[tokio::test]
+    async fn a_log_cut_back_below_leaves_no_checkpoint_covers_is_not_signed() {
+        let dir = std::env::temp_dir().join(format!("pg-appended-high-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
+            .await
+            .unwrap();
+        let high = dir.join("key.signed-size");
+        let open = || {
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(high.clone())
+                .unwrap()
+        };
+        let log = open();
+        for seq in 0..3 {
+            log.append(&store, &statement("t", seq)).await.unwrap();
+        }
+        assert_eq!(log.checkpoint(&store).await.unwrap().1, 3);
+        for seq in 0..2 {
+            log.append(&store, &statement("u", seq)).await.unwrap();
+        }
+        let cut = |n: u64| {
+            let store = store.clone();
+            async move {
+                sqlx::query("DELETE FROM log_leaves WHERE idx >= $1")
+                    .bind(n as i64)
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+                sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
+                    .bind(stored_hash_count(n) as i64)
+                    .execute(&store.pool)
+                    .await
+                    .unwrap();
+            }
+        };
+        let copy = dir.join("copy.sqlite");
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "VACUUM INTO '{}'",
+            copy.display()
+        )))
+        .execute(&store.pool)
+        .await
+        .unwrap();
+        cut(3).await;
+        let e = log.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
+        // Nor is anything appended to it.
+        let e = log.append(&store, &statement("v", 0)).await.unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
+
+        // Kept in the file (as the server does every second), a restart refuses it too.
+        assert_eq!(log.persist_appended_size().await.unwrap(), Some(5));
+        assert!(std::fs::read_to_string(&high).unwrap().starts_with("5 "));
+        assert_eq!(log.persist_appended_size().await.unwrap(), None);
+        let e = open().checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
+
+        // The genuine log, grown further, is signed.
+        let store = Store::connect(&format!("sqlite://{}", copy.display()))
+            .await
+            .unwrap();
+        let restarted = open();
+        restarted.append(&store, &statement("u", 2)).await.unwrap();
+        assert_eq!(restarted.checkpoint(&store).await.unwrap().1, 6);
     }
 }

@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use proofgate_core::audit::bundle::AuditBundle;
 use proofgate_core::audit::transparency::{
-    logged_heads_problem, verify_checkpoint, verify_consistency, verify_note, LogStatement,
+    logged_heads_problem, verify_checkpoint, verify_consistency, verify_note, CheckpointInfo,
+    LogStatement,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -35,6 +36,7 @@ pub enum LogCommand {
     },
 }
 
+#[derive(Clone)]
 struct Hashes(Vec<Hash>);
 
 impl HashReader for Hashes {
@@ -140,46 +142,21 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     let mut stored = Hashes(Vec::new());
     // Every head of every thread, in log order: a trail must still hold each of them.
     let mut heads: BTreeMap<String, Vec<(u64, LogStatement)>> = BTreeMap::new();
-    let mut n = 0u64;
-    while n < current.size {
-        let page: Value = get(
-            &client,
-            &format!("{base}/api/log/leaves?from={n}&to={}", current.size),
-            None,
-        )
-        .await?
-        .json()
-        .await?;
-        let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
-        if leaves.is_empty() {
-            failures.push(format!("the server lists no leaf {n} of {}", current.size));
-            break;
-        }
-        for leaf in leaves {
-            let note = leaf["note"].as_str().unwrap_or_default();
-            let statement = match verify_note(note, key).and_then(|t| LogStatement::parse(&t)) {
-                Ok(s) => s,
-                Err(e) => {
-                    failures.push(format!("leaf {n}: {e}"));
-                    LogStatement {
-                        deleted: false,
-                        thread_id: String::new(),
-                        seq: 0,
-                        head_hash: String::new(),
-                    }
-                }
-            };
-            let new = stored_hashes(n, statement.text().as_bytes(), &stored)
-                .map_err(|e| anyhow::anyhow!("leaf {n}: {e}"))?;
-            stored.0.extend(new);
-            debug_assert_eq!(stored.0.len() as u64, stored_hash_count(n + 1));
-            if !statement.thread_id.is_empty() {
-                heads
-                    .entry(statement.thread_id.clone())
-                    .or_default()
-                    .push((n, statement));
-            }
-            n += 1;
+    for (n, statement) in walk_leaves(
+        &client,
+        base,
+        key,
+        0..current.size,
+        &mut stored,
+        &mut failures,
+    )
+    .await?
+    {
+        if !statement.thread_id.is_empty() {
+            heads
+                .entry(statement.thread_id.clone())
+                .or_default()
+                .push((n, statement));
         }
     }
     let root = tree_hash(current.size, &stored).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -225,7 +202,10 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
                 // Deleted (retention) after the checkpoint checked here: its deletion is a leaf
                 // past it, signed with the log's key.
                 if deleted_since.is_none() {
-                    deleted_since = Some(deletions_after(&client, base, current.size, key).await?);
+                    let (deleted, problem) =
+                        deletions_after(&client, base, &current, &stored, key).await?;
+                    failures.extend(problem);
+                    deleted_since = Some(deleted);
                 }
                 if deleted_since.as_ref().is_some_and(|d| d.contains(thread)) {
                     continue;
@@ -289,35 +269,143 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     }))
 }
 
-/// The threads whose deletion the log holds at leaves from `from` on (past the checkpoint a
-/// run checks), each leaf's note verified with the log's key.
+/// Leaves `range` of the log, each note verified with the log's key, their stored hashes
+/// appended to `stored` (which holds those of the leaves before). A leaf that does not verify
+/// is a failure (and hashed as an empty statement, so the root check fails too); a server
+/// listing fewer leaves than asked, or more, is a failure: leaves past the range would count
+/// as logged without being under the root checked.
+async fn walk_leaves(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+    range: std::ops::Range<u64>,
+    stored: &mut Hashes,
+    failures: &mut Vec<String>,
+) -> Result<Vec<(u64, LogStatement)>> {
+    let mut out = Vec::new();
+    let mut n = range.start;
+    while n < range.end {
+        let page: Value = get(
+            client,
+            &format!("{base}/api/log/leaves?from={n}&to={}", range.end),
+            None,
+        )
+        .await?
+        .json()
+        .await?;
+        let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
+        if leaves.is_empty() {
+            failures.push(format!("the server lists no leaf {n} of {}", range.end));
+            break;
+        }
+        for leaf in leaves {
+            if n == range.end {
+                failures.push(format!(
+                    "the server lists leaves past {}, the end of the range asked for",
+                    range.end
+                ));
+                break;
+            }
+            let note = leaf["note"].as_str().unwrap_or_default();
+            let statement = match verify_note(note, key).and_then(|t| LogStatement::parse(&t)) {
+                Ok(s) => s,
+                Err(e) => {
+                    failures.push(format!("leaf {n}: {e}"));
+                    LogStatement {
+                        deleted: false,
+                        thread_id: String::new(),
+                        seq: 0,
+                        head_hash: String::new(),
+                    }
+                }
+            };
+            let new = stored_hashes(n, statement.text().as_bytes(), &*stored)
+                .map_err(|e| anyhow::anyhow!("leaf {n}: {e}"))?;
+            stored.0.extend(new);
+            debug_assert_eq!(stored.0.len() as u64, stored_hash_count(n + 1));
+            out.push((n, statement));
+            n += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// The threads whose deletion the log holds past the checkpoint a run checks (`current`, whose
+/// leaves' stored hashes are `stored`): the leaves of a checkpoint the server signs now, which
+/// must extend `current` and whose leaves must hash to its root. A deletion only served, never
+/// under a signed root, would let a server drop a trail with no deletion in the log. Returns
+/// the threads, and why none could be read when the newer checkpoint does not hold.
 async fn deletions_after(
     client: &reqwest::Client,
     base: &str,
-    from: u64,
+    current: &CheckpointInfo,
+    stored: &Hashes,
     key: &str,
-) -> Result<std::collections::BTreeSet<String>> {
+) -> Result<(std::collections::BTreeSet<String>, Option<String>)> {
     let mut deleted = std::collections::BTreeSet::new();
-    let mut n = from;
-    loop {
-        let page: Value = get(client, &format!("{base}/api/log/leaves?from={n}"), None)
-            .await?
-            .json()
-            .await?;
-        let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
-        if leaves.is_empty() {
-            return Ok(deleted);
-        }
-        for leaf in &leaves {
-            let note = leaf["note"].as_str().unwrap_or_default();
-            if let Ok(s) = verify_note(note, key).and_then(|t| LogStatement::parse(&t)) {
-                if s.deleted {
-                    deleted.insert(s.thread_id);
-                }
-            }
-        }
-        n += leaves.len() as u64;
+    let resp = get(client, &format!("{base}/api/log/checkpoint"), None).await?;
+    let status = resp.status();
+    let note = resp.text().await?;
+    if !status.is_success() {
+        return Ok((
+            deleted,
+            Some(format!(
+                "the server signs no checkpoint past {} (HTTP {status}), so no deletion since \
+                 can be checked",
+                current.size
+            )),
+        ));
     }
+    let newer = match verify_checkpoint(&note, key) {
+        Ok(c) => c,
+        Err(e) => return Ok((deleted, Some(format!("the server's newer checkpoint: {e}")))),
+    };
+    if newer.size <= current.size {
+        return Ok((deleted, None));
+    }
+    let proof: Value = get(
+        client,
+        &format!(
+            "{base}/api/log/consistency?from={}&to={}",
+            current.size, newer.size
+        ),
+        None,
+    )
+    .await?
+    .json()
+    .await?;
+    let hashes: Vec<String> = serde_json::from_value(proof["hashes"].clone()).unwrap_or_default();
+    if let Err(e) = verify_consistency(current, &newer, &hashes) {
+        return Ok((deleted, Some(format!("the server's newer checkpoint: {e}"))));
+    }
+    let mut stored = stored.clone();
+    let mut failures = Vec::new();
+    let leaves = walk_leaves(
+        client,
+        base,
+        key,
+        current.size..newer.size,
+        &mut stored,
+        &mut failures,
+    )
+    .await?;
+    let root = tree_hash(newer.size, &stored).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if root.to_string() != newer.root {
+        failures.push(format!(
+            "the leaves past {} the server lists do not hash to its newer signed root",
+            current.size
+        ));
+    }
+    if !failures.is_empty() {
+        return Ok((deleted, Some(failures.join("; "))));
+    }
+    deleted.extend(
+        leaves
+            .into_iter()
+            .filter(|(_, s)| s.deleted)
+            .map(|(_, s)| s.thread_id),
+    );
+    Ok((deleted, None))
 }
 
 /// Why the records of a trail past its last head in the checkpoint being verified are not
@@ -434,5 +522,151 @@ mod tests {
         let mut no_inclusion = good.clone();
         no_inclusion.inclusion = None;
         assert!(later_head_problem("t", &no_inclusion, &vk, size).is_some());
+    }
+
+    /// How the stub log below lists its leaves.
+    #[derive(Clone, Copy, PartialEq)]
+    enum Listing {
+        /// Leaves `from..to`, as asked.
+        AsAsked,
+        /// Every leaf from `from`, past `to` too.
+        PastTheRange,
+    }
+
+    /// A log server on localhost: `leaves` (signed statements), a checkpoint of the first
+    /// `sizes[i]` of them at the i-th request for one (the last size from then on), every
+    /// thread's trail gone (404).
+    async fn stub_log(
+        k: &AuditKey,
+        leaves: Vec<LogStatement>,
+        sizes: Vec<u64>,
+        listing: Listing,
+    ) -> String {
+        use axum::extract::Query;
+        use axum::routing::get;
+        use std::collections::HashMap;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Arc;
+        let mut hashes = Hashes(Vec::new());
+        for (i, s) in leaves.iter().enumerate() {
+            let new = stored_hashes(i as u64, s.text().as_bytes(), &hashes).unwrap();
+            hashes.0.extend(new);
+        }
+        let checkpoints: Vec<String> = sizes
+            .iter()
+            .map(|&n| {
+                let root = tree_hash(n, &hashes).unwrap();
+                let c = tlog_tiles::Checkpoint::new("test/log", n, root, "").unwrap();
+                k.sign(&String::from_utf8(c.to_bytes()).unwrap()).unwrap()
+            })
+            .collect();
+        let notes: Vec<String> = leaves.iter().map(|s| k.sign(&s.text()).unwrap()).collect();
+        let asked = Arc::new(AtomicUsize::new(0));
+        let hashes = Arc::new(hashes);
+        let app = axum::Router::new()
+            .route(
+                "/api/log/checkpoint",
+                get(move || {
+                    let i = asked
+                        .fetch_add(1, Ordering::SeqCst)
+                        .min(checkpoints.len() - 1);
+                    let note = checkpoints[i].clone();
+                    async move { note }
+                }),
+            )
+            .route(
+                "/api/log/consistency",
+                get(move |Query(q): Query<HashMap<String, u64>>| {
+                    let (from, to) = (q["from"], q["to"]);
+                    let proof: Vec<String> = if from == 0 || from == to {
+                        Vec::new()
+                    } else {
+                        tlog_tiles::prove_tree(to, from, &*hashes)
+                            .unwrap()
+                            .iter()
+                            .map(Hash::to_string)
+                            .collect()
+                    };
+                    async move { axum::Json(json!({ "hashes": proof })) }
+                }),
+            )
+            .route(
+                "/api/log/leaves",
+                get(move |Query(q): Query<HashMap<String, u64>>| {
+                    let from = q["from"] as usize;
+                    let to = match listing {
+                        Listing::AsAsked => q.get("to").map_or(notes.len(), |&t| t as usize),
+                        Listing::PastTheRange => notes.len(),
+                    };
+                    let page: Vec<Value> = (from..to.min(notes.len()))
+                        .map(|i| json!({ "index": i, "note": notes[i] }))
+                        .collect();
+                    async move { axum::Json(json!({ "leaves": page })) }
+                }),
+            )
+            .route(
+                "/api/threads/{id}/audit/bundle",
+                get(|| async { axum::http::StatusCode::NOT_FOUND }),
+            );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        format!("http://{addr}")
+    }
+
+    /// A thread whose trail is gone passes only when its deletion is a leaf under a root the
+    /// server signed: a signed deletion served past the checkpoint, or listed on a page past
+    /// the range asked, is not logged, and `log verify` fails the thread (both passed).
+    #[tokio::test]
+    async fn a_deletion_counts_only_under_a_signed_root() {
+        let k = key("log");
+        let vk = k.verifier_key().to_string();
+        let logged = LogStatement {
+            deleted: false,
+            thread_id: "t".into(),
+            seq: 0,
+            head_hash: "ab".repeat(32),
+        };
+        let deletion = LogStatement {
+            deleted: true,
+            ..logged.clone()
+        };
+        let leaves = vec![logged, deletion];
+        let run = |sizes: Vec<u64>, listing: Listing| {
+            let (k, vk, leaves) = (&k, vk.clone(), leaves.clone());
+            async move {
+                let base = stub_log(k, leaves, sizes.clone(), listing).await;
+                let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                verify(&base, &vk, &saved, Some("admin")).await.unwrap()
+            }
+        };
+        // Served past a checkpoint that stays at one leaf: not logged.
+        let report = run(vec![1, 1], Listing::AsAsked).await;
+        assert_eq!(report["ok"], false, "{report}");
+        assert!(
+            report["failures"][0]
+                .as_str()
+                .is_some_and(|f| f.contains("no deletion was logged")),
+            "{report}"
+        );
+        // Listed on the checkpoint's own page, past its one leaf: not logged.
+        let report = run(vec![1, 1], Listing::PastTheRange).await;
+        assert_eq!(report["ok"], false, "{report}");
+        assert!(
+            report["failures"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f.as_str().unwrap().contains("past 1")),
+            "{report}"
+        );
+        // Under a checkpoint signed later: logged (the trail was deleted as the log says).
+        let report = run(vec![1, 1, 2], Listing::AsAsked).await;
+        assert_eq!(report["ok"], true, "{report}");
     }
 }
