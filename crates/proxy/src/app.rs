@@ -731,6 +731,7 @@ pub async fn drive_saving_each_step(
     effect: Effect,
     saved: &mut usize,
     deadline: Option<tokio::time::Instant>,
+    conversation_key: Option<String>,
 ) -> Result<Effect, Box<dyn std::error::Error + Send + Sync>> {
     let mut saver = Saver::new(*saved);
     let effect = drive_durably(
@@ -743,7 +744,7 @@ pub async fn drive_saving_each_step(
         deadline,
     )
     .await?;
-    saver.finish(app, thread, None).await?;
+    saver.finish(app, thread, conversation_key).await?;
     *saved = thread.audit_trail().len();
     Ok(effect)
 }
@@ -751,7 +752,9 @@ pub async fn drive_saving_each_step(
 /// Drives a thread on a task of its own, saving every step (others, such as the web UI
 /// polling it, see its progress); a failure is logged and the thread stays as last saved. The
 /// work holds `permit`, a place among the requests in flight, until it ends, and has a
-/// request's time: past it, the thread ends as a failed call ends it, recorded.
+/// request's time: past it, the thread ends as a failed call ends it, recorded. The thread is
+/// last saved under `conversation_key` (a waiting conversation's, which its user's next
+/// message finds).
 pub fn drive_in_background(
     app: Arc<App>,
     scope: String,
@@ -759,6 +762,7 @@ pub fn drive_in_background(
     effect: Effect,
     mut saved: usize,
     permit: crate::server::limits::Permit,
+    conversation_key: Option<String>,
 ) {
     let deadline = tokio::time::Instant::now() + app.limits.deadline();
     tokio::spawn(async move {
@@ -770,6 +774,7 @@ pub fn drive_in_background(
             effect,
             &mut saved,
             Some(deadline),
+            conversation_key,
         );
         match driven.await {
             Ok(Effect::Finish(o)) => app.metrics.verdict(o.status.as_str(), thread.iterations()),

@@ -910,7 +910,10 @@ mod tests {
         for status in [Unfinished::Processing, Unfinished::AwaitingInput] {
             out.push(format!(
                 "{:?}",
-                store.threads_with_status(status, i64::MAX).await.unwrap()
+                store
+                    .threads_with_status(status, i64::MAX, None)
+                    .await
+                    .unwrap()
             ));
         }
         out

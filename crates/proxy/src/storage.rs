@@ -200,7 +200,12 @@ const THREADS_OWNED: &str = "SELECT t.* FROM thread_owners o JOIN threads t ON t
 /// Unfinished threads of one status: the repeated IN lets the partial index `threads_status`
 /// serve the read (migration 0006).
 const THREADS_WITH_STATUS: &str = "SELECT * FROM threads WHERE status = $1 \
-    AND status IN ('processing', 'awaiting_input') AND updated_at <= $2 ORDER BY updated_at";
+    AND status IN ('processing', 'awaiting_input') AND updated_at <= $2 AND updated_at > $3 \
+    ORDER BY updated_at LIMIT 32";
+
+/// How many threads the maintenance reads at a time (`THREADS_WITH_STATUS`'s LIMIT): each
+/// holds its client's request, up to the body limit.
+pub const MAINTENANCE_PAGE: usize = 32;
 
 /// Ends the waiting conversations (with migration 0006's `threads_status`, through the
 /// repeated IN), rather than walking every thread older than the cutoff with the write lock
@@ -721,16 +726,19 @@ impl Store {
     }
 
     /// The threads still processing, or those awaiting input (to deliver question timeouts),
-    /// last updated at `updated_at_most` or before, oldest update first: the maintenance
-    /// reads only the threads old enough to need it, not every waiting one.
+    /// last updated at `updated_at_most` or before (and after `updated_after`, the last of a
+    /// page read before), oldest update first, [`MAINTENANCE_PAGE`] at most: the maintenance
+    /// reads only the threads old enough to need it, not every waiting one, a page at a time.
     pub async fn threads_with_status(
         &self,
         status: Unfinished,
         updated_at_most: i64,
+        updated_after: Option<i64>,
     ) -> Result<Vec<StoredThread>, StorageError> {
         let rows = sqlx::query(THREADS_WITH_STATUS)
             .bind(status.as_str())
             .bind(updated_at_most)
+            .bind(updated_after.unwrap_or(i64::MIN))
             .fetch_all(&self.pool)
             .await
             .map_err(db(format!("listing {} threads", status.as_str())))?;

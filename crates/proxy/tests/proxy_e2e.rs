@@ -1297,6 +1297,59 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
     assert_trail_replays(&proxy, &thread).await;
 }
 
+/// A thread whose questions timed out is continued with a request's time, as any request
+/// is: a rewriter that takes longer ends it past the deadline (recorded, not verified), where
+/// it was driven with no deadline at all, holding up every other maintenance task.
+#[tokio::test]
+async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
+    let tr = |premises: &[&str], claim: &str| {
+        let premises: Vec<Value> = premises
+            .iter()
+            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
+            .collect();
+        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
+    };
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "If you visit in the low season"],
+             "reply": tr(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")},
+            {"match": ["You translate", "As a senior you pay $35.75"],
+             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
+            {"match": "did not answer your follow-up questions", "delay_ms": 6000,
+             "reply": "If you visit in the low season without credits, you pay $35.75 including tax."},
+            {"match": "DECISION",
+             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?"},
+            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
+        ]}),
+    );
+    let cfg = config(
+        &v1(&llm),
+        "",
+        "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 200\n\
+         [limits]\nrequest_timeout_ms = 1500\n",
+    );
+    let proxy = Proxy::start("timeout-deadline", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let started = std::time::Instant::now();
+    let mut t = Value::Null;
+    while started.elapsed() < std::time::Duration::from_secs(5) {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        t = get(&proxy, &format!("/api/threads/{thread}")).await;
+        if t["status"] != "awaiting_input" && t["status"] != "processing" {
+            break;
+        }
+    }
+    assert_eq!(
+        t["status"], "error",
+        "ended within the deadline, not the rewriter's 6 s: {t}"
+    );
+    assert_ne!(t["verdict"], "VALID", "{t}");
+    assert_trail_replays(&proxy, &thread).await;
+}
+
 #[tokio::test]
 async fn background_threads_save_each_step_and_config_has_no_secrets() {
     let llm = demo_llm();

@@ -101,7 +101,7 @@ fn run_in_background(
     saved: usize,
     permit: super::limits::Permit,
 ) {
-    crate::app::drive_in_background(app, caller.id.clone(), thread, effect, saved, permit);
+    crate::app::drive_in_background(app, caller.id.clone(), thread, effect, saved, permit, None);
 }
 
 /// A place among the requests in flight for a thread to run in the background (`wait:

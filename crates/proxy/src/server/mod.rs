@@ -15,7 +15,7 @@ pub mod policies;
 pub mod responses;
 pub mod summary;
 
-use crate::app::{drive, now_ms, persist, App, Waits};
+use crate::app::{now_ms, App};
 use auth::{Access, Caller, Via};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method};
@@ -347,11 +347,13 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
 async fn resume_orphans(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> {
     let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
     let stale = i64::try_from(app.config.server.resume_after_ms).unwrap_or(i64::MAX);
+    // One page a pass (the next pass takes the next threads: each resumed one is claimed).
     for stored in app
         .store
         .threads_with_status(
             crate::storage::Unfinished::Processing,
             now.saturating_sub(stale),
+            None,
         )
         .await?
     {
@@ -384,7 +386,7 @@ async fn resume_orphan(
     let effect = thread.pending_effect();
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     let scope = cache_scope_of(app, &stored.id).await;
-    crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit);
+    crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, None);
     Ok(())
 }
 
@@ -398,9 +400,14 @@ async fn cache_scope_of(app: &App, thread_id: &str) -> String {
     }
 }
 
-/// Continues the threads whose questions' deadline has passed. A thread that fails is logged
-/// and skipped, so one bad thread does not stop every other thread's timeout.
-async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
+/// Continues the threads whose questions' deadline has passed, each on a task of its own held
+/// to a request's place and time, as a resumed thread is. A thread that fails is logged and
+/// skipped, so one bad thread does not stop every other thread's timeout. Threads are read a
+/// page at a time, and no more are started than there are free places: the rest wait for the
+/// next pass. (Each was read at once and driven in turn without a deadline: a backlog of
+/// waiting threads, each holding a client's request, filled the memory and held up every
+/// other maintenance task for as long as their LLM calls took.)
+async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> {
     let now = now_ms();
     // A thread's questions were asked at or before its last update, with the question timeout
     // of its day; read only those waiting at least today's timeout (one raised since is felt
@@ -411,23 +418,49 @@ async fn tick_overdue(app: &App) -> Result<(), Box<dyn std::error::Error>> {
         .question_timeout_secs
         .saturating_mul(1000);
     let asked_before = i64::try_from(now.saturating_sub(timeout)).unwrap_or(0);
-    for stored in app
-        .store
-        .threads_with_status(crate::storage::Unfinished::AwaitingInput, asked_before)
-        .await?
-    {
-        if let Err(e) = tick_if_overdue(app, &stored, now).await {
-            tracing::error!("thread {}: its questions' timeout failed: {e}", stored.id);
+    let mut after = None;
+    loop {
+        let page = app
+            .store
+            .threads_with_status(
+                crate::storage::Unfinished::AwaitingInput,
+                asked_before,
+                after,
+            )
+            .await?;
+        for stored in &page {
+            match tick_if_overdue(app, stored, now).await {
+                Ok(Ticked::NoPlace) => return Ok(()),
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::error!("thread {}: its questions' timeout failed: {e}", stored.id)
+                }
+            }
+        }
+        match page.last() {
+            Some(last) if page.len() == crate::storage::MAINTENANCE_PAGE => {
+                after = Some(last.updated_at)
+            }
+            _ => return Ok(()),
         }
     }
-    Ok(())
+}
+
+/// What became of a thread whose questions may be overdue.
+enum Ticked {
+    /// Not overdue, or another task or replica took it.
+    Left,
+    /// Continued on a task of its own.
+    Started,
+    /// No place among the requests in flight: the next pass tries again.
+    NoPlace,
 }
 
 async fn tick_if_overdue(
-    app: &App,
+    app: &Arc<App>,
     stored: &crate::storage::StoredThread,
     now: u64,
-) -> Result<(), Box<dyn std::error::Error>> {
+) -> Result<Ticked, Box<dyn std::error::Error>> {
     // Threads asked long enough ago are nearly all overdue: loaded (with the log check) once,
     // as to be extended.
     let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
@@ -436,18 +469,37 @@ async fn tick_if_overdue(
         Effect::AskUser { deadline: Some(d), .. } if d <= now
     );
     if !overdue {
-        return Ok(());
+        return Ok(Ticked::Left);
+    }
+    let Ok(permit) = app.limits.admit() else {
+        return Ok(Ticked::NoPlace);
+    };
+    // One replica, or one pass, continues it.
+    let now_at = i64::try_from(now).unwrap_or(i64::MAX);
+    if !app
+        .store
+        .claim(&stored.id, stored.updated_at, now_at)
+        .await?
+    {
+        return Ok(Ticked::Left);
     }
     let effect = thread.handle(Input::Tick { now })?;
     let scope = cache_scope_of(app, &stored.id).await;
-    let effect = drive(app, &scope, &mut thread, effect, &mut Waits::default()).await?;
-    persist(app, &thread, saved, stored.conversation_key.clone()).await?;
     tracing::info!(
-        "thread {}: questions timed out, continued to {}",
+        "thread {}: questions timed out, continuing to {}",
         stored.id,
         effect_name(&effect)
     );
-    Ok(())
+    crate::app::drive_in_background(
+        app.clone(),
+        scope,
+        thread,
+        effect,
+        saved,
+        permit,
+        stored.conversation_key.clone(),
+    );
+    Ok(Ticked::Started)
 }
 
 fn effect_name(e: &Effect) -> &'static str {
