@@ -18,7 +18,9 @@ rule applies only when the request body has (or lacks) that top-level member (e.
 choices[0] / its message (e.g. `logprobs`, `refusal`), to test what the proxy lets through.
 `tool_calls`: [{"name", "arguments", "id"?}] answers with those tool calls (content null,
 finish_reason "tool_calls") instead of text. `retry_after`: the Retry-After header of an
-error reply. `unless`: substrings that must NOT occur (e.g. a tool result not sent yet).
+error reply. `raw`: {"prefix", "unit", "count", "suffix"} answers with that body verbatim
+(the unit repeated count times: hostile answers) and `headers` (e.g. a redirect's `location`),
+at `status`. `unless`: substrings that must NOT occur (e.g. a tool result not sent yet).
 A reply may hold `{turn:TEXT}`: it becomes the number of the last turn of the translator
 prompt's conversation that the user, the system or a tool said and whose text holds TEXT
 (case-insensitive), or 0 when none does; what a translator writes when it cites the turn a
@@ -170,6 +172,11 @@ class Handler(BaseHTTPRequestHandler):
                              "anthropic-version": self.headers.get("anthropic-version")})
             status, reply, rule, delay = pick(self.server.script, text, req)
         time.sleep(delay)
+        if "raw" in rule:
+            raw = rule["raw"]
+            body = raw.get("prefix", "") + raw.get("unit", "") * raw.get("count", 0) + raw.get("suffix", "")
+            self.send(status, body, headers=rule.get("headers"))
+            return
         model = req.get("model") or "recorded"
         print(f"[{self.server.label}] recorded reply for rule {json.dumps(rule['match'])} (HTTP {status})",
               file=sys.stderr, flush=True)

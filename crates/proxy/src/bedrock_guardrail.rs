@@ -334,6 +334,8 @@ impl BedrockGuardrail {
             reqwest::Client::builder()
                 .connect_timeout(CONNECT_TIMEOUT)
                 .timeout(Duration::from_millis(config.timeout_ms.max(1)))
+                // Not followed: a redirect would resend the content, signed, elsewhere.
+                .redirect(reqwest::redirect::Policy::none())
                 .user_agent(concat!("proofgate/", env!("CARGO_PKG_VERSION")))
                 .build()
         })
@@ -414,6 +416,14 @@ impl BedrockGuardrail {
             guardrail: name(&inner.config),
             reason,
         };
+        crate::http_body::within_values(&bytes, crate::http_body::MAX_ANSWER_VALUES).map_err(
+            |n| {
+                bad(format!(
+                    "the response holds more than {} JSON values ({n} read)",
+                    crate::http_body::MAX_ANSWER_VALUES
+                ))
+            },
+        )?;
         let body: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
         // Read from the tree in place: the tree itself is kept as evidence.

@@ -17,6 +17,67 @@ pub enum BodyError {
     Read(#[source] reqwest::Error),
 }
 
+/// The most JSON values an answer may hold. A parsed value takes about 80 bytes whatever its
+/// text's length, so an answer of `[0,0,0,...]` within [`MAX_ANSWER_BYTES`] parsed into
+/// about 1.2 GB; with this bound an answer parses into 16 MB at most. A chat completion holds
+/// tens of values, a guardrail's findings hundreds.
+pub const MAX_ANSWER_VALUES: usize = 200_000;
+
+/// The most JSON values a client's request may hold (conversations of thousands of turns fit):
+/// the same reasoning as [`MAX_ANSWER_VALUES`] for a request within the body limit, which
+/// parsed 20-36 times larger than its text.
+pub const MAX_REQUEST_VALUES: usize = 100_000;
+
+/// Refuses JSON `text` holding more than `max` values, before it is parsed into a tree. Counts
+/// the arrays and objects opened and the commas between elements outside strings: every value
+/// but the top one is an element, after a comma or first in its container, so the count is at
+/// least the number of values less one, and text accepted parses into at most `max + 1`.
+/// Returns the count reached when refused.
+pub fn within_values(text: &[u8], max: usize) -> Result<(), usize> {
+    let mut count = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text {
+        if in_string {
+            if escaped {
+                escaped = false;
+            } else if b == b'\\' {
+                escaped = true;
+            } else if b == b'"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' | b',' => {
+                count += 1;
+                if count > max {
+                    return Err(count);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// What is kept of an endpoint's error body, to log it, record it in a trail and find its
+/// message in: its first 4 KiB. Error messages are short; the whole body (up to
+/// [`MAX_ANSWER_BYTES`]) went to the log and into the trail, several times per request with
+/// translators and retries.
+pub fn error_body(text: &str) -> String {
+    const KEPT: usize = 4 << 10;
+    if text.len() <= KEPT {
+        return text.to_string();
+    }
+    let mut end = KEPT;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}... ({} bytes in all)", &text[..end], text.len())
+}
+
 /// At most the first `max` characters of `s`: an excerpt of an answer for an error message,
 /// which an endpoint must not be able to make as long as it likes.
 pub fn truncate(s: &str, max: usize) -> &str {
@@ -128,5 +189,58 @@ mod tests {
             read(&url, 1 << 20).await,
             Err(BodyError::TooLarge(_))
         ));
+    }
+}
+
+#[cfg(test)]
+mod value_count_tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    #[test]
+    fn counts_containers_and_commas_outside_strings() {
+        assert_eq!(within_values(b"[0,0,0]", 3), Ok(()));
+        assert_eq!(within_values(b"[0,0,0]", 2), Err(3));
+        let tricky = br#"{"a": "[,,{\"\\", "b": [1]}"#;
+        assert_eq!(within_values(tricky, 3), Ok(()));
+        assert_eq!(within_values(tricky, 2), Err(3));
+    }
+
+    fn values(v: &Value) -> usize {
+        1 + match v {
+            Value::Array(a) => a.iter().map(values).sum(),
+            Value::Object(o) => o.values().map(values).sum(),
+            _ => 0,
+        }
+    }
+
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            "[,\\[\\]{}\"\\\\a ]{0,6}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(5, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map("[,\\[{\"a]{0,4}", inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        /// Text accepted under a bound parses into at most one value more than the bound, and
+        /// the bound of its own count accepts it: the count sits between the values less one
+        /// and twice the values.
+        #[test]
+        fn the_count_bounds_the_values_parsed(v in json()) {
+            let text = serde_json::to_vec(&v).unwrap();
+            let n = values(&v);
+            prop_assert!(within_values(&text, n.saturating_sub(2)).is_err() || n <= 1);
+            prop_assert_eq!(within_values(&text, 2 * n), Ok(()));
+        }
     }
 }

@@ -56,7 +56,7 @@ pub enum LlmError {
         endpoint: String,
         /// HTTP status.
         status: u16,
-        /// Response body, verbatim.
+        /// Response body, its first 4 KiB ([`crate::http_body::error_body`]).
         body: String,
     },
     /// The endpoint answered something that is not a chat completion.
@@ -151,8 +151,12 @@ impl LlmClient {
     /// A client for `endpoint`. Bedrock endpoints load AWS credentials the standard way.
     pub async fn new(endpoint: LlmEndpoint) -> Result<Self, LlmError> {
         let http = crate::per_loop::PerLoop::try_new(|| {
+            // Redirects are not followed: a 307 resent the conversation, with Anthropic's
+            // `x-api-key` (reqwest drops only `Authorization` across hosts), wherever the
+            // endpoint pointed, over plain HTTP too.
             reqwest::Client::builder()
                 .timeout(Duration::from_millis(endpoint.timeout_ms))
+                .redirect(reqwest::redirect::Policy::none())
                 .build()
         })
         .map_err(|e| LlmError::Misconfigured(format!("HTTP client: {e}")))?;
@@ -347,7 +351,7 @@ impl LlmClient {
                 LlmError::Rejected {
                     endpoint: self.endpoint.base_url.clone(),
                     status: status.as_u16(),
-                    body: text,
+                    body: crate::http_body::error_body(&text),
                 }
             };
             return Err(HttpAttempt {
@@ -356,11 +360,31 @@ impl LlmClient {
                 retry_after,
             });
         }
+        if status.is_redirection() {
+            return Err(permanent(LlmError::BadResponse {
+                endpoint: self.endpoint.base_url.clone(),
+                reason: format!(
+                    "HTTP {status}, a redirect (not followed: set the endpoint's base_url to \
+                     where it points, if it is to be trusted)"
+                ),
+            }));
+        }
         if !status.is_success() {
             return Err(permanent(LlmError::Rejected {
                 endpoint: self.endpoint.base_url.clone(),
                 status: status.as_u16(),
-                body: text,
+                body: crate::http_body::error_body(&text),
+            }));
+        }
+        if let Err(n) =
+            crate::http_body::within_values(text.as_bytes(), crate::http_body::MAX_ANSWER_VALUES)
+        {
+            return Err(permanent(LlmError::BadResponse {
+                endpoint: self.endpoint.base_url.clone(),
+                reason: format!(
+                    "the response holds more than {} JSON values ({n} read)",
+                    crate::http_body::MAX_ANSWER_VALUES
+                ),
             }));
         }
         serde_json::from_str(&text).map_err(|e| {

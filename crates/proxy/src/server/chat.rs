@@ -439,6 +439,16 @@ fn continues(thread: &Thread, before_last: &[ConversationTurn]) -> bool {
 
 /// Reads a JSON body, with a clear error when it is not JSON.
 pub(crate) fn json_body(body: &Bytes) -> Result<Value, ApiError> {
+    crate::http_body::within_values(body, crate::http_body::MAX_REQUEST_VALUES).map_err(|_| {
+        ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the body holds more than {} JSON values",
+                crate::http_body::MAX_REQUEST_VALUES
+            ),
+        )
+    })?;
     serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))
 }

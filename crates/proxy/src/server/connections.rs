@@ -104,7 +104,7 @@ impl ConnectionLimits {
 
 /// The client a connection counts against: its address, or for IPv6 its /64 (the block one
 /// host or site is usually given whole, so one client cannot pass for thousands).
-fn client_of(peer: IpAddr) -> IpAddr {
+pub(crate) fn client_of(peer: IpAddr) -> IpAddr {
     match peer {
         IpAddr::V4(v4) => IpAddr::V4(v4),
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {

@@ -152,10 +152,16 @@ pub async fn apply_guardrail(
             }))
             .into_response()
         }
-        Err(e) => aws_error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "ServiceUnavailableException",
-            e.to_string(),
-        ),
+        // The details (endpoint addresses, what a translator answered) go to the operator's
+        // log, never to the client, as on the chat path.
+        Err(e) => {
+            tracing::warn!("ApplyGuardrail: the validator failed: {e}");
+            aws_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "ServiceUnavailableException",
+                "the validator could not check the content; the details are in proofgate's log"
+                    .to_string(),
+            )
+        }
     }
 }

@@ -50,6 +50,14 @@ struct Gate {
     limits: Arc<Limits>,
 }
 
+/// What a request without a key is counted under: its peer's address, IPv6 by its /64, as the
+/// connection caps count it (one host is usually given a whole /64, and each of its addresses
+/// had a rate of its own).
+fn rate_key(peer: Option<SocketAddr>) -> String {
+    peer.map(|p| format!("ip:{}", connections::client_of(p.ip())))
+        .unwrap_or_else(|| "anonymous".into())
+}
+
 /// Every request passes here first: the route's access rule ([`auth::access`]), the key, its
 /// scope, its rate, the requests in flight, the body's type and size, and the deadline. A
 /// handler runs only when all of them allow it, with the [`Caller`] as a request extension.
@@ -62,11 +70,11 @@ async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let access = auth::access(&method, &path);
-    let address = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| format!("ip:{}", c.0.ip()))
-        .unwrap_or_else(|| "anonymous".into());
+    let address = rate_key(
+        req.extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0),
+    );
     if access == Access::Public {
         if path == "/healthz" {
             return next.run(req).await;
@@ -590,4 +598,22 @@ pub fn run(
         };
         served.map_err(|e| StartError::Other(format!("server: {e}")))
     })
+}
+
+#[cfg(test)]
+mod rate_key_tests {
+    use super::rate_key;
+
+    /// Addresses of one IPv6 /64 share a rate; another /64, an IPv4 address (mapped or not)
+    /// and no address at all each have their own.
+    #[test]
+    fn an_ipv6_64_is_one_client() {
+        let key = |a: &str| rate_key(Some(a.parse().unwrap()));
+        assert_eq!(key("[2001:db8::1]:1"), key("[2001:db8::ffff:1234]:2"));
+        assert_eq!(key("[2001:db8::1]:1"), key("[2001:db8:0:0:8000::1]:9"));
+        assert_ne!(key("[2001:db8::1]:1"), key("[2001:db8:0:1::1]:1"));
+        assert_eq!(key("[::ffff:192.0.2.7]:1"), key("192.0.2.7:5"));
+        assert_ne!(key("192.0.2.7:5"), key("192.0.2.8:5"));
+        assert_eq!(rate_key(None), "anonymous");
+    }
 }
