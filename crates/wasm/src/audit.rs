@@ -4,11 +4,11 @@
 
 use crate::to_js;
 use proofgate_core::audit::bundle::{
-    read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle,
+    read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle, TrustCheck,
 };
 use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, checks_passed, plan_rechecks, PlannedCheck};
-use proofgate_core::audit::AuditRecord;
+use proofgate_core::audit::{verify_chain_json, AuditRecord};
 use proofgate_core::policy::smtlib::Expected;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel};
 use wasm_bindgen::prelude::*;
@@ -18,6 +18,8 @@ const TS_AUDIT: &'static str = r#"
 export interface PlannedCheck { record: number; finding: number; kind: string; meaning: string; script: string; expected: "sat" | "unsat"; anyOf?: number }
 export interface RecheckPlan { policyContentHash: string; checks: PlannedCheck[]; problems: { record: number; detail: string }[] }
 export interface TrustCheck { ok: boolean; detail: string }
+/** `signature` fails too when the trail's records do not hash and link up to the signed head
+ * (verifyTrust checks the chain; `proofgate audit` gets that from its replay). */
 export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }
 "#;
 
@@ -61,8 +63,7 @@ pub fn checks_passed_js(
     #[wasm_bindgen(unchecked_param_type = "PlannedCheck[]")] checks: JsValue,
     answered: Vec<u8>,
 ) -> Result<Vec<u8>, JsError> {
-    let checks: Vec<PlannedCheck> = serde_wasm_bindgen::from_value(checks)
-        .map_err(|e| JsError::new(&format!("proofgate: the checks are malformed: {e}")))?;
+    let checks: Vec<PlannedCheck> = crate::thread::from_js(&checks, "the list of checks")?;
     let answered: Vec<bool> = answered.iter().map(|a| *a != 0).collect();
     Ok(checks_passed(&checks, &answered)
         .into_iter()
@@ -97,20 +98,36 @@ pub fn answer_matches_js(output: &str, expected: &str) -> bool {
 }
 
 /// Checks an audit bundle's signed head, inclusion proof and (with `savedCheckpoint`)
-/// consistency against the server's verifier key.
+/// consistency against the server's verifier key, and that the trail's records hash and link
+/// up to that head (`verifyChain`): the signed head states only the last record's hash, so a
+/// record rewritten before it would otherwise pass. Throws when the bundle is not one, or
+/// writes a key twice in any object (read strictly, as replay reads it).
 #[wasm_bindgen(js_name = verifyTrust, unchecked_return_type = "TrustReport")]
 pub fn verify_trust_js(
     bundle: &str,
     verifier_key: &str,
     saved_checkpoint: Option<String>,
 ) -> Result<JsValue, JsError> {
-    let bundle: AuditBundle = serde_json::from_str(bundle)
-        .map_err(|e| JsError::new(&format!("proofgate: the bundle is malformed: {e}")))?;
-    to_js(&verify_trust(
-        &bundle,
-        verifier_key,
-        saved_checkpoint.as_deref(),
-    ))
+    let (_, read) = read_trail_or_bundle(bundle.as_bytes())
+        .map_err(|e| JsError::new(&format!("proofgate: the bundle: {e}")))?;
+    let read: AuditBundle = read.ok_or_else(|| {
+        JsError::new("proofgate: the bundle is malformed: a plain trail, not {\"trail\": [...], \"signedHead\": ...}")
+    })?;
+    let mut report = verify_trust(&read, verifier_key, saved_checkpoint.as_deref());
+    // The records' own bytes, as replay checks them (a value read back would have integers
+    // beyond 2^53 rounded).
+    let trail = trail_text_of(bundle).map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+    if let Some(failure) = verify_chain_json(trail).failure {
+        report.signature = TrustCheck {
+            ok: false,
+            detail: format!(
+                "{failure}: the records do not hash up to the head the server signed: the trail \
+                 was altered"
+            ),
+        };
+        report.ok = false;
+    }
+    to_js(&report)
 }
 
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools

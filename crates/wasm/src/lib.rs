@@ -2,10 +2,11 @@
 //!
 //! Values cross the boundary as plain JSON-compatible JavaScript objects in the AWS shapes
 //! (findings) or the core's own serde shapes (decisions, verdicts); errors are thrown as
-//! JavaScript `Error`s whose message says what was wrong.
+//! JavaScript `Error`s whose message says what was wrong. Every structured argument is read as
+//! its JSON text (see `thread::from_js`), so a value means the same to every export.
 
 use proofgate_core::{aggregate_verdict, parse_decision, prioritize, Finding};
-use serde::{de::DeserializeOwned, Serialize};
+use serde::Serialize;
 use wasm_bindgen::prelude::*;
 
 mod audit;
@@ -59,11 +60,6 @@ pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
         .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))
 }
 
-fn from_js<T: DeserializeOwned>(value: JsValue, what: &str) -> Result<T, JsError> {
-    serde_wasm_bindgen::from_value(value)
-        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
-}
-
 /// Parses the rewriting LLM's reply into `{decision, answer, questions}`. Never throws.
 #[wasm_bindgen(js_name = parseDecision, unchecked_return_type = "Decision")]
 pub fn parse_decision_js(text: &str) -> Result<JsValue, JsError> {
@@ -75,7 +71,7 @@ pub fn parse_decision_js(text: &str) -> Result<JsValue, JsError> {
 pub fn prioritize_findings_js(
     #[wasm_bindgen(unchecked_param_type = "Finding[]")] findings: JsValue,
 ) -> Result<JsValue, JsError> {
-    let findings: Vec<Finding> = from_js(findings, "the findings list")?;
+    let findings: Vec<Finding> = thread::from_js(&findings, "the findings list")?;
     to_js(&prioritize(&findings))
 }
 
@@ -84,7 +80,7 @@ pub fn prioritize_findings_js(
 pub fn aggregate_verdict_js(
     #[wasm_bindgen(unchecked_param_type = "Finding[]")] findings: JsValue,
 ) -> Result<JsValue, JsError> {
-    let findings: Vec<Finding> = from_js(findings, "the findings list")?;
+    let findings: Vec<Finding> = thread::from_js(&findings, "the findings list")?;
     to_js(&aggregate_verdict(&findings))
 }
 

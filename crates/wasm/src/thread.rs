@@ -5,6 +5,7 @@
 //! serde-wasm-bindgen: audit hashes are computed over JSON values, and going through JSON
 //! keeps integers integers and every record exactly as a stored trail file has it.
 
+use proofgate_core::audit::policy_document::policy_document_of;
 use proofgate_core::audit::{replay_json_with, verify_chain_json, PolicyDocuments};
 use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
 use serde::{de::DeserializeOwned, Serialize};
@@ -28,12 +29,47 @@ export interface ThreadConfig {
   /** Milliseconds the user has to answer; null waits for ever (default 900000). */
   questionTimeoutMs?: number | null;
   policy?: PolicyContext;
+  /** With the local validator: the thread drives the translators (Translate, then Check)
+   * instead of asking for whole-text validation (Validate). */
+  translation?: TranslationConfig;
+  /** What a failure of the LLM or validator ends in (default "CLOSED": ERROR, no answer;
+   * "OPEN": the first answer, marked UNVERIFIED). */
+  failureMode?: "CLOSED" | "OPEN";
+}
+/** A policy definition in the AWS shape (types, variables, rules). */
+export interface PolicyDefinition {
+  version?: string;
+  types?: { name: string; description?: string; values?: { value: string; description?: string }[] }[];
+  variables?: { name: string; type: string; description?: string }[];
+  rules?: { id: string; expression: string; alternateExpression?: string }[];
+  [extra: string]: unknown;
+}
+export interface TranslationConfig {
+  /** k: how many translators translate each answer (at least 1). */
+  translators: number;
+  /** How often a reply with syntax or type errors is sent back for repair. */
+  repairAttempts: number;
+  /** How many of the k translators must agree on a pair for it to be checked. */
+  requiredAgreement: number;
+  /** The policy's types and variables. */
+  vocabulary: PolicyDefinition;
+  systemPromptFacts?: boolean;
+}
+export interface ChatTurn { role: string; content: string }
+/** One translator call: send `messages`, hand back the reply with the same translator and attempt. */
+export interface TranslatorCall { translator: number; attempt: number; messages: ChatTurn[] }
+/** What one translator made of the answer. */
+export interface TranslatorOutput {
+  pairs: { premises: Statement[]; claims: Statement[] }[];
+  untranslatedPremises: string[]; untranslatedClaims: string[];
 }
 export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFICATIONS" | "REGENERATE_AFTER_SKIP";
 /** An input; `now` (ms since the epoch) defaults to Date.now(). */
 export type Input =
   | { type: "LlmReplied"; text: string; model?: string; now?: number }
   | { type: "Validated"; findings: Finding[]; evidence?: unknown; verdictRules?: number; now?: number }
+  | { type: "TranslatorReplied"; translator: number; attempt: number; text: string; model?: string; now?: number }
+  | { type: "TranslatorFailed"; translator: number; attempt: number; reason: string; now?: number }
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }
@@ -57,6 +93,10 @@ export interface Outcome {
 export type Effect =
   | { type: "CallLlm"; purpose: LlmPurpose; prompt: string }
   | { type: "Validate"; question: string; answer: string }
+  /** Start these calls (an empty list: keep waiting for those in flight). */
+  | { type: "Translate"; calls: TranslatorCall[] }
+  /** Check the translations (one per translator, in order) and hand back Validated. */
+  | { type: "Check"; question: string; answer: string; translations: TranslatorOutput[] }
   | { type: "AskUser"; questions: string[]; deadline?: number }
   | ({ type: "Finish" } & Outcome);
 export type Phase = "GENERATE_INITIAL" | "VALIDATE" | "CHECK_QUESTIONS" | "HANDLE_RESULT"
@@ -84,7 +124,8 @@ export interface Step {
     at: number };
 }
 export type RecordKind = "THREAD_STARTED" | "LLM_REPLIED" | "VALIDATED" | "USER_ANSWERED" | "USER_SKIPPED"
-  | "TICK" | "FAILED" | "BLOCKED" | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
+  | "TICK" | "FAILED" | "BLOCKED" | "TRANSLATOR_REPLIED" | "TRANSLATOR_FAILED" | "TRANSLATE" | "CHECK"
+  | "CALL_LLM" | "VALIDATE" | "ASK_USER" | "VALID_RESPONSE" | "MAX_ITERATIONS_REACHED"
   | "IMPOSSIBLE_RESPONSE" | "NOT_COVERED" | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 /** One audit record; `hash` is SHA-256 over the canonical JSON of the other fields. */
 export interface AuditRecord { seq: number; prev: string; at: number; kind: RecordKind; body: any; hash: string }
@@ -153,22 +194,46 @@ fn from_json<T: DeserializeOwned>(text: &[u8], what: &str) -> Result<T, JsError>
         .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
 }
 
+/// A structured JS argument read as every export reads one: its JSON text, parsed by
+/// serde_json (whose recursion limit makes deep nesting an error, where walking the JS value
+/// itself overflowed the wasm stack and broke the instance), then typed. So a Map, NaN or an
+/// array where an object belongs means the same to `aggregateVerdict` as to `Thread.handle`.
+pub(crate) fn from_js<T: DeserializeOwned>(value: &JsValue, what: &str) -> Result<T, JsError> {
+    let value: Value = from_json(&json_text(value, what)?, what)?;
+    serde_json::from_value(value)
+        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
+}
+
 fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
     let text = serde_json::to_string(value)
         .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))?;
     json_parse(&text).map_err(|_| JsError::new("proofgate: could not convert the result"))
 }
 
+/// `Number.MAX_SAFE_INTEGER`: a time or timeout beyond it reaches JS rounded, so a trail that
+/// records one no longer hashes the same once read back (`auditTrail()`, `JSON.parse`).
+const MAX_SAFE_MS: u64 = 9_007_199_254_740_991;
+
 /// A JS time (ms since the epoch) as u64.
 fn millis(value: f64, what: &str) -> Result<u64, JsError> {
-    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0
-    {
+    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= MAX_SAFE_MS as f64 {
         Ok(value as u64)
     } else {
         Err(JsError::new(&format!(
             "proofgate: {what} must be a whole number of milliseconds since the epoch, got {value}"
         )))
     }
+}
+
+/// The policy document a configuration's THREAD_STARTED names, if any.
+fn config_documents(config: &ThreadConfig) -> PolicyDocuments {
+    let mut documents = PolicyDocuments::new();
+    if let Some((_, document)) = policy_document_of(config) {
+        // A configuration's policy is always a policy document; one that were not would only
+        // leave the trail's document missing, which resuming reports.
+        let _ = documents.insert(document);
+    }
+    documents
 }
 
 /// The rewriting loop of one question. Drive it with `start()` and `handle(input)`; persist
@@ -183,10 +248,17 @@ fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
     if config.is_undefined() || config.is_null() {
         return Ok(ThreadConfig::default());
     }
-    from_json(
+    let config: ThreadConfig = from_json(
         &json_text(config, "the configuration")?,
         "the configuration",
-    )
+    )?;
+    match config.question_timeout_ms {
+        Some(t) if t > MAX_SAFE_MS => Err(JsError::new(&format!(
+            "proofgate: questionTimeoutMs must be a safe integer (at most \
+             Number.MAX_SAFE_INTEGER) number of milliseconds, got {t}"
+        ))),
+        _ => Ok(config),
+    }
 }
 
 #[wasm_bindgen(js_class = Thread)]
@@ -245,12 +317,33 @@ impl WasmThread {
     ) -> Result<JsValue, JsError> {
         let mut value: Value = from_json(&json_text(&input, "the input")?, "the input")?;
         if let Some(obj) = value.as_object_mut() {
-            if !obj.contains_key("now") {
-                obj.insert("now".into(), millis(date_now(), "Date.now()")?.into());
+            match obj.get("now").map(Value::as_u64) {
+                None => {
+                    obj.insert("now".into(), millis(date_now(), "Date.now()")?.into());
+                }
+                Some(Some(now)) if now > MAX_SAFE_MS => {
+                    return Err(JsError::new(&format!(
+                        "proofgate: the input's now must be a safe integer (at most \
+                         Number.MAX_SAFE_INTEGER) number of milliseconds, got {now}"
+                    )))
+                }
+                // Not a whole number at all: reading the input says so.
+                Some(_) => {}
             }
         }
         let input: Input = serde_json::from_value(value)
             .map_err(|e| JsError::new(&format!("proofgate: the input is malformed: {e}")))?;
+        // The deadline of questions asked now is now + questionTimeoutMs: it must be a safe
+        // integer too.
+        if let Some(timeout) = self.inner.config().question_timeout_ms {
+            if input.now().saturating_add(timeout) > MAX_SAFE_MS {
+                return Err(JsError::new(&format!(
+                    "proofgate: the input's now ({}) plus questionTimeoutMs ({timeout}) is beyond \
+                     Number.MAX_SAFE_INTEGER milliseconds",
+                    input.now()
+                )));
+            }
+        }
         let effect = self
             .inner
             .handle(input)
@@ -264,12 +357,37 @@ impl WasmThread {
         to_js(&self.inner)
     }
 
-    /// Resumes a thread from `toJSON()`'s object or its JSON text.
+    /// Resumes a thread from `toJSON()`'s object or its JSON text. The thread is rebuilt by
+    /// replaying its audit trail, as the proxy resumes one (`Thread::resumed`): throws when the
+    /// trail does not replay or the rest of the JSON differs from what the trail records.
     #[wasm_bindgen(js_name = fromJSON)]
     pub fn from_json(
         #[wasm_bindgen(unchecked_param_type = "ThreadJSON | string")] json: JsValue,
     ) -> Result<WasmThread, JsError> {
-        let inner: Thread = from_json(&json_text(&json, "the thread")?, "the thread")?;
+        let mut fields: serde_json::Map<String, Value> =
+            from_json(&json_text(&json, "the thread")?, "the thread")?;
+        // The state, steps and outcome are copies no hash covers: trusted as given, a forged
+        // `state` made any answer a verified one.
+        let trail = fields
+            .remove("auditTrail")
+            .ok_or_else(|| JsError::new("proofgate: the thread has no auditTrail"))?;
+        // The policy document the trail names, from the given configuration: used only under
+        // the hash of its own contents, so a forged configuration cannot stand in for it.
+        let documents = match fields.get("config") {
+            Some(config) => {
+                let config: ThreadConfig = serde_json::from_value(config.clone()).map_err(|e| {
+                    JsError::new(&format!("proofgate: the thread's config is malformed: {e}"))
+                })?;
+                config_documents(&config)
+            }
+            None => PolicyDocuments::new(),
+        };
+        let trail = serde_json::to_vec(&trail)
+            .map_err(|e| JsError::new(&format!("proofgate: the thread: {e}")))?;
+        let state = serde_json::to_string(&fields)
+            .map_err(|e| JsError::new(&format!("proofgate: the thread: {e}")))?;
+        let inner = Thread::resumed(&state, &trail, &documents)
+            .map_err(|e| JsError::new(&format!("proofgate: the thread cannot be resumed: {e}")))?;
         Ok(WasmThread { inner })
     }
 

@@ -103,5 +103,5 @@ test('checksPassed judges anyOf groups as proofgate audit does', () => {
   );
   // A check with no answer given has not passed.
   assert.deepEqual(Array.from(cjs.checksPassed(checks, Uint8Array.from([1]))), [1, 0, 0, 0, 0]);
-  assert.throws(() => cjs.checksPassed([{ kind: 1 }], Uint8Array.from([1])), /checks are malformed/);
+  assert.throws(() => cjs.checksPassed([{ kind: 1 }], Uint8Array.from([1])), /list of checks is malformed/);
 });

@@ -1,0 +1,239 @@
+// What a review of the npm package found, each kept fixed: structured input read one way by
+// every export (deep nesting a clean error), a thread resumed only as its trail records it,
+// the README's example true, verifyTrust checking the records under the signed head, and
+// times that stay safe integers.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:crypto';
+import { createRequire } from 'node:module';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit } from 'proofgate';
+
+const here = (p) => fileURLToPath(new URL(p, import.meta.url));
+const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
+const shown = { claims: [{ logic: '(= fee 5)', naturalLanguage: 'You pay $5.' }] };
+const valid = { valid: { translation: shown, supportingRules: [{ identifier: 'R1' }] } };
+
+test('deeply nested findings are a clean error and the instance keeps working', () => {
+  // In a child process: on a build that walks the JS value itself, this overflows the wasm
+  // stack and breaks every later call of the shared instance.
+  const child = `
+    const { aggregateVerdict, prioritizeFindings, Thread } = require('proofgate');
+    let deep = {};
+    for (let i = 0; i < 3000; i++) deep = { a: deep };
+    const errors = [];
+    for (const f of [() => aggregateVerdict([{ valid: { x: deep } }]),
+                     () => prioritizeFindings([{ valid: { x: deep } }])]) {
+      try { f(); errors.push(null); } catch (e) { errors.push(String(e && e.message)); }
+    }
+    let after;
+    try { after = aggregateVerdict([{ invalid: {} }]); } catch (e) { after = String(e.message); }
+    const t = new Thread(null, 'q', 't', 0);
+    process.stdout.write(JSON.stringify({ errors, after, phase: t.phase }));
+  `;
+  const run = spawnSync(process.execPath, ['-e', child], { cwd: here('..'), encoding: 'utf8' });
+  assert.equal(run.status, 0, run.stderr);
+  const { errors, after, phase } = JSON.parse(run.stdout);
+  for (const e of errors) assert.match(e ?? 'no error', /findings list is malformed: recursion limit exceeded/);
+  assert.deepEqual(after, { verdict: 'INVALID' });
+  assert.equal(phase, 'GENERATE_INITIAL');
+});
+
+/** The verdict a thread records for `findings`, or 'throws'. */
+function threadVerdict(findings) {
+  const t = new Thread(null, 'q', 't-agree', 0);
+  t.handle({ type: 'LlmReplied', text: 'A1', now: 1 });
+  try {
+    t.handle({ type: 'Validated', findings, now: 2 });
+  } catch {
+    return 'throws';
+  }
+  return t.steps()[0].validation.verdict;
+}
+
+function exportVerdict(findings) {
+  try {
+    return aggregateVerdict(findings);
+  } catch {
+    return 'throws';
+  }
+}
+
+test('aggregateVerdict and a Thread read the same odd values the same way', () => {
+  const withConfidence = (confidence) => ({
+    valid: { translation: { ...shown, confidence }, supportingRules: [{ identifier: 'R1' }] },
+  });
+  const table = [
+    ['a Map as a finding', [new Map([['invalid', {}]])]],
+    ['a Map as a finding body', [valid, { invalid: new Map([['contradictingRules', []]]) }]],
+    ['a list as a finding body', [{ valid: [] }]],
+    ['a list as the translation', [{ valid: { translation: [], supportingRules: [{ identifier: 'R1' }] } }]],
+    ['NaN confidence', [withConfidence(NaN)]],
+    ['1e400 confidence', [withConfidence(1e400)]],
+    ['-0 confidence', [withConfidence(-0)]],
+    ['an undefined body', [{ valid: undefined }]],
+    ['a Date as logic', [{ valid: { translation: { claims: [{ logic: new Date(0) }] }, supportingRules: [{ identifier: 'R1' }] } }]],
+    ['a BigInt', [{ valid: { translation: { confidence: 1n } } }]],
+    ['plain', [valid, { noTranslations: {} }]],
+  ];
+  for (const [name, findings] of table) {
+    assert.deepEqual(exportVerdict(findings), threadVerdict(findings), name);
+  }
+  // The Map is what JSON makes of it (an empty object), not read as its entries.
+  assert.equal(exportVerdict(table[0][1]), 'throws');
+  assert.deepEqual(exportVerdict(table[1][1]), { verdict: 'INVALID' });
+});
+
+test('prioritizeFindings reads findings as JSON too', () => {
+  assert.throws(() => prioritizeFindings([new Map([['invalid', {}]])]), /found none/);
+  assert.deepEqual(prioritizeFindings([valid, { invalid: new Map() }]), [{ invalid: {} }, valid]);
+});
+
+/** A thread with one INVALID validation, waiting for the rewrite. */
+function drivenThread() {
+  const t = new Thread({ maxIterations: 3 }, 'How much?', 't-forge', 0);
+  t.handle({ type: 'LlmReplied', text: 'A1', now: 1 });
+  t.handle({ type: 'Validated', findings: [invalid], now: 2 });
+  return t;
+}
+
+test('Thread.fromJSON refuses a state its trail does not record', () => {
+  const t = drivenThread();
+  assert.equal(t.phase, 'REWRITING_LOOP');
+  const forged = t.toJSON();
+  forged.state = {
+    phase: 'COMPLETED',
+    outcome: { status: 'VALID', answer: 'Anything at all.', findings: [], iterations: 1, verified: true },
+  };
+  for (const json of [forged, JSON.stringify(forged)]) {
+    assert.throws(() => Thread.fromJSON(json), /differs from the one its trail records \(at `state`\)/);
+  }
+  // The steps are a copy too.
+  const steps = t.toJSON();
+  steps.steps[0].reply.text = 'Something else.';
+  assert.throws(() => Thread.fromJSON(steps), /differs from the one its trail records \(at `steps`\)/);
+  // A trail that does not replay.
+  const trail = t.toJSON();
+  trail.auditTrail[1].body.text = 'A2';
+  assert.throws(() => Thread.fromJSON(trail), /its trail does not replay/);
+  const none = t.toJSON();
+  delete none.auditTrail;
+  assert.throws(() => Thread.fromJSON(none), /no auditTrail/);
+});
+
+test('a genuine thread round-trips through fromJSON and goes on', () => {
+  const t = drivenThread();
+  const resumed = Thread.fromJSON(JSON.stringify(t.toJSON()));
+  assert.deepEqual(resumed.toJSON(), t.toJSON());
+  resumed.handle({ type: 'LlmReplied', text: 'DECISION: REWRITE\nANSWER: A2', now: 3 });
+  const end = resumed.handle({ type: 'Validated', findings: [valid], now: 4 });
+  assert.equal(end.status, 'VALID');
+  assert.equal(end.answer, 'A2');
+  // Finished, with a policy: the document comes from the thread's own configuration.
+  const policy = { rules: [{ id: 'R1', expression: '(= fee 5)', english: 'The fee is 5.' }], variables: [{ name: 'fee', description: 'The fee' }] };
+  const p = new Thread({ maxIterations: 1, policy }, 'q', 't-policy', 0);
+  p.handle({ type: 'LlmReplied', text: 'A1', now: 1 });
+  p.handle({ type: 'Validated', findings: [invalid], now: 2 });
+  const again = Thread.fromJSON(p.toJSON());
+  assert.deepEqual(again.outcome(), p.outcome());
+  assert.equal(again.outcome().verified, false);
+  assert.equal(replayAudit(again.auditTrail(), again.policyDocuments()).ok, true);
+});
+
+test("the README's npm example gives the output it documents", () => {
+  const readme = readFileSync(here('../../../README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## The npm package'));
+  const code = section.match(/```js\n([\s\S]*?)```/)[1];
+  // Each line followed by a `// value` comment is checked against that value.
+  const lines = code.trimEnd().split('\n');
+  const script = [];
+  let checked = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const next = lines[i + 1] ?? '';
+    if (!lines[i].startsWith('//') && next.startsWith('// ')) {
+      script.push(`checks.push([${lines[i].replace(/;\s*$/, '')}, (${next.slice(3)})]);`);
+      checked++;
+      i++;
+    } else {
+      script.push(lines[i]);
+    }
+  }
+  const require = createRequire(import.meta.url);
+  const load = (name) => require(name === './crates/wasm/pkg' ? 'proofgate' : name);
+  const checks = [];
+  new Function('require', 'checks', script.join('\n'))(load, checks);
+  assert.ok(checked >= 3, 'the example documents its outputs');
+  assert.equal(checks.length, checked);
+  for (const [got, documented] of checks) assert.deepEqual(got, documented);
+});
+
+// A signed audit bundle, as the server makes one: a C2SP signed note (Ed25519) over the
+// thread head, in a log of one leaf whose checkpoint is signed with the same key.
+function signer(name) {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const raw = publicKey.export({ format: 'jwk' }).x;
+  const pub = Buffer.from(raw, 'base64url');
+  const keyData = Buffer.concat([Buffer.from([1]), pub]);
+  const keyHash = createHash('sha256').update(Buffer.concat([Buffer.from(`${name}\n`), keyData])).digest().subarray(0, 4);
+  const verifierKey = `${name}+${keyHash.toString('hex')}+${keyData.toString('base64')}`;
+  const signNote = (text) => {
+    const signature = sign(null, Buffer.from(text), createPrivateKey(privateKey.export({ format: 'pem', type: 'pkcs8' })));
+    return `${text}\n\u2014 ${name} ${Buffer.concat([keyHash, signature]).toString('base64')}\n`;
+  };
+  return { verifierKey, signNote };
+}
+
+function signedBundle() {
+  const bundle = JSON.parse(readFileSync(here('../../core/tests/fixtures/park-local-bundle.json'), 'utf8'));
+  const { verifierKey, signNote } = signer('proofgate.test');
+  const last = bundle.trail.at(-1);
+  const head = `proofgate/thread-head/v1\n${bundle.trail[0].body.threadId}\n${last.seq}\n${last.hash}\n`;
+  const leaf = createHash('sha256').update(Buffer.concat([Buffer.from([0]), Buffer.from(head)])).digest('base64');
+  bundle.signedHead = signNote(head);
+  bundle.checkpoint = signNote(`proofgate.test/log\n1\n${leaf}\n`);
+  bundle.inclusion = { leafIndex: 0, hashes: [] };
+  return { bundle, verifierKey };
+}
+
+test('verifyTrust checks the records under the signed head', () => {
+  const { bundle, verifierKey } = signedBundle();
+  const genuine = verifyTrust(JSON.stringify(bundle), verifierKey);
+  assert.equal(genuine.ok, true, JSON.stringify(genuine));
+  assert.equal(genuine.checkpoint.size, 1);
+  // A translator's reply rewritten, every `hash` string kept: the last record still states
+  // the signed hash, but the records no longer hash up to it.
+  const altered = structuredClone(bundle);
+  altered.trail[2].body.text = altered.trail[2].body.text.replace('1000004', '30');
+  assert.equal(altered.trail.at(-1).hash, bundle.trail.at(-1).hash);
+  const report = verifyTrust(JSON.stringify(altered), verifierKey);
+  assert.equal(report.ok, false);
+  assert.equal(report.signature.ok, false);
+  assert.match(report.signature.detail, /record 2 \(TRANSLATOR_REPLIED\).*the trail was altered/);
+  // A key written twice is refused, as replay refuses it: a reader keeping the first copy
+  // would see another head than one keeping the last.
+  const text = JSON.stringify(bundle);
+  const doubled = `{"signedHead":"forged",${text.slice(1)}`;
+  assert.throws(() => verifyTrust(doubled, verifierKey), /`signedHead` appears twice/);
+  assert.throws(() => verifyTrust(JSON.stringify(bundle.trail), verifierKey), /plain trail/);
+});
+
+test('times beyond Number.MAX_SAFE_INTEGER are refused', () => {
+  assert.throws(() => new Thread({ questionTimeoutMs: 2 ** 62 }, 'q', 't', 0), /questionTimeoutMs must be a safe integer/);
+  assert.throws(() => Thread.withAnswer({ questionTimeoutMs: 2 ** 53 }, 'q', { text: 'A', source: 'user' }, 't', 0), /questionTimeoutMs must be a safe integer/);
+  assert.throws(() => new Thread(null, 'q', 't', 2 ** 53), /whole number of milliseconds/);
+  const t = new Thread(null, 'q', 't-time', 0);
+  const before = JSON.stringify(t);
+  assert.throws(() => t.handle({ type: 'LlmReplied', text: 'A1', now: 2 ** 60 }), /now must be a safe integer/);
+  // now itself safe, but the deadline of questions asked now would not be.
+  assert.throws(() => t.handle({ type: 'LlmReplied', text: 'A1', now: Number.MAX_SAFE_INTEGER }), /plus questionTimeoutMs .* beyond Number.MAX_SAFE_INTEGER/);
+  assert.equal(JSON.stringify(t), before);
+  // The largest timeout that is allowed keeps the trail replayable.
+  const big = new Thread({ questionTimeoutMs: Number.MAX_SAFE_INTEGER - 10 }, 'q', 't-big', 0);
+  big.handle({ type: 'LlmReplied', text: 'A1', now: 1 });
+  big.handle({ type: 'Validated', findings: [{ satisfiable: {} }], now: 2 });
+  const ask = big.handle({ type: 'LlmReplied', text: 'DECISION: ASK_QUESTIONS\nQUESTION: When?', now: 3 });
+  assert.equal(ask.deadline, Number.MAX_SAFE_INTEGER - 7);
+  assert.equal(replayAudit(big.auditTrail()).ok, true);
+});
