@@ -1021,6 +1021,14 @@ async fn checked_trail(app: &App, thread_id: &str) -> Result<Vec<Value>, String>
     Ok(trail)
 }
 
+/// When a thread was last active by its trail (its last record's `at`, under the hash chain
+/// and the signed head), once the trail passes the checks a view makes; `None` for a thread
+/// with no record. Retention goes by this, not by the unsigned `updated_at` and `status`.
+pub async fn signed_last_activity(app: &App, thread_id: &str) -> Result<Option<u64>, String> {
+    let trail = checked_trail(app, thread_id).await?;
+    Ok(trail.last().and_then(|r| r["at"].as_u64()))
+}
+
 /// The owner stored beside a thread, which decides who may read and continue it, must be the
 /// one its (checked) trail records: no signature covers the owners' table, so without this
 /// someone with the database could hand a thread to another key or end user, whose requests

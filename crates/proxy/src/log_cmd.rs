@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use proofgate_core::audit::bundle::AuditBundle;
 use proofgate_core::audit::transparency::{
-    logged_heads_problem, verify_checkpoint, verify_consistency, verify_note, CheckpointInfo,
-    LogStatement,
+    deletion_problem, logged_heads_problem, verify_checkpoint, verify_consistency, verify_note,
+    CheckpointInfo, LogStatement,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -165,6 +165,13 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             "the leaves the server lists do not hash to its signed root ({} != {})",
             root, current.root
         ));
+    }
+    // Every logged deletion deletes its trail up to the thread's last logged head (the log
+    // alone says so: no API key needed).
+    for (thread, logged) in &heads {
+        if let Some(problem) = deletion_problem(logged) {
+            failures.push(format!("thread {thread}: {problem}"));
+        }
     }
     // Every logged thread still has its trail, ending at its last logged head.
     let mut trails_checked = 0;
@@ -668,5 +675,29 @@ mod tests {
         // Under a checkpoint signed later: logged (the trail was deleted as the log says).
         let report = run(vec![1, 1, 2], Listing::AsAsked).await;
         assert_eq!(report["ok"], true, "{report}");
+        // A deletion "up to" an earlier record than the last head logged: the trail was cut
+        // back before it was deleted (the log alone says so).
+        let mut later = leaves[0].clone();
+        later.seq = 1;
+        let base = stub_log(
+            &k,
+            vec![later, leaves[1].clone()],
+            vec![2],
+            Listing::AsAsked,
+        )
+        .await;
+        let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let report = verify(&base, &vk, &saved, None).await.unwrap();
+        assert!(
+            report["failures"][0]
+                .as_str()
+                .is_some_and(|f| f.contains("cut back or rewritten before it was deleted")),
+            "{report}"
+        );
     }
 }

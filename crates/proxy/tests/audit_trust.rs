@@ -706,6 +706,37 @@ async fn retention_deletes_a_trail_and_logs_its_deletion() {
     assert!(out.status.success(), "{report}");
 }
 
+/// Retention goes by a trail's signed last record, not by the unsigned columns beside it: a
+/// thread marked old in the database is not deleted (and the deletion logged as ordinary
+/// retention) on the schedule of whoever holds the database.
+#[tokio::test]
+async fn retention_is_not_brought_forward_by_the_database() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "retention-forged",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "retention_days = 30\n[server]\nmaintenance_interval_ms = 100\n",
+        ),
+    );
+    let r = ask(&proxy, Q1).await;
+    assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+    let id = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let before = log_size(&proxy).await;
+    sqlite(
+        &proxy.dir().join("proofgate.sqlite"),
+        &format!("UPDATE threads SET updated_at = 0, status = 'done' WHERE id = '{id}'"),
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let status = reqwest::get(format!("{}/api/threads/{id}", proxy.url))
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 200, "the thread was deleted as past retention");
+    assert_eq!(log_size(&proxy).await, before, "a deletion was logged");
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());

@@ -153,6 +153,34 @@ pub fn logged_heads_problem(
     })
 }
 
+/// Why a thread's logged deletion (a leaf with `deleted`) does not match its log: a deletion
+/// must delete the trail up to its last head logged before (the same record and hash; a trail
+/// cut back first would be deleted "up to" an earlier record, hiding how far it went), must
+/// follow a head, and no head may follow it. `heads` are the thread's leaves in log order,
+/// deletions included. `None` when the thread has no deletion, or its deletion matches.
+pub fn deletion_problem(heads: &[(u64, LogStatement)]) -> Option<String> {
+    let at = heads.iter().position(|(_, s)| s.deleted)?;
+    let (leaf, deletion) = &heads[at];
+    if let Some((later, _)) = heads.get(at + 1) {
+        return Some(format!(
+            "leaf {later} logs the thread again after leaf {leaf} logged its deletion"
+        ));
+    }
+    let Some((head_leaf, head)) = heads[..at].iter().rev().find(|(_, s)| !s.deleted) else {
+        return Some(format!(
+            "leaf {leaf} logs the deletion of a trail no head was logged for"
+        ));
+    };
+    (head.seq != deletion.seq || head.head_hash != deletion.head_hash).then(|| {
+        format!(
+            "leaf {leaf} logs the deletion of the trail up to record {} hashed {}, but its last \
+             logged head (leaf {head_leaf}) is record {} hashed {}: the trail was cut back or \
+             rewritten before it was deleted",
+            deletion.seq, deletion.head_hash, head.seq, head.head_hash
+        )
+    })
+}
+
 /// Verifies a C2SP signed note against one verifier key (`name+id+base64`); returns its text.
 pub fn verify_note(note: &str, verifier_key: &str) -> Result<String, String> {
     let verifier = StandardVerifier::new(verifier_key.trim())
@@ -295,6 +323,31 @@ mod tests {
             seq: seq as u64,
             head_hash: trail[seq]["hash"].as_str().unwrap().into(),
         }
+    }
+
+    /// A deletion must match the thread's last logged head, follow one, and end its leaves.
+    #[test]
+    fn a_deletion_deletes_the_trail_up_to_its_last_logged_head() {
+        let t = trail("q", 3);
+        let deletion = |seq: usize| LogStatement {
+            deleted: true,
+            ..head(&t, seq)
+        };
+        let genuine = [(0, head(&t, 0)), (4, head(&t, 2)), (9, deletion(2))];
+        assert_eq!(deletion_problem(&genuine), None);
+        assert_eq!(deletion_problem(&genuine[..2]), None);
+        let cut_first = [(0, head(&t, 0)), (4, head(&t, 2)), (9, deletion(0))];
+        assert!(deletion_problem(&cut_first).is_some_and(|p| p.contains("cut back")));
+        let mut other_hash = deletion(2);
+        other_hash.head_hash = "ab".repeat(32);
+        assert!(deletion_problem(&[(0, head(&t, 2)), (1, other_hash)]).is_some());
+        assert!(
+            deletion_problem(&[(1, deletion(2))]).is_some_and(|p| p.contains("no head was logged"))
+        );
+        assert!(
+            deletion_problem(&[(0, head(&t, 2)), (1, deletion(2)), (2, head(&t, 2))])
+                .is_some_and(|p| p.contains("after leaf 1"))
+        );
     }
 
     #[test]

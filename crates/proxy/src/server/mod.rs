@@ -338,6 +338,39 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let keep_ms = days.saturating_mul(86_400_000);
     let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(0);
     for thread_id in app.store.trails_past_retention(cutoff).await? {
+        // The columns that listed it are unsigned: the trail's own last record decides, once
+        // the trail passes the checks a view makes (whoever holds the database could
+        // otherwise have any trail deleted, its deletion logged as ordinary retention).
+        // A thread refused once is not read again every pass (nor logged again) until restart.
+        static REFUSED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+            std::sync::LazyLock::new(Default::default);
+        let refuse = |why: String| {
+            let mut refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+            if refused.len() < 100_000 && refused.insert(thread_id.clone()) {
+                tracing::error!("retention: thread {thread_id} is not deleted: {why}");
+            }
+        };
+        if REFUSED
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&thread_id)
+        {
+            continue;
+        }
+        match crate::app::signed_last_activity(app, &thread_id).await {
+            Ok(Some(at)) if i64::try_from(at).unwrap_or(i64::MAX) >= cutoff => {
+                refuse(format!(
+                    "it is listed as past retention, but its trail's last record is from {at} \
+                     (ms since the epoch): the store was altered"
+                ));
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                refuse(e);
+                continue;
+            }
+        }
         match app.log.delete_trail(&app.store, &thread_id, cutoff).await? {
             Some(leaf) => tracing::info!(
                 "retention: deleted the trail of thread {thread_id} (log leaf {leaf})"
