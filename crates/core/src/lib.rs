@@ -18,6 +18,7 @@ pub mod conversation;
 pub mod decision;
 pub mod findings;
 pub mod grounding;
+pub mod guardrail_response;
 pub mod policy;
 pub mod prompts;
 pub mod thread;

@@ -28,7 +28,8 @@ use aws_sdk_bedrockruntime::config::endpoint::{DefaultResolver, Params, ResolveE
 use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
 use aws_smithy_http::label::{fmt_string, EncodingStrategy};
 use aws_smithy_runtime_api::client::identity::Identity;
-use proofgate_core::{ApplyGuardrailResponse, Finding};
+use proofgate_core::guardrail_response::{read_guardrail_response, GuardrailReading};
+use proofgate_core::Finding;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -427,25 +428,14 @@ impl BedrockGuardrail {
         let body: serde_json::Value =
             serde_json::from_slice(&bytes).map_err(|e| bad(format!("not JSON: {e}")))?;
         // Read from the tree in place: the tree itself is kept as evidence.
-        let response = <ApplyGuardrailResponse as serde::Deserialize>::deserialize(&body)
-            .map_err(|e| bad(e.to_string()))?;
-        if let Some(reason) = intervention(&body) {
-            return Err(GuardrailError::Intervened {
+        // Read by the core, as an app driving the npm package's loop reads it.
+        match read_guardrail_response(&body, answer, &inner.config.policy_arns).map_err(bad)? {
+            GuardrailReading::Blocked(reason) => Err(GuardrailError::Intervened {
                 guardrail: name(&inner.config),
                 reason,
-            });
+            }),
+            GuardrailReading::Findings(findings) => Ok((findings, body)),
         }
-        if let Some(why) = partial_coverage(&body, answer) {
-            return Err(bad(why));
-        }
-        let findings = response.findings();
-        if let Some(why) = unshown_valid(&findings) {
-            return Err(bad(why));
-        }
-        if let Some(why) = foreign_valid(&findings, &inner.config.policy_arns) {
-            return Err(bad(why));
-        }
-        Ok((findings, body))
     }
 
     /// One signed POST; the response body when the service answered 2xx.
@@ -642,117 +632,6 @@ fn apply_url(endpoint: &str, id: &str, version: &str) -> Result<reqwest::Url, St
     reqwest::Url::parse(&url).map_err(|e| format!("endpoint {endpoint}: {e}"))
 }
 
-/// Which policies blocked the answer when the guardrail's `action` is GUARDRAIL_INTERVENED
-/// (the members of its assessments other than the Automated Reasoning policy, and
-/// `actionReason`); `None` when it did not intervene. A guardrail that blocks content has said
-/// the answer must not go out, whatever its reasoning findings say.
-fn intervention(body: &serde_json::Value) -> Option<String> {
-    if body.get("action").and_then(serde_json::Value::as_str) != Some("GUARDRAIL_INTERVENED") {
-        return None;
-    }
-    let mut policies: Vec<String> = body
-        .get("assessments")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(serde_json::Value::as_object)
-        .flat_map(|a| a.keys())
-        .filter(|k| *k != "automatedReasoningPolicy" && *k != "invocationMetrics")
-        .cloned()
-        .collect();
-    // Each policy once, in a stable order, wherever its assessments come.
-    policies.sort();
-    policies.dedup();
-    let mut reason = if policies.is_empty() {
-        "the guardrail intervened".to_string()
-    } else {
-        format!("the guardrail intervened ({})", policies.join(", "))
-    };
-    if let Some(why) = body.get("actionReason").and_then(serde_json::Value::as_str) {
-        reason.push_str(": ");
-        reason.push_str(why);
-    }
-    Some(reason)
-}
-
-/// Why this response's findings cannot stand for the whole answer: the guardrail says
-/// (`guardrailCoverage.textCharacters.guarded`, at the top or in an Automated Reasoning
-/// assessment's metrics) that it guarded fewer characters than the answer has, so part of the
-/// answer was checked by nothing, and a VALID about the rest says nothing of it. Every count
-/// reported must cover the answer: the top level's may be another policy's (a content filter
-/// that read all of it) while the reasoning checks' says less. The answer is the one block sent
-/// as `guard_content`; the question (`query`) is context, never guarded, so it can only add to
-/// a count. The members are optional in AWS's reference: a response without them (or with
-/// null) is taken as covering the answer; a count that is not a number is refused.
-fn partial_coverage(body: &serde_json::Value, answer: &str) -> Option<String> {
-    const GUARDED: &str = "/guardrailCoverage/textCharacters/guarded";
-    let reasoning = body
-        .get("assessments")
-        .and_then(serde_json::Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter(|a| a.get("automatedReasoningPolicy").is_some())
-        .filter_map(|a| a.pointer(&format!("/invocationMetrics{GUARDED}")));
-    // Characters as Python and Java count them at least (code points; UTF-16 units are as
-    // many or more), without the ends' whitespace, which a service may trim.
-    let chars = answer.trim().chars().count() as u64;
-    body.pointer(GUARDED)
-        .into_iter()
-        .chain(reasoning)
-        .filter(|v| !v.is_null())
-        .find_map(|v| match v.as_u64() {
-            None => Some(format!("its coverage ({v}) is not a count of characters")),
-            Some(guarded) if guarded < chars => Some(format!(
-                "the guardrail guarded {guarded} of the answer's {chars} characters: the rest \
-                 was checked by nothing, so its findings are not taken for the whole answer"
-            )),
-            Some(_) => None,
-        })
-}
-
-/// Why a VALID finding of this response cannot count: one without a translation shows no
-/// premise and no claim, so nothing says what it proved (the AWS reference marks every member
-/// optional). It is refused as a bad response, so the validation fails closed, rather than
-/// counted as a proof of the whole answer.
-fn unshown_valid(findings: &[proofgate_core::Finding]) -> Option<String> {
-    findings
-        .iter()
-        .position(|f| f.kind() == proofgate_core::FindingKind::Valid && f.translation().is_none())
-        .map(|i| {
-            format!(
-                "finding {} is VALID without a translation: nothing shows what it proved, so it \
-                 is not taken as a proof",
-                i + 1
-            )
-        })
-}
-
-/// Why a VALID finding of this response rests on a policy version outside `allowed`
-/// (`[validator.bedrock] policy_arns`; nothing when that is empty): the first supporting rule
-/// that cites another version, or none.
-fn foreign_valid(findings: &[proofgate_core::Finding], allowed: &[String]) -> Option<String> {
-    if allowed.is_empty() {
-        return None;
-    }
-    findings.iter().enumerate().find_map(|(i, f)| {
-        let proofgate_core::Finding::Valid(v) = f else {
-            return None;
-        };
-        v.supporting_rules.iter().flatten().find_map(|rule| {
-            let arn = rule.policy_version_arn.as_deref();
-            (!arn.is_some_and(|a| allowed.iter().any(|x| x == a))).then(|| {
-                format!(
-                    "finding {} is VALID by rule {} of policy version {}, which is not one of \
-                     [validator.bedrock] policy_arns",
-                    i + 1,
-                    rule.identifier.as_deref().unwrap_or("(unnamed)"),
-                    arn.unwrap_or("(none given)")
-                )
-            })
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -767,94 +646,6 @@ mod tests {
             timeout_ms: 10_000,
             policy_arns: Vec::new(),
         }
-    }
-
-    #[test]
-    fn findings_about_part_of_the_answer_do_not_stand_for_all_of_it() {
-        let answer = "  Seniors pay $22.50. Children pay nothing, é included.\n";
-        let chars = answer.trim().chars().count() as u64;
-        let at_top = |guarded: serde_json::Value| serde_json::json!({"guardrailCoverage": {"textCharacters": {"guarded": guarded, "total": 500}}});
-        // The whole answer, or more (the question counted too): its findings stand.
-        assert_eq!(partial_coverage(&at_top(chars.into()), answer), None);
-        assert_eq!(partial_coverage(&at_top((chars + 40).into()), answer), None);
-        // One character short: part of the answer was checked by nothing.
-        let why = partial_coverage(&at_top((chars - 1).into()), answer).unwrap();
-        assert!(
-            why.contains(&format!("guarded {} of the answer's {chars}", chars - 1)),
-            "{why}"
-        );
-        assert!(partial_coverage(&at_top(0.into()), answer).is_some());
-        // Not a count: refused; absent or null: the member is optional.
-        assert!(partial_coverage(&at_top("all".into()), answer).is_some());
-        assert!(partial_coverage(&at_top((-1).into()), answer).is_some());
-        assert_eq!(
-            partial_coverage(&at_top(serde_json::Value::Null), answer),
-            None
-        );
-        assert_eq!(partial_coverage(&serde_json::json!({}), answer), None);
-        // Reported in the Automated Reasoning assessments' metrics: every one must cover the
-        // answer, whatever the top level says (another policy may have read all of it).
-        let metrics = |guarded: &[u64]| {
-            let mut assessments = vec![serde_json::json!({"contentPolicy": {}})];
-            for g in guarded {
-                assessments.push(serde_json::json!({"automatedReasoningPolicy": {"findings": []},
-                    "invocationMetrics": {"guardrailCoverage": {"textCharacters": {"guarded": g, "total": 90}}}}));
-            }
-            serde_json::json!({"assessments": assessments})
-        };
-        assert!(partial_coverage(&metrics(&[3]), answer).is_some());
-        assert_eq!(partial_coverage(&metrics(&[chars, chars]), answer), None);
-        assert!(partial_coverage(&metrics(&[chars, 3]), answer).is_some());
-        let mut both = metrics(&[3]);
-        both["guardrailCoverage"] = at_top(chars.into())["guardrailCoverage"].clone();
-        assert!(
-            partial_coverage(&both, answer).is_some(),
-            "the top level's count is not enough"
-        );
-        both["guardrailCoverage"] = at_top(serde_json::Value::Null)["guardrailCoverage"].clone();
-        assert!(
-            partial_coverage(&both, answer).is_some(),
-            "a null at the top hides nothing"
-        );
-    }
-
-    #[test]
-    fn a_valid_resting_on_a_policy_version_not_chosen_is_refused() {
-        use proofgate_core::findings::{Finding, Rule, ValidFinding};
-        let valid = |rules: Vec<Rule>| {
-            Finding::Valid(ValidFinding {
-                supporting_rules: Some(rules),
-                ..Default::default()
-            })
-        };
-        let ours = "arn:aws:bedrock:us-east-1:1:automated-reasoning-policy/p:2".to_string();
-        let mine = || Rule::new("R1", ours.clone());
-        let other = Rule::new(
-            "R9",
-            "arn:aws:bedrock:us-east-1:1:automated-reasoning-policy/q:1",
-        );
-        let bare = Rule {
-            identifier: Some("R2".into()),
-            ..Default::default()
-        };
-        let allowed = [ours.clone()];
-        // Nothing configured: any version.
-        assert!(foreign_valid(&[valid(vec![other.clone()])], &[]).is_none());
-        assert!(foreign_valid(&[valid(vec![mine()])], &allowed).is_none());
-        let why = foreign_valid(&[valid(vec![mine()]), valid(vec![mine(), other])], &allowed)
-            .expect("refused");
-        assert!(
-            why.starts_with("finding 2 is VALID by rule R9 of policy version arn:"),
-            "{why}"
-        );
-        let why = foreign_valid(&[valid(vec![bare])], &allowed).expect("refused");
-        assert!(
-            why.contains("rule R2 of policy version (none given)"),
-            "{why}"
-        );
-        // Only VALID findings are held to it: a refutation stands whatever it cites.
-        let invalid = Finding::Invalid(Default::default());
-        assert!(foreign_valid(&[invalid], &allowed).is_none());
     }
 
     fn sdk(region: &str, fips: bool, dual_stack: bool) -> aws_config::SdkConfig {
@@ -984,35 +775,6 @@ mod tests {
         assert_eq!(
             refusal(reqwest::StatusCode::METHOD_NOT_ALLOWED, "", "", None),
             "HTTP 405 Method Not Allowed"
-        );
-    }
-
-    #[test]
-    fn an_intervention_names_the_policies_that_blocked() {
-        assert_eq!(
-            intervention(
-                &serde_json::json!({"action": "NONE", "assessments": [{"contentPolicy": {}}]})
-            ),
-            None
-        );
-        let body = serde_json::json!({"action": "GUARDRAIL_INTERVENED",
-            "actionReason": "Guardrail blocked.",
-            "assessments": [{"automatedReasoningPolicy": {"findings": []}},
-                            {"contentPolicy": {"filters": [{"type": "VIOLENCE", "action": "BLOCKED"}]},
-                             "invocationMetrics": {}}]});
-        assert_eq!(
-            intervention(&body).as_deref(),
-            Some("the guardrail intervened (contentPolicy): Guardrail blocked.")
-        );
-        assert_eq!(
-            intervention(&serde_json::json!({"action": "GUARDRAIL_INTERVENED"})).as_deref(),
-            Some("the guardrail intervened")
-        );
-        let spread = serde_json::json!({"action": "GUARDRAIL_INTERVENED", "assessments": [
-            {"contentPolicy": {}}, {"topicPolicy": {}}, {"contentPolicy": {}}]});
-        assert_eq!(
-            intervention(&spread).as_deref(),
-            Some("the guardrail intervened (contentPolicy, topicPolicy)")
         );
     }
 

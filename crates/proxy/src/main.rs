@@ -206,8 +206,7 @@ fn load_findings(path: &Path, text: &str) -> Result<(Vec<Finding>, bool)> {
             .with_context(|| format!("{}: not a list of findings", path.display()))?;
         Ok((findings, false))
     } else {
-        let blocked =
-            value.get("action").and_then(serde_json::Value::as_str) == Some("GUARDRAIL_INTERVENED");
+        let blocked = proofgate_core::guardrail_response::intervention(&value).is_some();
         let response: ApplyGuardrailResponse = serde_json::from_value(value)
             .with_context(|| format!("{}: not an ApplyGuardrail response", path.display()))?;
         Ok((response.findings(), blocked))

@@ -84,6 +84,37 @@ pub fn aggregate_verdict_js(
     to_js(&aggregate_verdict(&findings))
 }
 
+/// Reads an Amazon Bedrock ApplyGuardrail response (its object or JSON text) to the
+/// validation of `answer` (the text sent as `guard_content`) as the Thread's input, the way the
+/// proxy reads it: `{type: "Blocked", reason}` when the guardrail intervened (the answer must
+/// not go out, whatever its findings say), `{type: "Failed", reason}` when its findings cannot
+/// stand for the whole answer (part of it guarded by nothing, a VALID without a translation,
+/// a VALID resting on a policy version outside `policyArns`), and `{type: "Validated",
+/// findings}` otherwise. Passing the response's findings to `handle` yourself skips those
+/// checks.
+#[wasm_bindgen(js_name = readApplyGuardrail, unchecked_return_type = "Input")]
+pub fn read_apply_guardrail_js(
+    #[wasm_bindgen(unchecked_param_type = "object | string")] response: JsValue,
+    answer: &str,
+    #[wasm_bindgen(js_name = policyArns)] policy_arns: Option<Vec<String>>,
+) -> Result<JsValue, JsError> {
+    use proofgate_core::guardrail_response::{read_guardrail_response, GuardrailReading};
+    let body: serde_json::Value = thread::from_js(&response, "the ApplyGuardrail response")?;
+    let input = match read_guardrail_response(&body, answer, &policy_arns.unwrap_or_default()) {
+        Ok(GuardrailReading::Findings(findings)) => {
+            serde_json::json!({"type": "Validated", "findings": findings})
+        }
+        Ok(GuardrailReading::Blocked(reason)) => {
+            serde_json::json!({"type": "Blocked", "reason": reason})
+        }
+        Err(why) => serde_json::json!({
+            "type": "Failed",
+            "reason": format!("the ApplyGuardrail response cannot stand for the answer's validation: {why}")
+        }),
+    };
+    to_js(&input)
+}
+
 /// The audit format this version writes: a trail in an older one was made, and replays, under
 /// that format's weaker rules (see the README's audit format list), so a verifier says so.
 #[wasm_bindgen(js_name = auditFormatVersion)]
