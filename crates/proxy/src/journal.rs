@@ -704,19 +704,30 @@ mod tests {
             .execute(&store.pool)
             .await
             .unwrap();
-        commit_sqlite(&mut conn, &log, &[&step(&log, "d", 0..1)], &mut known)
+        // This handle saw 4 leaves committed: it appends nothing to the cut-back log (nor
+        // signs it), since to auditors a restored backup is a new log, which the operator
+        // declares by restarting (and removing the signed-size file).
+        let refused = commit_sqlite(&mut conn, &log, &[&step(&log, "d", 0..1)], &mut known)
             .await
-            .unwrap();
+            .unwrap_err();
+        assert!(refused.to_string().contains("cut back"), "{refused}");
+        let refused = log.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
+        assert!(refused.to_string().contains("cut back"), "{refused}");
+        // A restarted server (a new handle) appends at the end of the log it finds.
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let restarted = TransparencyLog::new("test/log".into(), key);
+        commit_sqlite(
+            &mut conn,
+            &restarted,
+            &[&step(&restarted, "d", 0..1)],
+            &mut known,
+        )
+        .await
+        .unwrap();
         assert_eq!(known.0, Some(3));
         assert_eq!(known.1 .0, 2, "the size it knew was not caught as wrong");
         assert_eq!(threads(leaf_rows(&store).await), ["0:a", "1:b", "2:d"]);
-        // This handle signed a checkpoint of 4 leaves, so it signs none of the cut-back log:
-        // to auditors a restored backup is a new log, which the operator declares by removing
-        // the signed-size file (a handle without one signs the 3 leaves).
-        let refused = log.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
-        assert!(refused.to_string().contains("cut back"), "{refused}");
-        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-        tree_holds(&store, &TransparencyLog::new("test/log".into(), key), 3).await;
+        tree_holds(&store, &restarted, 3).await;
         drop(conn);
         let _ = std::fs::remove_dir_all(&dir);
     }

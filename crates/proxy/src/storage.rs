@@ -1223,9 +1223,10 @@ mod tests {
         assert!(conv.contains("INDEX threads_conversation"), "{conv}");
         for status in ["processing", "awaiting_input"] {
             // By status and last update, both in the index: only the threads old enough.
-            let listed = plan(&store, THREADS_WITH_STATUS, &[status, "5"]).await;
+            let listed = plan(&store, THREADS_WITH_STATUS, &[status, "5", "0"]).await;
             assert!(
-                listed.contains("INDEX threads_status (status=? AND updated_at<?)"),
+                listed
+                    .contains("INDEX threads_status (status=? AND updated_at>? AND updated_at<?)"),
                 "{listed}"
             );
         }
