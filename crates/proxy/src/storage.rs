@@ -48,6 +48,23 @@ pub(crate) fn db(context: impl Into<String>) -> impl FnOnce(sqlx::Error) -> Stor
     move |source| StorageError::Database { context, source }
 }
 
+/// What a listing shows of a thread ([`Store::thread_summaries`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ThreadSummary {
+    /// Thread id.
+    pub id: String,
+    /// Status (`processing`, `awaiting_input`, `done`, ...).
+    pub status: String,
+    /// The question's first 1,000 characters.
+    pub question: String,
+    /// Created (ms since the epoch).
+    pub created_at: i64,
+    /// Last saved (ms since the epoch).
+    pub updated_at: i64,
+    /// The outcome's status, once the thread ended.
+    pub verdict: Option<String>,
+}
+
 /// A thread as stored: the serialized state machine plus columns to query by.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredThread {
@@ -715,6 +732,56 @@ impl Store {
         rows.iter().map(Self::row_to_thread).collect()
     }
 
+    /// What a listing shows of the threads of `owner` (every thread for `None`), newest
+    /// first, `limit` at most: the columns, the question's first 1,000 characters and the
+    /// outcome's status, read in the database. A listing read each thread's whole state (the
+    /// client's request is in it, up to the body limit) and parsed it: 200 of them per request.
+    pub async fn thread_summaries(
+        &self,
+        owner: Option<&ThreadOwner>,
+        limit: i64,
+    ) -> Result<Vec<ThreadSummary>, StorageError> {
+        // SQLite reads a JSON text's member with `->` as is; PostgreSQL needs the text cast.
+        let verdict = if self.sqlite {
+            "t.state -> 'state' -> 'outcome' ->> 'status'"
+        } else {
+            "CAST(t.state AS JSON) -> 'state' -> 'outcome' ->> 'status'"
+        };
+        let columns = format!(
+            "SELECT t.id, t.status, substr(t.question, 1, 1000) AS question, t.created_at, \
+             t.updated_at, {verdict} AS verdict"
+        );
+        let query = match owner {
+            Some(o) => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "{columns} FROM thread_owners o JOIN threads t ON t.id = o.thread_id \
+                 WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY o.created_at DESC LIMIT $3"
+            )))
+            .bind(o.key.clone())
+            .bind(o.user.clone()),
+            None => sqlx::query(sqlx::AssertSqlSafe(format!(
+                "{columns} FROM threads t ORDER BY t.updated_at DESC LIMIT $1"
+            ))),
+        };
+        let rows = query
+            .bind(limit)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("listing threads"))?;
+        rows.iter()
+            .map(|r| {
+                let read = || db("reading a thread row");
+                Ok(ThreadSummary {
+                    id: r.try_get("id").map_err(read())?,
+                    status: r.try_get("status").map_err(read())?,
+                    question: r.try_get("question").map_err(read())?,
+                    created_at: r.try_get("created_at").map_err(read())?,
+                    updated_at: r.try_get("updated_at").map_err(read())?,
+                    verdict: r.try_get("verdict").map_err(read())?,
+                })
+            })
+            .collect()
+    }
+
     /// The most recently updated threads.
     pub async fn threads(&self, limit: i64) -> Result<Vec<StoredThread>, StorageError> {
         let rows = sqlx::query("SELECT * FROM threads ORDER BY updated_at DESC LIMIT $1")
@@ -1158,6 +1225,23 @@ mod tests {
                 [later[2].clone(), later[1].clone(), later[0].clone()],
                 "{url}"
             );
+            // A listing's summaries: the same threads in the same order, the outcome's status
+            // read from the state in the database, the question cut to 1,000 characters.
+            let ended = id("ended");
+            let mut t = thread(&ended, "done", 60);
+            t.question = "é".repeat(1500);
+            t.state = json!({"state": {"outcome": {"status": "VALID"}}}).to_string();
+            store.save(&t, &[]).await.unwrap();
+            store.set_owner(&ended, &owner, 30).await.unwrap();
+            let summaries = store.thread_summaries(Some(&owner), 4).await.unwrap();
+            let ids: Vec<&str> = summaries.iter().map(|s| s.id.as_str()).collect();
+            assert_eq!(ids, [&ended, &later[2], &later[1], &later[0]], "{url}");
+            assert_eq!(summaries[0].verdict.as_deref(), Some("VALID"), "{url}");
+            assert_eq!(summaries[0].question.chars().count(), 1000, "{url}");
+            assert_eq!(summaries[1].verdict, None, "{url}");
+            assert_eq!(summaries[1].question, "Q?");
+            let all = store.thread_summaries(None, 1000).await.unwrap();
+            assert!(all.iter().any(|s| s.id == ended), "{url}");
             assert!(store.thread("nope").await.unwrap().is_none());
         }
     }
