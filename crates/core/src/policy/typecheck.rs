@@ -6,7 +6,7 @@
 //! tree makes every such conversion explicit, so the solver and the reader see the same thing.
 
 use super::definition::PolicyDefinition;
-use super::term::{Op, Span, Term, TermKind};
+use super::term::{is_simple_symbol, Op, Span, Term, TermKind};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -96,6 +96,14 @@ pub enum SchemaError {
     /// A name that cannot be a symbol (empty, or an operator or literal).
     #[error("`{0}` cannot be used as a name: it is empty, an operator, or a literal")]
     ReservedName(String),
+    /// A name that is not an SMT-LIB simple symbol. Names go into the SMT-LIB text auditors
+    /// run in their own z3 as they are: a name holding a parenthesis or a space could close
+    /// its declaration and add commands (`set-option :regular-output-channel` writes files).
+    #[error(
+        "`{0}` cannot be used as a name: names are made of letters, digits and ~!@$%^&*_-+=<>.?/ \
+         and do not start with a digit"
+    )]
+    NotASymbol(String),
 }
 
 /// The vocabulary of a policy: its enum types and variables.
@@ -128,6 +136,10 @@ impl Schema {
                 errors.push(SchemaError::ReservedName(symbol.to_string()));
                 return false;
             }
+            if !is_simple_symbol(symbol) {
+                errors.push(SchemaError::NotASymbol(symbol.to_string()));
+                return false;
+            }
             if let Some(first) = symbols.get(symbol) {
                 errors.push(SchemaError::DuplicateSymbol {
                     symbol: symbol.to_string(),
@@ -142,6 +154,10 @@ impl Schema {
         for t in &def.types {
             if builtin_sort(&t.name).is_some() {
                 errors.push(SchemaError::BuiltinTypeName(t.name.clone()));
+                continue;
+            }
+            if !is_simple_symbol(&t.name) {
+                errors.push(SchemaError::NotASymbol(t.name.clone()));
                 continue;
             }
             if schema.types.contains_key(&t.name) {
@@ -668,6 +684,57 @@ mod tests {
 
     fn check(s: &str) -> Result<Expr, TypeError> {
         schema().check_formula(&parse_term(s).unwrap())
+    }
+
+    /// A name that is not a simple symbol is refused when the policy is loaded: names go into
+    /// the SMT-LIB text an auditor's z3 runs, and one holding a parenthesis or a space could
+    /// add commands there (a review wrote a variable whose name made z3 write a file).
+    #[test]
+    fn names_that_are_not_simple_symbols_are_refused() {
+        let injected = "x Bool)\n(set-option :regular-output-channel \"/tmp/pwned\")\n(echo \"hi\")\n(declare-const y";
+        let def = |types: serde_json::Value, variables: serde_json::Value| {
+            PolicyDefinition::from_json(
+                &serde_json::json!({"types": types, "variables": variables, "rules": []})
+                    .to_string(),
+            )
+            .unwrap()
+        };
+        for (types, variables) in [
+            (
+                serde_json::json!([]),
+                serde_json::json!([{"name": injected, "type": "BOOL"}]),
+            ),
+            (
+                serde_json::json!([]),
+                serde_json::json!([{"name": "a b", "type": "BOOL"}]),
+            ),
+            (
+                serde_json::json!([]),
+                serde_json::json!([{"name": "a|b", "type": "BOOL"}]),
+            ),
+            (
+                serde_json::json!([{"name": "T) (echo \"x\")", "values": [{"value": "A"}]}]),
+                serde_json::json!([]),
+            ),
+            (
+                serde_json::json!([{"name": "T", "values": [{"value": "A)) (echo \"x\""}]}]),
+                serde_json::json!([]),
+            ),
+        ] {
+            let errors = Schema::from_definition(&def(types, variables.clone())).unwrap_err();
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| matches!(e, SchemaError::NotASymbol(_))),
+                "{variables}: {errors:?}"
+            );
+        }
+        // The names simple symbols allow still load.
+        let ok = def(
+            serde_json::json!([{"name": "Tier-2", "values": [{"value": "GOLD.1"}]}]),
+            serde_json::json!([{"name": "is_member?", "type": "BOOL"}, {"name": "t", "type": "Tier-2"}]),
+        );
+        assert!(Schema::from_definition(&ok).is_ok());
     }
 
     #[test]
