@@ -306,12 +306,18 @@ impl LogAppender<'_> {
             return Ok(n);
         }
         let n = match size {
-            Some(n) => n,
-            None => TransparencyLog::size(conn)
-                .await
-                .map_err(AppendError::Failed)?,
+            // A size the caller knew from its last commit is checked by the commit itself (a
+            // wrong one fails it, and the caller reads the size); one below a size seen since
+            // (another path appended, a retention deletion) is read again here.
+            Some(n) if n >= self.log.seen() => n,
+            _ => {
+                let n = TransparencyLog::size(conn)
+                    .await
+                    .map_err(AppendError::Failed)?;
+                self.log.saw_size(n).map_err(AppendError::Failed)?;
+                n
+            }
         };
-        self.log.saw_size(n).map_err(AppendError::Failed)?;
         self.log
             .refresh(&mut self.cache, conn, n)
             .await
@@ -467,12 +473,32 @@ fn read_signed_high(path: &Path) -> Result<Option<(u64, Hash)>, String> {
     Ok(Some((size, root)))
 }
 
-/// Writes the largest signed tree to `path` (a new file renamed over the old, synced).
+/// Writes the largest signed tree to `path` (a new file renamed over the old, synced), unless
+/// the file already holds a larger one: replicas sharing the key's directory share the file,
+/// and each writes it (every second with appended sizes). Under an exclusive lock on
+/// `<path>.lock`, so no two write at once, and with a temporary file of the writer's own (in
+/// containers every replica may be pid 1): a shared one let two writers interleave their
+/// lines, and the last writer put a smaller size back.
 fn write_signed_high(path: &Path, size: u64, root: &Hash) -> std::io::Result<()> {
     use std::io::Write;
-    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path.with_extension("lock"))?;
+    lock.lock()?;
+    if let Ok(Some((kept, _))) = read_signed_high(path) {
+        if kept > size {
+            return Ok(());
+        }
+    }
+    let tmp = path.with_extension(format!(
+        "tmp-{}-{}",
+        std::process::id(),
+        uuid::Uuid::new_v4().simple()
+    ));
     let mut f = std::fs::File::create(&tmp)?;
-    writeln!(f, "{size} {root}")?;
+    f.write_all(format!("{size} {root}\n").as_bytes())?;
     f.sync_all()?;
     std::fs::rename(&tmp, path)
 }
@@ -499,6 +525,11 @@ impl TransparencyLog {
             signed_high_file: None,
             seen: std::sync::atomic::AtomicU64::new(0),
         }
+    }
+
+    /// The largest log size this process saw committed.
+    fn seen(&self) -> u64 {
+        self.seen.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Records that the database's log holds `size` leaves, refusing a size below one seen
@@ -796,14 +827,26 @@ impl TransparencyLog {
     /// The current signed checkpoint (C2SP tlog-checkpoint) and its size.
     pub async fn checkpoint(&self, store: &Store) -> Result<(String, u64), AuditLogError> {
         let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let cached = || self.signed.lock().ok().and_then(|s| s.clone());
+        // The last checkpoint, while the log still has its size and this server saw no more
+        // (a log cut back to a signed size would otherwise get its old checkpoint back).
+        let n = Self::size(&mut conn).await?;
+        if let Some((size, note)) = cached() {
+            if size == n && n >= self.seen() {
+                return Ok((note, n));
+            }
+        }
+        // Under the hashes' lock no commit of this server completes, so the size read now is
+        // at least every size it saw unless the database lost leaves (read before the lock, a
+        // commit ending in between looked like a log cut back).
+        let mut cache = self.hashes.lock().await;
         let n = Self::size(&mut conn).await?;
         self.saw_size(n)?;
-        if let Some((size, note)) = self.signed.lock().ok().and_then(|s| s.clone()) {
+        if let Some((size, note)) = cached() {
             if size == n {
                 return Ok((note, n));
             }
         }
-        let mut cache = self.hashes.lock().await;
         self.refresh(&mut cache, &mut conn, n).await?;
         let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
         self.extends_signed(n, root, &cache)?;
@@ -1167,6 +1210,46 @@ mod tests {
         assert!(TransparencyLog::new("test/log".into(), key)
             .with_signed_high_file(high.clone())
             .is_err());
+    }
+
+    /// A checkpoint read while this server commits leaves is never taken for a log cut back
+    /// (its size was read before a commit ended, and the commit's size seen after it).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn checkpoints_read_while_leaves_are_appended_are_signed() {
+        let dir = std::env::temp_dir().join(format!("pg-busy-log-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
+            .await
+            .unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = std::sync::Arc::new(
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(dir.join("key.signed-size"))
+                .unwrap(),
+        );
+        let (l, s) = (log.clone(), store.clone());
+        let appends = tokio::spawn(async move {
+            for seq in 0..300 {
+                l.append(&s, &statement("t", seq)).await.unwrap();
+            }
+        });
+        let l = log.clone();
+        let persists = tokio::spawn(async move {
+            for _ in 0..300 {
+                l.persist_appended_size().await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+        let mut last = 0;
+        while !appends.is_finished() {
+            let (_, n) = log.checkpoint(&store).await.unwrap();
+            assert!(n >= last);
+            last = n;
+        }
+        appends.await.unwrap();
+        persists.await.unwrap();
+        assert_eq!(log.checkpoint(&store).await.unwrap().1, 300);
     }
 
     /// Leaves appended after the last signed checkpoint are no less kept: a database whose log

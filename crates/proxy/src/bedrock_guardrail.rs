@@ -161,7 +161,11 @@ fn is_expired_credentials(code: &str) -> bool {
 /// An AWS JSON error: its code (from `x-amzn-errortype` or `__type`, without the namespace or
 /// the trailing `:url`) and message.
 fn error_code_and_message(headers: &reqwest::header::HeaderMap, body: &[u8]) -> (String, String) {
-    let parsed: Option<serde_json::Value> = serde_json::from_slice(body).ok();
+    // An error body is parsed only when it is of an error's size: a long one (up to the
+    // answer bound) parsed into a tree could take a GB.
+    let parsed: Option<serde_json::Value> = (body.len() <= 64 << 10)
+        .then(|| serde_json::from_slice(body).ok())
+        .flatten();
     let field = |names: &[&str]| {
         parsed.as_ref().and_then(|v| {
             names
@@ -179,8 +183,9 @@ fn error_code_and_message(headers: &reqwest::header::HeaderMap, body: &[u8]) -> 
     let code = code.rsplit('#').next().unwrap_or_default().to_string();
     // Not AWS's JSON shape (a proxy's HTML page, say): an excerpt of what came. Either way
     // bounded: it goes into an error the API's client and the log see.
-    let message = field(&["message", "Message"])
-        .unwrap_or_else(|| String::from_utf8_lossy(body).into_owned());
+    let message = field(&["message", "Message"]).unwrap_or_else(|| {
+        String::from_utf8_lossy(&body[..body.len().min(4 * MAX_ERROR_CHARS)]).into_owned()
+    });
     let code = truncate(&code, MAX_ERROR_CHARS).to_string();
     let message = truncate(&message, MAX_ERROR_CHARS).to_string();
     (code, message)
@@ -804,9 +809,14 @@ mod tests {
         assert_eq!((code.as_str(), msg.as_str()), ("", "<html>"));
         // An endpoint cannot make an error as long as it likes, JSON or not, nor split a
         // character.
-        let long = format!(r#"{{"message":"{}"}}"#, "é".repeat(100_000));
+        let long = format!(r#"{{"message":"{}"}}"#, "é".repeat(20_000));
         let (_, msg) = error_code_and_message(&reqwest::header::HeaderMap::new(), long.as_bytes());
         assert_eq!(msg, "é".repeat(MAX_ERROR_CHARS));
+        // One longer than an error is not parsed (a tree of it could take a GB): an excerpt.
+        let huge = format!(r#"{{"message":"m","p":[{}0]}}"#, "0,".repeat(100_000));
+        let (_, msg) = error_code_and_message(&reqwest::header::HeaderMap::new(), huge.as_bytes());
+        assert!(msg.starts_with(r#"{"message":"m","p":[0,0"#), "{msg}");
+        assert_eq!(msg.chars().count(), MAX_ERROR_CHARS);
         let (_, msg) = error_code_and_message(
             &reqwest::header::HeaderMap::new(),
             "ü".repeat(5000).as_bytes(),

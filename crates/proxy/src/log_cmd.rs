@@ -187,9 +187,9 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
         })
         .collect();
     if let Some(api_key) = api_key {
-        // Threads whose deletion was logged after the checkpoint checked here (read once, when
-        // a trail is missing).
-        let mut deleted_since: Option<std::collections::BTreeSet<String>> = None;
+        // The leaves logged after the checkpoint checked here, by thread (read once, when a
+        // trail is missing): a deletion among them counts.
+        let mut deleted_since: Option<BTreeMap<String, Vec<(u64, LogStatement)>>> = None;
         for (thread, logged) in &heads {
             let Some((leaf, statement)) = logged.last() else {
                 continue;
@@ -209,12 +209,29 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
                 // Deleted (retention) after the checkpoint checked here: its deletion is a leaf
                 // past it, signed with the log's key.
                 if deleted_since.is_none() {
-                    let (deleted, problem) =
-                        deletions_after(&client, base, &current, &stored, key).await?;
+                    let (later, problem) =
+                        leaves_after(&client, base, &current, &stored, key).await?;
                     failures.extend(problem);
-                    deleted_since = Some(deleted);
+                    let mut by_thread: BTreeMap<String, Vec<(u64, LogStatement)>> = BTreeMap::new();
+                    for (leaf, s) in later {
+                        by_thread
+                            .entry(s.thread_id.clone())
+                            .or_default()
+                            .push((leaf, s));
+                    }
+                    deleted_since = Some(by_thread);
                 }
-                if deleted_since.as_ref().is_some_and(|d| d.contains(thread)) {
+                let later = deleted_since
+                    .as_ref()
+                    .and_then(|d| d.get(thread))
+                    .filter(|l| l.iter().any(|(_, s)| s.deleted));
+                if let Some(later) = later {
+                    // Held to what a deletion within the checkpoint is held to.
+                    let all: Vec<(u64, LogStatement)> =
+                        logged.iter().chain(later.iter()).cloned().collect();
+                    if let Some(problem) = deletion_problem(&all) {
+                        failures.push(format!("thread {thread}: {problem}"));
+                    }
                     continue;
                 }
                 failures.push(format!(
@@ -337,19 +354,19 @@ async fn walk_leaves(
     Ok(out)
 }
 
-/// The threads whose deletion the log holds past the checkpoint a run checks (`current`, whose
-/// leaves' stored hashes are `stored`): the leaves of a checkpoint the server signs now, which
-/// must extend `current` and whose leaves must hash to its root. A deletion only served, never
-/// under a signed root, would let a server drop a trail with no deletion in the log. Returns
-/// the threads, and why none could be read when the newer checkpoint does not hold.
-async fn deletions_after(
+/// The leaves the log holds past the checkpoint a run checks (`current`, whose leaves' stored
+/// hashes are `stored`): those of a checkpoint the server signs now, which must extend
+/// `current` and whose leaves must hash to its root. A deletion only served, never under a
+/// signed root, would let a server drop a trail with no deletion in the log. Returns the
+/// leaves, and why none could be read when the newer checkpoint does not hold.
+async fn leaves_after(
     client: &reqwest::Client,
     base: &str,
     current: &CheckpointInfo,
     stored: &Hashes,
     key: &str,
-) -> Result<(std::collections::BTreeSet<String>, Option<String>)> {
-    let mut deleted = std::collections::BTreeSet::new();
+) -> Result<(Vec<(u64, LogStatement)>, Option<String>)> {
+    let deleted = Vec::new();
     let resp = get(client, &format!("{base}/api/log/checkpoint"), None).await?;
     let status = resp.status();
     let note = resp.text().await?;
@@ -406,13 +423,7 @@ async fn deletions_after(
     if !failures.is_empty() {
         return Ok((deleted, Some(failures.join("; "))));
     }
-    deleted.extend(
-        leaves
-            .into_iter()
-            .filter(|(_, s)| s.deleted)
-            .map(|(_, s)| s.thread_id),
-    );
-    Ok((deleted, None))
+    Ok((leaves, None))
 }
 
 /// Why the records of a trail past its last head in the checkpoint being verified are not
@@ -693,6 +704,29 @@ mod tests {
             .await
             .unwrap();
         let report = verify(&base, &vk, &saved, None).await.unwrap();
+        assert!(
+            report["failures"][0]
+                .as_str()
+                .is_some_and(|f| f.contains("cut back or rewritten before it was deleted")),
+            "{report}"
+        );
+        // The same deletion past the checkpoint, under one signed later: failed as well.
+        let mut head_1 = leaves[0].clone();
+        head_1.seq = 1;
+        let base = stub_log(
+            &k,
+            vec![leaves[0].clone(), head_1, leaves[1].clone()],
+            vec![2, 2, 3],
+            Listing::AsAsked,
+        )
+        .await;
+        let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let report = verify(&base, &vk, &saved, Some("admin")).await.unwrap();
         assert!(
             report["failures"][0]
                 .as_str()

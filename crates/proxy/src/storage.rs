@@ -217,8 +217,8 @@ const THREADS_OWNED: &str = "SELECT t.* FROM thread_owners o JOIN threads t ON t
 /// Unfinished threads of one status: the repeated IN lets the partial index `threads_status`
 /// serve the read (migration 0006).
 const THREADS_WITH_STATUS: &str = "SELECT * FROM threads WHERE status = $1 \
-    AND status IN ('processing', 'awaiting_input') AND updated_at <= $2 AND updated_at > $3 \
-    ORDER BY updated_at LIMIT 32";
+    AND status IN ('processing', 'awaiting_input') AND updated_at <= $2 AND updated_at >= $3 \
+    AND (updated_at > $3 OR id > $4) ORDER BY updated_at, id LIMIT 32";
 
 /// How many threads the maintenance reads at a time (`THREADS_WITH_STATUS`'s LIMIT): each
 /// holds its client's request, up to the body limit.
@@ -793,19 +793,22 @@ impl Store {
     }
 
     /// The threads still processing, or those awaiting input (to deliver question timeouts),
-    /// last updated at `updated_at_most` or before (and after `updated_after`, the last of a
-    /// page read before), oldest update first, [`MAINTENANCE_PAGE`] at most: the maintenance
+    /// last updated at `updated_at_most` or before (and after `after`, the last update and id
+    /// of a page read before: threads updated at the same moment are told apart by id), oldest
+    /// update first, [`MAINTENANCE_PAGE`] at most: the maintenance
     /// reads only the threads old enough to need it, not every waiting one, a page at a time.
     pub async fn threads_with_status(
         &self,
         status: Unfinished,
         updated_at_most: i64,
-        updated_after: Option<i64>,
+        after: Option<(i64, String)>,
     ) -> Result<Vec<StoredThread>, StorageError> {
+        let (after_at, after_id) = after.unwrap_or((i64::MIN, String::new()));
         let rows = sqlx::query(THREADS_WITH_STATUS)
             .bind(status.as_str())
             .bind(updated_at_most)
-            .bind(updated_after.unwrap_or(i64::MIN))
+            .bind(after_at)
+            .bind(after_id)
             .fetch_all(&self.pool)
             .await
             .map_err(db(format!("listing {} threads", status.as_str())))?;
@@ -1307,7 +1310,7 @@ mod tests {
         assert!(conv.contains("INDEX threads_conversation"), "{conv}");
         for status in ["processing", "awaiting_input"] {
             // By status and last update, both in the index: only the threads old enough.
-            let listed = plan(&store, THREADS_WITH_STATUS, &[status, "5", "0"]).await;
+            let listed = plan(&store, THREADS_WITH_STATUS, &[status, "5", "0", ""]).await;
             assert!(
                 listed
                     .contains("INDEX threads_status (status=? AND updated_at>? AND updated_at<?)"),

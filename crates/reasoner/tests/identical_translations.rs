@@ -24,7 +24,7 @@ fn var(i: usize) -> String {
 
 fn atom(v: usize, k: i64, shape: u8) -> String {
     if v < BOOLS {
-        if shape % 2 == 0 {
+        if shape.is_multiple_of(2) {
             var(v)
         } else {
             format!("(not {})", var(v))

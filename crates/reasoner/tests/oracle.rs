@@ -55,7 +55,7 @@ fn atom(v: usize, k: i64, shape: u8) -> String {
     let (name, kind) = var(v);
     let k = match kind {
         Kind::Bool => {
-            return if shape % 2 == 0 {
+            return if shape.is_multiple_of(2) {
                 name
             } else {
                 format!("(not {name})")

@@ -25,7 +25,7 @@ fn var(i: usize) -> String {
 /// An atom over variable `v` (Bool or Int) with a small constant.
 fn atom(v: usize, k: i64, shape: u8) -> String {
     if v < BOOLS {
-        if shape % 2 == 0 {
+        if shape.is_multiple_of(2) {
             var(v)
         } else {
             format!("(not {})", var(v))

@@ -341,19 +341,25 @@ async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
         // The columns that listed it are unsigned: the trail's own last record decides, once
         // the trail passes the checks a view makes (whoever holds the database could
         // otherwise have any trail deleted, its deletion logged as ordinary retention).
-        // A thread refused once is not read again every pass (nor logged again) until restart.
-        static REFUSED: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-            std::sync::LazyLock::new(Default::default);
+        // A thread refused is not read again (nor logged again) for ten minutes: an altered
+        // trail would otherwise be read every pass, and a storage error is tried again later.
+        static REFUSED: std::sync::LazyLock<
+            std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+        > = std::sync::LazyLock::new(Default::default);
+        const REFUSED_FOR: Duration = Duration::from_secs(600);
         let refuse = |why: String| {
             let mut refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
-            if refused.len() < 100_000 && refused.insert(thread_id.clone()) {
-                tracing::error!("retention: thread {thread_id} is not deleted: {why}");
+            if refused.len() >= 10_000 {
+                refused.retain(|_, at| at.elapsed() < REFUSED_FOR);
             }
+            refused.insert(thread_id.clone(), std::time::Instant::now());
+            tracing::error!("retention: thread {thread_id} is not deleted: {why}");
         };
         if REFUSED
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .contains(&thread_id)
+            .get(&thread_id)
+            .is_some_and(|at| at.elapsed() < REFUSED_FOR)
         {
             continue;
         }
@@ -480,7 +486,7 @@ async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> 
         }
         match page.last() {
             Some(last) if page.len() == crate::storage::MAINTENANCE_PAGE => {
-                after = Some(last.updated_at)
+                after = Some((last.updated_at, last.id.clone()))
             }
             _ => return Ok(()),
         }
