@@ -89,6 +89,12 @@ impl KeyCache {
         inner.known.insert(hash.to_string(), Instant::now());
     }
 
+    /// Forgets that `hash` was a key (it was found revoked or expired): its lookups cost the
+    /// client's address again, as a made-up key's do.
+    pub fn forget_a_key(&self, hash: &str) {
+        self.lock().known.remove(hash);
+    }
+
     /// Keeps what the database said for `hash`, unless the cache was cleared since the lookup
     /// began (`generation` from [`Cached::Miss`]): that answer may predate a revocation.
     pub fn put(&self, hash: String, key: Option<ApiKey>, generation: u64) {

@@ -1636,3 +1636,41 @@ async fn a_chat_only_key_is_not_told_why_a_thread_failed() {
         );
     }
 }
+
+/// A revoked key is held by whoever its revocation was meant to stop: its lookups cost the
+/// client's address, as a made-up key's do, where they were free once the key had worked.
+#[tokio::test]
+async fn a_revoked_keys_lookups_cost_its_address() {
+    let llm = Server::python("scripted_llm.py", &json!({"default": "unused"}));
+    let cfg = secured_config(
+        &v1(&llm),
+        "[auth]\nkey_cache_ms = 0\n",
+        "[limits]\nrequests_per_minute = 5\n",
+    );
+    let proxy = Proxy::start("revoked-rate", &cfg);
+    let key = new_key(&proxy, "app", &["read"]).await;
+    assert_eq!(get(&proxy, "/api/me", &key, &[]).await.status, 200);
+    let id = get(&proxy, "/api/me", &key, &[]).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let revoked = call(
+        &proxy,
+        reqwest::Method::DELETE,
+        &format!("/api/keys/{id}"),
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        statuses.push(get(&proxy, "/api/me", &key, &[]).await.status);
+    }
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
+    );
+    assert!(statuses.contains(&429), "{statuses:?}");
+}

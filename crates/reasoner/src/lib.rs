@@ -40,7 +40,7 @@ pub use encode::EncodeError;
 pub use gen_tests::{
     generate_tests, CancelFlag, GenerateError, GenerateOptions, GeneratedTests, GenerationNote,
 };
-pub use lint::{lint, LintIssue, LintKind, LintReport, Severity, TooComplex};
+pub use lint::{lint, lint_until, LintIssue, LintKind, LintReport, Severity, TooComplex};
 pub use options::CheckOptions;
 pub use policy_diff::{diff_policies, ChangedCase, PolicyDiff, VersionOutcome};
 pub use proofgate_core::findings;

@@ -3,6 +3,7 @@
 //! Amazon Bedrock enforces when it imports a definition (ids, names, lengths, limits).
 
 use crate::check::{new_solver, solver_says_unsat, Reasoner};
+use crate::gen_tests::CancelFlag;
 use crate::options::CheckOptions;
 use proofgate_core::policy::aws::{aws_import_issues, AwsSeverity};
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, Sort};
@@ -90,6 +91,17 @@ fn issue(severity: Severity, kind: LintKind, message: String) -> LintIssue {
 
 /// Lints a policy definition.
 pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport {
+    lint_until(definition, options, &CancelFlag::default())
+}
+
+/// Lints a policy definition, stopping before the next rule's solver call once `cancel` is
+/// set (the client went, or its time ran out: each call may take the solver's whole limit).
+/// A cancelled report is partial; nobody reads it.
+pub fn lint_until(
+    definition: PolicyDefinition,
+    options: &CheckOptions,
+    cancel: &CancelFlag,
+) -> LintReport {
     let mut report = LintReport::default();
     for i in aws_import_issues(&definition) {
         let (severity, kind) = match i.severity {
@@ -155,6 +167,9 @@ pub fn lint(definition: PolicyDefinition, options: &CheckOptions) -> LintReport 
     }
     let solver = new_solver(options.timeout_ms);
     for (rule, f) in model.rules().iter().zip(&reasoner.rule_formulas) {
+        if cancel.is_cancelled() {
+            return report;
+        }
         if solver_says_unsat(&solver, &f.not()) {
             report.issues.push(LintIssue {
                 rules: vec![rule.id.clone()],
@@ -279,6 +294,25 @@ mod tests {
             PolicyDefinition::from_json(json).unwrap(),
             &CheckOptions::default(),
         )
+    }
+
+    /// A lint whose flag is set stops before its per-rule solver calls (the proxy sets it when
+    /// the request ends): an always-true rule is reported only by a lint left to run.
+    #[test]
+    fn a_cancelled_lint_makes_no_more_solver_calls() {
+        let json = r#"{"variables": [{"name": "b", "type": "BOOL", "description": "b"}],
+            "rules": [{"id": "TAUTOLOGY", "expression": "(or b (not b))"}]}"#;
+        let always_true =
+            |r: &LintReport| r.issues.iter().any(|i| i.kind == LintKind::AlwaysTrueRule);
+        assert!(always_true(&lint_json(json)));
+        let cancel = CancelFlag::default();
+        cancel.cancel();
+        let report = lint_until(
+            PolicyDefinition::from_json(json).unwrap(),
+            &CheckOptions::default(),
+            &cancel,
+        );
+        assert!(!always_true(&report), "{:#?}", report.issues);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::llm::LlmClient;
 use proofgate_core::policy::{PolicyDefinition, PolicyModel, PolicyTestSuite};
 use proofgate_reasoner::CancelFlag;
 use proofgate_reasoner::{
-    diff_policies, generate_tests, lint, CheckOptions, GenerateOptions, GenerationNote, LintReport,
+    diff_policies, generate_tests, CheckOptions, GenerateOptions, GenerationNote, LintReport,
     PolicyDiff, TestReport,
 };
 use serde::{Deserialize, Serialize};
@@ -92,7 +92,11 @@ pub async fn lint_policy(
     definition: PolicyDefinition,
     options: CheckOptions,
 ) -> Result<LintReport, AuthoringError> {
-    blocking(move || Ok(lint(definition, &options))).await
+    // Dropped with this future when the client goes or its time runs out: the solver stops
+    // before the next rule (it went on for every rule, the request's place already given back).
+    let cancel = CancelOnDrop(CancelFlag::default());
+    let flag = cancel.0.clone();
+    blocking(move || Ok(proofgate_reasoner::lint_until(definition, &options, &flag))).await
 }
 
 /// Runs test cases against a policy. Natural-language cases need `translators`; without

@@ -253,6 +253,7 @@ pub fn formalize_cmd(args: FormalizeArgs) -> Result<ExitCode> {
     })?;
     let options = FormalizeOptions {
         repair_attempts: args.llm.repair_attempts,
+        ..FormalizeOptions::default()
     };
     let progress = |r: &SpanReport| {
         let repairs = match r.attempts {

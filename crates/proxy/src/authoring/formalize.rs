@@ -181,18 +181,52 @@ pub fn repair_prompt(errors: &[String]) -> String {
 pub fn parse_unit(
     context: &PolicyDefinition,
     reply: &str,
+    options: &FormalizeOptions,
 ) -> Result<PolicyDefinition, Vec<String>> {
     let unit = PolicyDefinition::from_json(json_part(reply)).map_err(|e| {
         vec![format!(
             "the reply is not JSON of the expected shape ({e}); reply with {{\"types\": [...], \"variables\": [...], \"rules\": [...]}}"
         )]
     })?;
+    if let Some(e) = over_limits(context, &unit, options) {
+        return Err(vec![e]);
+    }
     let errors = unit_errors(context, &unit);
     if errors.is_empty() {
         Ok(unit)
     } else {
         Err(errors)
     }
+}
+
+/// Why `unit` over `context` would hold more than the policy may, if it would.
+fn over_limits(
+    context: &PolicyDefinition,
+    unit: &PolicyDefinition,
+    options: &FormalizeOptions,
+) -> Option<String> {
+    [
+        (
+            context.types.len() + unit.types.len(),
+            options.max_types,
+            "types",
+        ),
+        (
+            context.variables.len() + unit.variables.len(),
+            options.max_variables,
+            "variables",
+        ),
+        (
+            context.rules.len() + unit.rules.len(),
+            options.max_rules,
+            "rules",
+        ),
+    ]
+    .into_iter()
+    .find(|(n, max, _)| n > max)
+    .map(|(n, max, what)| {
+        format!("the policy would hold {n} {what}; it may hold at most {max}: declare fewer")
+    })
 }
 
 /// The unit's declarations over the context's, with the unit's rules only (the context's rules
@@ -269,11 +303,25 @@ pub struct Formalized {
 pub struct FormalizeOptions {
     /// How often a unit with errors is sent back to the LLM.
     pub repair_attempts: usize,
+    /// The most types, variables and rules the policy may hold (`[limits] max_policy_*`): a
+    /// unit that would take it past them is sent back as an error, before any work on it
+    /// (merging and checking grow with the square of the declarations, on the event loop).
+    pub max_types: usize,
+    /// See `max_types`.
+    pub max_variables: usize,
+    /// See `max_types`.
+    pub max_rules: usize,
 }
 
 impl Default for FormalizeOptions {
     fn default() -> Self {
-        FormalizeOptions { repair_attempts: 2 }
+        // Amazon Bedrock's limits, as `[limits]` has them by default.
+        FormalizeOptions {
+            repair_attempts: 2,
+            max_types: 50,
+            max_variables: 200,
+            max_rules: 500,
+        }
     }
 }
 
@@ -327,7 +375,7 @@ async fn formalize_span(
     let mut last_reply = String::new();
     for attempt in 1..=options.repair_attempts + 1 {
         let reply = client.complete(&messages).await?;
-        match parse_unit(context, &reply.text) {
+        match parse_unit(context, &reply.text, options) {
             Ok(unit) => return Ok((unit, attempt, Vec::new())),
             Err(errors) => {
                 messages.push(ChatMessage {
@@ -345,6 +393,9 @@ async fn formalize_span(
     let Ok(mut unit) = PolicyDefinition::from_json(json_part(&last_reply)) else {
         return Ok((PolicyDefinition::default(), attempts, last_errors));
     };
+    if over_limits(context, &unit, options).is_some() {
+        return Ok((PolicyDefinition::default(), attempts, last_errors));
+    }
     let declarations = PolicyDefinition {
         rules: Vec::new(),
         ..unit.clone()
@@ -722,10 +773,25 @@ mod tests {
 {"variables": [{"name": "b", "type": "BOOL", "description": "b"}],
  "rules": [{"id": "OK", "expression": "(=> b (> x 1))"}, {"id": "BAD", "expression": "(=> b (> y 1))"}]}
 ```"#,
+            &FormalizeOptions::default(),
         )
         .unwrap_err();
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].contains("rule `BAD`") && errors[0].contains("unknown variable `y`"));
-        assert!(parse_unit(&context, "no JSON here").unwrap_err()[0].contains("not JSON"));
+        // A unit past the policy's limits is sent back before any work on it.
+        let many: Vec<serde_json::Value> = (0..201)
+            .map(|i| serde_json::json!({"name": format!("v{i}"), "type": "BOOL"}))
+            .collect();
+        let errors = parse_unit(
+            &context,
+            &serde_json::json!({"variables": many}).to_string(),
+            &FormalizeOptions::default(),
+        )
+        .unwrap_err();
+        assert!(errors[0].contains("at most 200"), "{errors:?}");
+        assert!(
+            parse_unit(&context, "no JSON here", &FormalizeOptions::default()).unwrap_err()[0]
+                .contains("not JSON")
+        );
     }
 }

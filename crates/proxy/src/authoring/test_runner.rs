@@ -57,12 +57,17 @@ pub async fn run_suite(
     let model = model.clone();
     let suite = suite.clone();
     let options = options.clone();
+    // Set when this future is dropped (the client went, or its time ran out): the checks stop
+    // before the next case, rather than run every case with the request's place given back.
+    let cancel = crate::authoring::api::CancelOnDrop(proofgate_reasoner::CancelFlag::default());
+    let flag = cancel.0.clone();
     tokio::task::spawn_blocking(move || -> Result<TestReport, AuthoringError> {
         let reasoner = Reasoner::new(&model, options)?;
         let results = suite
             .tests
             .iter()
             .zip(translated)
+            .take_while(|_| !flag.is_cancelled())
             .map(|(case, outputs)| {
                 let findings = match outputs {
                     Some(Ok(outputs)) => reasoner

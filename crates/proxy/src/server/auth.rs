@@ -213,8 +213,13 @@ pub async fn identify(
                 .key_by_hash(&presented)
                 .await
                 .map_err(|e| ApiError::from(e).into_response())?;
-            if key.is_some() {
-                app.keys.note_a_key(&presented);
+            // Only a key that works spares its address the lookups: a revoked or expired one
+            // is held by whoever the revocation was meant to stop.
+            let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+            match &key {
+                Some(k) if k.is_active(now) => app.keys.note_a_key(&presented),
+                Some(_) => app.keys.forget_a_key(&presented),
+                None => {}
             }
             app.keys.put(presented, key.clone(), generation);
             key

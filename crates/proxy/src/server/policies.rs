@@ -109,8 +109,12 @@ pub async fn formalize(
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let req: FormalizeRequest = parse(&body, "{\"document\": \"...\"}")?;
+    let limits = &app.config.limits;
     let opts = FormalizeOptions {
         repair_attempts: app.config.validator.repair_attempts,
+        max_types: limits.max_policy_types,
+        max_variables: limits.max_policy_variables,
+        max_rules: limits.max_policy_rules,
     };
     reply(api::formalize_document(&app.rewriter, &req.document, opts).await)
 }
