@@ -82,20 +82,38 @@ fn sort_name(sort: &Sort) -> String {
         Sort::Bool => "Bool".into(),
         Sort::Int => "Int".into(),
         Sort::Real => "Real".into(),
-        Sort::Enum(name) => name.clone(),
+        Sort::Enum(name) => quote_symbol(name),
     }
 }
 
 impl PolicyModel {
-    /// `declare-datatype` for every enum type and `declare-const` for every variable.
+    /// `declare-datatype` for every enum type and `declare-const` for every variable. Names
+    /// that are not simple symbols are written quoted (`|loan amount|`), as terms write them:
+    /// written as they were, a name holding a parenthesis could close its declaration and add
+    /// commands to the text an auditor's z3 runs (the schema refuses `|` and `\\`, which no
+    /// quoting can hold).
     pub fn smtlib_declarations(&self) -> String {
         let mut out = String::new();
         for t in self.schema().types() {
-            let ctors: Vec<String> = t.values.iter().map(|v| format!("({v})")).collect();
-            let _ = writeln!(out, "(declare-datatype {} ({}))", t.name, ctors.join(" "));
+            let ctors: Vec<String> = t
+                .values
+                .iter()
+                .map(|v| format!("({})", quote_symbol(v)))
+                .collect();
+            let _ = writeln!(
+                out,
+                "(declare-datatype {} ({}))",
+                quote_symbol(&t.name),
+                ctors.join(" ")
+            );
         }
         for v in self.schema().variables() {
-            let _ = writeln!(out, "(declare-const {} {})", v.name, sort_name(&v.sort));
+            let _ = writeln!(
+                out,
+                "(declare-const {} {})",
+                quote_symbol(&v.name),
+                sort_name(&v.sort)
+            );
         }
         out
     }
@@ -345,6 +363,33 @@ mod tests {
     use super::*;
     use crate::findings::{ContradictionFinding, Statement, ValidFinding};
     use crate::policy::PolicyDefinition;
+
+    /// A name that is not a simple symbol is declared quoted: one symbol, whatever it holds
+    /// (a name that could close its declaration added commands to the auditor's script).
+    #[test]
+    fn names_are_declared_quoted() {
+        let injected = "x Bool)\n(set-option :regular-output-channel \"/tmp/pwned\")\n(echo \"hi\")\n(declare-const y";
+        let def = PolicyDefinition::from_json(
+            &serde_json::json!({
+                "types": [{"name": "tier (paid)", "values": [{"value": "GOLD) (echo \"x\""}]}],
+                "variables": [{"name": injected, "type": "BOOL"}, {"name": "t", "type": "tier (paid)"}],
+                "rules": [{"id": "R", "expression": format!("(=> |{injected}| (= t |GOLD) (echo \"x\"|))")}]
+            })
+            .to_string(),
+        )
+        .unwrap();
+        let m = PolicyModel::from_definition(def, None).unwrap();
+        let decls = m.smtlib_declarations();
+        assert!(
+            decls.contains(&format!("(declare-const |{injected}| Bool)\n")),
+            "{decls}"
+        );
+        assert!(
+            decls.contains("(declare-datatype |tier (paid)| ((|GOLD) (echo \"x\"|)))"),
+            "{decls}"
+        );
+        assert!(decls.contains("(declare-const t |tier (paid)|)"), "{decls}");
+    }
 
     fn model() -> PolicyModel {
         let def = PolicyDefinition::from_json(

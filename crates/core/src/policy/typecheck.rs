@@ -6,7 +6,7 @@
 //! tree makes every such conversion explicit, so the solver and the reader see the same thing.
 
 use super::definition::PolicyDefinition;
-use super::term::{is_simple_symbol, Op, Span, Term, TermKind};
+use super::term::{Op, Span, Term, TermKind};
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -96,13 +96,9 @@ pub enum SchemaError {
     /// A name that cannot be a symbol (empty, or an operator or literal).
     #[error("`{0}` cannot be used as a name: it is empty, an operator, or a literal")]
     ReservedName(String),
-    /// A name that is not an SMT-LIB simple symbol. Names go into the SMT-LIB text auditors
-    /// run in their own z3 as they are: a name holding a parenthesis or a space could close
-    /// its declaration and add commands (`set-option :regular-output-channel` writes files).
-    #[error(
-        "`{0}` cannot be used as a name: names are made of letters, digits and ~!@$%^&*_-+=<>.?/ \
-         and do not start with a digit"
-    )]
+    /// A name holding `|` or `\`, which no SMT-LIB quoting can hold: names go into the text
+    /// auditors run in their own z3, quoted (`|loan amount|`) when they are not simple symbols.
+    #[error("`{0}` cannot be used as a name: names cannot hold `|` or `\\`")]
     NotASymbol(String),
 }
 
@@ -115,6 +111,12 @@ pub struct Schema {
     variable_order: Vec<String>,
     /// Enum value symbol -> its type.
     values: BTreeMap<String, String>,
+}
+
+/// Whether `name` can be written as an SMT-LIB symbol, quoted if need be (`|...|` holds
+/// anything but `|` and `\`).
+fn is_quotable(name: &str) -> bool {
+    !name.contains(['|', '\\'])
 }
 
 fn is_reserved(name: &str) -> bool {
@@ -136,7 +138,7 @@ impl Schema {
                 errors.push(SchemaError::ReservedName(symbol.to_string()));
                 return false;
             }
-            if !is_simple_symbol(symbol) {
+            if !is_quotable(symbol) {
                 errors.push(SchemaError::NotASymbol(symbol.to_string()));
                 return false;
             }
@@ -156,7 +158,7 @@ impl Schema {
                 errors.push(SchemaError::BuiltinTypeName(t.name.clone()));
                 continue;
             }
-            if !is_simple_symbol(&t.name) {
+            if !is_quotable(&t.name) {
                 errors.push(SchemaError::NotASymbol(t.name.clone()));
                 continue;
             }
@@ -686,12 +688,11 @@ mod tests {
         schema().check_formula(&parse_term(s).unwrap())
     }
 
-    /// A name that is not a simple symbol is refused when the policy is loaded: names go into
-    /// the SMT-LIB text an auditor's z3 runs, and one holding a parenthesis or a space could
-    /// add commands there (a review wrote a variable whose name made z3 write a file).
+    /// A name that no SMT-LIB quoting can hold (`|`, `\`) is refused when the policy is
+    /// loaded; any other is written quoted where the SMT-LIB text is made (a review wrote a
+    /// variable whose name, written as it was, made an auditor's z3 write a file).
     #[test]
-    fn names_that_are_not_simple_symbols_are_refused() {
-        let injected = "x Bool)\n(set-option :regular-output-channel \"/tmp/pwned\")\n(echo \"hi\")\n(declare-const y";
+    fn names_no_quoting_can_hold_are_refused() {
         let def = |types: serde_json::Value, variables: serde_json::Value| {
             PolicyDefinition::from_json(
                 &serde_json::json!({"types": types, "variables": variables, "rules": []})
@@ -702,22 +703,18 @@ mod tests {
         for (types, variables) in [
             (
                 serde_json::json!([]),
-                serde_json::json!([{"name": injected, "type": "BOOL"}]),
-            ),
-            (
-                serde_json::json!([]),
-                serde_json::json!([{"name": "a b", "type": "BOOL"}]),
-            ),
-            (
-                serde_json::json!([]),
                 serde_json::json!([{"name": "a|b", "type": "BOOL"}]),
             ),
             (
-                serde_json::json!([{"name": "T) (echo \"x\")", "values": [{"value": "A"}]}]),
+                serde_json::json!([]),
+                serde_json::json!([{"name": "a\\b", "type": "BOOL"}]),
+            ),
+            (
+                serde_json::json!([{"name": "T|", "values": [{"value": "A"}]}]),
                 serde_json::json!([]),
             ),
             (
-                serde_json::json!([{"name": "T", "values": [{"value": "A)) (echo \"x\""}]}]),
+                serde_json::json!([{"name": "T", "values": [{"value": "A|) (echo x)"}]}]),
                 serde_json::json!([]),
             ),
         ] {
@@ -729,10 +726,10 @@ mod tests {
                 "{variables}: {errors:?}"
             );
         }
-        // The names simple symbols allow still load.
+        // Names with spaces, accents or parentheses still load (terms quote them too).
         let ok = def(
-            serde_json::json!([{"name": "Tier-2", "values": [{"value": "GOLD.1"}]}]),
-            serde_json::json!([{"name": "is_member?", "type": "BOOL"}, {"name": "t", "type": "Tier-2"}]),
+            serde_json::json!([{"name": "loan tier", "values": [{"value": "GOLD (1)"}]}]),
+            serde_json::json!([{"name": "âge du client", "type": "INT"}, {"name": "t", "type": "loan tier"}]),
         );
         assert!(Schema::from_definition(&ok).is_ok());
     }
