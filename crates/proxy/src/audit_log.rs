@@ -486,7 +486,26 @@ fn write_signed_high(path: &Path, size: u64, root: &Hash) -> std::io::Result<()>
         .truncate(false)
         .write(true)
         .open(path.with_extension("lock"))?;
-    lock.lock()?;
+    // Bounded: the caller holds the log's lock, which every commit waits for. A file system
+    // without locks (some network mounts) is written without one.
+    let give_up = std::time::Instant::now() + std::time::Duration::from_millis(500);
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) if std::time::Instant::now() < give_up => {
+                std::thread::sleep(std::time::Duration::from_millis(2))
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(std::io::Error::other(
+                    "another process held the file's lock for over 500 ms",
+                ))
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                tracing::debug!("the signed-size file cannot be locked here ({e}): written as is");
+                break;
+            }
+        }
+    }
     if let Ok(Some((kept, _))) = read_signed_high(path) {
         if kept > size {
             return Ok(());
@@ -587,6 +606,13 @@ impl TransparencyLog {
         loop {
             tick.tick().await;
             let Some(log) = log.upgrade() else { return };
+            // A larger size a replica sharing the file saw committed is this server's too: the
+            // database holding fewer leaves was cut back, though this server never saw them.
+            if let Some(Ok(Some((kept, _)))) = log.signed_high_file.as_deref().map(read_signed_high)
+            {
+                log.seen
+                    .fetch_max(kept, std::sync::atomic::Ordering::AcqRel);
+            }
             match log.persist_appended_size().await {
                 Ok(_) => warned = false,
                 Err(e) if !std::mem::replace(&mut warned, true) => {
@@ -611,6 +637,9 @@ impl TransparencyLog {
                  the old log will see that it restarted)"
             ),
         })?;
+        // Sizes it, or a replica sharing the file, saw committed: a shorter log in the
+        // database was cut back (or is a restored backup: remove the file with it).
+        self.seen = std::sync::atomic::AtomicU64::new(high.map_or(0, |(n, _)| n));
         self.signed_high = std::sync::Mutex::new(high);
         self.signed_high_file = Some(path);
         Ok(self)
@@ -624,10 +653,19 @@ impl TransparencyLog {
         root: Hash,
         cache: &StoredHashes,
     ) -> Result<(), AuditLogError> {
-        let high = *self
+        let mut high = *self
             .signed_high
             .lock()
             .map_err(|_| AuditLogError::Tlog("the signed size's lock is poisoned".into()))?;
+        // Replicas sharing the file: a larger tree one of them signed or appended to counts
+        // as this server's own (its copy in memory was read at start).
+        if let Some(Ok(Some(kept))) = self.signed_high_file.as_deref().map(read_signed_high) {
+            if high.is_none_or(|(n, _)| kept.0 > n) {
+                high = Some(kept);
+                self.seen
+                    .fetch_max(kept.0, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
         if let Some((signed, signed_root)) = high {
             // Said to the operator too: a database replaced on purpose (a new log) needs the
             // file removed, and every auditor holding the old log's checkpoint will see it.
@@ -776,11 +814,15 @@ impl TransparencyLog {
         cutoff_ms: i64,
     ) -> Result<Option<u64>, AuditLogError> {
         for _ in 0..50 {
+            // A connection before the log's lock, as checkpoints and proofs take them: the
+            // other way round, readers holding every pooled connection while waiting for the
+            // lock stalled a deletion holding it until the pool's acquire timeout.
+            let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
             let mut appender = self.appender().await;
             let begun = if store.sqlite {
-                store.pool.begin_with("BEGIN IMMEDIATE").await
+                sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await
             } else {
-                store.pool.begin().await
+                sqlx::Connection::begin(&mut *conn).await
             };
             let mut tx = begun.map_err(db("starting a transaction"))?;
             let Some((seq, head_hash)) =
@@ -1180,14 +1222,18 @@ mod tests {
         let e = refused(open().checkpoint(&store).await);
         assert!(e.contains("cut back"), "{e}");
 
-        // ...and grown again past the signed size with other leaves: rewritten, refused.
-        let restarted = open();
+        // Nor does a restarted server append to it (it reads the size it saw from its file).
+        let e = open().append(&store, &statement("u", 9)).await.unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
+
+        // ...and grown again past the signed size with other leaves (by a process without
+        // the file): rewritten, refused.
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let other = TransparencyLog::new("test/log".into(), key);
         for seq in 10..14 {
-            restarted
-                .append(&store, &statement("u", seq))
-                .await
-                .unwrap();
+            other.append(&store, &statement("u", seq)).await.unwrap();
         }
+        let restarted = open();
         let e = refused(restarted.checkpoint(&store).await);
         assert!(e.contains("rewritten"), "{e}");
 
@@ -1250,6 +1296,45 @@ mod tests {
         appends.await.unwrap();
         persists.await.unwrap();
         assert_eq!(log.checkpoint(&store).await.unwrap().1, 300);
+    }
+
+    /// Replicas sharing the signed-size file: a log cut back below what one of them saw is
+    /// refused by the other too, which never saw those leaves (it signed the cut log, and a
+    /// second tree of the same size, before).
+    #[tokio::test]
+    async fn a_replica_refuses_a_log_cut_below_what_another_saw() {
+        let dir = std::env::temp_dir().join(format!("pg-replicas-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
+            .await
+            .unwrap();
+        let high = dir.join("key.signed-size");
+        let open = || {
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(high.clone())
+                .unwrap()
+        };
+        let (a, b) = (open(), open());
+        b.append(&store, &statement("b", 0)).await.unwrap();
+        for seq in 0..4 {
+            a.append(&store, &statement("a", seq)).await.unwrap();
+        }
+        assert_eq!(a.checkpoint(&store).await.unwrap().1, 5);
+        sqlx::query("DELETE FROM log_leaves WHERE idx >= 3")
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
+            .bind(stored_hash_count(3) as i64)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        let e = b.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
+        let e = b.append(&store, &statement("b", 1)).await.unwrap_err();
+        assert!(e.to_string().contains("cut back"), "{e}");
     }
 
     /// Leaves appended after the last signed checkpoint are no less kept: a database whose log

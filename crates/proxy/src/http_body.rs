@@ -19,10 +19,10 @@ pub enum BodyError {
 
 /// The most JSON values an answer may hold. A parsed value takes about 80 bytes whatever its
 /// text's length, so an answer of `[0,0,0,...]` within [`MAX_ANSWER_BYTES`] parsed into
-/// about 1.2 GB; with this bound an answer parses into about 80 MB at most. A chat completion
+/// about 1.2 GB; with this bound an answer parses into about 40 MB at most. A chat completion
 /// holds tens of values, a guardrail's findings hundreds; one with `logprobs` about 150 per
-/// token at `top_logprobs: 20` (6,000 tokens fit).
-pub const MAX_ANSWER_VALUES: usize = 1_000_000;
+/// token at `top_logprobs: 20` (3,000 tokens fit).
+pub const MAX_ANSWER_VALUES: usize = 500_000;
 
 /// The most JSON values a client's request may hold (conversations of thousands of turns fit):
 /// the same reasoning as [`MAX_ANSWER_VALUES`] for a request within the body limit, which

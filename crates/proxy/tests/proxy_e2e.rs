@@ -1350,6 +1350,58 @@ async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
     assert_trail_replays(&proxy, &thread).await;
 }
 
+/// Answers sent before the questions' deadline are the thread's, however long the LLM then
+/// takes: they are stored before any call. Held until the end, the thread stayed "awaiting
+/// input", its timeout took it meanwhile, and the answers failed to store (a 500, and a trail
+/// saying the user never answered).
+#[tokio::test]
+async fn answers_in_time_are_not_taken_over_by_the_timeout() {
+    let tr = |premises: &[&str], claim: &str| {
+        let premises: Vec<Value> = premises
+            .iter()
+            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
+            .collect();
+        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
+    };
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "In the low season"],
+             "reply": tr(&["(= customerAge 70)", "isLowSeason", "(not usesCredits)"], "(= totalExpense 35.75)")},
+            {"match": ["You translate", "As a senior you pay $35.75"],
+             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
+            {"match": "answered your follow-up questions", "delay_ms": 2500,
+             "reply": "In the low season, without credits, you pay $35.75 including tax."},
+            {"match": "DECISION",
+             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season, and do you use credits?"},
+            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
+        ]}),
+    );
+    let cfg = config(
+        &v1(&llm),
+        "",
+        "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 100\n",
+    );
+    let proxy = Proxy::start("answer-race", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/threads/{thread}/answers", proxy.url))
+        .json(&json!({"answers": ["Yes, the low season; no credits."]}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let t: Value = resp.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 200, "{t}");
+    assert_eq!(
+        t["clarifications"][0]["response"]["status"], "ANSWERED",
+        "{t}"
+    );
+    assert_trail_replays(&proxy, &thread).await;
+}
+
 #[tokio::test]
 async fn background_threads_save_each_step_and_config_has_no_secrets() {
     let llm = demo_llm();

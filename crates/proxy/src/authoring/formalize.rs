@@ -205,17 +205,11 @@ fn over_limits(
     unit: &PolicyDefinition,
     options: &FormalizeOptions,
 ) -> Option<String> {
+    // As the unit would leave the declarations: one declared again replaces the context's.
+    let declared = with_context(context, unit);
     [
-        (
-            context.types.len() + unit.types.len(),
-            options.max_types,
-            "types",
-        ),
-        (
-            context.variables.len() + unit.variables.len(),
-            options.max_variables,
-            "variables",
-        ),
+        (declared.types.len(), options.max_types, "types"),
+        (declared.variables.len(), options.max_variables, "variables"),
         (
             context.rules.len() + unit.rules.len(),
             options.max_rules,
@@ -789,6 +783,14 @@ mod tests {
         )
         .unwrap_err();
         assert!(errors[0].contains("at most 200"), "{errors:?}");
+        // Declared again, names count once: 150 in the context and 60 of them again is 150.
+        let names: Vec<serde_json::Value> = (0..150)
+            .map(|i| serde_json::json!({"name": format!("v{i}"), "type": "BOOL"}))
+            .collect();
+        let big = PolicyDefinition::from_json(&serde_json::json!({"variables": names}).to_string())
+            .unwrap();
+        let again = serde_json::json!({"variables": &names[..60]}).to_string();
+        assert!(parse_unit(&big, &again, &FormalizeOptions::default()).is_ok());
         assert!(
             parse_unit(&context, "no JSON here", &FormalizeOptions::default()).unwrap_err()[0]
                 .contains("not JSON")

@@ -317,6 +317,17 @@ pub async fn answer_thread(
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
     let background = background_permit(&app, place.as_deref(), req.wait)?;
+    // Only a thread waiting for answers takes them, as on the chat path: an expired one
+    // answered here came back to life beside its logged deletion.
+    if let Some(stored) = app.store.thread(&id).await? {
+        if stored.status != "awaiting_input" {
+            check_access(&app, &caller, &headers, &id).await?;
+            return Err(ApiError::conflict(format!(
+                "thread {id} is {} and is not waiting for answers",
+                stored.status
+            )));
+        }
+    }
     let mut thread = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
@@ -346,6 +357,11 @@ pub async fn answer_thread(
         run_in_background(app, &caller, thread, effect, saved, permit);
         return Ok(Json(view));
     }
+    // The answers are stored before any LLM call: held until the end, the thread stayed
+    // "awaiting input" while it was driven, and its questions' timeout took it meanwhile (the
+    // answers then failed to store, and the trail said the user never answered).
+    persist(&app, &thread, saved, None).await?;
+    let saved = thread.audit_trail().len();
     let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
     persist(&app, &thread, saved, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
