@@ -235,6 +235,25 @@ impl AppendError {
     }
 }
 
+/// PostgreSQL: takes the database-wide lock on appending to the log, until the transaction on
+/// `conn` ends (after this process's own lock on the log, always in that order). Replicas took
+/// the next index in turn by failing and retrying the whole transaction: under load, 50 lost
+/// races failed a request. SQLite has one writer at a time anyway: nothing to take.
+pub async fn lock_for_appending(
+    conn: &mut sqlx::AnyConnection,
+    sqlite: bool,
+) -> Result<(), AuditLogError> {
+    if sqlite {
+        return Ok(());
+    }
+    // An arbitrary key of the application's own ("pgLOG" in ASCII).
+    sqlx::query("SELECT pg_advisory_xact_lock(112103767971)")
+        .execute(&mut *conn)
+        .await
+        .map_err(db("locking the log for appending"))?;
+    Ok(())
+}
+
 /// Appends leaves in one transaction, holding the log's hash cache so that no other append in
 /// this process interleaves; hashes of uncommitted leaves stay out of the cache until
 /// [`LogAppender::committed`].
@@ -784,6 +803,7 @@ impl TransparencyLog {
                 .await
                 .map_err(db("starting a transaction"))?;
             let mut appender = self.appender().await;
+            lock_for_appending(&mut tx, store.sqlite).await?;
             match appender.push(&mut tx, statement, &note).await {
                 Ok(n) => {
                     tx.commit().await.map_err(db("committing a log leaf"))?;
@@ -825,6 +845,7 @@ impl TransparencyLog {
                 sqlx::Connection::begin(&mut *conn).await
             };
             let mut tx = begun.map_err(db("starting a transaction"))?;
+            lock_for_appending(&mut tx, store.sqlite).await?;
             let Some((seq, head_hash)) =
                 store.delete_trail_in(&mut tx, thread_id, cutoff_ms).await?
             else {

@@ -284,6 +284,9 @@ async fn commit_other(
             .await
             .map_err(crate::storage::db("starting a transaction"))?;
         let mut appender = log.appender().await;
+        crate::audit_log::lock_for_appending(&mut tx, false)
+            .await
+            .map_err(|e| StorageError::AuditLog(e.to_string()))?;
         let mut statements = Statements::new(false);
         let result = match appender.start(&mut tx, None).await {
             Ok(_) => queue_all(&mut statements, &mut appender, writes),

@@ -557,6 +557,17 @@ fn effect_name(e: &Effect) -> &'static str {
 fn start_background(app: &Arc<App>) {
     let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
     tokio::spawn(maintain(app.clone(), every));
+    let c = &app.config;
+    if !app.store.sqlite && c.server.resume_after_ms <= c.limits.request_timeout_ms {
+        // Replicas cannot see which threads another is driving: one still driven (for up to a
+        // request's time) looks orphaned to them past `resume_after_ms`, and two drive it.
+        tracing::warn!(
+            "server.resume_after_ms ({} ms) is not above limits.request_timeout_ms ({} ms): with \
+             several replicas on this database, one may resume a thread another is still driving",
+            c.server.resume_after_ms,
+            c.limits.request_timeout_ms
+        );
+    }
     let auth = &app.config.auth;
     if auth.required && auth.admin_key.is_none() && auth.admin_key_sha256.is_none() {
         tracing::info!(
