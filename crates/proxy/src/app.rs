@@ -125,6 +125,9 @@ impl App {
                 .with_signed_high_file(config.audit.signed_size_path(&key_path))
                 .map_err(|e| other(&e))?,
         );
+        log.check_not_cut_back(&store)
+            .await
+            .map_err(|e| other(&e))?;
         tokio::spawn(crate::audit_log::TransparencyLog::keep_appended_size(
             Arc::downgrade(&log),
         ));

@@ -577,9 +577,17 @@ impl TransparencyLog {
         use std::sync::atomic::Ordering;
         let seen = self.seen.fetch_max(size, Ordering::AcqRel);
         if size < seen {
+            let remedy = match &self.signed_high_file {
+                Some(path) => format!(
+                    " (if this database is meant to start a new log, a restored backup say, \
+                     remove {} and restart)",
+                    path.display()
+                ),
+                None => String::new(),
+            };
             let e = format!(
                 "the log holds {size} leaves, but this server saw {seen} committed: the \
-                 database's log was cut back, and nothing more is appended or signed"
+                 database's log was cut back, and nothing more is appended or signed{remedy}"
             );
             tracing::error!("{e}");
             return Err(AuditLogError::Tlog(e));
@@ -609,6 +617,13 @@ impl TransparencyLog {
         if (cache.0.len() as u64) < stored_hash_count(seen) {
             // Seen in the database but not read into the cache yet: the next pass.
             return Ok(None);
+        }
+        // A replica sharing the file kept as large a size already: nothing to keep (and its
+        // larger size is no sign of a cut here).
+        if let Some(Ok(Some((kept, _)))) = self.signed_high_file.as_deref().map(read_signed_high) {
+            if kept >= seen {
+                return Ok(None);
+            }
         }
         let root = tree_hash(seen, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
         self.extends_signed(seen, root, &cache)?;
@@ -640,6 +655,15 @@ impl TransparencyLog {
                 Err(_) => {}
             }
         }
+    }
+
+    /// Refuses a database whose log is shorter than this server (or, through the signed-size
+    /// file, a replica) saw committed: at start, so that a server with a cut-back log or an old
+    /// file beside a new database says so once, rather than failing every answer.
+    pub async fn check_not_cut_back(&self, store: &Store) -> Result<(), AuditLogError> {
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let n = Self::size(&mut conn).await?;
+        self.saw_size(n)
     }
 
     /// Keeps the largest tree this server signed in `path` (read now when it exists), so that
@@ -899,10 +923,18 @@ impl TransparencyLog {
                 return Ok((note, n));
             }
         }
-        // Under the hashes' lock no commit of this server completes, so the size read now is
-        // at least every size it saw unless the database lost leaves (read before the lock, a
-        // commit ending in between looked like a log cut back).
+        // Under the hashes' lock no commit of this server completes, and under the database's
+        // lock on appending no replica's, so the size read now is at least every size any of
+        // them saw unless the database lost leaves (read before the locks, a commit ending in
+        // between looked like a log cut back).
         let mut cache = self.hashes.lock().await;
+        let begun = if store.sqlite {
+            sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await
+        } else {
+            sqlx::Connection::begin(&mut *conn).await
+        };
+        let mut conn = begun.map_err(db("starting a transaction"))?;
+        lock_for_appending(&mut conn, store.sqlite).await?;
         let n = Self::size(&mut conn).await?;
         self.saw_size(n)?;
         if let Some((size, note)) = cached() {
@@ -913,6 +945,8 @@ impl TransparencyLog {
         self.refresh(&mut cache, &mut conn, n).await?;
         let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
         self.extends_signed(n, root, &cache)?;
+        // Nothing was written: the transaction only held the locks.
+        drop(conn);
         drop(cache);
         let c = Checkpoint::new(&self.origin, n, root, "")
             .map_err(|e| AuditLogError::Tlog(e.to_string()))?;

@@ -325,12 +325,13 @@ pub(crate) fn model_value(model: &Model, var: &Dynamic, sort: &Sort) -> Option<V
         Sort::Enum(_) => {
             // A value of an enumeration is one of its constructors: its name, without Z3's
             // printer (a tenth of a millisecond a call), which a value of another form gets.
+            // The name as declared, quoted by `Term` in the logic where it needs to be: Z3's
+            // printer quotes such a name itself, and quoting that again gave `||NOT YET 18||`.
             let constructor = v
                 .safe_decl()
                 .ok()
                 .filter(|_| v.num_children() == 0)
-                .map(|d| d.name())
-                .filter(|n| Term::symbol(n.clone()).to_string() == *n);
+                .map(|d| d.name());
             let text = constructor.unwrap_or_else(|| v.to_string());
             Value {
                 english: text.clone(),
@@ -408,10 +409,10 @@ mod tests {
         assert_eq!(rational_value(7, 20).logic, "0.35");
     }
 
-    /// An enumeration's value reads as Z3 prints it, whether its name is a plain symbol
-    /// (read from the constructor's name) or one Z3 quotes (read from Z3's printer).
+    /// An enumeration's value reads as its declared name, in the logic as `Term` writes it
+    /// (quoted once when it is not a simple symbol), whatever Z3's printer makes of it.
     #[test]
-    fn enumeration_values_read_as_z3_prints_them() {
+    fn enumeration_values_read_as_their_names() {
         let values = vec!["SENIOR".to_string(), "NOT YET 18".to_string()];
         let (sort, consts) = enumeration("Visitor", &values);
         let x = Dynamic::new_const("visitor", &sort);
@@ -420,10 +421,10 @@ mod tests {
             solver.assert(x.eq(c));
             assert_eq!(solver.check(), z3::SatResult::Sat);
             let model = solver.get_model().unwrap();
-            let printed = model.eval(&x, true).unwrap().to_string();
             let value = model_value(&model, &x, &Sort::Enum("Visitor".into())).unwrap();
-            assert_eq!(value.english, printed);
-            assert_eq!(value.logic, Term::symbol(printed.clone()).to_string());
+            assert!(values.contains(&value.english), "{}", value.english);
+            assert_eq!(value.logic, Term::symbol(value.english.clone()).to_string());
+            assert!(!value.logic.contains("||"), "{}", value.logic);
         }
     }
 }

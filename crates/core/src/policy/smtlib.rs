@@ -368,7 +368,7 @@ mod tests {
     /// (a name that could close its declaration added commands to the auditor's script).
     #[test]
     fn names_are_declared_quoted() {
-        let injected = "x Bool)\n(set-option :regular-output-channel \"/tmp/pwned\")\n(echo \"hi\")\n(declare-const y";
+        let injected = "x Bool) (set-option :regular-output-channel \"/tmp/pwned\") (echo \"hi\") (declare-const y";
         let def = PolicyDefinition::from_json(
             &serde_json::json!({
                 "types": [{"name": "tier (paid)", "values": [{"value": "GOLD) (echo \"x\""}]}],

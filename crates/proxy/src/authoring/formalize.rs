@@ -351,6 +351,13 @@ pub async fn formalize(
         units.push(PolicyUnit { span, definition });
     }
     let (definition, merge) = merge_units(&units);
+    // Merging renames a name declared again with another meaning, so the policy can end up
+    // larger than any unit's check saw: held to the limits as a whole too.
+    if let Some(why) = over_limits(&PolicyDefinition::default(), &definition, options) {
+        return Err(AuthoringError::Policy(format!(
+            "the document's policy is too large: {why}"
+        )));
+    }
     Ok(Formalized {
         definition,
         spans: reports,

@@ -360,10 +360,25 @@ pub async fn answer_thread(
     // The answers are stored before any LLM call: held until the end, the thread stayed
     // "awaiting input" while it was driven, and its questions' timeout took it meanwhile (the
     // answers then failed to store, and the trail said the user never answered).
+    // Driven as the chat path drives a thread: each step saved ahead of its call, and the
+    // thread known to be live here, so the maintenance does not resume it meanwhile.
     persist(&app, &thread, saved, None).await?;
-    let saved = thread.audit_trail().len();
-    let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
-    persist(&app, &thread, saved, None).await?;
+    let mut saver = crate::app::Saver::new(thread.audit_trail().len());
+    let effect = crate::app::drive_durably(
+        &app,
+        &caller.id,
+        &mut thread,
+        effect,
+        &mut Waits::default(),
+        &mut saver,
+        None,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::app::DurableDriveError::Drive(e) => ApiError::from(e),
+        crate::app::DurableDriveError::Storage(e) => ApiError::from(e),
+    })?;
+    saver.finish(&app, &thread, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
         app.metrics.verdict(o.status.as_str(), thread.iterations());
     }
