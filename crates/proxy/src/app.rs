@@ -120,11 +120,26 @@ impl App {
             config.audit.key_name(),
         )
         .map_err(|e| other(&e))?;
+        let signed_size = config
+            .audit
+            .signed_size_path(&key_path, &config.storage.url);
+        let legacy = crate::config::AuditConfig::shared_signed_size_path(&key_path);
+        let adopt = config.audit.signed_size_path.is_none()
+            && signed_size != legacy
+            && !signed_size.exists()
+            && legacy.exists();
         let log = Arc::new(
             crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key)
-                .with_signed_high_file(config.audit.signed_size_path(&key_path))
+                .with_signed_high_file(signed_size)
                 .map_err(|e| other(&e))?,
         );
+        if adopt {
+            // A SQLite database's file used to be the key's, which every database in the
+            // directory shared: taken over when it is this log's.
+            log.adopt_signed_size(&store, &legacy)
+                .await
+                .map_err(|e| other(&e))?;
+        }
         log.check_not_cut_back(&store)
             .await
             .map_err(|e| other(&e))?;

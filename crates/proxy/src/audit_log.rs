@@ -619,9 +619,22 @@ impl TransparencyLog {
             return Ok(None);
         }
         // A replica sharing the file kept as large a size already: nothing to keep (and its
-        // larger size is no sign of a cut here).
-        if let Some(Ok(Some((kept, _)))) = self.signed_high_file.as_deref().map(read_signed_high) {
-            if kept >= seen {
+        // larger size is no sign of a cut here). The same size must be the same tree.
+        if let Some(Ok(Some((kept, kept_root)))) =
+            self.signed_high_file.as_deref().map(read_signed_high)
+        {
+            if kept > seen {
+                return Ok(None);
+            }
+            if kept == seen {
+                let root =
+                    tree_hash(seen, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+                if root != kept_root {
+                    return Err(AuditLogError::Tlog(format!(
+                        "the log's first {seen} leaves no longer hash to the root kept for them: \
+                         the database's log was rewritten"
+                    )));
+                }
                 return Ok(None);
             }
         }
@@ -655,6 +668,37 @@ impl TransparencyLog {
                 Err(_) => {}
             }
         }
+    }
+
+    /// Takes over the size and root a signed-size file of before (shared by every database in
+    /// the key's directory) kept, when they are this database's log's: its log extends that
+    /// tree. Another database's are left (logged).
+    pub async fn adopt_signed_size(
+        &self,
+        store: &Store,
+        legacy: &Path,
+    ) -> Result<(), AuditLogError> {
+        let Ok(Some((size, root))) = read_signed_high(legacy) else {
+            return Ok(());
+        };
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        let n = Self::size(&mut conn).await?;
+        let mut cache = self.hashes.lock().await;
+        let ours = n >= size && {
+            self.refresh(&mut cache, &mut conn, size).await?;
+            tree_hash(size, &*cache).ok() == Some(root)
+        };
+        if !ours {
+            tracing::warn!(
+                "{} holds another database's log size: not taken for this one's",
+                legacy.display()
+            );
+            return Ok(());
+        }
+        self.extends_signed(size, root, &cache)?;
+        self.seen
+            .fetch_max(size, std::sync::atomic::Ordering::AcqRel);
+        Ok(())
     }
 
     /// Refuses a database whose log is shorter than this server (or, through the signed-size
@@ -928,13 +972,18 @@ impl TransparencyLog {
         // them saw unless the database lost leaves (read before the locks, a commit ending in
         // between looked like a log cut back).
         let mut cache = self.hashes.lock().await;
-        let begun = if store.sqlite {
-            sqlx::Connection::begin_with(&mut *conn, "BEGIN IMMEDIATE").await
-        } else {
-            sqlx::Connection::begin(&mut *conn).await
-        };
-        let mut conn = begun.map_err(db("starting a transaction"))?;
-        lock_for_appending(&mut conn, store.sqlite).await?;
+        // PostgreSQL's lock is taken for a moment at most, so that a public read cannot hold up
+        // the replicas' appends (SQLite has no replicas: the hashes' lock is enough).
+        let mut conn = sqlx::Connection::begin(&mut *conn)
+            .await
+            .map_err(db("starting a transaction"))?;
+        if !store.sqlite {
+            sqlx::query("SET LOCAL lock_timeout = '2s'")
+                .execute(&mut *conn)
+                .await
+                .map_err(db("setting a lock timeout"))?;
+            lock_for_appending(&mut conn, false).await?;
+        }
         let n = Self::size(&mut conn).await?;
         self.saw_size(n)?;
         if let Some((size, note)) = cached() {
@@ -945,8 +994,9 @@ impl TransparencyLog {
         self.refresh(&mut cache, &mut conn, n).await?;
         let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
         self.extends_signed(n, root, &cache)?;
-        // Nothing was written: the transaction only held the locks.
-        drop(conn);
+        // Nothing was written: the transaction only held the locks, given back now (dropped,
+        // its end would wait for the connection's return to the pool).
+        conn.rollback().await.map_err(db("ending a transaction"))?;
         drop(cache);
         let c = Checkpoint::new(&self.origin, n, root, "")
             .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
@@ -1390,6 +1440,53 @@ mod tests {
         assert!(e.to_string().contains("cut back"), "{e}");
         let e = b.append(&store, &statement("b", 1)).await.unwrap_err();
         assert!(e.to_string().contains("cut back"), "{e}");
+    }
+
+    /// The signed-size file every database in the key's directory used to share is taken over
+    /// by the database whose log it describes, and left by another.
+    #[tokio::test]
+    async fn a_shared_signed_size_file_is_taken_over_only_by_its_own_log() {
+        let dir = std::env::temp_dir().join(format!("pg-adopt-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let legacy = dir.join("key.signed-size");
+        let open = |file: &str| {
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(dir.join(file))
+                .unwrap()
+        };
+        let store = |name: &str| {
+            let url = format!("sqlite://{}", dir.join(name).display());
+            async move { Store::connect(&url).await.unwrap() }
+        };
+        let (a, b) = (store("a.sqlite").await, store("b.sqlite").await);
+        let old = {
+            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+            TransparencyLog::new("test/log".into(), key)
+                .with_signed_high_file(legacy.clone())
+                .unwrap()
+        };
+        for seq in 0..3 {
+            old.append(&a, &statement("a", seq)).await.unwrap();
+        }
+        old.checkpoint(&a).await.unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        TransparencyLog::new("test/log".into(), key)
+            .append(&b, &statement("b", 0))
+            .await
+            .unwrap();
+        // a's log: taken over; its size is kept in a's own file and refuses a cut.
+        let la = open("a.sqlite.signed-size");
+        la.adopt_signed_size(&a, &legacy).await.unwrap();
+        assert!(std::fs::read_to_string(dir.join("a.sqlite.signed-size"))
+            .unwrap()
+            .starts_with("3 "));
+        // b's log holds one leaf: the file is not b's, and b starts.
+        let lb = open("b.sqlite.signed-size");
+        lb.adopt_signed_size(&b, &legacy).await.unwrap();
+        assert!(!dir.join("b.sqlite.signed-size").exists());
+        lb.check_not_cut_back(&b).await.unwrap();
     }
 
     /// Leaves appended after the last signed checkpoint are no less kept: a database whose log

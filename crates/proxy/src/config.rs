@@ -311,9 +311,12 @@ pub struct AuditConfig {
     /// forever. Conversation expiry (`storage.thread_ttl_secs`) never deletes trails.
     #[serde(default)]
     pub retention_days: Option<u64>,
-    /// Where the server keeps the size and root of the largest log it signed a checkpoint of,
-    /// outside the database, so that it never signs a log cut back or rewritten there.
-    /// Default: next to the signing key file, named `<key file stem>.signed-size`.
+    /// Where the server keeps the size and root of the largest log it signed a checkpoint of
+    /// or appended to, outside the database, so that it never signs or extends a log cut back
+    /// or rewritten there. Default: for SQLite beside the database file
+    /// (`<database file>.signed-size`: one per database, so two databases in one directory do
+    /// not share it); for PostgreSQL next to the signing key file (`<key file
+    /// stem>.signed-size`), which replicas of one database share.
     #[serde(default)]
     pub signed_size_path: Option<PathBuf>,
 }
@@ -331,10 +334,19 @@ impl AuditConfig {
         }
     }
     /// Where the largest signed log size is kept (see `signed_size_path`).
-    pub fn signed_size_path(&self, key_path: &std::path::Path) -> PathBuf {
-        self.signed_size_path
-            .clone()
-            .unwrap_or_else(|| key_path.with_extension("signed-size"))
+    pub fn signed_size_path(&self, key_path: &std::path::Path, storage_url: &str) -> PathBuf {
+        if let Some(p) = &self.signed_size_path {
+            return p.clone();
+        }
+        match crate::storage::sqlite_file(storage_url) {
+            Some(db) => PathBuf::from(format!("{db}.signed-size")),
+            None => Self::shared_signed_size_path(key_path),
+        }
+    }
+    /// The signed-size file next to the key, every database's default before it moved beside
+    /// the SQLite database file (and still PostgreSQL's).
+    pub fn shared_signed_size_path(key_path: &std::path::Path) -> PathBuf {
+        key_path.with_extension("signed-size")
     }
     /// The key's name.
     pub fn key_name(&self) -> &str {
@@ -1105,6 +1117,27 @@ mod tests {
         assert!(
             err.contains("places_kept_for_other_keys is 33") && err.contains("at most 32"),
             "{err}"
+        );
+    }
+
+    /// Two SQLite databases in one directory share the key but not the signed-size file (a
+    /// shared one made the database with the shorter log refuse every commit); PostgreSQL's
+    /// replicas share it beside the key.
+    #[test]
+    fn each_sqlite_database_keeps_its_own_signed_size() {
+        let audit = AuditConfig::default();
+        let (a, b) = ("sqlite:///srv/pg/a.sqlite", "sqlite:///srv/pg/b.sqlite");
+        assert_eq!(audit.key_path(a), audit.key_path(b));
+        let (fa, fb) = (
+            audit.signed_size_path(&audit.key_path(a), a),
+            audit.signed_size_path(&audit.key_path(b), b),
+        );
+        assert_ne!(fa, fb);
+        assert_eq!(fa, PathBuf::from("/srv/pg/a.sqlite.signed-size"));
+        let pg = "postgres://u@db/proofgate";
+        assert_eq!(
+            audit.signed_size_path(&audit.key_path(pg), pg),
+            PathBuf::from("proofgate-audit.signed-size")
         );
     }
 

@@ -98,7 +98,7 @@ pub enum SchemaError {
     ReservedName(String),
     /// A name holding `|` or `\`, which no SMT-LIB quoting can hold: names go into the text
     /// auditors run in their own z3, quoted (`|loan amount|`) when they are not simple symbols.
-    #[error("{0:?} cannot be used as a name: names cannot hold `|`, `\\` or control characters")]
+    #[error("{0:?} cannot be used as a name: names cannot hold `|`, `\\` or NUL")]
     NotASymbol(String),
 }
 
@@ -116,7 +116,8 @@ pub struct Schema {
 /// Whether `name` can be written as an SMT-LIB symbol, quoted if need be (`|...|` holds
 /// anything but `|` and `\`).
 fn is_quotable(name: &str) -> bool {
-    !name.contains(['|', '\\']) && !name.chars().any(char::is_control)
+    // NUL also ends the C string Z3 takes a name as; whitespace is fine inside `|...|`.
+    !name.contains(['|', '\\', '\0'])
 }
 
 fn is_reserved(name: &str) -> bool {
