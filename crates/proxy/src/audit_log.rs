@@ -1266,6 +1266,40 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A fresh directory (named `name` and the process) with a SQLite store in it.
+    async fn fresh(name: &str) -> (PathBuf, Store) {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
+            .await
+            .unwrap();
+        (dir, store)
+    }
+
+    /// A log signed with `dir`'s key that keeps its signed size in `high`, as a server does.
+    fn log_with_file(dir: &Path, high: &Path) -> TransparencyLog {
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        TransparencyLog::new("test/log".into(), key)
+            .with_signed_high_file(high.to_path_buf())
+            .unwrap()
+    }
+
+    /// Deletes the log's leaves from `n` on with their stored hashes, as whoever holds the
+    /// database could.
+    async fn cut_log(store: &Store, n: u64) {
+        sqlx::query("DELETE FROM log_leaves WHERE idx >= $1")
+            .bind(n as i64)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+        sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
+            .bind(stored_hash_count(n) as i64)
+            .execute(&store.pool)
+            .await
+            .unwrap();
+    }
+
     fn statement(thread: &str, seq: u64) -> LogStatement {
         LogStatement {
             deleted: false,
@@ -1280,19 +1314,9 @@ mod tests {
     /// not from the database).
     #[tokio::test]
     async fn a_log_cut_back_or_rewritten_in_the_database_is_not_signed() {
-        let dir = std::env::temp_dir().join(format!("pg-signed-high-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
-            .await
-            .unwrap();
+        let (dir, store) = fresh("pg-signed-high").await;
         let high = dir.join("key.signed-size");
-        let open = || {
-            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-            TransparencyLog::new("test/log".into(), key)
-                .with_signed_high_file(high.clone())
-                .unwrap()
-        };
+        let open = || log_with_file(&dir, &high);
         let log = open();
         for seq in 0..5 {
             log.append(&store, &statement("t", seq)).await.unwrap();
@@ -1302,21 +1326,7 @@ mod tests {
         assert!(std::fs::read_to_string(&high).unwrap().starts_with("5 "));
 
         // Cut back by two leaves (and their stored hashes): refused, now and after a restart.
-        let cut = |n: u64| {
-            let store = store.clone();
-            async move {
-                sqlx::query("DELETE FROM log_leaves WHERE idx >= $1")
-                    .bind(n as i64)
-                    .execute(&store.pool)
-                    .await
-                    .unwrap();
-                sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
-                    .bind(stored_hash_count(n) as i64)
-                    .execute(&store.pool)
-                    .await
-                    .unwrap();
-            }
-        };
+        let cut = |n: u64| cut_log(&store, n);
         cut(3).await;
         let refused = |r: Result<(String, u64), AuditLogError>| match r {
             Ok((_, n)) => panic!("a checkpoint of {n} leaves was signed"),
@@ -1367,12 +1377,7 @@ mod tests {
     /// (its size was read before a commit ended, and the commit's size seen after it).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn checkpoints_read_while_leaves_are_appended_are_signed() {
-        let dir = std::env::temp_dir().join(format!("pg-busy-log-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
-            .await
-            .unwrap();
+        let (dir, store) = fresh("pg-busy-log").await;
         let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
         let log = std::sync::Arc::new(
             TransparencyLog::new("test/log".into(), key)
@@ -1408,34 +1413,16 @@ mod tests {
     /// second tree of the same size, before).
     #[tokio::test]
     async fn a_replica_refuses_a_log_cut_below_what_another_saw() {
-        let dir = std::env::temp_dir().join(format!("pg-replicas-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
-            .await
-            .unwrap();
+        let (dir, store) = fresh("pg-replicas").await;
         let high = dir.join("key.signed-size");
-        let open = || {
-            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-            TransparencyLog::new("test/log".into(), key)
-                .with_signed_high_file(high.clone())
-                .unwrap()
-        };
+        let open = || log_with_file(&dir, &high);
         let (a, b) = (open(), open());
         b.append(&store, &statement("b", 0)).await.unwrap();
         for seq in 0..4 {
             a.append(&store, &statement("a", seq)).await.unwrap();
         }
         assert_eq!(a.checkpoint(&store).await.unwrap().1, 5);
-        sqlx::query("DELETE FROM log_leaves WHERE idx >= 3")
-            .execute(&store.pool)
-            .await
-            .unwrap();
-        sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
-            .bind(stored_hash_count(3) as i64)
-            .execute(&store.pool)
-            .await
-            .unwrap();
+        cut_log(&store, 3).await;
         let e = b.checkpoint(&store).await.map(|(_, n)| n).unwrap_err();
         assert!(e.to_string().contains("cut back"), "{e}");
         let e = b.append(&store, &statement("b", 1)).await.unwrap_err();
@@ -1495,19 +1482,9 @@ mod tests {
     /// was kept, by one restarted on the same files. (A cut back was signed before.)
     #[tokio::test]
     async fn a_log_cut_back_below_leaves_no_checkpoint_covers_is_not_signed() {
-        let dir = std::env::temp_dir().join(format!("pg-appended-high-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let store = Store::connect(&format!("sqlite://{}", dir.join("l.sqlite").display()))
-            .await
-            .unwrap();
+        let (dir, store) = fresh("pg-appended-high").await;
         let high = dir.join("key.signed-size");
-        let open = || {
-            let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
-            TransparencyLog::new("test/log".into(), key)
-                .with_signed_high_file(high.clone())
-                .unwrap()
-        };
+        let open = || log_with_file(&dir, &high);
         let log = open();
         for seq in 0..3 {
             log.append(&store, &statement("t", seq)).await.unwrap();
@@ -1516,21 +1493,7 @@ mod tests {
         for seq in 0..2 {
             log.append(&store, &statement("u", seq)).await.unwrap();
         }
-        let cut = |n: u64| {
-            let store = store.clone();
-            async move {
-                sqlx::query("DELETE FROM log_leaves WHERE idx >= $1")
-                    .bind(n as i64)
-                    .execute(&store.pool)
-                    .await
-                    .unwrap();
-                sqlx::query("DELETE FROM log_hashes WHERE idx >= $1")
-                    .bind(stored_hash_count(n) as i64)
-                    .execute(&store.pool)
-                    .await
-                    .unwrap();
-            }
-        };
+        let cut = |n: u64| cut_log(&store, n);
         let copy = dir.join("copy.sqlite");
         sqlx::query(sqlx::AssertSqlSafe(format!(
             "VACUUM INTO '{}'",

@@ -542,6 +542,16 @@ mod tests {
         assert!(later_head_problem("t", &no_inclusion, &vk, size).is_some());
     }
 
+    /// The stub's current checkpoint, as an auditor saves it.
+    async fn checkpoint_of(base: &str) -> String {
+        reqwest::get(format!("{base}/api/log/checkpoint"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// How the stub log below lists its leaves.
     #[derive(Clone, Copy, PartialEq)]
     enum Listing {
@@ -654,12 +664,7 @@ mod tests {
             let (k, vk, leaves) = (&k, vk.clone(), leaves.clone());
             async move {
                 let base = stub_log(k, leaves, sizes.clone(), listing).await;
-                let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
-                    .await
-                    .unwrap()
-                    .text()
-                    .await
-                    .unwrap();
+                let saved = checkpoint_of(&base).await;
                 verify(&base, &vk, &saved, Some("admin")).await.unwrap()
             }
         };
@@ -697,12 +702,7 @@ mod tests {
             Listing::AsAsked,
         )
         .await;
-        let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let saved = checkpoint_of(&base).await;
         let report = verify(&base, &vk, &saved, None).await.unwrap();
         assert!(
             report["failures"][0]
@@ -720,12 +720,7 @@ mod tests {
             Listing::AsAsked,
         )
         .await;
-        let saved = reqwest::get(format!("{base}/api/log/checkpoint"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let saved = checkpoint_of(&base).await;
         let report = verify(&base, &vk, &saved, Some("admin")).await.unwrap();
         assert!(
             report["failures"][0]

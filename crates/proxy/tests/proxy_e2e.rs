@@ -1246,17 +1246,20 @@ async fn two_replicas_share_threads_through_postgres() {
     );
 }
 
+/// A translator's reply: one pair whose premises cite the last turn that states them.
+fn cited_pair(premises: &[&str], claim: &str) -> String {
+    let premises: Vec<Value> = premises
+        .iter()
+        .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
+        .collect();
+    json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
+}
+
 #[tokio::test]
 async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
     // The user's age cites the question; the conditions of a conditional answer are part of
     // its claim, not premises: the user never said them.
-    let tr = |premises: &[&str], claim: &str| {
-        let premises: Vec<Value> = premises
-            .iter()
-            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
-            .collect();
-        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
-    };
+    let tr = cited_pair;
     let llm = Server::python(
         "scripted_llm.py",
         &json!({"rules": [
@@ -1302,13 +1305,7 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
 /// it was driven with no deadline at all, holding up every other maintenance task.
 #[tokio::test]
 async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
-    let tr = |premises: &[&str], claim: &str| {
-        let premises: Vec<Value> = premises
-            .iter()
-            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
-            .collect();
-        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
-    };
+    let tr = cited_pair;
     let llm = Server::python(
         "scripted_llm.py",
         &json!({"rules": [
@@ -1356,13 +1353,7 @@ async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
 /// saying the user never answered).
 #[tokio::test]
 async fn answers_in_time_are_not_taken_over_by_the_timeout() {
-    let tr = |premises: &[&str], claim: &str| {
-        let premises: Vec<Value> = premises
-            .iter()
-            .map(|p| json!({"logic": p, "naturalLanguage": "said (turn {turn:})"}))
-            .collect();
-        json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
-    };
+    let tr = cited_pair;
     let llm = Server::python(
         "scripted_llm.py",
         &json!({"rules": [
