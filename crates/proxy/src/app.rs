@@ -128,15 +128,25 @@ impl App {
             && signed_size != legacy
             && !signed_size.exists()
             && legacy.exists();
-        let log = Arc::new(
-            crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key)
-                .with_signed_high_file(signed_size)
-                .map_err(|e| other(&e))?,
-        );
+        let log =
+            crate::audit_log::TransparencyLog::new(config.audit.log_origin().to_string(), key);
+        // An in-memory database's log ends with the process: no size outlives it.
+        let log = if config.audit.signed_size_path.is_none()
+            && crate::storage::sqlite_in_memory(&config.storage.url)
+        {
+            log
+        } else {
+            log.with_signed_high_file(signed_size)
+                .map_err(|e| other(&e))?
+        };
+        let log = Arc::new(log);
         if adopt {
             // A SQLite database's file used to be the key's, which every database in the
-            // directory shared: taken over when it is this log's.
-            log.adopt_signed_size(&store, &legacy)
+            // directory shared: taken over when it is this log's, and refused when it is not
+            // and no other database sits there (then this log was cut back or rewritten).
+            let ours = crate::storage::sqlite_file(&config.storage.url).map(std::path::Path::new);
+            let others = other_sqlite_databases_beside(&legacy, ours);
+            log.adopt_signed_size(&store, &legacy, others)
                 .await
                 .map_err(|e| other(&e))?;
         }
@@ -810,6 +820,31 @@ pub fn status_of(thread: &Thread) -> &'static str {
         Phase::Error => "error",
         _ => "processing",
     }
+}
+
+/// Whether the directory of `file` holds a SQLite database other than `ours` (read by its
+/// header, whatever its name).
+fn other_sqlite_databases_beside(file: &std::path::Path, ours: Option<&std::path::Path>) -> bool {
+    use std::io::Read;
+    let dir = match file.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let ours = ours.and_then(|p| std::fs::canonicalize(p).ok());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        let path = e.path();
+        if !path.is_file() || std::fs::canonicalize(&path).ok() == ours {
+            return false;
+        }
+        let mut header = [0u8; 16];
+        std::fs::File::open(&path)
+            .and_then(|mut f| f.read_exact(&mut header))
+            .is_ok()
+            && &header == b"SQLite format 3\0"
+    })
 }
 
 /// The thread as stored: its JSON without the audit trail, which lives in its own table. A

@@ -672,11 +672,14 @@ impl TransparencyLog {
 
     /// Takes over the size and root a signed-size file of before (shared by every database in
     /// the key's directory) kept, when they are this database's log's: its log extends that
-    /// tree. Another database's are left (logged).
+    /// tree. When they are not, they are another database's if `others` (another database sits
+    /// in the directory), and left (logged); otherwise this log was cut back or rewritten, and
+    /// it is refused, as it was before the file moved.
     pub async fn adopt_signed_size(
         &self,
         store: &Store,
         legacy: &Path,
+        others: bool,
     ) -> Result<(), AuditLogError> {
         let Ok(Some((size, root))) = read_signed_high(legacy) else {
             return Ok(());
@@ -688,9 +691,20 @@ impl TransparencyLog {
             self.refresh(&mut cache, &mut conn, size).await?;
             tree_hash(size, &*cache).ok() == Some(root)
         };
+        if !ours && !others {
+            let e = format!(
+                "{} says this server signed or appended to a log of {size} leaves, and this \
+                 database's log of {n} does not extend it: it was cut back or rewritten (if this \
+                 database is meant to start a new log, remove that file and restart)",
+                legacy.display()
+            );
+            tracing::error!("{e}");
+            return Err(AuditLogError::Tlog(e));
+        }
         if !ours {
             tracing::warn!(
-                "{} holds another database's log size: not taken for this one's",
+                "{} holds another database's log size (another database sits beside it): not \
+                 taken for this one's",
                 legacy.display()
             );
             return Ok(());
@@ -974,30 +988,45 @@ impl TransparencyLog {
         let mut cache = self.hashes.lock().await;
         // PostgreSQL's lock is taken for a moment at most, so that a public read cannot hold up
         // the replicas' appends (SQLite has no replicas: the hashes' lock is enough).
-        let mut conn = sqlx::Connection::begin(&mut *conn)
+        let mut tx = sqlx::Connection::begin(&mut *conn)
             .await
             .map_err(db("starting a transaction"))?;
-        if !store.sqlite {
-            sqlx::query("SET LOCAL lock_timeout = '2s'")
-                .execute(&mut *conn)
-                .await
-                .map_err(db("setting a lock timeout"))?;
-            lock_for_appending(&mut conn, false).await?;
-        }
-        let n = Self::size(&mut conn).await?;
-        self.saw_size(n)?;
-        if let Some((size, note)) = cached() {
-            if size == n {
-                return Ok((note, n));
+        let locked = async {
+            if !store.sqlite {
+                sqlx::query("SET LOCAL lock_timeout = '2s'")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(db("setting a lock timeout"))?;
+                lock_for_appending(&mut tx, false).await?;
             }
+            let n = Self::size(&mut tx).await?;
+            self.saw_size(n)?;
+            if let Some((size, note)) = cached() {
+                if size == n {
+                    return Ok(Err((note, n)));
+                }
+            }
+            self.refresh(&mut cache, &mut tx, n).await?;
+            let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            self.extends_signed(n, root, &cache)?;
+            Ok(Ok((n, root)))
         }
-        self.refresh(&mut cache, &mut conn, n).await?;
-        let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
-        self.extends_signed(n, root, &cache)?;
-        // Nothing was written: the transaction only held the locks, given back now (dropped,
-        // its end would wait for the connection's return to the pool).
-        conn.rollback().await.map_err(db("ending a transaction"))?;
+        .await;
+        // Nothing was written: the transaction only held the locks, given back before the
+        // log's (dropped, its end would wait for the connection's return to the pool).
+        let _ = tx.rollback().await;
         drop(cache);
+        let (n, root) = match locked {
+            Ok(Ok(tree)) => tree,
+            Ok(Err(signed)) => return Ok(signed),
+            // Replicas held the lock on appending past the timeout: the last checkpoint signed
+            // is still a checkpoint of this log (auditors get a later one later).
+            Err(AuditLogError::Db(e)) if e.contains("lock timeout") => match cached() {
+                Some((size, note)) => return Ok((note, size)),
+                None => return Err(AuditLogError::Db(e)),
+            },
+            Err(e) => return Err(e),
+        };
         let c = Checkpoint::new(&self.origin, n, root, "")
             .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
         let text =
@@ -1465,15 +1494,43 @@ mod tests {
             .unwrap();
         // a's log: taken over; its size is kept in a's own file and refuses a cut.
         let la = open("a.sqlite.signed-size");
-        la.adopt_signed_size(&a, &legacy).await.unwrap();
+        la.adopt_signed_size(&a, &legacy, true).await.unwrap();
         assert!(std::fs::read_to_string(dir.join("a.sqlite.signed-size"))
             .unwrap()
             .starts_with("3 "));
         // b's log holds one leaf: the file is not b's, and b starts.
         let lb = open("b.sqlite.signed-size");
-        lb.adopt_signed_size(&b, &legacy).await.unwrap();
+        lb.adopt_signed_size(&b, &legacy, true).await.unwrap();
         assert!(!dir.join("b.sqlite.signed-size").exists());
         lb.check_not_cut_back(&b).await.unwrap();
+        // With no other database beside it, a log the file does not describe was cut back or
+        // rewritten: refused, as before the file moved.
+        let e = open("b2.signed-size")
+            .adopt_signed_size(&b, &legacy, false)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("cut back or rewritten"), "{e}");
+        // a's adopted size refuses a cut.
+        cut_log(&a, 2).await;
+        assert!(la.check_not_cut_back(&a).await.is_err());
+    }
+
+    /// Two logs keeping their sizes in one file: at the same size, another tree is a rewrite.
+    #[tokio::test]
+    async fn the_same_size_kept_for_another_tree_is_a_rewrite() {
+        let (dir, one) = fresh("pg-same-size").await;
+        let two = Store::connect(&format!("sqlite://{}", dir.join("two.sqlite").display()))
+            .await
+            .unwrap();
+        let high = dir.join("shared.signed-size");
+        let (a, b) = (log_with_file(&dir, &high), log_with_file(&dir, &high));
+        for seq in 0..2 {
+            a.append(&one, &statement("a", seq)).await.unwrap();
+            b.append(&two, &statement("b", seq)).await.unwrap();
+        }
+        assert_eq!(a.persist_appended_size().await.unwrap(), Some(2));
+        let e = b.persist_appended_size().await.unwrap_err();
+        assert!(e.to_string().contains("rewritten"), "{e}");
     }
 
     /// Leaves appended after the last signed checkpoint are no less kept: a database whose log

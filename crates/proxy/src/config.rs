@@ -1134,6 +1134,14 @@ mod tests {
         );
         assert_ne!(fa, fb);
         assert_eq!(fa, PathBuf::from("/srv/pg/a.sqlite.signed-size"));
+        // An in-memory database has no file to keep a size beside (and keeps none).
+        for memory in [
+            "sqlite://:memory:",
+            "sqlite://x.db?mode=memory&cache=shared",
+        ] {
+            assert!(crate::storage::sqlite_in_memory(memory), "{memory}");
+        }
+        assert!(!crate::storage::sqlite_in_memory("sqlite://x.db?mode=rwc"));
         let pg = "postgres://u@db/proofgate";
         assert_eq!(
             audit.signed_size_path(&audit.key_path(pg), pg),

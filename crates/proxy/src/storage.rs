@@ -394,8 +394,14 @@ async fn checkpoint_wal(
 /// The file of a `sqlite://FILE?...` URL (`None` for an in-memory database).
 pub(crate) fn sqlite_file(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("sqlite://")?;
-    let file = rest.split('?').next()?;
-    (!file.is_empty() && !file.starts_with(':')).then_some(file)
+    let (file, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let in_memory = query.split('&').any(|p| p == "mode=memory");
+    (!file.is_empty() && !file.starts_with(':') && !in_memory).then_some(file)
+}
+
+/// Whether `url` names an in-memory SQLite database (it ends with the process).
+pub(crate) fn sqlite_in_memory(url: &str) -> bool {
+    url.starts_with("sqlite:") && sqlite_file(url).is_none()
 }
 
 /// How SQLite commits reach the disk.
