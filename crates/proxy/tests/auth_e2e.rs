@@ -95,6 +95,19 @@ async fn post(proxy: &Proxy, path: &str, key: &str, body: Value) -> Reply {
     .await
 }
 
+/// Revokes key `id` with the admin key.
+async fn revoke(proxy: &Proxy, id: &str) -> Reply {
+    call(
+        proxy,
+        reqwest::Method::DELETE,
+        &format!("/api/keys/{id}"),
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await
+}
+
 /// An admin-made key with the given scopes; returns its secret.
 async fn new_key(proxy: &Proxy, name: &str, scopes: &[&str]) -> String {
     let r = post(
@@ -836,15 +849,7 @@ async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
         .as_str()
         .unwrap()
         .to_string();
-    let r = call(
-        &r1,
-        reqwest::Method::DELETE,
-        &format!("/api/keys/{key_id}"),
-        Some(ADMIN_KEY),
-        None,
-        &[],
-    )
-    .await;
+    let r = revoke(&r1, &key_id).await;
     assert_eq!(r.status, 200);
     // At once on the replica that revoked it; on the other once its cached copy of the key is
     // older than `[auth] key_cache_ms` (1 s by default), and never later.
@@ -1654,15 +1659,7 @@ async fn a_revoked_keys_lookups_cost_its_address() {
         .as_str()
         .unwrap()
         .to_string();
-    let revoked = call(
-        &proxy,
-        reqwest::Method::DELETE,
-        &format!("/api/keys/{id}"),
-        Some(ADMIN_KEY),
-        None,
-        &[],
-    )
-    .await;
+    let revoked = revoke(&proxy, &id).await;
     assert_eq!(revoked.status, 200, "{revoked:?}");
     let mut statuses = Vec::new();
     for _ in 0..20 {

@@ -1255,34 +1255,50 @@ fn cited_pair(premises: &[&str], claim: &str) -> String {
     json!({"pairs": [{"premises": premises, "claims": [claim]}]}).to_string()
 }
 
+/// A proxy whose chatbot prices Q2 for a senior and asks `question`, and that waiting thread's
+/// id (with the scripted LLM, kept alive by the caller). `regenerated` answers the rewriter's
+/// prompt once the questions are answered or timed out, translated as `translated`; `tables`
+/// are the proxy's own.
+async fn waiting_thread(
+    name: &str,
+    regenerated: Value,
+    translated: Value,
+    question: &str,
+    tables: &str,
+) -> (Server, Proxy, String) {
+    let senior = json!({"match": ["You translate", "As a senior you pay $35.75"],
+                        "reply": cited_pair(&["(= customerAge 70)"], "(= totalExpense 35.75)")});
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            translated,
+            senior,
+            regenerated,
+            {"match": "DECISION", "reply": format!("DECISION: ASK_QUESTIONS\nQUESTION: {question}")},
+            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
+        ]}),
+    );
+    let proxy = Proxy::start(name, &config(&v1(&llm), "", tables));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
+    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
+    let thread = r.header("x-proofgate-thread").to_string();
+    (llm, proxy, thread)
+}
+
 #[tokio::test]
 async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
     // The user's age cites the question; the conditions of a conditional answer are part of
     // its claim, not premises: the user never said them.
-    let tr = cited_pair;
-    let llm = Server::python(
-        "scripted_llm.py",
-        &json!({"rules": [
-            {"match": ["You translate", "If you visit in the low season"],
-             "reply": tr(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")},
-            {"match": ["You translate", "As a senior you pay $35.75"],
-             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
-            {"match": "did not answer your follow-up questions",
-             "reply": "If you visit in the low season without credits, you pay $35.75 including tax."},
-            {"match": "DECISION",
-             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?"},
-            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
-        ]}),
-    );
-    let cfg = config(
-        &v1(&llm),
-        "",
+    let (_llm, proxy, thread) = waiting_thread(
+        "timeout",
+        json!({"match": "did not answer your follow-up questions",
+               "reply": "If you visit in the low season without credits, you pay $35.75 including tax."}),
+        json!({"match": ["You translate", "If you visit in the low season"],
+               "reply": cited_pair(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")}),
+        "Is your visit in the low season?",
         "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 200\n",
-    );
-    let proxy = Proxy::start("timeout", &cfg);
-    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
-    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
-    let thread = r.header("x-proofgate-thread").to_string();
+    )
+    .await;
     let mut t = Value::Null;
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
@@ -1305,31 +1321,17 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
 /// it was driven with no deadline at all, holding up every other maintenance task.
 #[tokio::test]
 async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
-    let tr = cited_pair;
-    let llm = Server::python(
-        "scripted_llm.py",
-        &json!({"rules": [
-            {"match": ["You translate", "If you visit in the low season"],
-             "reply": tr(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")},
-            {"match": ["You translate", "As a senior you pay $35.75"],
-             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
-            {"match": "did not answer your follow-up questions", "delay_ms": 6000,
-             "reply": "If you visit in the low season without credits, you pay $35.75 including tax."},
-            {"match": "DECISION",
-             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?"},
-            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
-        ]}),
-    );
-    let cfg = config(
-        &v1(&llm),
-        "",
+    let (_llm, proxy, thread) = waiting_thread(
+        "timeout-deadline",
+        json!({"match": "did not answer your follow-up questions", "delay_ms": 6000,
+               "reply": "If you visit in the low season without credits, you pay $35.75 including tax."}),
+        json!({"match": ["You translate", "If you visit in the low season"],
+               "reply": cited_pair(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")}),
+        "Is your visit in the low season?",
         "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 200\n\
          [limits]\nrequest_timeout_ms = 1500\n",
-    );
-    let proxy = Proxy::start("timeout-deadline", &cfg);
-    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
-    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
-    let thread = r.header("x-proofgate-thread").to_string();
+    )
+    .await;
     let started = std::time::Instant::now();
     let mut t = Value::Null;
     while started.elapsed() < std::time::Duration::from_secs(5) {
@@ -1353,30 +1355,16 @@ async fn a_thread_whose_questions_timed_out_is_held_to_a_requests_time() {
 /// saying the user never answered).
 #[tokio::test]
 async fn answers_in_time_are_not_taken_over_by_the_timeout() {
-    let tr = cited_pair;
-    let llm = Server::python(
-        "scripted_llm.py",
-        &json!({"rules": [
-            {"match": ["You translate", "In the low season"],
-             "reply": tr(&["(= customerAge 70)", "isLowSeason", "(not usesCredits)"], "(= totalExpense 35.75)")},
-            {"match": ["You translate", "As a senior you pay $35.75"],
-             "reply": tr(&["(= customerAge 70)"], "(= totalExpense 35.75)")},
-            {"match": "answered your follow-up questions", "delay_ms": 2500,
-             "reply": "In the low season, without credits, you pay $35.75 including tax."},
-            {"match": "DECISION",
-             "reply": "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season, and do you use credits?"},
-            {"match": "How much will I pay", "reply": "As a senior you pay $35.75 including tax."}
-        ]}),
-    );
-    let cfg = config(
-        &v1(&llm),
-        "",
+    let (_llm, proxy, thread) = waiting_thread(
+        "answer-race",
+        json!({"match": "answered your follow-up questions", "delay_ms": 2500,
+               "reply": "In the low season, without credits, you pay $35.75 including tax."}),
+        json!({"match": ["You translate", "In the low season"],
+               "reply": cited_pair(&["(= customerAge 70)", "isLowSeason", "(not usesCredits)"], "(= totalExpense 35.75)")}),
+        "Is your visit in the low season, and do you use credits?",
         "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 100\n",
-    );
-    let proxy = Proxy::start("answer-race", &cfg);
-    let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
-    assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
-    let thread = r.header("x-proofgate-thread").to_string();
+    )
+    .await;
     let resp = reqwest::Client::new()
         .post(format!("{}/api/threads/{thread}/answers", proxy.url))
         .json(&json!({"answers": ["Yes, the low season; no credits."]}))

@@ -143,6 +143,14 @@ async fn load(
         .thread(id)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no thread {id} (it may have expired)")))?;
+    // Only a thread waiting for answers is extended, as on the chat path: an expired one
+    // answered came back to life beside its logged deletion.
+    if to_extend && stored.status != "awaiting_input" {
+        return Err(ApiError::conflict(format!(
+            "thread {id} is {} and is not waiting for answers",
+            stored.status
+        )));
+    }
     let loaded = if to_extend {
         crate::app::load_thread(app, &stored)
             .await
@@ -317,17 +325,6 @@ pub async fn answer_thread(
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
     let background = background_permit(&app, place.as_deref(), req.wait)?;
-    // Only a thread waiting for answers takes them, as on the chat path: an expired one
-    // answered here came back to life beside its logged deletion.
-    if let Some(stored) = app.store.thread(&id).await? {
-        if stored.status != "awaiting_input" {
-            check_access(&app, &caller, &headers, &id).await?;
-            return Err(ApiError::conflict(format!(
-                "thread {id} is {} and is not waiting for answers",
-                stored.status
-            )));
-        }
-    }
     let mut thread = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
