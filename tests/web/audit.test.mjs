@@ -28,6 +28,10 @@ let bundle;
 // The verifier key as the auditor holds it: fetched here, outside the page under test, as an
 // auditor obtains it out of band.
 let auditKey;
+// A log checkpoint the auditor saved before the audits (bundles are fetched with a consistency
+// proof from its size, as the page asks for one).
+let savedCheckpoint;
+let savedSize;
 const POLICY = path.join(root, 'examples/policies/park-admission.json');
 
 before(async () => {
@@ -40,7 +44,9 @@ before(async () => {
   const body = await res.json();
   assert.equal(body.proofgate.verdict, 'VALID');
   thread = body.proofgate.threadId;
-  bundle = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle`)).json();
+  savedCheckpoint = await (await fetch(`${env.url}/api/log/checkpoint`)).text();
+  savedSize = Number(savedCheckpoint.split('\n')[1]);
+  bundle = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle?from=${savedSize}`)).json();
   auditKey = (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim();
 });
 
@@ -55,8 +61,11 @@ function rebuildChain(trail) {
   return trail;
 }
 
-/** The auditor loads their own copy of the policy and pastes the verifier key they hold. */
-async function bringOwn(p) {
+/**
+ * The auditor loads their own copy of the policy, and pastes the verifier key they hold and a
+ * log checkpoint they saved.
+ */
+async function bringOwn(p, key = auditKey, checkpoint = savedCheckpoint) {
   await p.waitForSelector('#policy-source');
   // Loading the policy re-verifies what is shown: wait until that run has started, so that it
   // cannot start after (and supersede) the verification the test asks for next.
@@ -64,7 +73,8 @@ async function bringOwn(p) {
     await p.setInputFiles('#policy-file', POLICY);
     await p.waitForFunction(() => /park-admission\.json \(your copy\)/.test(document.querySelector('#policy-source').textContent));
   }
-  await p.fill('#audit-key', auditKey);
+  await p.fill('#audit-key', key);
+  await p.fill('#saved-checkpoint', checkpoint);
 }
 
 /** Clicks `selector` and waits for the verification it starts (a new verdict box) to finish. */
@@ -95,7 +105,7 @@ const validated = (trail) => trail.map((r) => r.kind).lastIndexOf('VALIDATED');
 test('the chat\'s verify link: the policy and key the audited server serves are its word, never a pass', async () => {
   await page.goto(`${env.url}/#/chat/${thread}`);
   await page.click(`[data-action=verify][href*="${thread}"]`);
-  const box = await expectIncomplete(page, ['policy-served', 'key-served']);
+  const box = await expectIncomplete(page, ['policy-served', 'key-served', 'checkpoint']);
   assert.match(await box.locator('h3').textContent(), /checked against the policy this server serves, not yours/);
   assert.match(await box.locator('[data-missing=policy-served]').textContent(), /load the policy file you hold/);
   assert.match(await box.locator('[data-missing=key-served]').textContent(), /paste the server's verifier key you hold \(obtained out of band/);
@@ -124,7 +134,57 @@ test('a genuine bundle with the auditor\'s own policy and key passes: chain, rep
   assert.match(await page.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);
   assert.equal(await page.locator('#audit-key-source').textContent(), '');
   assert.match(await page.locator('#conn').textContent(), /^✓ Every record passes$/);
+  assert.match(await page.locator('[data-check=consistency]').textContent(), /✓ Consistency with your saved checkpoint/);
+  // The checkpoint checked is offered for the next audit: the bundle's, signed.
+  assert.equal(await page.locator('#checked-checkpoint').inputValue(), bundle.checkpoint);
   await shot(page, 'bundle-pass');
+  // Without a saved checkpoint, a server holding its key could have rebuilt its whole log
+  // around a rewritten trail: not a full audit.
+  await page.fill('#saved-checkpoint', '');
+  const without = await rerun(page, '[data-action=load-url]');
+  assert.equal(await without.getAttribute('data-outcome'), 'incomplete', await without.textContent());
+  assert.deepEqual(await without.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['checkpoint']);
+  assert.match(await without.locator('[data-missing=checkpoint]').textContent(), /paste a log checkpoint you saved before/);
+  await page.fill('#saved-checkpoint', savedCheckpoint);
+});
+
+test('an answer the validator translated itself (Amazon Bedrock): its premises are the validator\'s word, never a pass', async () => {
+  // The guardrail's VALID names a premise and a rule; nothing holds the premise to what the
+  // user said (no translation is recorded), so however genuine the bundle, it is incomplete.
+  const benv = await start({
+    shotsSubdir: 'audit',
+    keepShots: true,
+    guardrailRules: [{
+      match: 'senior age class',
+      findings: [{ valid: { translation: { premises: [{ logic: '(= customerAge 70)', naturalLanguage: 'The visitor is 70' }], claims: [{ logic: '(= ageClass SENIOR)', naturalLanguage: 'the senior age class' }] }, supportingRules: [{ identifier: 'SENIORDEFINI' }] } }],
+    }],
+  });
+  try {
+    const res = await fetch(`${benv.url}/v1/chat/completions`, {
+      method: 'POST', headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'I am 70 years old.' }, { role: 'assistant', content: 'Thanks, noted.' }, { role: 'user', content: 'Which age class am I in?' }] }),
+    });
+    const body = await res.json();
+    assert.equal(body.proofgate?.verdict, 'VALID', JSON.stringify(body).slice(0, 400));
+    const id = body.proofgate.threadId;
+    const key = (await (await fetch(`${benv.url}/.well-known/proofgate/audit-key`)).text()).trim();
+    const saved = await (await fetch(`${benv.url}/api/log/checkpoint`)).text();
+    const p = await newPage(benv, { width: 1280, height: 900 }, [benv.url]);
+    await p.goto(`${benv.url}/#/verify?thread=${encodeURIComponent(id)}&url=${encodeURIComponent(`/api/threads/${id}/audit/bundle`)}`);
+    await bringOwn(p, key, saved);
+    const box = await rerun(p, '[data-action=load-url]');
+    assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
+    assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['validator-premises']);
+    assert.match(await box.locator('[data-missing=validator-premises]').textContent(), /translated the answer itself/);
+    // Everything else held: the signature, the log, and Z3 on the findings as recorded.
+    assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
+    assert.match(await p.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);
+    await shot(p, 'bedrock-validator-incomplete');
+    assert.deepEqual(p.problems, []);
+    await p.context().close();
+  } finally {
+    await benv.stop();
+  }
 });
 
 test('the answer rewritten and the chain rebuilt: the signature flags the last record', async () => {
@@ -186,7 +246,7 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
   await p.fill('#audit-key', auditKey);
   await p.fill('#trail-text', JSON.stringify(bundle));
   await p.click('[data-action=verify-paste]');
-  const box = await expectIncomplete(p, ['policy', 'thread']);
+  const box = await expectIncomplete(p, ['policy', 'thread', 'checkpoint']);
   assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(no policy loaded\)/);
   assert.match(await box.locator('[data-missing=policy]').textContent(), /load your copy of the policy/);
   // The checks that did run are still shown.
@@ -226,7 +286,7 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   await p.fill('#audit-key', auditKey);
   await p.click('[data-action=verify-paste]');
   await p.waitForFunction(() => !document.querySelector('.verdict-box [data-missing=key]'));
-  box = await expectIncomplete(p, ['z3', 'thread']);
+  box = await expectIncomplete(p, ['z3', 'thread', 'checkpoint']);
   assert.match(await box.locator('h3').textContent(), /logic was not re-checked \(Z3 cannot run in this page\)/);
   assert.match(await box.locator('[data-missing=z3]').textContent(), /open the verifier where Z3 can run: a page served with COOP\/COEP/);
   assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
@@ -246,7 +306,7 @@ test('the thread being audited: named by the URL or the auditor, another thread\
   });
   const other = (await res.json()).proofgate.threadId;
   assert.notEqual(other, thread);
-  const otherBundle = await (await fetch(`${env.url}/api/threads/${other}/audit/bundle`)).text();
+  const otherBundle = await (await fetch(`${env.url}/api/threads/${other}/audit/bundle?from=${savedSize}`)).text();
   const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
   // A server that answers the first thread's bundle URL with the other thread's bundle.
   await p.context().route(`**/api/threads/${thread}/audit/bundle*`, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: otherBundle }));
@@ -357,7 +417,8 @@ test('a trail in an older audit format is not fully verified, and says which for
   await p.waitForFunction(() => /No policy loaded/.test(document.querySelector('#policy-source')?.textContent || ''));
   await p.fill('#trail-text', JSON.stringify({ trail: intact.trail, policyDocuments: intact.policyDocuments }));
   await p.click('[data-action=verify-paste]');
-  const box = await expectIncomplete(p, ['older-format', 'policy', 'thread', 'key']);
+  // The fixture was validated by Amazon Bedrock: its premises are the validator's word too.
+  const box = await expectIncomplete(p, ['older-format', 'policy', 'thread', 'validator-premises', 'key']);
   assert.match(await box.locator('h3').textContent(), /the trail was written in audit format 5, whose rules are weaker than the current format \d+'s/);
   assert.match(await box.locator('[data-missing=older-format]').textContent(), /a pass under it proves less/);
   assert.match(await p.locator('[data-check=format]').textContent(), /^Audit format 5 \(older than the current format \d+: replayed under its weaker rules\)$/);

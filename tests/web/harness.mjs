@@ -4,7 +4,7 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
-import { mkdtempSync, readFileSync, readdirSync, existsSync, mkdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -53,15 +53,18 @@ function staticServer(dir) {
 /**
  * Starts everything. `auth: false` (default) runs the server with `auth.required = false`, as
  * for local development; `auth: true` requires API keys, with `adminKey` as the admin key.
- * Screenshots go to test-output/web/ (or its `shotsSubdir`), replacing the previous run's.
+ * Screenshots go to test-output/web/ (or its `shotsSubdir`), replacing the previous run's
+ * (`keepShots` keeps them: a second server in the same test file).
+ * With `guardrailRules` (tests/support/scripted_guardrail.py's rules), answers are validated by
+ * the Amazon Bedrock validator against that scripted ApplyGuardrail server.
  */
-export async function start({ auth = false, shotsSubdir = null } = {}) {
+export async function start({ auth = false, shotsSubdir = null, guardrailRules = null, keepShots = false } = {}) {
   if (!existsSync(path.join(dist, 'index.html'))) throw new Error('web/dist is missing: run `just web` first');
   const bin = process.env.PROOFGATE_BIN || path.join(process.env.CARGO_TARGET_DIR || path.join(root, 'target'), 'debug', 'proofgate');
   if (!existsSync(bin)) throw new Error(`${bin} is missing: run \`cargo build -p proofgate-proxy\``);
   shotDir = shotsSubdir ? path.join(shots, shotsSubdir) : shots;
   mkdirSync(shotDir, { recursive: true });
-  for (const f of readdirSync(shotDir)) if (f.endsWith('.png')) rmSync(path.join(shotDir, f));
+  if (!keepShots) for (const f of readdirSync(shotDir)) if (f.endsWith('.png')) rmSync(path.join(shotDir, f));
   const work = mkdtempSync(path.join(tmpdir(), 'proofgate-web-'));
   const children = [];
 
@@ -70,9 +73,29 @@ export async function start({ auth = false, shotsSubdir = null } = {}) {
   children.push(llm);
   const [, llmPort] = await waitForLine(llm, /listening on (\d+)/, 'scripted LLM');
 
+  let validator = {};
+  if (guardrailRules) {
+    const script = path.join(work, 'guardrail.json');
+    writeFileSync(script, JSON.stringify({ rules: guardrailRules }));
+    const guardrail = spawn('python3', [path.join(root, 'tests/support/scripted_guardrail.py'), script],
+      { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(guardrail);
+    const [, port] = await waitForLine(guardrail, /listening on (\d+)/, 'scripted guardrail');
+    validator = {
+      PROOFGATE_VALIDATOR__KIND: 'bedrock',
+      PROOFGATE_VALIDATOR__BEDROCK__GUARDRAIL_ID: 'gr-web',
+      PROOFGATE_VALIDATOR__BEDROCK__GUARDRAIL_VERSION: '1',
+      PROOFGATE_VALIDATOR__BEDROCK__REGION: 'us-east-1',
+      PROOFGATE_VALIDATOR__BEDROCK__ENDPOINT_URL: `http://127.0.0.1:${port}`,
+      AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+      AWS_SECRET_ACCESS_KEY: 'secret',
+    };
+  }
+
   const adminKey = `pg-web-admin-${randomBytes(16).toString('hex')}`;
   const env = {
     ...process.env,
+    ...validator,
     PROOFGATE_AUTH__REQUIRED: auth ? 'true' : 'false',
     PROOFGATE_AUTH__ADMIN_KEY: adminKey,
     PROOFGATE_UPSTREAM__BASE_URL: `http://127.0.0.1:${llmPort}/v1`,

@@ -83,6 +83,7 @@ async function verify(text, source, out, urlThread = null) {
   const expectedThread = auditor.thread || urlThread || null;
   let records;
   let isBundle = false;
+  let bundleCheckpoint = null;
   // The policy document the trail names (recorded once per policy version): a bundle carries
   // it, and the auditor's own policy makes it (when it is the policy the thread was shown).
   // Replay uses a document only under the hash of its own contents.
@@ -94,6 +95,7 @@ async function verify(text, source, out, urlThread = null) {
     const data = JSON.parse(text);
     isBundle = !Array.isArray(data) && data && Array.isArray(data.trail);
     records = recordsOf(data);
+    if (isBundle && typeof data.checkpoint === 'string') bundleCheckpoint = data.checkpoint;
     if (data && Array.isArray(data.policyDocuments)) documents = documents.concat(data.policyDocuments);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
@@ -226,6 +228,12 @@ async function verify(text, source, out, urlThread = null) {
   if (!expectedThread) {
     notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${threadId ?? '(none)'}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
   }
+  // Findings the validator made from its own translation (Amazon Bedrock) hold nothing to what
+  // the user said: no translation is recorded to check the premises and the coverage against.
+  // `proofgate audit` lists this too; without it a server could record any premise as VALID.
+  if (records.some((r) => r?.kind === 'VALIDATED') && !records.some((r) => r?.kind === 'CHECK')) {
+    notRun.push({ id: 'validator-premises', what: 'which premises the validator took, and that its findings cover the whole answer, were not checked (it translated the answer itself, as Amazon Bedrock does, so no translations are recorded to hold them to)', todo: 'nothing in this page can check them: the findings are the validator\'s word (answers checked by proofgate\'s own reasoner record their translations, and are checked here)' });
+  }
   const pasteKey = 'paste the server\'s verifier key you hold (obtained out of band, not from this server)';
   if (!isBundle) {
     notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${!key ? ' and give the server\'s verifier key' : keyServed ? ` and ${pasteKey}` : ''}` });
@@ -233,6 +241,12 @@ async function verify(text, source, out, urlThread = null) {
     notRun.push({ id: 'key', what: 'the signature and log inclusion were not checked (no verifier key)', todo: 'give the server\'s verifier key' });
   } else if (keyServed) {
     notRun.push({ id: 'key-served', what: 'the signature and log inclusion were checked with the verifier key this server serves, not one you hold', todo: pasteKey });
+  }
+  // A server holding its key can rebuild its whole log around a rewritten trail and sign it
+  // anew: only a checkpoint saved before shows the log was not rewritten (`proofgate audit`
+  // lists this as not checked too).
+  if (isBundle && key && !(checkpoint || '').trim()) {
+    notRun.push({ id: 'checkpoint', what: 'that the log still extends a checkpoint you saved earlier was not checked', todo: 'paste a log checkpoint you saved before (each verification shows the one it checked, to save for the next): without one, a server holding its key could have rebuilt its log around a rewritten trail' });
   }
 
   function showSummary(z3State) {
@@ -271,7 +285,14 @@ async function verify(text, source, out, urlThread = null) {
               : z3Why ? `Logic not re-checked: ${z3Why}`
                 : z3State === 'running' ? `Running ${totalChecks} solver checks rebuilt from ${ourPolicy} with Z3…`
                   : `Logic: ${rows.filter((r) => r.z3ok).length} of ${withChecks.length} validations confirmed by Z3 from ${ourPolicy} (${totalChecks} checks; scripts stored in the trail are not run)`),
-        trustLines())].filter(Boolean));
+        trustLines()),
+      // The checkpoint this bundle was checked against, once its signature held: the one to
+      // save for the next audit.
+      trust?.ok && bundleCheckpoint
+        ? h('details', { class: 'save-checkpoint' },
+          h('summary', {}, `The log checkpoint checked (size ${trust.checkpoint?.size ?? '?'}): save it, and paste it next time`),
+          h('textarea', { id: 'checked-checkpoint', rows: '4', readonly: 'readonly', spellcheck: 'false' }, bundleCheckpoint))
+        : null].filter(Boolean));
     clear(failureBox);
     if (first) {
       failureBox.append(h('div', { class: 'first-failure', role: 'alert' },
@@ -355,7 +376,8 @@ async function auditorInputs() {
     keyNote.textContent = auditor.key && auditor.keyServed
       ? 'Served by this server, so it is the server\'s word: paste the key you hold (obtained out of band) for a full audit.' : '';
   };
-  // Typed or pasted by the auditor: theirs from now on.
+  // Typed or pasted by the auditor: theirs from now on. (The key they hold is the one an honest
+  // server serves, so the same text pasted over it cannot be told from the served one kept.)
   key.addEventListener('input', () => { auditor.key = key.value.trim(); auditor.keyServed = false; showKey(); });
   checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
   if (api.serverAvailable()) {
@@ -382,7 +404,7 @@ async function auditorInputs() {
     h('div', { class: 'source' }, h('label', { for: 'policy-file' }, 'Your copy of the policy (JSON)'), policyFile, policyNote),
     h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key, keyNote),
     h('div', { class: 'source' }, h('label', { for: 'expected-thread' }, 'The thread you are auditing'), thread),
-    h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (optional)'), checkpoint));
+    h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (for a full audit)'), checkpoint));
 }
 
 /** Leaving the verifier: a run still awaiting Z3 must not announce into the next page. */

@@ -589,6 +589,7 @@ pub struct BedrockGuardrailConfig {
     /// Guardrail id or ARN.
     pub guardrail_id: String,
     /// Guardrail version (`DRAFT` or a number).
+    #[serde(deserialize_with = "version_text")]
     pub guardrail_version: String,
     /// AWS region.
     #[serde(default)]
@@ -610,6 +611,26 @@ pub struct BedrockGuardrailConfig {
     /// you did not choose. Empty (the default): any version the guardrail uses.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub policy_arns: Vec<String>,
+}
+
+/// A guardrail version written as text (`"DRAFT"`, `"1"`) or as a number: TOML's
+/// `guardrail_version = 1`, and the environment's `..._GUARDRAIL_VERSION=1`, which figment reads
+/// as a number, were refused as "expected a string".
+fn version_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Version {
+        Text(String),
+        Number(u64),
+    }
+    Ok(
+        match Version::deserialize(d)
+            .map_err(|_| serde::de::Error::custom("expected `DRAFT` or a version number"))?
+        {
+            Version::Text(t) => t,
+            Version::Number(n) => n.to_string(),
+        },
+    )
 }
 
 fn default_max_attempts() -> u32 {
@@ -1095,6 +1116,33 @@ mod tests {
         std::env::remove_var("PROOFGATE_UPSTREAM__MODEL");
         std::env::remove_var("PROOFGATE_SOMETHING_ELSE");
         assert_eq!(config.unwrap().upstream.model.as_deref(), Some("from-env"));
+    }
+
+    #[test]
+    fn a_guardrail_version_may_be_a_number_in_the_file_or_the_environment() {
+        let read = |toml: &str| {
+            Figment::new()
+                .merge(Toml::string(toml))
+                .extract::<BedrockGuardrailConfig>()
+                .map_err(|e| e.to_string())
+        };
+        let v = |toml: &str| read(toml).unwrap().guardrail_version;
+        assert_eq!(v("guardrail_id = \"g\"\nguardrail_version = 1"), "1");
+        assert_eq!(
+            v("guardrail_id = \"g\"\nguardrail_version = \"DRAFT\""),
+            "DRAFT"
+        );
+        let err = read("guardrail_id = \"g\"\nguardrail_version = 1.5").unwrap_err();
+        assert!(err.contains("DRAFT"), "{err}");
+        std::env::set_var("PROOFGATE_VERSION_TEST__GUARDRAIL_VERSION", "2");
+        let from_env = Figment::new()
+            .merge(Toml::string(
+                "guardrail_id = \"g\"\nguardrail_version = \"DRAFT\"",
+            ))
+            .merge(Env::prefixed("PROOFGATE_VERSION_TEST__"))
+            .extract::<BedrockGuardrailConfig>();
+        std::env::remove_var("PROOFGATE_VERSION_TEST__GUARDRAIL_VERSION");
+        assert_eq!(from_env.unwrap().guardrail_version, "2");
     }
 
     #[test]

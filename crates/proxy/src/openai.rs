@@ -68,8 +68,12 @@ pub enum RequestError {
 }
 
 /// How a request asks the upstream to continue the assistant's text rather than answer, if it
-/// does: its last message is the assistant's without tool calls (Anthropic's prefill, which the
-/// Messages API converts to such a message), or it sets vLLM's `continue_final_message`.
+/// does: the last turn the upstream answers after is the assistant's text (Anthropic's prefill,
+/// which the Messages API converts to such a message), or it sets vLLM's
+/// `continue_final_message`. That turn is judged as every upstream kind sends it: Anthropic
+/// and Bedrock take system and developer messages out of the turns and Bedrock skips blank
+/// ones, so an assistant's text followed only by those is still last; and only calls the
+/// translations carry (a non-empty array of named functions) make it a tool call.
 fn continued_assistant_text(body: &Value, messages: &[Value]) -> Option<String> {
     if body
         .get("continue_final_message")
@@ -77,20 +81,53 @@ fn continued_assistant_text(body: &Value, messages: &[Value]) -> Option<String> 
     {
         return Some("the request sets `continue_final_message`".into());
     }
-    let last = messages.last()?;
-    let calls = |key: &str| {
-        last.get(key)
-            .is_some_and(|c| !c.is_null() && c.as_array().is_none_or(|a| !a.is_empty()))
-    };
-    (last.get("role").and_then(Value::as_str) == Some("assistant")
-        && !calls("tool_calls")
-        && !calls("function_call"))
-    .then(|| {
-        format!(
-            "messages[{}], the last message, is the assistant's (a prefill)",
-            messages.len() - 1
-        )
-    })
+    let (at, last) = messages
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, m)| !left_out_of_the_turns(m))?;
+    (last.get("role").and_then(Value::as_str) == Some("assistant") && !has_tool_calls(last)).then(
+        || {
+            let after = if at + 1 == messages.len() {
+                String::new()
+            } else {
+                " (the system, developer or blank messages after it do not end the turns an \
+                 Anthropic or Bedrock upstream receives)"
+                    .into()
+            };
+            format!("messages[{at}], the last turn, is the assistant's (a prefill){after}")
+        },
+    )
+}
+
+/// A turn some upstream kind leaves out of the conversation it sends: a system or developer
+/// message (Anthropic's `system`, Bedrock's system blocks), or one with no text and no calls.
+fn left_out_of_the_turns(m: &Value) -> bool {
+    let role = m.get("role").and_then(Value::as_str);
+    matches!(role, Some("system" | "developer"))
+        || (m
+            .get("content")
+            .map(crate::anthropic::text_of_content)
+            .unwrap_or_default()
+            .trim()
+            .is_empty()
+            && !has_tool_calls(m))
+}
+
+/// Whether an assistant turn carries tool calls every upstream kind sends as calls: a
+/// non-empty `tool_calls` array of functions with names (the legacy `function_call`, or an
+/// empty or malformed list, is dropped by the Anthropic translation, leaving the text last).
+fn has_tool_calls(m: &Value) -> bool {
+    m.get("tool_calls")
+        .and_then(Value::as_array)
+        .is_some_and(|calls| {
+            !calls.is_empty()
+                && calls.iter().all(|c| {
+                    c.pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| !n.is_empty())
+                })
+        })
 }
 
 /// The first message whose role is not one of Chat Completions' roles, with the role as the
@@ -767,6 +804,56 @@ mod tests {
         let responses = crate::responses::chat_from_request(&json!({"input": [
             {"type": "message", "role": "user", "content": "hi"},
             {"type": "message", "role": "assistant", "content": "It is not true that"}]}));
+        assert!(matches!(
+            ChatRequest::parse(responses),
+            Err(RequestError::ContinuesTheAssistant(_))
+        ));
+        // An assistant's text stays the last turn behind what Anthropic and Bedrock take out
+        // of the turns (system and developer messages, blank ones), and behind calls they
+        // do not carry (the legacy `function_call`, an empty or malformed list).
+        let question = json!({"role": "user", "content": "I am 70. How much is my ticket?"});
+        let prefill = json!({"role": "assistant", "content": "It is not true that"});
+        let with_calls = |calls: Value| {
+            let mut m = prefill.clone();
+            m["tool_calls"] = calls;
+            m
+        };
+        for messages in [
+            json!([question, prefill, {"role": "system", "content": "Be brief."}]),
+            json!([question, prefill, {"role": "developer", "content": "Be brief."}]),
+            json!([question, prefill, {"role": "user", "content": []}]),
+            json!([question, prefill, {"role": "user", "content": null}]),
+            json!([question, {"role": "assistant", "content": "It is not true that",
+                "function_call": {"name": "f", "arguments": "{}"}}]),
+            json!([question, with_calls(json!({}))]),
+            json!([question, with_calls(json!("x"))]),
+            json!([question, with_calls(json!([]))]),
+            json!([
+                question,
+                with_calls(json!([{"type": "custom", "custom": {"name": "f"}}]))
+            ]),
+        ] {
+            let err = ChatRequest::parse(req(messages.clone())).unwrap_err();
+            assert!(
+                matches!(err, RequestError::ContinuesTheAssistant(_)),
+                "{messages}: {err}"
+            );
+            assert!(err.to_string().contains("messages[1]"), "{err}");
+        }
+        // A system message after the user's, and a blank tool result after real calls, pass.
+        let reminder = req(json!([question, {"role": "system", "content": "Be brief."}]));
+        assert!(ChatRequest::parse(reminder).is_ok());
+        let blank_result = req(json!([
+            {"role": "user", "content": "hi"},
+            with_calls(json!([{"id": "c1", "type": "function",
+                "function": {"name": "f", "arguments": "{}"}}])),
+            {"role": "tool", "tool_call_id": "c1", "content": ""}
+        ]));
+        assert!(ChatRequest::parse(blank_result).is_ok());
+        let responses = crate::responses::chat_from_request(&json!({"input": [
+            {"type": "message", "role": "user", "content": "hi"},
+            {"type": "message", "role": "assistant", "content": "It is not true that"},
+            {"type": "message", "role": "developer", "content": "x"}]}));
         assert!(matches!(
             ChatRequest::parse(responses),
             Err(RequestError::ContinuesTheAssistant(_))

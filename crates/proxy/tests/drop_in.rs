@@ -333,6 +333,21 @@ async fn a_prefilled_assistant_turn_is_refused_before_the_upstream_is_called() {
             "/v1/responses",
             json!({"model": "m", "input": [question, prefill]}),
         ),
+        // Behind a message an Anthropic or Bedrock upstream takes out of the turns, or a call
+        // it does not carry, the assistant's text is still what the upstream continues.
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": [question, prefill, {"role": "system", "content": "Be brief."}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": [question, {"role": "assistant", "content": "It is not true that",
+                "function_call": {"name": "f", "arguments": "{}"}}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "m", "input": [question, prefill, {"role": "developer", "content": "Be brief."}]}),
+        ),
     ];
     for (path, body) in cases {
         let resp = reqwest::Client::new()

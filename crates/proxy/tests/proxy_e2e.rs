@@ -1064,6 +1064,20 @@ async fn api_threads_answers_audit_health_and_metrics() {
     assert_eq!(done["verdict"], "VALID");
     assert_trail_replays(&proxy, &id).await;
 
+    // A finished thread takes no more answers, and its trail stays as it was.
+    let before = get(&proxy, &format!("/api/threads/{id}/audit")).await;
+    let again = client
+        .post(format!("{}/api/threads/{id}/answers", proxy.url))
+        .json(&json!({"answers": ["High season, with credits."]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 409);
+    assert_eq!(
+        get(&proxy, &format!("/api/threads/{id}/audit")).await,
+        before
+    );
+
     let missing = client
         .get(format!("{}/api/threads/nope/audit", proxy.url))
         .send()

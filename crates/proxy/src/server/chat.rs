@@ -444,7 +444,9 @@ pub(crate) fn json_body(body: &Bytes) -> Result<Value, ApiError> {
             StatusCode::PAYLOAD_TOO_LARGE,
             "body_too_large",
             format!(
-                "the body holds more than {} JSON values",
+                "the body holds more than {} JSON values (numbers, strings, arrays and \
+                 objects, counted all the way down): send a shorter conversation, or pack large \
+                 data such as a tool's result into one string",
                 crate::http_body::MAX_REQUEST_VALUES
             ),
         )
