@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -210,12 +210,25 @@ async function verify(text, source, out, urlThread = null) {
   // auditor's policy, and the signature and log inclusion checked with the verifier key.
   const notRun = [];
   const current = auditFormatVersion();
-  if (replay.formatVersion && replay.formatVersion < current) {
+  // Which checks a full audit makes that this one did not is decided by the core
+  // (`auditNotChecked`), as `proofgate audit` and the npm package decide it; this page adds
+  // what only it can lack (an input the audited server served, Z3 unable to run here) and
+  // says what to do in its own words.
+  let gaps;
+  try {
+    gaps = new Set(auditNotChecked(isBundle ? text : trailText, replay.formatVersion ?? undefined, {
+      threadNamed: !!expectedThread, policyGiven: !!policy, keyGiven: !!key, checkpointGiven: !!(checkpoint || '').trim(),
+    }).map((g) => g.id));
+  } catch {
+    // Unreadable as a trail: replay fails it already; nothing counts as checked.
+    gaps = new Set(['policy', 'thread', 'bundle']);
+  }
+  if (gaps.has('older-format')) {
     // Replay judges a trail by the rules of the format it was written in (README, "What a
     // record holds"): intact under weaker rules is a weaker statement.
     notRun.push({ id: 'older-format', what: `the trail was written in audit format ${replay.formatVersion}, whose rules are weaker than the current format ${current}'s`, todo: `a pass under it proves less (it replays by format ${replay.formatVersion}'s rules; the audit format list in proofgate's README says what they do not check), and nothing in this page can make up for that` });
   }
-  if (!policy) {
+  if (gaps.has('policy')) {
     notRun.push({ id: 'policy', what: 'the logic was not re-checked (no policy loaded)', todo: 'load your copy of the policy' });
   } else {
     if (policyServed) {
@@ -225,27 +238,25 @@ async function verify(text, source, out, urlThread = null) {
       notRun.push({ id: 'z3', what: 'the logic was not re-checked (Z3 cannot run in this page)', todo: 'open the verifier where Z3 can run: a page served with COOP/COEP (cross-origin isolated), e.g. the static files from the release on a host that sends those headers, or a proofgate serve of your own; not from disk or a plain static host' });
     }
   }
-  if (!expectedThread) {
+  if (gaps.has('thread')) {
     notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${threadId ?? '(none)'}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
   }
   // Findings the validator made from its own translation (Amazon Bedrock) hold nothing to what
   // the user said: no translation is recorded to check the premises and the coverage against.
-  // `proofgate audit` lists this too; without it a server could record any premise as VALID.
-  if (records.some((r) => r?.kind === 'VALIDATED') && !records.some((r) => r?.kind === 'CHECK')) {
+  if (gaps.has('validator-premises')) {
     notRun.push({ id: 'validator-premises', what: 'which premises the validator took, and that its findings cover the whole answer, were not checked (it translated the answer itself, as Amazon Bedrock does, so no translations are recorded to hold them to)', todo: 'nothing in this page can check them: the findings are the validator\'s word (answers checked by proofgate\'s own reasoner record their translations, and are checked here)' });
   }
   const pasteKey = 'paste the server\'s verifier key you hold (obtained out of band, not from this server)';
-  if (!isBundle) {
+  if (gaps.has('bundle')) {
     notRun.push({ id: 'bundle', what: 'the signature and log inclusion were not checked (a plain trail, not an audit bundle)', todo: `load the audit bundle (/api/threads/<id>/audit/bundle)${!key ? ' and give the server\'s verifier key' : keyServed ? ` and ${pasteKey}` : ''}` });
-  } else if (!key) {
+  } else if (gaps.has('key')) {
     notRun.push({ id: 'key', what: 'the signature and log inclusion were not checked (no verifier key)', todo: 'give the server\'s verifier key' });
   } else if (keyServed) {
     notRun.push({ id: 'key-served', what: 'the signature and log inclusion were checked with the verifier key this server serves, not one you hold', todo: pasteKey });
   }
   // A server holding its key can rebuild its whole log around a rewritten trail and sign it
-  // anew: only a checkpoint saved before shows the log was not rewritten (`proofgate audit`
-  // lists this as not checked too).
-  if (isBundle && key && !(checkpoint || '').trim()) {
+  // anew: only a checkpoint saved before shows the log was not rewritten.
+  if (gaps.has('checkpoint')) {
     notRun.push({ id: 'checkpoint', what: 'that the log still extends a checkpoint you saved earlier was not checked', todo: 'paste a log checkpoint you saved before (each verification shows the one it checked, to save for the next): without one, a server holding its key could have rebuilt its log around a rewritten trail' });
   }
 

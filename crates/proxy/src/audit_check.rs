@@ -9,6 +9,7 @@
 //!    earlier) the log still extends it.
 
 use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, TrustReport};
+use proofgate_core::audit::completeness::{self, AuditInputs};
 use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks, RecheckProblem};
 use proofgate_core::audit::{replay_json_with, AuditRecord, PolicyDocuments, ReplayReport};
@@ -61,6 +62,9 @@ pub struct AuditVerification {
     pub not_checked: Vec<String>,
     /// True when everything checked holds.
     pub ok: bool,
+    /// True when everything checked holds and nothing a full audit checks was left out
+    /// (`not_checked` is empty): `ok` alone says nothing of what did not run.
+    pub complete: bool,
 }
 
 /// Runs one SMT-LIB script through the `z3` binary and returns its complete output, trimmed.
@@ -134,36 +138,10 @@ pub fn verify(
             "the trail is thread {}'s, not {want}'s",
             replay.thread_id.as_deref().unwrap_or("(none)")
         )),
-        Some(_) => {}
-        None => not_checked.push(
-            "which thread this is: give --thread ID (a bundle shows only that its trail is a \
-             logged head of some thread)"
-                .to_string(),
-        ),
+        _ => {}
     }
     let records: Vec<AuditRecord> = serde_json::from_value(trail).unwrap_or_default();
     let plan = plan_rechecks(&records, policy);
-    // What the trail's own format, or its validator, leaves unchecked: said, not passed over.
-    let current = proofgate_core::audit::FORMAT_VERSION;
-    match replay.format_version {
-        Some(v) if v < current => not_checked.push(format!(
-            "the trail is audit format {v}, replayed under that format's weaker rules (the \
-             README's audit format list says what it does not check; before format 7, \
-             premises were held only to the numbers of the turns they cite, and no check \
-             confirms that a finding covers every translated pair)"
-        )),
-        _ => {}
-    }
-    let validated = records.iter().any(|r| r.kind.as_str() == "VALIDATED");
-    let translated = records.iter().any(|r| r.kind.as_str() == "CHECK");
-    if validated && !translated {
-        not_checked.push(
-            "which premises the validator took and that its findings cover the whole answer: \
-             it translated the answer itself (Amazon Bedrock), so no translations are recorded \
-             to hold them to"
-                .to_string(),
-        );
-    }
     for p in &plan.problems {
         failures.push(format!("record {}: {}", p.record, p.detail));
     }
@@ -237,19 +215,29 @@ pub fn verify(
             }
         }
     }
-    match (&bundle, verifier_key) {
-        (_, None) => not_checked.push(
-            "the signature and log inclusion: give --public-key (the server's verifier key) \
-             with the audit bundle"
-                .to_string(),
-        ),
-        (Some(_), Some(_)) if saved_checkpoint.is_none() => not_checked.push(
-            "that the log still extends a checkpoint you saved earlier: give --checkpoint"
-                .to_string(),
-        ),
-        _ => {}
+    // What a full audit makes that this one did not: decided in the core, as the browser
+    // verifier and the npm package decide it, and worded with this command's options.
+    let inputs = AuditInputs {
+        thread_named: thread.is_some(),
+        policy_given: true,
+        bundle: bundle.is_some(),
+        key_given: verifier_key.is_some(),
+        checkpoint_given: saved_checkpoint.is_some(),
+    };
+    for gap in completeness::not_checked(&records, replay.format_version, &inputs) {
+        let todo = match gap.id {
+            "thread" => ": give --thread ID",
+            "key" => ": give --public-key (the server's verifier key)",
+            "bundle" if verifier_key.is_none() => {
+                ": audit the bundle, with --public-key (the server's verifier key)"
+            }
+            "checkpoint" => ": give --checkpoint (a checkpoint you saved earlier)",
+            _ => "",
+        };
+        not_checked.push(format!("{}{todo}", gap.what));
     }
     let ok = failures.is_empty() && replay.ok;
+    let complete = ok && not_checked.is_empty();
     AuditVerification {
         replay,
         policy_content_hash: plan.policy_content_hash,
@@ -259,5 +247,6 @@ pub fn verify(
         failures,
         not_checked,
         ok,
+        complete,
     }
 }

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use proofgate_core::audit::bundle::AuditBundle;
+use proofgate_core::audit::bundle::{read_trail_or_bundle, AuditBundle};
 use proofgate_core::audit::transparency::{
     deletion_problem, logged_heads_problem, verify_checkpoint, verify_consistency, verify_note,
     CheckpointInfo, LogStatement,
@@ -69,6 +69,9 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
     let failures = report["failures"].as_array().map_or(0, Vec::len);
     for f in report["failures"].as_array().into_iter().flatten() {
         eprintln!("log: {}", f.as_str().unwrap_or_default());
+    }
+    for n in report["notChecked"].as_array().into_iter().flatten() {
+        eprintln!("log: not checked: {}", n.as_str().unwrap_or_default());
     }
     Ok(if failures == 0 {
         ExitCode::SUCCESS
@@ -244,7 +247,22 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             if !resp.status().is_success() {
                 bail!("GET the trail of {thread}: HTTP {}", resp.status());
             }
-            let bundle: AuditBundle = resp.json().await?;
+            // Read strictly, as `proofgate audit` and the browser read a bundle: a record
+            // writing a key twice would otherwise pass here as its last copy.
+            let body = resp.bytes().await?;
+            let bundle: AuditBundle = match read_trail_or_bundle(&body) {
+                Ok((_, Some(bundle))) => bundle,
+                Ok((_, None)) => {
+                    failures.push(format!(
+                        "thread {thread}: the server served a plain trail, not its audit bundle"
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    failures.push(format!("thread {thread}: its audit bundle: {e}"));
+                    continue;
+                }
+            };
             // The records chain (a body changed under its old hash fails here), and each head
             // the log ever held for the thread is still its record at that place: a trail
             // rewritten from an early record and extended under a newly signed head ends with
@@ -282,6 +300,16 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             trails_checked += 1;
         }
     }
+    // What was not checked is said, not passed over: without a key no trail is read, so
+    // whether the logged trails are still there, whole, was not checked at all.
+    let mut not_checked = Vec::new();
+    if api_key.is_none() && !heads.is_empty() {
+        not_checked.push(format!(
+            "the {} logged threads' trails (whether each is still there, ending at its last \
+             logged head): give --api-key (a key with the read scope)",
+            heads.len()
+        ));
+    }
     Ok(json!({
         "savedCheckpoint": saved_cp,
         "checkpoint": current,
@@ -289,7 +317,9 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
         "trailsChecked": trails_checked,
         "deletions": deletions,
         "failures": failures,
+        "notChecked": not_checked,
         "ok": failures.is_empty(),
+        "complete": failures.is_empty() && not_checked.is_empty(),
     }))
 }
 
@@ -634,7 +664,18 @@ mod tests {
             )
             .route(
                 "/api/threads/{id}/audit/bundle",
-                get(|| async { axum::http::StatusCode::NOT_FOUND }),
+                // Thread `twice` has a bundle whose record writes a key twice (a reader
+                // keeping the last copy checks another text than one keeping the first); the
+                // others' trails are gone.
+                get(
+                    |axum::extract::Path(id): axum::extract::Path<String>| async move {
+                        if id == "twice" {
+                            Ok(r#"{"trail": [{"seq": 0, "body": {"answer": "forged", "answer": "signed"}}]}"#)
+                        } else {
+                            Err(axum::http::StatusCode::NOT_FOUND)
+                        }
+                    },
+                ),
             );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -708,6 +749,30 @@ mod tests {
             report["failures"][0]
                 .as_str()
                 .is_some_and(|f| f.contains("cut back or rewritten before it was deleted")),
+            "{report}"
+        );
+        // Without a key no trail was read, and the report says so.
+        assert_eq!(report["trailsChecked"], 0);
+        assert!(
+            report["notChecked"][0]
+                .as_str()
+                .is_some_and(|n| n.contains("--api-key")),
+            "{report}"
+        );
+        assert_eq!(report["complete"], false);
+        // A bundle writing a key twice is refused, as `proofgate audit` refuses it (read
+        // leniently, its last copy was checked).
+        let twice = LogStatement {
+            thread_id: "twice".into(),
+            ..leaves[0].clone()
+        };
+        let base = stub_log(&k, vec![twice], vec![1], Listing::AsAsked).await;
+        let saved = checkpoint_of(&base).await;
+        let report = verify(&base, &vk, &saved, Some("admin")).await.unwrap();
+        assert!(
+            report["failures"][0]
+                .as_str()
+                .is_some_and(|f| f.contains("thread twice") && f.contains("`answer` appears twice")),
             "{report}"
         );
         // The same deletion past the checkpoint, under one signed later: failed as well.

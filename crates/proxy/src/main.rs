@@ -106,6 +106,10 @@ enum Command {
         /// Time limit per check, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
+        /// Exit 2 when nothing failed but the audit is not full (`notChecked` is not empty),
+        /// for scripts that must not take a partial audit for a verified trail.
+        #[arg(long)]
+        require_complete: bool,
     },
     /// Print the audit verifier key (C2SP signed-note), creating the signing key if needed.
     AuditKey {
@@ -235,6 +239,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             thread,
             z3,
             timeout_ms,
+            require_complete,
         } => {
             let text = read_input(&file)?;
             let model = proofgate_proxy::app::load_policy(&policy, None)?;
@@ -260,6 +265,9 @@ fn run(cli: Cli) -> Result<ExitCode> {
             }
             if !v.ok {
                 return Ok(ExitCode::from(1));
+            }
+            if require_complete && !v.complete {
+                return Ok(ExitCode::from(2));
             }
         }
         Command::AuditKey { config } => {

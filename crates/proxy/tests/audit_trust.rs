@@ -187,6 +187,20 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         report["notChecked"].to_string().contains("--thread") && err.contains("not checked"),
         "{report}"
     );
+    assert_eq!(
+        report["complete"], false,
+        "ok, but not a full audit: {report}"
+    );
+    // A script that must not take a partial audit for a verified trail says so.
+    let (ok, report, _) = audit_with(
+        &dir,
+        &bundle,
+        &park(),
+        &key,
+        Some(&saved_before),
+        &["--require-complete"],
+    );
+    assert!(!ok && report["ok"] == true, "{report}");
     let as_thread = |id: &str| {
         audit_with(
             &dir,
@@ -203,6 +217,7 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     let (ok, report, err) = as_thread(&thread);
     assert!(ok, "{report}\n{err}");
     assert_eq!(report["notChecked"], json!([]), "{report}");
+    assert_eq!(report["complete"], true, "{report}");
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
     let mut forged = bundle.clone();

@@ -6,6 +6,7 @@ use crate::to_js;
 use proofgate_core::audit::bundle::{
     read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle, TrustCheck,
 };
+use proofgate_core::audit::completeness::{not_checked, AuditInputs};
 use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, checks_passed, plan_rechecks, PlannedCheck};
 use proofgate_core::audit::{verify_chain_json, AuditRecord};
@@ -21,6 +22,9 @@ export interface TrustCheck { ok: boolean; detail: string }
 /** `signature` fails too when the trail's records do not hash and link up to the signed head
  * (verifyTrust checks the chain; `proofgate audit` gets that from its replay). */
 export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }
+/** What the auditor brought: each left out is a check a full audit makes (`auditNotChecked`). */
+export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean }
+export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint"; what: string }
 "#;
 
 /// The records of a trail or of an audit bundle (`{trail: [...], ...}`).
@@ -128,6 +132,26 @@ pub fn verify_trust_js(
         report.ok = false;
     }
     to_js(&report)
+}
+
+/// The checks a full audit of `trail` (a trail or bundle, as JSON text, whose replay read
+/// `formatVersion`) makes that an audit with `inputs` did not: the same list, in the same
+/// order, as `proofgate audit`'s `notChecked` and the browser verifier's. An audit in which
+/// every check that ran passed (replay, the thread compared, `planRechecks` run with Z3,
+/// `verifyTrust`) is full only when this is empty: `ok` from those functions says nothing of
+/// what did not run.
+#[wasm_bindgen(js_name = auditNotChecked, unchecked_return_type = "NotChecked[]")]
+pub fn audit_not_checked_js(
+    trail: &str,
+    format_version: Option<u32>,
+    #[wasm_bindgen(unchecked_param_type = "AuditInputs")] inputs: JsValue,
+) -> Result<JsValue, JsError> {
+    let (_, bundle) = read_trail_or_bundle(trail.as_bytes())
+        .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+    let mut inputs: AuditInputs = crate::thread::from_js(&inputs, "the audit inputs")?;
+    // Whether it is a bundle is the text's to say, not the caller's.
+    inputs.bundle = bundle.is_some();
+    to_js(&not_checked(&records(trail)?, format_version, &inputs))
 }
 
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools

@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:cr
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit } from 'proofgate';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
@@ -217,6 +217,28 @@ test('verifyTrust checks the records under the signed head', () => {
   const doubled = `{"signedHead":"forged",${text.slice(1)}`;
   assert.throws(() => verifyTrust(doubled, verifierKey), /`signedHead` appears twice/);
   assert.throws(() => verifyTrust(JSON.stringify(bundle.trail), verifierKey), /plain trail/);
+});
+
+test('auditNotChecked names what a full audit checks that this one did not, as proofgate audit does', () => {
+  // verifyTrust and replayAudit answered ok for a bundle audited without the thread, the
+  // auditor's policy or a saved checkpoint, and nothing in the package said so.
+  const { bundle } = signedBundle();
+  const text = JSON.stringify(bundle);
+  const version = replayAudit(trailTextOf(text), bundle.policyDocuments ?? []).formatVersion;
+  const ids = (t, inputs) => auditNotChecked(t, version, inputs).map((g) => g.id);
+  const older = version < auditFormatVersion() ? ['older-format'] : [];
+  const full = { threadNamed: true, policyGiven: true, keyGiven: true, checkpointGiven: true };
+  assert.deepEqual(ids(text, full), older);
+  assert.deepEqual(ids(text, {}), [...older, 'policy', 'thread', 'key']);
+  assert.deepEqual(ids(text, { ...full, checkpointGiven: false }), [...older, 'checkpoint']);
+  // Whether it is a bundle is the text's to say: a plain trail carries no signature.
+  assert.deepEqual(ids(JSON.stringify(bundle.trail), full), [...older, 'bundle']);
+  assert.deepEqual(ids(text, { ...full, bundle: false }), older);
+  for (const g of auditNotChecked(text, version, {})) assert.ok(g.what.length > 20, g.id);
+  // A Bedrock-validated trail (no translations recorded): its premises are the validator's word.
+  const bedrock = bundle.trail.filter((r) => r.kind !== 'CHECK');
+  assert.ok(ids(JSON.stringify({ ...bundle, trail: bedrock }), full).includes('validator-premises'));
+  assert.throws(() => auditNotChecked(text, version, { thread: true }), /audit inputs/);
 });
 
 test('times beyond Number.MAX_SAFE_INTEGER are refused', () => {

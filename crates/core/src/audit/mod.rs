@@ -25,6 +25,7 @@ pub mod canonical;
 
 mod bodies;
 pub mod bundle;
+pub mod completeness;
 mod effect_body;
 pub mod policy_document;
 pub mod recheck;

@@ -1,0 +1,216 @@
+//! What a full audit needs that an audit did not do. One list, decided here and used by
+//! `proofgate audit`, the browser verifier and the npm package (`auditNotChecked`): each used
+//! to decide it apart, and they disagreed (the page passed a trail the CLI listed as not fully
+//! checked, and the npm package listed nothing). Each surface words the items its own way
+//! (a flag, a field to fill); the ids and when they apply are the same everywhere.
+
+use super::{AuditRecord, FORMAT_VERSION};
+use serde::{Deserialize, Serialize};
+
+/// What an auditor brought to an audit, and what they were given to check.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditInputs {
+    /// The thread the auditor audits was named (and compared with the trail's).
+    #[serde(default)]
+    pub thread_named: bool,
+    /// The auditor's own copy of the policy was given (the solver checks are rebuilt from it).
+    #[serde(default)]
+    pub policy_given: bool,
+    /// The input is an audit bundle (signed head, inclusion proof, checkpoint), not a trail.
+    #[serde(default)]
+    pub bundle: bool,
+    /// The server's verifier key was given.
+    #[serde(default)]
+    pub key_given: bool,
+    /// A log checkpoint the auditor saved earlier was given.
+    #[serde(default)]
+    pub checkpoint_given: bool,
+}
+
+/// One check a full audit makes that this one did not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NotChecked {
+    /// Stable id: `older-format`, `policy`, `thread`, `validator-premises`, `bundle`, `key`
+    /// or `checkpoint`.
+    pub id: &'static str,
+    /// What was not checked, and why, in a sentence.
+    pub what: String,
+}
+
+/// Whether the trail's answers were validated by a validator that translated them itself
+/// (Amazon Bedrock): a validation is recorded, and no translation check. Nothing then holds
+/// the premises it took to what the user said, nor shows its findings cover the whole answer.
+pub fn validated_without_translations(records: &[AuditRecord]) -> bool {
+    records.iter().any(|r| r.kind.as_str() == "VALIDATED")
+        && !records.iter().any(|r| r.kind.as_str() == "CHECK")
+}
+
+/// The checks a full audit of `records` makes that an audit with `inputs` did not, in the
+/// order the auditors show them. `format_version` is the trail's, as its replay read it.
+/// Empty means nothing is missing: the audit is full once every check that ran passed
+/// (including the solver checks, which the caller runs).
+pub fn not_checked(
+    records: &[AuditRecord],
+    format_version: Option<u32>,
+    inputs: &AuditInputs,
+) -> Vec<NotChecked> {
+    let mut out = Vec::new();
+    let mut add = |id: &'static str, what: String| out.push(NotChecked { id, what });
+    if let Some(v) = format_version.filter(|v| *v < FORMAT_VERSION) {
+        add(
+            "older-format",
+            format!(
+                "the trail is audit format {v}, replayed under that format's weaker rules (the \
+                 README's audit format list says what it does not check; before format 7, \
+                 premises were held only to the numbers of the turns they cite, and no check \
+                 confirms that a finding covers every translated pair)"
+            ),
+        );
+    }
+    if !inputs.policy_given {
+        add(
+            "policy",
+            "the logic: no policy of the auditor's was given to rebuild the solver checks from"
+                .into(),
+        );
+    }
+    if !inputs.thread_named {
+        add(
+            "thread",
+            "which thread this is: a bundle shows only that its trail is a logged head of some \
+             thread, so a server could hand out another thread's"
+                .into(),
+        );
+    }
+    if validated_without_translations(records) {
+        add(
+            "validator-premises",
+            "which premises the validator took and that its findings cover the whole answer: \
+             it translated the answer itself (Amazon Bedrock), so no translations are recorded \
+             to hold them to"
+                .into(),
+        );
+    }
+    if !inputs.bundle {
+        add(
+            "bundle",
+            "the signature and log inclusion: a plain trail carries neither (audit the bundle \
+             from GET /api/threads/{id}/audit/bundle)"
+                .into(),
+        );
+    } else if !inputs.key_given {
+        add(
+            "key",
+            "the signature and log inclusion: no verifier key of the server's was given".into(),
+        );
+    } else if !inputs.checkpoint_given {
+        add(
+            "checkpoint",
+            "that the log still extends a checkpoint saved earlier: without one, a server \
+             holding its key could have rebuilt its whole log around a rewritten trail"
+                .into(),
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn record(kind: &str) -> AuditRecord {
+        serde_json::from_value(
+            json!({"seq": 0, "prev": "", "at": 0, "kind": kind, "body": {}, "hash": ""}),
+        )
+        .unwrap()
+    }
+
+    fn ids(records: &[AuditRecord], v: Option<u32>, inputs: &AuditInputs) -> Vec<&'static str> {
+        not_checked(records, v, inputs)
+            .iter()
+            .map(|n| n.id)
+            .collect()
+    }
+
+    #[test]
+    fn a_full_audit_of_a_translated_trail_misses_nothing() {
+        let full = AuditInputs {
+            thread_named: true,
+            policy_given: true,
+            bundle: true,
+            key_given: true,
+            checkpoint_given: true,
+        };
+        let trail = [record("CHECK"), record("VALIDATED")];
+        assert!(ids(&trail, Some(FORMAT_VERSION), &full).is_empty());
+        // Each input left out is named, and only it.
+        for (id, inputs) in [
+            (
+                "thread",
+                AuditInputs {
+                    thread_named: false,
+                    ..full.clone()
+                },
+            ),
+            (
+                "policy",
+                AuditInputs {
+                    policy_given: false,
+                    ..full.clone()
+                },
+            ),
+            (
+                "checkpoint",
+                AuditInputs {
+                    checkpoint_given: false,
+                    ..full.clone()
+                },
+            ),
+            (
+                "key",
+                AuditInputs {
+                    key_given: false,
+                    checkpoint_given: false,
+                    ..full.clone()
+                },
+            ),
+            (
+                "bundle",
+                AuditInputs {
+                    bundle: false,
+                    ..full.clone()
+                },
+            ),
+        ] {
+            assert_eq!(ids(&trail, Some(FORMAT_VERSION), &inputs), [id]);
+        }
+        // What the trail is leaves its own gaps, however full the audit.
+        assert_eq!(
+            ids(&trail, Some(FORMAT_VERSION - 1), &full),
+            ["older-format"]
+        );
+        assert_eq!(
+            ids(&[record("VALIDATED")], Some(FORMAT_VERSION), &full),
+            ["validator-premises"]
+        );
+        // Nothing validated (a thread still open): nothing to hold premises to.
+        assert!(ids(&[record("THREAD_STARTED")], Some(FORMAT_VERSION), &full).is_empty());
+    }
+
+    #[test]
+    fn everything_missing_comes_in_the_auditors_order() {
+        assert_eq!(
+            ids(&[record("VALIDATED")], Some(1), &AuditInputs::default()),
+            [
+                "older-format",
+                "policy",
+                "thread",
+                "validator-premises",
+                "bundle"
+            ]
+        );
+        assert!(serde_json::from_value::<AuditInputs>(json!({"thread": true})).is_err());
+    }
+}
