@@ -258,6 +258,19 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
   await p.context().close();
 });
 
+test('a bundle writing a key twice fails, as proofgate audit fails it', async () => {
+  // Replay reads the trail alone and passed it; the core refuses the whole bundle.
+  const text = JSON.stringify(bundle);
+  await page.goto(`${env.url}/#/verify`);
+  await bringOwn(page);
+  await page.fill('#trail-text', `{"policyDocuments":[],${text.slice(1)}`);
+  await page.click('[data-action=verify-paste]');
+  const box = page.locator('.verdict-box[data-outcome=fail]');
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  assert.match(await box.textContent(), /`policyDocuments` appears twice/);
+  assert.equal(await page.locator('.verdict-box').count(), 1, 'the failure alone, nothing pending beside it');
+});
+
 test('a plain trail (not the bundle) with the verifier key is incomplete: the signature was not checked', async () => {
   const box = await verifyPasted(bundle.trail);
   await expectIncomplete(page, ['thread', 'bundle']);

@@ -216,12 +216,16 @@ async function verify(text, source, out, urlThread = null) {
   // says what to do in its own words.
   let gaps;
   try {
-    gaps = new Set(auditNotChecked(isBundle ? text : trailText, replay.formatVersion ?? undefined, {
+    gaps = new Set(auditNotChecked(isBundle ? text : trailText, {
       threadNamed: !!expectedThread, policyGiven: !!policy, keyGiven: !!key, checkpointGiven: !!(checkpoint || '').trim(),
     }).map((g) => g.id));
-  } catch {
-    // Unreadable as a trail: replay fails it already; nothing counts as checked.
-    gaps = new Set(['policy', 'thread', 'bundle']);
+  } catch (e) {
+    // The core refuses what it cannot read as a trail or bundle (a key written twice, say),
+    // as `proofgate audit` fails it: a failure, not a list of checks to add.
+    clear(out);
+    out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
+      h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
+    return;
   }
   if (gaps.has('older-format')) {
     // Replay judges a trail by the rules of the format it was written in (README, "What a

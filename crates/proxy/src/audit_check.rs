@@ -224,7 +224,7 @@ pub fn verify(
         key_given: verifier_key.is_some(),
         checkpoint_given: saved_checkpoint.is_some(),
     };
-    for gap in completeness::not_checked(&records, replay.format_version, &inputs) {
+    for gap in completeness::not_checked(&records, &inputs) {
         let todo = match gap.id {
             "thread" => ": give --thread ID",
             "key" => ": give --public-key (the server's verifier key)",

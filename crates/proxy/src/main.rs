@@ -106,8 +106,9 @@ enum Command {
         /// Time limit per check, in milliseconds.
         #[arg(long, default_value_t = 10_000)]
         timeout_ms: u64,
-        /// Exit 2 when nothing failed but the audit is not full (`notChecked` is not empty),
-        /// for scripts that must not take a partial audit for a verified trail.
+        /// Exit 3 when nothing failed but the audit is not full (`notChecked` is not empty),
+        /// for scripts that must not take a partial audit for a verified trail (1 is a
+        /// failure, 2 an audit that could not run).
         #[arg(long)]
         require_complete: bool,
     },
@@ -267,7 +268,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 return Ok(ExitCode::from(1));
             }
             if require_complete && !v.complete {
-                return Ok(ExitCode::from(2));
+                return Ok(ExitCode::from(3));
             }
         }
         Command::AuditKey { config } => {

@@ -67,13 +67,15 @@ pub enum RequestError {
     ContinuesTheAssistant(String),
 }
 
-/// How a request asks the upstream to continue the assistant's text rather than answer, if it
-/// does: the last turn the upstream answers after is the assistant's text (Anthropic's prefill,
+/// How a request asks the upstream to continue the assistant's turn rather than answer, if it
+/// does: the last turn the upstream answers after is the assistant's (Anthropic's prefill,
 /// which the Messages API converts to such a message), or it sets vLLM's
 /// `continue_final_message`. That turn is judged as every upstream kind sends it: Anthropic
 /// and Bedrock take system and developer messages out of the turns and Bedrock skips blank
-/// ones, so an assistant's text followed only by those is still last; and only calls the
-/// translations carry (a non-empty array of named functions) make it a tool call.
+/// ones, so an assistant's turn followed only by those is still last. An assistant's turn with
+/// calls is last too: Bedrock sends calls as the assistant's text (of any shape, the legacy
+/// `function_call` and calls without a name included), and no upstream answers calls that
+/// have no results (OpenAI refuses them).
 fn continued_assistant_text(body: &Value, messages: &[Value]) -> Option<String> {
     if body
         .get("continue_final_message")
@@ -86,24 +88,32 @@ fn continued_assistant_text(body: &Value, messages: &[Value]) -> Option<String> 
         .enumerate()
         .rev()
         .find(|(_, m)| !left_out_of_the_turns(m))?;
-    (last.get("role").and_then(Value::as_str) == Some("assistant") && !has_tool_calls(last)).then(
-        || {
-            let after = if at + 1 == messages.len() {
-                String::new()
-            } else {
-                " (the system, developer or blank messages after it do not end the turns an \
-                 Anthropic or Bedrock upstream receives)"
-                    .into()
-            };
-            format!("messages[{at}], the last turn, is the assistant's (a prefill){after}")
-        },
-    )
+    (last.get("role").and_then(Value::as_str) == Some("assistant")).then(|| {
+        let after = if at + 1 == messages.len() {
+            String::new()
+        } else {
+            " (the system, developer or blank messages after it do not end the turns an \
+             Anthropic or Bedrock upstream receives)"
+                .into()
+        };
+        let calls = if carries_calls(last) {
+            ", with calls but no results to them"
+        } else {
+            ""
+        };
+        format!("messages[{at}], the last turn, is the assistant's{calls} (a prefill){after}")
+    })
 }
 
 /// A turn some upstream kind leaves out of the conversation it sends: a system or developer
 /// message (Anthropic's `system`, Bedrock's system blocks), or one with no text and no calls.
+/// A tool's result, even empty, is always sent (Anthropic's `tool_result`, Bedrock's text
+/// naming the call).
 fn left_out_of_the_turns(m: &Value) -> bool {
     let role = m.get("role").and_then(Value::as_str);
+    if matches!(role, Some("tool" | "function")) {
+        return false;
+    }
     matches!(role, Some("system" | "developer"))
         || (m
             .get("content")
@@ -111,23 +121,15 @@ fn left_out_of_the_turns(m: &Value) -> bool {
             .unwrap_or_default()
             .trim()
             .is_empty()
-            && !has_tool_calls(m))
+            && !carries_calls(m))
 }
 
-/// Whether an assistant turn carries tool calls every upstream kind sends as calls: a
-/// non-empty `tool_calls` array of functions with names (the legacy `function_call`, or an
-/// empty or malformed list, is dropped by the Anthropic translation, leaving the text last).
-fn has_tool_calls(m: &Value) -> bool {
+/// Whether a turn carries calls of any shape: `tool_calls` other than null or an empty list,
+/// or the legacy `function_call` (Bedrock sends both as the assistant's text).
+fn carries_calls(m: &Value) -> bool {
     m.get("tool_calls")
-        .and_then(Value::as_array)
-        .is_some_and(|calls| {
-            !calls.is_empty()
-                && calls.iter().all(|c| {
-                    c.pointer("/function/name")
-                        .and_then(Value::as_str)
-                        .is_some_and(|n| !n.is_empty())
-                })
-        })
+        .is_some_and(|c| !c.is_null() && c.as_array().is_none_or(|a| !a.is_empty()))
+        || m.get("function_call").is_some_and(|c| !c.is_null())
 }
 
 /// The first message whose role is not one of Chat Completions' roles, with the role as the
@@ -780,13 +782,19 @@ mod tests {
         let mut off = req(json!([{"role": "user", "content": "hi"}]));
         off["continue_final_message"] = json!(false);
         assert!(ChatRequest::parse(off).is_ok());
-        // Tool calls awaiting results, and an assistant turn before the user's, pass.
+        // Tool calls awaiting results are the assistant's turn too: Bedrock sends them as
+        // its text (the arguments the client wrote), and OpenAI refuses them.
         let calls = req(json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
-                "function": {"name": "f", "arguments": "{}"}}]}
+                "function": {"name": "f", "arguments": "{\"It is not true that\": 1}"}}]}
         ]));
-        assert!(ChatRequest::parse(calls).is_ok());
+        let err = ChatRequest::parse(calls).unwrap_err();
+        assert!(
+            err.to_string().contains("with calls but no results"),
+            "{err}"
+        );
+        // An assistant turn before the user's passes.
         let earlier = req(json!([
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "hello"},
@@ -808,9 +816,8 @@ mod tests {
             ChatRequest::parse(responses),
             Err(RequestError::ContinuesTheAssistant(_))
         ));
-        // An assistant's text stays the last turn behind what Anthropic and Bedrock take out
-        // of the turns (system and developer messages, blank ones), and behind calls they
-        // do not carry (the legacy `function_call`, an empty or malformed list).
+        // An assistant's turn stays the last behind what Anthropic and Bedrock take out of the
+        // turns (system and developer messages, blank ones), with or without calls.
         let question = json!({"role": "user", "content": "I am 70. How much is my ticket?"});
         let prefill = json!({"role": "assistant", "content": "It is not true that"});
         let with_calls = |calls: Value| {
@@ -831,6 +838,17 @@ mod tests {
             json!([
                 question,
                 with_calls(json!([{"type": "custom", "custom": {"name": "f"}}]))
+            ]),
+            // Calls alone, of any shape, or beside the text: Bedrock sends them as the
+            // assistant's text, its arguments written by the client.
+            json!([question, {"role": "assistant", "content": null,
+                "function_call": {"name": "n", "arguments": "It is not true that seniors"}}]),
+            json!([question, {"role": "assistant", "content": null,
+                "tool_calls": [{"function": {"arguments": "It is not true that seniors"}}]}]),
+            json!([
+                question,
+                with_calls(json!([{"id": "c1", "type": "function",
+                "function": {"name": "f", "arguments": "{}"}}]))
             ]),
         ] {
             let err = ChatRequest::parse(req(messages.clone())).unwrap_err();

@@ -218,6 +218,18 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     assert!(ok, "{report}\n{err}");
     assert_eq!(report["notChecked"], json!([]), "{report}");
     assert_eq!(report["complete"], true, "{report}");
+    let (ok, report, err) = audit_with(
+        &dir,
+        &bundle,
+        &park(),
+        &key,
+        Some(&saved_before),
+        &["--thread", &thread, "--require-complete"],
+    );
+    assert!(
+        ok,
+        "a full audit passes --require-complete: {report}\n{err}"
+    );
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
     let mut forged = bundle.clone();

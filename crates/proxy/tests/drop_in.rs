@@ -348,6 +348,12 @@ async fn a_prefilled_assistant_turn_is_refused_before_the_upstream_is_called() {
             "/v1/responses",
             json!({"model": "m", "input": [question, prefill, {"role": "developer", "content": "Be brief."}]}),
         ),
+        // Calls with no results: Bedrock sends them as the assistant's text.
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": [question, {"role": "assistant", "content": null,
+                "tool_calls": [{"function": {"arguments": "It is not true that seniors"}}]}]}),
+        ),
     ];
     for (path, body) in cases {
         let resp = reqwest::Client::new()

@@ -134,16 +134,15 @@ pub fn verify_trust_js(
     to_js(&report)
 }
 
-/// The checks a full audit of `trail` (a trail or bundle, as JSON text, whose replay read
-/// `formatVersion`) makes that an audit with `inputs` did not: the same list, in the same
-/// order, as `proofgate audit`'s `notChecked` and the browser verifier's. An audit in which
+/// The checks a full audit of `trail` (a trail or bundle, as JSON text) makes that an audit
+/// with `inputs` did not: the same list, in the same order, as `proofgate audit`'s
+/// `notChecked` and the browser verifier's (the trail's format is read from the trail). An audit in which
 /// every check that ran passed (replay, the thread compared, `planRechecks` run with Z3,
 /// `verifyTrust`) is full only when this is empty: `ok` from those functions says nothing of
 /// what did not run.
 #[wasm_bindgen(js_name = auditNotChecked, unchecked_return_type = "NotChecked[]")]
 pub fn audit_not_checked_js(
     trail: &str,
-    format_version: Option<u32>,
     #[wasm_bindgen(unchecked_param_type = "AuditInputs")] inputs: JsValue,
 ) -> Result<JsValue, JsError> {
     let (_, bundle) = read_trail_or_bundle(trail.as_bytes())
@@ -151,7 +150,7 @@ pub fn audit_not_checked_js(
     let mut inputs: AuditInputs = crate::thread::from_js(&inputs, "the audit inputs")?;
     // Whether it is a bundle is the text's to say, not the caller's.
     inputs.bundle = bundle.is_some();
-    to_js(&not_checked(&records(trail)?, format_version, &inputs))
+    to_js(&not_checked(&records(trail)?, &inputs))
 }
 
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools

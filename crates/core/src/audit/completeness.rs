@@ -4,7 +4,7 @@
 //! checked, and the npm package listed nothing). Each surface words the items its own way
 //! (a flag, a field to fill); the ids and when they apply are the same everywhere.
 
-use super::{AuditRecord, FORMAT_VERSION};
+use super::{AuditRecord, RecordKind, FORMAT_VERSION};
 use serde::{Deserialize, Serialize};
 
 /// What an auditor brought to an audit, and what they were given to check.
@@ -46,15 +46,20 @@ pub fn validated_without_translations(records: &[AuditRecord]) -> bool {
         && !records.iter().any(|r| r.kind.as_str() == "CHECK")
 }
 
+/// The audit format the trail says it was written in (its first record's `formatVersion`, as
+/// replay reads it), read here rather than taken from a caller who might leave it out.
+fn format_version(records: &[AuditRecord]) -> Option<u32> {
+    let first = records
+        .first()
+        .filter(|r| r.kind == RecordKind::ThreadStarted)?;
+    u32::try_from(first.body.get("formatVersion")?.as_u64()?).ok()
+}
+
 /// The checks a full audit of `records` makes that an audit with `inputs` did not, in the
-/// order the auditors show them. `format_version` is the trail's, as its replay read it.
-/// Empty means nothing is missing: the audit is full once every check that ran passed
-/// (including the solver checks, which the caller runs).
-pub fn not_checked(
-    records: &[AuditRecord],
-    format_version: Option<u32>,
-    inputs: &AuditInputs,
-) -> Vec<NotChecked> {
+/// order the auditors show them. Empty means nothing is missing: the audit is full once every
+/// check that ran passed (including the solver checks, which the caller runs).
+pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChecked> {
+    let format_version = format_version(records);
     let mut out = Vec::new();
     let mut add = |id: &'static str, what: String| out.push(NotChecked { id, what });
     if let Some(v) = format_version.filter(|v| *v < FORMAT_VERSION) {
@@ -127,11 +132,17 @@ mod tests {
         .unwrap()
     }
 
-    fn ids(records: &[AuditRecord], v: Option<u32>, inputs: &AuditInputs) -> Vec<&'static str> {
-        not_checked(records, v, inputs)
-            .iter()
-            .map(|n| n.id)
+    /// A trail of `kinds` after a THREAD_STARTED of format `v`.
+    fn trail(v: u32, kinds: &[&str]) -> Vec<AuditRecord> {
+        let mut first = record("THREAD_STARTED");
+        first.body = json!({"formatVersion": v});
+        std::iter::once(first)
+            .chain(kinds.iter().map(|k| record(k)))
             .collect()
+    }
+
+    fn ids(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<&'static str> {
+        not_checked(records, inputs).iter().map(|n| n.id).collect()
     }
 
     #[test]
@@ -143,66 +154,33 @@ mod tests {
             key_given: true,
             checkpoint_given: true,
         };
-        let trail = [record("CHECK"), record("VALIDATED")];
-        assert!(ids(&trail, Some(FORMAT_VERSION), &full).is_empty());
+        let current = trail(FORMAT_VERSION, &["CHECK", "VALIDATED"]);
+        assert!(ids(&current, &full).is_empty());
         // Each input left out is named, and only it.
-        for (id, inputs) in [
-            (
-                "thread",
-                AuditInputs {
-                    thread_named: false,
-                    ..full.clone()
-                },
-            ),
-            (
-                "policy",
-                AuditInputs {
-                    policy_given: false,
-                    ..full.clone()
-                },
-            ),
-            (
-                "checkpoint",
-                AuditInputs {
-                    checkpoint_given: false,
-                    ..full.clone()
-                },
-            ),
-            (
-                "key",
-                AuditInputs {
-                    key_given: false,
-                    checkpoint_given: false,
-                    ..full.clone()
-                },
-            ),
-            (
-                "bundle",
-                AuditInputs {
-                    bundle: false,
-                    ..full.clone()
-                },
-            ),
-        ] {
-            assert_eq!(ids(&trail, Some(FORMAT_VERSION), &inputs), [id]);
-        }
-        // What the trail is leaves its own gaps, however full the audit.
-        assert_eq!(
-            ids(&trail, Some(FORMAT_VERSION - 1), &full),
-            ["older-format"]
-        );
-        assert_eq!(
-            ids(&[record("VALIDATED")], Some(FORMAT_VERSION), &full),
-            ["validator-premises"]
-        );
+        let without = |change: fn(&mut AuditInputs)| {
+            let mut inputs = full.clone();
+            change(&mut inputs);
+            ids(&current, &inputs)
+        };
+        assert_eq!(without(|i| i.thread_named = false), ["thread"]);
+        assert_eq!(without(|i| i.policy_given = false), ["policy"]);
+        assert_eq!(without(|i| i.checkpoint_given = false), ["checkpoint"]);
+        assert_eq!(without(|i| i.key_given = false), ["key"]);
+        assert_eq!(without(|i| i.bundle = false), ["bundle"]);
+        // What the trail is leaves its own gaps, however full the audit: its format read from
+        // the trail itself.
+        let older = trail(FORMAT_VERSION - 1, &["CHECK", "VALIDATED"]);
+        assert_eq!(ids(&older, &full), ["older-format"]);
+        let bedrock = trail(FORMAT_VERSION, &["VALIDATED"]);
+        assert_eq!(ids(&bedrock, &full), ["validator-premises"]);
         // Nothing validated (a thread still open): nothing to hold premises to.
-        assert!(ids(&[record("THREAD_STARTED")], Some(FORMAT_VERSION), &full).is_empty());
+        assert!(ids(&trail(FORMAT_VERSION, &[]), &full).is_empty());
     }
 
     #[test]
     fn everything_missing_comes_in_the_auditors_order() {
         assert_eq!(
-            ids(&[record("VALIDATED")], Some(1), &AuditInputs::default()),
+            ids(&trail(1, &["VALIDATED"]), &AuditInputs::default()),
             [
                 "older-format",
                 "policy",
