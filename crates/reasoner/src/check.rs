@@ -138,8 +138,10 @@ impl LoadedRules {
         let mut literals = HashMap::new();
         let mut literal_index = HashMap::new();
         for (i, f) in rules {
-            // Fresh constants cannot collide with policy variables, whatever they are named.
-            let lit = Bool::fresh_const("rule");
+            // Z3 names a fresh constant `prefix!N`, and a policy variable of that name would
+            // be the same term (a Boolean `rule!0` made rule 0's switch, and any claim about it
+            // VALID): the prefix holds `|`, which no policy name may.
+            let lit = Bool::fresh_const("rule|");
             solver.assert(lit.implies(f));
             literal_index.insert(lit.clone(), i);
             literals.insert(i, lit);
@@ -169,8 +171,8 @@ impl LoadedRules {
         let i = self.taken.get();
         self.taken.set(i + 1);
         if i == pool.len() {
-            // Fresh constants cannot collide with policy variables, whatever they are named.
-            pool.push(Bool::fresh_const("lit"));
+            // `|` in the prefix: no policy name can be the fresh constant's (see above).
+            pool.push(Bool::fresh_const("lit|"));
         }
         pool[i].clone()
     }

@@ -13,8 +13,13 @@
 //! shared variables) each proved consistent on its own, and a component that is not (it is
 //! inconsistent, which makes every pair IMPOSSIBLE, or the solver could not tell) goes into
 //! every slice. Rules without variables form one more component of their own.
+//!
+//! One link is not a variable: Z3 gives `(/ t 0)` one unspecified value wherever it occurs
+//! for the same `t`, so two rules dividing by what may be zero can constrain each other
+//! through it (`(> (/ 1.0 0.0) 0.0)` and `(< (/ 1.0 0.0) 0.0)` share no variable, yet not
+//! both hold). Every rule or statement with such a division is joined to one hidden node.
 
-use proofgate_core::policy::Expr;
+use proofgate_core::policy::{ArithOp, Expr};
 use std::collections::{BTreeSet, HashMap};
 
 /// The connected components of the variable/rule graph of a policy.
@@ -23,6 +28,9 @@ pub(crate) struct Components {
     index: HashMap<String, usize>,
     /// Component of each variable.
     of_var: Vec<usize>,
+    /// The component of the value of a division by zero (see the module's doc), when a rule
+    /// divides by what may be zero.
+    hidden_component: Option<usize>,
     /// Rules per component, ascending.
     rules: Vec<Vec<usize>>,
     /// Variables per component, ascending.
@@ -45,14 +53,19 @@ impl Components {
             .enumerate()
             .map(|(i, n)| (n.clone(), i))
             .collect();
-        let mut parent: Vec<usize> = (0..vars.len()).collect();
+        // Node `vars.len()` stands for the value of a division by zero (see the module's doc).
+        let hidden = vars.len();
+        let mut parent: Vec<usize> = (0..=vars.len()).collect();
         let mut rule_vars = Vec::new();
         for e in rules {
-            let vs: Vec<usize> = e
+            let mut vs: Vec<usize> = e
                 .variables()
                 .into_iter()
                 .filter_map(|n| index.get(n).copied())
                 .collect();
+            if may_divide_by_zero(e) {
+                vs.push(hidden);
+            }
             for w in vs.windows(2) {
                 let (a, b) = (find(&mut parent, w[0]), find(&mut parent, w[1]));
                 if a != b {
@@ -62,14 +75,17 @@ impl Components {
             rule_vars.push(vs);
         }
         // Number components densely, in order of their first variable.
+        // The hidden node counts only when a rule divides (else no component is made for it).
+        let divides = rule_vars.iter().any(|vs| vs.contains(&hidden));
         let mut ids = HashMap::new();
-        let of_var: Vec<usize> = (0..vars.len())
+        let mut of_var: Vec<usize> = (0..vars.len() + usize::from(divides))
             .map(|v| {
                 let root = find(&mut parent, v);
                 let next = ids.len();
                 *ids.entry(root).or_insert(next)
             })
             .collect();
+        let hidden_component = if divides { of_var.pop() } else { None };
         let mut comp_rules = vec![Vec::new(); ids.len()];
         let mut comp_vars = vec![Vec::new(); ids.len()];
         for (v, &c) in of_var.iter().enumerate() {
@@ -81,6 +97,9 @@ impl Components {
         let ground = comp_rules.len() - 1;
         for (r, vs) in rule_vars.iter().enumerate() {
             match vs.first() {
+                Some(&v) if v == hidden => {
+                    comp_rules[hidden_component.expect("a rule divides")].push(r)
+                }
                 Some(&v) => comp_rules[of_var[v]].push(r),
                 None => comp_rules[ground].push(r),
             }
@@ -88,6 +107,7 @@ impl Components {
         Components {
             index,
             of_var,
+            hidden_component,
             rules: comp_rules,
             vars: comp_vars,
         }
@@ -112,6 +132,9 @@ impl Components {
     ) -> Slice {
         let mut comps: BTreeSet<usize> = always.iter().copied().collect();
         for e in exprs {
+            if let Some(c) = self.hidden_component.filter(|_| may_divide_by_zero(e)) {
+                comps.insert(c);
+            }
             for name in e.variables() {
                 if let Some(&v) = self.index.get(name) {
                     comps.insert(self.of_var[v]);
@@ -130,6 +153,35 @@ impl Components {
         vars.sort_unstable();
         Slice { rules, vars }
     }
+}
+
+/// Whether `e` divides by something that may be zero: any divisor but a nonzero number.
+fn may_divide_by_zero(e: &Expr) -> bool {
+    fn nonzero_literal(e: &Expr) -> bool {
+        match e {
+            Expr::Int(n) => *n != 0,
+            Expr::Real { digits, .. } => *digits != 0,
+            Expr::ToReal(x) => nonzero_literal(x),
+            Expr::Arith {
+                op: ArithOp::Neg,
+                args,
+                ..
+            } => args.len() == 1 && nonzero_literal(&args[0]),
+            _ => false,
+        }
+    }
+    let mut found = false;
+    e.visit(&mut |x| {
+        if let Expr::Arith {
+            op: ArithOp::Div,
+            args,
+            ..
+        } = x
+        {
+            found |= args.iter().skip(1).any(|d| !nonzero_literal(d));
+        }
+    });
+    found
 }
 
 fn find(parent: &mut [usize], mut x: usize) -> usize {

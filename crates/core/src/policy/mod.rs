@@ -24,7 +24,7 @@ pub use definition::{PolicyDefinition, RuleDefinition, TypeDefinition, VariableD
 pub use diff::{diff_definitions, DefinitionDiff};
 pub use term::{parse_term, ParseError, Term};
 pub use test_suite::{PolicyTestCase, PolicyTestSuite, TestStatement};
-pub use typecheck::{Expr, Schema, SchemaError, Sort, TypeError, Variable};
+pub use typecheck::{ArithOp, Expr, Schema, SchemaError, Sort, TypeError, Variable};
 
 use std::collections::BTreeSet;
 use std::fmt;
