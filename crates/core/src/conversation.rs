@@ -312,7 +312,7 @@ pub fn ground_premises(
     format: u32,
     config: &TranslationConfig,
 ) {
-    let grounds = crate::grounding::Grounds::new(conversation, config);
+    let grounds = crate::grounding::Grounds::new(conversation, config, format);
     let grounded = |p: &Statement| {
         if format < crate::audit::STRICT_GROUNDING_SINCE {
             return cites_a_stated_turn_under(conversation, p, format);

@@ -30,7 +30,8 @@ use crate::policy::term::{parse_term, Op, Term, TermKind};
 use crate::translation::TranslationConfig;
 use std::collections::BTreeSet;
 
-/// Words of a name that never say what it is about.
+/// Words of a name that never say what it is about. Up to audit format 7 "not" was one of
+/// them, so "I am a member" named `isNotMember`; from format 8 it is a word of the name.
 const GRAMMAR_WORDS: &[&str] = &[
     "is", "are", "was", "were", "be", "been", "has", "have", "had", "does", "did", "do", "can",
     "will", "use", "uses", "used", "using", "get", "gets", "the", "and", "for", "with", "of", "to",
@@ -66,6 +67,27 @@ const NEGATIONS: &[&str] = &[
 /// `{"fines": 0}`). Not in what users write, where "a member with no fines" follows a name
 /// with a "no" about something else.
 const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never"];
+
+/// Words right after a name in a tool's result that leave it unknown, or say it is not what
+/// the name says (`{"isMember": null}`, `{"membership_status": "expired"}`): neither affirmed
+/// nor denied.
+const UNKNOWN_AFTER: &[&str] = &[
+    "null",
+    "nil",
+    "unknown",
+    "undefined",
+    "na",
+    "n",
+    "expired",
+    "pending",
+    "unset",
+    "former",
+    "revoked",
+    "suspended",
+    "cancelled",
+    "canceled",
+    "inactive",
+];
 
 /// Words that qualify a number, which then is not the value stated ("under 65", "not 65 yet",
 /// "more than 2"): a clause with one states no number.
@@ -197,6 +219,9 @@ pub(crate) struct Grounds<'a> {
     config: &'a TranslationConfig,
     enum_values: BTreeSet<&'a str>,
     turns: Vec<std::cell::OnceCell<Option<TurnStatements>>>,
+    /// Audit format 8's rules ([`crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE`]); a trail of
+    /// an earlier format replays by its own.
+    stricter: bool,
 }
 
 /// A turn's statements (with what a yes or no to the assistant's question states), and the
@@ -204,11 +229,22 @@ pub(crate) struct Grounds<'a> {
 struct TurnStatements {
     statements: Vec<Clause>,
     numbers: Vec<f64>,
+    /// The words (stemmed) of the questions the assistant asked just before, which a user's
+    /// answer that does not speak of themself may only be about.
+    asked: Vec<String>,
+    /// Format 8's rules (see [`Grounds`]).
+    stricter: bool,
 }
 
 impl<'a> Grounds<'a> {
-    pub(crate) fn new(conversation: &'a [ConversationTurn], config: &'a TranslationConfig) -> Self {
+    /// The grounds of `conversation`'s turns, by the rules of audit format `format`.
+    pub(crate) fn new(
+        conversation: &'a [ConversationTurn],
+        config: &'a TranslationConfig,
+        format: u32,
+    ) -> Self {
         Grounds {
+            stricter: format >= crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE,
             conversation,
             config,
             enum_values: config
@@ -235,9 +271,7 @@ impl<'a> Grounds<'a> {
         let Some(Some(turn)) = self.turns.get(at).map(|c| c.get_or_init(|| self.read(at))) else {
             return false;
         };
-        facts
-            .iter()
-            .all(|f| fact_grounded(f, &turn.numbers, &turn.statements))
+        facts.iter().all(|f| fact_grounded(f, turn))
     }
 
     /// What turn `at` states; `None` for a system prompt the operator did not say states facts.
@@ -252,7 +286,8 @@ impl<'a> Grounds<'a> {
             TurnRole::User => Speaker::User,
             _ => Speaker::Record,
         };
-        let mut statements: Vec<Clause> = clauses(&turn.text, speaker)
+        let stricter = self.stricter;
+        let mut statements: Vec<Clause> = clauses(&turn.text, speaker, stricter)
             .into_iter()
             .filter(|c| c.statement)
             .collect();
@@ -270,21 +305,35 @@ impl<'a> Grounds<'a> {
                 .vocabulary
                 .variables
                 .iter()
-                .map(|v| variable_words(&v.name))
-                .chain(self.enum_values.iter().map(|v| name_words(v)))
+                .map(|v| variable_words(&v.name, stricter))
+                .chain(self.enum_values.iter().map(|v| name_words(v, stricter)))
                 .filter(|n| !n.is_empty())
                 .collect();
             statements.extend(
-                answered(&self.conversation[at - 1].text, &turn.text)
+                answered(&self.conversation[at - 1].text, &turn.text, stricter)
                     .into_iter()
                     // A no to a question naming two facts denies only one of them, not both.
                     .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
                     .map(|(c, _)| c),
             );
         }
+        // What the assistant just asked: an answer without "I" or "my" ("low season") states
+        // only what was asked about, not a rule ("gold members enter free").
+        let asked = if stricter && speaker == Speaker::AnsweringUser {
+            sentences(&self.conversation[at - 1].text)
+                .into_iter()
+                .filter(|(_, question)| *question)
+                .flat_map(|(q, _)| raw_words(&q))
+                .map(|w| stem(&w))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Some(TurnStatements {
             statements,
             numbers,
+            asked,
+            stricter,
         })
     }
 }
@@ -299,7 +348,7 @@ pub(crate) fn grounded_in(
     logic: &str,
     config: &TranslationConfig,
 ) -> bool {
-    Grounds::new(conversation, config).grounded(at, logic)
+    Grounds::new(conversation, config, crate::audit::FORMAT_VERSION).grounded(at, logic)
 }
 
 /// A simple fact: `variable` compared with `constant` (or a boolean variable, `constant` then
@@ -433,7 +482,8 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
     }
 }
 
-fn fact_grounded(fact: &Fact, numbers: &[f64], statements: &[Clause]) -> bool {
+fn fact_grounded(fact: &Fact, turn: &TurnStatements) -> bool {
+    let (numbers, statements) = (&turn.numbers, &turn.statements);
     let (name, want) = match fact.constant {
         // The stated number is taken as the variable's value: the fact must hold of it ("I am
         // 65" grounds `(>= age 65)` and `(not (> age 65))`, never `(> age 65)`).
@@ -445,11 +495,11 @@ fn fact_grounded(fact: &Fact, numbers: &[f64], statements: &[Clause]) -> bool {
                     .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0));
         }
         Constant::Number(n, op) => match count_of(n, op, fact.positive) {
-            Some(count) => (variable_words(fact.variable), Some(count)),
+            Some(count) => (variable_words(fact.variable, turn.stricter), Some(count)),
             None => return false,
         },
-        Constant::Enum(value) => (name_words(value), None),
-        Constant::Truth => (variable_words(fact.variable), None),
+        Constant::Enum(value) => (name_words(value, turn.stricter), None),
+        Constant::Truth => (variable_words(fact.variable, turn.stricter), None),
     };
     // Negated exactly when the fact is negative (a count of none is a negative fact).
     let negated = match want {
@@ -461,6 +511,7 @@ fn fact_grounded(fact: &Fact, numbers: &[f64], statements: &[Clause]) -> bool {
         && statements.iter().any(|c| {
             c.mention(&name).is_some_and(|n| n == negated)
                 && (want != Some(Count::One) || c.says_one())
+                && (!c.only_as_asked || name.iter().all(|w| turn.asked.contains(w)))
         })
 }
 
@@ -476,6 +527,11 @@ struct Clause {
     negations_before: usize,
     /// A record's (a tool result's): a denial right after a name counts.
     denials_after: bool,
+    /// A user's answer to the assistant that does not speak of themself: it states only what
+    /// the assistant asked about.
+    only_as_asked: bool,
+    /// Format 8's rules (see [`Grounds`]).
+    stricter: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -499,6 +555,8 @@ impl Clause {
             statement,
             negations_before,
             denials_after: false,
+            only_as_asked: false,
+            stricter: false,
         }
     }
 
@@ -527,6 +585,16 @@ impl Clause {
             .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
         let after = self.denials_after
             && next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits));
+        // "I'm not sure about my fines", "I don't know my membership number": not knowing is
+        // not a no (nor a yes); a tool's `null` or "expired" is neither either.
+        if self.stricter
+            && (self.raw[..first]
+                .iter()
+                .any(|w| NOT_ABOUT_WHAT_IS.contains(&w.as_str()))
+                || (self.denials_after && next.is_some_and(|w| UNKNOWN_AFTER.contains(&w))))
+        {
+            return None;
+        }
         match (before, self.negations_before, after) {
             (0, 0, false) => Some(false),
             (0, 0, true) => Some(true),
@@ -555,7 +623,7 @@ impl Clause {
 /// much?", not "for members, is it free?"), and a piece with "if", "whether", "would" and the
 /// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
 /// prompt) state every piece.
-fn clauses(text: &str, speaker: Speaker) -> Vec<Clause> {
+fn clauses(text: &str, speaker: Speaker, stricter: bool) -> Vec<Clause> {
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
         let pieces = pieces_of(&sentence);
@@ -581,9 +649,12 @@ fn clauses(text: &str, speaker: Speaker) -> Vec<Clause> {
                     // "Members get free shipping." is about members, not the user.
                     && (first_person || (speaker == Speaker::AnsweringUser && !question))
                     && (!question || i + 1 < n));
+            let only_as_asked = stricter && speaker == Speaker::AnsweringUser && !first_person;
             for part in clauses_of(&piece) {
                 let mut c = Clause::new(&part, statement, negations);
                 c.denials_after = speaker == Speaker::Record;
+                c.only_as_asked = only_as_asked;
+                c.stricter = stricter;
                 negations += c
                     .raw
                     .iter()
@@ -693,7 +764,7 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
 /// question about the user ([`YES_NO_OPENERS`]) answered by a short yes or no (one answer
 /// per question, line by line, or one answer to a single question), as a statement, negated
 /// for no; with whether it was a no.
-fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
+fn answered(asked: &str, answer: &str, stricter: bool) -> Vec<(Clause, bool)> {
     // "(yes/no)" and other asides are not part of what is asked.
     let mut depth = 0usize;
     let asked: String = asked
@@ -736,9 +807,13 @@ fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
         })
         .filter_map(|(q, a)| {
             let yes = yes_or_no(a)?;
+            let raw = raw_words(&q);
+            // A yes to "are you a student or a senior?" says one of them, not both.
+            if stricter && raw.iter().any(|w| matches!(w.as_str(), "or" | "nor")) {
+                return None;
+            }
             // A no denies a question about one thing only: one clause, no number, no "or" or
             // "with" ("are you over 65 and a member?" denied says one of them is false).
-            let raw = raw_words(&q);
             if !yes
                 && (clauses_of(&q).len() > 1
                     || raw.iter().any(|w| {
@@ -750,7 +825,9 @@ fn answered(asked: &str, answer: &str) -> Vec<(Clause, bool)> {
             }
             // Stated as a fact: "are you a member" is "you a member"; a no denies it.
             let text = if yes { q } else { format!("not {q}") };
-            Some((Clause::new(&text, true, 0), !yes))
+            let mut c = Clause::new(&text, true, 0);
+            c.stricter = stricter;
+            Some((c, !yes))
         })
         .collect()
 }
@@ -850,7 +927,7 @@ fn stem(word: &str) -> String {
 /// The words of a name: split at `_`, `-`, digits and lower-to-upper case changes (digit runs
 /// are words of their own), lower-cased and stemmed, without [`GRAMMAR_WORDS`] and
 /// one-letter words (a one-digit number is a word).
-fn name_words(symbol: &str) -> Vec<String> {
+fn name_words(symbol: &str, stricter: bool) -> Vec<String> {
     let mut words = Vec::new();
     let mut current = String::new();
     let mut prev: Option<char> = None;
@@ -876,7 +953,8 @@ fn name_words(symbol: &str) -> Vec<String> {
         .into_iter()
         .filter(|w| {
             let digits = !w.is_empty() && w.chars().all(|c| c.is_ascii_digit());
-            (digits || w.chars().count() >= 2) && !GRAMMAR_WORDS.contains(&w.as_str())
+            (digits || w.chars().count() >= 2)
+                && (!GRAMMAR_WORDS.contains(&w.as_str()) || (stricter && w == "not"))
         })
         .map(|w| stem(&w))
         .collect()
@@ -884,8 +962,8 @@ fn name_words(symbol: &str) -> Vec<String> {
 
 /// The words that name a variable: its name's, without [`PERSON_WORDS`] unless nothing else
 /// is left ("customerAge" is named by "age", "isEmployee" by "employee").
-fn variable_words(variable: &str) -> Vec<String> {
-    let all = name_words(variable);
+fn variable_words(variable: &str, stricter: bool) -> Vec<String> {
+    let all = name_words(variable, stricter);
     let specific: Vec<String> = all
         .iter()
         .filter(|w| !PERSON_WORDS.iter().any(|p| stem(p) == **w))
@@ -1146,6 +1224,90 @@ mod tests {
         assert!(ok("My budget is 35.75 dollars.", "(= balance 35.75)"));
     }
 
+    /// What a review of grounding found, each kept fixed: a rule told to the assistant is not
+    /// a fact about the user, not knowing is not a no, "not" in a name counts, a yes to an
+    /// either/or picks neither, and a tool's null or "expired" affirms nothing.
+    #[test]
+    fn a_review_of_grounding_found_these() {
+        let after = |assistant: &str, answer: &str, logic: &str| {
+            grounded_in(
+                &[
+                    user("Hi"),
+                    ConversationTurn::new(TurnRole::Assistant, assistant),
+                    user(answer),
+                ],
+                2,
+                logic,
+                &config(false),
+            )
+        };
+        // Any user turn after the assistant's was read as an answer, "I" or not.
+        assert!(!after(
+            "Hello! How can I help?",
+            "Gold members enter free. What do I pay?",
+            "(= tier GOLD)"
+        ));
+        assert!(!after("Hello!", "Members get free shipping.", "isMember"));
+        // An answer to what was asked still states it, without "I".
+        assert!(after(
+            "Is your visit in the low season?",
+            "Low season.",
+            "isLowSeason"
+        ));
+        assert!(after(
+            "Do you pay with credits?",
+            "No credits.",
+            "(not usesCredits)"
+        ));
+        // Not knowing is neither a no nor a yes.
+        assert!(!ok(
+            "I'm not sure about my outstanding fines. Can I borrow?",
+            "(not hasOutstandingFines)"
+        ));
+        assert!(!ok("I don't know my membership status.", "(not isMember)"));
+        // A yes to an either/or question picks neither.
+        assert!(!after(
+            "Are you a member or an employee?",
+            "Yes",
+            "isMember"
+        ));
+        assert!(!after(
+            "Are you a member or an employee?",
+            "Yes",
+            "isEmployee"
+        ));
+        // A tool's null, unknown or lapsed status affirms nothing.
+        let tool = |text: &str, logic: &str| {
+            grounded_in(
+                &[ConversationTurn::new(TurnRole::Tool, text)],
+                0,
+                logic,
+                &config(false),
+            )
+        };
+        assert!(!tool(r#"{"isMember": null}"#, "isMember"));
+        assert!(!tool(r#"{"member": "unknown"}"#, "isMember"));
+        assert!(!tool(r#"{"member": "expired"}"#, "isMember"));
+        assert!(tool(r#"{"isMember": true}"#, "isMember"));
+    }
+
+    /// "not" in a name is one of its words: `isNotMember` is not named by "member" alone.
+    #[test]
+    fn not_in_a_name_is_a_word_of_it() {
+        let def = PolicyDefinition::from_json(
+            r#"{"types": [{"name": "Status", "values": [{"value": "NOT_MEMBER"}, {"value": "MEMBER"}]}],
+                "variables": [{"name": "isNotMember", "type": "BOOL"},
+                              {"name": "status", "type": "Status"}]}"#,
+        )
+        .unwrap();
+        let c = TranslationConfig::new(&def, 2, 1, 1.0);
+        let says = |turn: &str, logic: &str| grounded_in(&[user(turn)], 0, logic, &c);
+        assert!(!says("I am a member.", "isNotMember"));
+        assert!(!says("I am a member.", "(= status NOT_MEMBER)"));
+        assert!(says("I am not a member.", "isNotMember"));
+        assert!(says("I am a member.", "(= status MEMBER)"));
+    }
+
     #[test]
     fn a_yes_or_no_states_the_assistants_question() {
         let asked = |q: &str, a: &str, logic: &str| {
@@ -1255,11 +1417,17 @@ mod tests {
 
     #[test]
     fn names_split_into_words_and_words_into_stems() {
-        assert_eq!(name_words("hasOutstandingFines"), ["outstand", "fine"]);
-        assert_eq!(variable_words("customerAge"), ["age"]);
-        assert_eq!(name_words("LOW_SEASON"), ["low", "season"]);
-        assert_eq!(name_words("TIER_2"), ["tier", "2"]);
-        assert_eq!(variable_words("isEmployee"), ["employee"]);
+        assert_eq!(
+            name_words("hasOutstandingFines", true),
+            ["outstand", "fine"]
+        );
+        assert_eq!(variable_words("customerAge", true), ["age"]);
+        assert_eq!(name_words("LOW_SEASON", true), ["low", "season"]);
+        assert_eq!(name_words("TIER_2", true), ["tier", "2"]);
+        assert_eq!(variable_words("isEmployee", true), ["employee"]);
+        // "not" is a word of a name from format 8 on.
+        assert_eq!(variable_words("isNotMember", true), ["not", "memb"]);
+        assert_eq!(variable_words("isNotMember", false), ["memb"]);
         assert_eq!(stem("membership"), stem("member"));
         assert_eq!(stem("members"), stem("member"));
         assert_eq!(stem("cancelled"), stem("cancellation"));

@@ -1118,6 +1118,15 @@ fn version_6_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(6);
 }
 
+/// Trails written in format 7, before a user's turn after the assistant's had to speak of
+/// the user or answer what was asked, before not knowing stopped being a no, and before "not"
+/// became a word of a name (the fixtures as they were then), with the reports that version
+/// produced.
+#[test]
+fn version_7_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(7);
+}
+
 /// Format 7 on the thread `trails-v6.json` holds as format 6 ran it: the system prompt's
 /// threshold and a membership no turn mentions are checked as claims, not taken as given.
 #[test]

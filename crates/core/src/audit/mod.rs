@@ -69,7 +69,21 @@ pub use replay::{
 ///   the system prompt grounds nothing unless the operator says it states facts
 ///   ([`STRICT_GROUNDING_SINCE`]); an audit confirms that a finding checks every pair the
 ///   translators wrote ([`FINDINGS_COVER_PAIRS_SINCE`]).
-pub const FORMAT_VERSION: u32 = 7;
+/// - 8: a user's turn after the assistant's states, without "I" or "my", only what the
+///   assistant asked; not knowing is not a no; a yes to an either/or question picks neither;
+///   "not" is a word of a name; a tool's `null` or "expired" affirms nothing
+///   ([`ANSWERS_GROUNDED_AS_ASKED_SINCE`]).
+pub const FORMAT_VERSION: u32 = 8;
+
+/// From this format on, grounding ([`crate::grounding`]) holds a premise to what the user
+/// said more closely, as a review found it did not: a user's turn after the assistant's that
+/// does not speak of the user ("Gold members enter free") states only what the assistant's
+/// question asked about (before, any such turn counted, so a rule the user repeated was a fact
+/// about them); "I'm not sure about my fines" denies nothing (it grounded "no fines"); a yes
+/// to "are you a student or a senior?" grounds neither; "not" is a word of a name
+/// (`isNotMember` was named by "member"); and a tool's `null`, "unknown" or "expired" after a
+/// name affirms nothing.
+pub const ANSWERS_GROUNDED_AS_ASKED_SINCE: u32 = 8;
 
 /// From this format on, a premise stays a premise only when the turn it cites bears out each
 /// of its conjuncts ([`crate::grounding`]): every value it states with its sign, every enum
