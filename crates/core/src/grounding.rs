@@ -71,6 +71,9 @@ const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never"];
 /// Words right after a name in a tool's result that leave it unknown, or say it is not what
 /// the name says (`{"isMember": null}`, `{"membership_status": "expired"}`): neither affirmed
 /// nor denied.
+/// Words that, after a negation, say the writer does not know ("not sure", "no idea").
+const NOT_KNOWING: &[&str] = &["know", "sure", "remember", "recall", "idea", "certain"];
+
 const UNKNOWN_AFTER: &[&str] = &[
     "null",
     "nil",
@@ -291,11 +294,21 @@ impl<'a> Grounds<'a> {
             .into_iter()
             .filter(|c| c.statement)
             .collect();
+        // What the assistant just asked: an answer without "I" or "my" ("low season") states
+        // only what was asked about, not a rule ("gold members enter free").
+        let asked = if stricter && speaker == Speaker::AnsweringUser {
+            asked_words(&self.conversation[at - 1].text)
+        } else {
+            Vec::new()
+        };
         // Numbers only from the turn's own statements, where nothing qualifies them: a yes to
-        // "are you over 65?" is not 65, nor is "I'm under 65".
+        // "are you over 65?" is not 65, nor is "I'm under 65". From format 8, an answer without
+        // "I" or "my" states a number only as a bare answer ("70", "70 years old"): "Seniors
+        // 65 and over enter free" after a greeting is a rule, not an age.
         let numbers: Vec<f64> = statements
             .iter()
             .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
+            .filter(|c| !c.only_as_asked || c.bare_answer(&asked))
             .flat_map(|c| stated_signed_numbers(&c.text))
             .collect();
         // A user's short yes or no to the assistant's question just before states that question.
@@ -317,18 +330,6 @@ impl<'a> Grounds<'a> {
                     .map(|(c, _)| c),
             );
         }
-        // What the assistant just asked: an answer without "I" or "my" ("low season") states
-        // only what was asked about, not a rule ("gold members enter free").
-        let asked = if stricter && speaker == Speaker::AnsweringUser {
-            sentences(&self.conversation[at - 1].text)
-                .into_iter()
-                .filter(|(_, question)| *question)
-                .flat_map(|(q, _)| raw_words(&q))
-                .map(|w| stem(&w))
-                .collect()
-        } else {
-            Vec::new()
-        };
         Some(TurnStatements {
             statements,
             numbers,
@@ -511,7 +512,13 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements) -> bool {
         && statements.iter().any(|c| {
             c.mention(&name).is_some_and(|n| n == negated)
                 && (want != Some(Count::One) || c.says_one())
-                && (!c.only_as_asked || name.iter().all(|w| turn.asked.contains(w)))
+                && (!c.only_as_asked
+                    || name.iter().all(|w| turn.asked.contains(w))
+                    // "What is your tier?" answered "Gold": asked by its variable.
+                    || (matches!(fact.constant, Constant::Enum(_))
+                        && variable_words(fact.variable, true)
+                            .iter()
+                            .all(|w| turn.asked.contains(w))))
         })
 }
 
@@ -587,12 +594,7 @@ impl Clause {
             && next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits));
         // "I'm not sure about my fines", "I don't know my membership number": not knowing is
         // not a no (nor a yes); a tool's `null` or "expired" is neither either.
-        if self.stricter
-            && (self.raw[..first]
-                .iter()
-                .any(|w| NOT_ABOUT_WHAT_IS.contains(&w.as_str()))
-                || (self.denials_after && next.is_some_and(|w| UNKNOWN_AFTER.contains(&w))))
-        {
+        if self.stricter && (self.not_knowing(first) || self.unknown_after(last)) {
             return None;
         }
         match (before, self.negations_before, after) {
@@ -601,6 +603,47 @@ impl Clause {
             (b, _, false) if b % 2 == 1 => Some(true),
             _ => None,
         }
+    }
+
+    /// Whether the words before `first` say the writer does not know ("I'm not sure about",
+    /// "I don't know", "no idea", "unsure"): a user's, not a record's.
+    fn not_knowing(&self, first: usize) -> bool {
+        let before = &self.raw[..first];
+        !self.denials_after
+            && before.iter().enumerate().any(|(i, w)| {
+                w == "unsure"
+                    || (NOT_KNOWING.contains(&w.as_str())
+                        && before[..i].iter().any(|n| NEGATIONS.contains(&n.as_str())))
+            })
+    }
+
+    /// Whether a record's value right after the name (past a "status" or "state") leaves it
+    /// unknown or not so (`{"isMember": null}`, `{"membership_status": "expired"}`).
+    fn unknown_after(&self, last: usize) -> bool {
+        let mut at = last + 1;
+        while self
+            .raw
+            .get(at)
+            .is_some_and(|w| matches!(w.as_str(), "status" | "state"))
+        {
+            at += 1;
+        }
+        self.denials_after
+            && self
+                .raw
+                .get(at)
+                .is_some_and(|w| UNKNOWN_AFTER.contains(&w.as_str()))
+    }
+
+    /// Whether the clause is a bare answer: besides numbers, only unit words, grammar, and
+    /// words of what was asked ("70", "70 years old", "about 3 nights").
+    fn bare_answer(&self, asked: &[String]) -> bool {
+        self.raw.iter().zip(&self.words).all(|(raw, stemmed)| {
+            raw.chars().all(|c| c.is_ascii_digit() || c == '.')
+                || UNIT_WORDS.contains(&raw.as_str())
+                || GRAMMAR_WORDS.contains(&raw.as_str())
+                || asked.contains(stemmed)
+        })
     }
 
     /// Whether every word of `name` is in this clause, whatever it says of it.
@@ -960,6 +1003,30 @@ fn name_words(symbol: &str, stricter: bool) -> Vec<String> {
         .collect()
 }
 
+/// The words (stemmed) of what an assistant's turn asks: its questions, or the whole turn when
+/// none ends with `?` ("Please tell me your tier.").
+fn asked_words(text: &str) -> Vec<String> {
+    let all = sentences(text);
+    let questions: Vec<&String> = all.iter().filter(|(_, q)| *q).map(|(s, _)| s).collect();
+    let from: Vec<&String> = if questions.is_empty() {
+        all.iter().map(|(s, _)| s).collect()
+    } else {
+        questions
+    };
+    from.iter()
+        .flat_map(|s| raw_words(s))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// Words a bare answer with a number may hold besides it ("70 years old", "2 kids").
+const UNIT_WORDS: &[&str] = &[
+    "year", "years", "old", "yo", "dollar", "dollars", "usd", "eur", "euro", "euros", "day",
+    "days", "night", "nights", "week", "weeks", "month", "months", "kid", "kids", "child",
+    "children", "people", "person", "persons", "adult", "adults", "percent", "about", "exactly",
+    "just", "only", "yes", "no", "it", "its", "a", "an",
+];
+
 /// The words that name a variable: its name's, without [`PERSON_WORDS`] unless nothing else
 /// is left ("customerAge" is named by "age", "isEmployee" by "employee").
 fn variable_words(variable: &str, stricter: bool) -> Vec<String> {
@@ -1259,12 +1326,46 @@ mod tests {
             "No credits.",
             "(not usesCredits)"
         ));
+        // An open question answered by an enum value names the variable, not the value.
+        assert!(after(
+            "What is your membership tier?",
+            "Gold.",
+            "(= tier GOLD)"
+        ));
+        assert!(after("Please tell me your tier.", "Gold", "(= tier GOLD)"));
+        // A number, only as a bare answer.
+        assert!(after("How old are you?", "70", "(= customerAge 70)"));
+        assert!(after(
+            "How old are you?",
+            "70 years old.",
+            "(= customerAge 70)"
+        ));
+        assert!(!after(
+            "Hello! How can I help?",
+            "Seniors 65 and over enter free. What do I pay?",
+            "(>= customerAge 65)"
+        ));
+        assert!(!after(
+            "Hello! How can I help?",
+            "Adults pay 70.",
+            "(= customerAge 70)"
+        ));
         // Not knowing is neither a no nor a yes.
         assert!(!ok(
             "I'm not sure about my outstanding fines. Can I borrow?",
             "(not hasOutstandingFines)"
         ));
         assert!(!ok("I don't know my membership status.", "(not isMember)"));
+        assert!(!ok(
+            "I have no idea about my outstanding fines.",
+            "(not hasOutstandingFines)"
+        ));
+        assert!(!ok(
+            "I'm unsure about my outstanding fines.",
+            "hasOutstandingFines"
+        ));
+        // Other words of wanting do not hide a stated fact.
+        assert!(ok("My plan: I am a gold member.", "(= tier GOLD)"));
         // A yes to an either/or question picks neither.
         assert!(!after(
             "Are you a member or an employee?",
@@ -1288,6 +1389,7 @@ mod tests {
         assert!(!tool(r#"{"isMember": null}"#, "isMember"));
         assert!(!tool(r#"{"member": "unknown"}"#, "isMember"));
         assert!(!tool(r#"{"member": "expired"}"#, "isMember"));
+        assert!(!tool(r#"{"membership_status": "expired"}"#, "isMember"));
         assert!(tool(r#"{"isMember": true}"#, "isMember"));
     }
 

@@ -78,8 +78,8 @@ pub const FORMAT_VERSION: u32 = 8;
 /// From this format on, grounding ([`crate::grounding`]) holds a premise to what the user
 /// said more closely, as a review found it did not: a user's turn after the assistant's that
 /// does not speak of the user ("Gold members enter free") states only what the assistant's
-/// question asked about (before, any such turn counted, so a rule the user repeated was a fact
-/// about them); "I'm not sure about my fines" denies nothing (it grounded "no fines"); a yes
+/// question asked about, and a number only as a bare answer ("70 years old") (before, any such
+/// turn counted, so a rule the user repeated was a fact about them); "I'm not sure about my fines" denies nothing (it grounded "no fines"); a yes
 /// to "are you a student or a senior?" grounds neither; "not" is a word of a name
 /// (`isNotMember` was named by "member"); and a tool's `null`, "unknown" or "expired" after a
 /// name affirms nothing.
