@@ -1011,7 +1011,16 @@ fn asked_words(text: &str) -> Vec<String> {
     let from: Vec<&String> = if questions.is_empty() {
         all.iter().map(|(s, _)| s).collect()
     } else {
+        // A wish or a condition asks nothing of what is so: "would you like to join our
+        // membership program?" answered "membership sounds good" is no membership.
         questions
+            .into_iter()
+            .filter(|q| {
+                !raw_words(q).iter().any(|w| {
+                    HYPOTHETICAL.contains(&w.as_str()) || NOT_ABOUT_WHAT_IS.contains(&w.as_str())
+                })
+            })
+            .collect()
     };
     from.iter()
         .flat_map(|s| raw_words(s))
@@ -1333,6 +1342,12 @@ mod tests {
             "(= tier GOLD)"
         ));
         assert!(after("Please tell me your tier.", "Gold", "(= tier GOLD)"));
+        // A wish asks nothing of what is so.
+        assert!(!after(
+            "Would you like to join our membership program?",
+            "Membership sounds good.",
+            "isMember"
+        ));
         // A number, only as a bare answer.
         assert!(after("How old are you?", "70", "(= customerAge 70)"));
         assert!(after(
