@@ -68,12 +68,12 @@ const NEGATIONS: &[&str] = &[
 /// with a "no" about something else.
 const DENIALS_AFTER: &[&str] = &["no", "false", "none", "0", "zero", "never"];
 
-/// Words right after a name in a tool's result that leave it unknown, or say it is not what
-/// the name says (`{"isMember": null}`, `{"membership_status": "expired"}`): neither affirmed
-/// nor denied.
 /// Words that, after a negation, say the writer does not know ("not sure", "no idea").
 const NOT_KNOWING: &[&str] = &["know", "sure", "remember", "recall", "idea", "certain"];
 
+/// Words right after a name in a tool's result that leave it unknown, or say it is not what
+/// the name says (`{"isMember": null}`, `{"membership_status": "expired"}`): neither affirmed
+/// nor denied.
 const UNKNOWN_AFTER: &[&str] = &[
     "null",
     "nil",
@@ -516,7 +516,7 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements) -> bool {
                     || name.iter().all(|w| turn.asked.contains(w))
                     // "What is your tier?" answered "Gold": asked by its variable.
                     || (matches!(fact.constant, Constant::Enum(_))
-                        && variable_words(fact.variable, true)
+                        && variable_words(fact.variable, turn.stricter)
                             .iter()
                             .all(|w| turn.asked.contains(w))))
         })
@@ -1094,6 +1094,18 @@ mod tests {
         grounded_in(&[user(turn)], 0, logic, &config(false))
     }
 
+    /// Whether the user's `answer` to the assistant's `assistant` turn, after the user's
+    /// `first`, bears out `logic` by the rules of audit format `format`.
+    fn answering(first: &str, assistant: &str, answer: &str, logic: &str, format: u32) -> bool {
+        let turns = [
+            user(first),
+            ConversationTurn::new(TurnRole::Assistant, assistant),
+            user(answer),
+        ];
+        let config = config(false);
+        Grounds::new(&turns, &config, format).grounded(2, logic)
+    }
+
     #[test]
     fn a_fact_without_a_number_must_be_stated_not_asked_nor_denied() {
         // The first review's case: nothing in the question says the buyer is a member.
@@ -1306,16 +1318,7 @@ mod tests {
     #[test]
     fn a_review_of_grounding_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {
-            grounded_in(
-                &[
-                    user("Hi"),
-                    ConversationTurn::new(TurnRole::Assistant, assistant),
-                    user(answer),
-                ],
-                2,
-                logic,
-                &config(false),
-            )
+            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
         };
         // Any user turn after the assistant's was read as an answer, "I" or not.
         assert!(!after(
@@ -1408,6 +1411,39 @@ mod tests {
         assert!(tool(r#"{"isMember": true}"#, "isMember"));
     }
 
+    /// A trail of audit format 7 replays by format 7's grounding: none of format 8's rules
+    /// applies to it (each case here grounds under 7 and not under 8).
+    #[test]
+    fn format_7_grounds_by_its_own_rules() {
+        for (assistant, answer, logic) in [
+            (
+                "Hello! How can I help?",
+                "Gold members enter free.",
+                "(= tier GOLD)",
+            ),
+            (
+                "Hello! How can I help?",
+                "Adults pay 70.",
+                "(= customerAge 70)",
+            ),
+            ("Are you a member or an employee?", "Yes", "isMember"),
+            (
+                "Hi!",
+                "I'm not sure about my outstanding fines.",
+                "(not hasOutstandingFines)",
+            ),
+        ] {
+            assert!(
+                answering("Hi", assistant, answer, logic, 7),
+                "{answer}: {logic}"
+            );
+            assert!(
+                !answering("Hi", assistant, answer, logic, 8),
+                "{answer}: {logic}"
+            );
+        }
+    }
+
     /// "not" in a name is one of its words: `isNotMember` is not named by "member" alone.
     #[test]
     fn not_in_a_name_is_a_word_of_it() {
@@ -1428,15 +1464,12 @@ mod tests {
     #[test]
     fn a_yes_or_no_states_the_assistants_question() {
         let asked = |q: &str, a: &str, logic: &str| {
-            grounded_in(
-                &[
-                    user("How much is my ticket?"),
-                    ConversationTurn::new(TurnRole::Assistant, q),
-                    user(a),
-                ],
-                2,
+            answering(
+                "How much is my ticket?",
+                q,
+                a,
                 logic,
-                &config(false),
+                crate::audit::FORMAT_VERSION,
             )
         };
         assert!(asked("Are you a member?", "Yes", "isMember"));
