@@ -189,6 +189,116 @@ const FIRST_PERSON: &[&str] = &[
     "i", "im", "ive", "id", "ill", "my", "me", "we", "our", "us", "mine",
 ];
 
+/// Words right after "I" (past [`AUXILIARIES`]) that report what the writer believes or was
+/// told rather than state a fact about them ("Gold members enter free, I think"; "I heard
+/// seniors enter free"): from audit format 9 such an "I" does not speak of the user.
+const REPORTING: &[&str] = &[
+    "think",
+    "thought",
+    "believe",
+    "believed",
+    "heard",
+    "hear",
+    "read",
+    "guess",
+    "understand",
+    "understood",
+    "know",
+    "knew",
+    "hope",
+    "feel",
+    "felt",
+    "reckon",
+    "gather",
+    "expect",
+    "learned",
+    "learnt",
+    "noticed",
+    "saw",
+    "see",
+    "told",
+    "suspect",
+    "doubt",
+    "bet",
+    "recall",
+    "remember",
+    "mean",
+    "say",
+    "said",
+    "figure",
+    "presume",
+];
+
+/// Words that may stand between "I" and a [`REPORTING`] word ("I have read", "I was told").
+const AUXILIARIES: &[&str] = &[
+    "was", "were", "am", "have", "had", "been", "do", "did", "just", "also", "really", "always",
+    "once", "recently", "already", "still", "often",
+];
+
+/// Words after "my" or "our" that make it someone else's fact or an opinion, not the user's
+/// ("my wife is a member", "in my opinion gold members enter free"): from audit format 9.
+const OTHERS: &[&str] = &[
+    "wife",
+    "husband",
+    "partner",
+    "spouse",
+    "friend",
+    "friends",
+    "son",
+    "sons",
+    "daughter",
+    "daughters",
+    "kid",
+    "kids",
+    "child",
+    "children",
+    "mother",
+    "mom",
+    "mum",
+    "father",
+    "dad",
+    "parent",
+    "parents",
+    "brother",
+    "brothers",
+    "sister",
+    "sisters",
+    "colleague",
+    "colleagues",
+    "boss",
+    "neighbor",
+    "neighbour",
+    "neighbors",
+    "neighbours",
+    "family",
+    "grandmother",
+    "grandfather",
+    "grandma",
+    "grandpa",
+    "aunt",
+    "uncle",
+    "cousin",
+    "boyfriend",
+    "girlfriend",
+    "roommate",
+    "coworker",
+    "coworkers",
+    "opinion",
+    "understanding",
+    "knowledge",
+    "view",
+    "guess",
+    "impression",
+];
+
+/// Words that make a bare answer besides what was asked and the fact's own name ("Yes, gold.",
+/// "It's the low season."): from audit format 9 an answer without "I" or "my" names a fact
+/// only with these, so "Gold members enter free" answering "Are you a gold member?" names none.
+const ANSWER_FILLER: &[&str] = &[
+    "a", "an", "its", "it", "yes", "yeah", "yep", "no", "nope", "none", "zero", "0", "1", "one",
+    "single", "just", "only", "please", "right", "correct", "sure", "thanks",
+];
+
 /// Abbreviations whose point does not end a sentence.
 const ABBREVIATIONS: &[&str] = &["eg", "ie", "etc", "mr", "mrs", "ms", "dr", "vs", "approx"];
 
@@ -225,6 +335,8 @@ pub(crate) struct Grounds<'a> {
     /// Audit format 8's rules ([`crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE`]); a trail of
     /// an earlier format replays by its own.
     stricter: bool,
+    /// Audit format 9's ([`crate::audit::OWN_WORDS_SINCE`]).
+    own_words: bool,
 }
 
 /// A turn's statements (with what a yes or no to the assistant's question states), and the
@@ -237,6 +349,8 @@ struct TurnStatements {
     asked: Vec<String>,
     /// Format 8's rules (see [`Grounds`]).
     stricter: bool,
+    /// Format 9's.
+    own_words: bool,
 }
 
 impl<'a> Grounds<'a> {
@@ -248,6 +362,7 @@ impl<'a> Grounds<'a> {
     ) -> Self {
         Grounds {
             stricter: format >= crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE,
+            own_words: format >= crate::audit::OWN_WORDS_SINCE,
             conversation,
             config,
             enum_values: config
@@ -274,7 +389,35 @@ impl<'a> Grounds<'a> {
         let Some(Some(turn)) = self.turns.get(at).map(|c| c.get_or_init(|| self.read(at))) else {
             return false;
         };
-        facts.iter().all(|f| fact_grounded(f, turn))
+        facts
+            .iter()
+            .all(|f| fact_grounded(f, turn, &self.described(f)))
+    }
+
+    /// The words (stemmed) of what the policy says the fact's variable and value mean, which an
+    /// answer may use besides what was asked ("Gold member" for a tier described as "the
+    /// customer's membership tier"); empty before format 9, where nothing reads them.
+    fn described(&self, fact: &Fact) -> Vec<String> {
+        if !self.own_words {
+            return Vec::new();
+        }
+        let vocabulary = &self.config.vocabulary;
+        let variable = vocabulary
+            .variables
+            .iter()
+            .filter(|v| v.name == fact.variable)
+            .filter_map(|v| v.description.as_deref());
+        let value = vocabulary
+            .types
+            .iter()
+            .flat_map(|t| &t.values)
+            .filter(|v| matches!(fact.constant, Constant::Enum(e) if e == v.value))
+            .filter_map(|v| v.description.as_deref());
+        variable
+            .chain(value)
+            .flat_map(raw_words)
+            .map(|w| stem(&w))
+            .collect()
     }
 
     /// What turn `at` states; `None` for a system prompt the operator did not say states facts.
@@ -289,8 +432,8 @@ impl<'a> Grounds<'a> {
             TurnRole::User => Speaker::User,
             _ => Speaker::Record,
         };
-        let stricter = self.stricter;
-        let mut statements: Vec<Clause> = clauses(&turn.text, speaker, stricter)
+        let (stricter, own_words) = (self.stricter, self.own_words);
+        let mut statements: Vec<Clause> = clauses(&turn.text, speaker, stricter, own_words)
             .into_iter()
             .filter(|c| c.statement)
             .collect();
@@ -323,11 +466,16 @@ impl<'a> Grounds<'a> {
                 .filter(|n| !n.is_empty())
                 .collect();
             statements.extend(
-                answered(&self.conversation[at - 1].text, &turn.text, stricter)
-                    .into_iter()
-                    // A no to a question naming two facts denies only one of them, not both.
-                    .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
-                    .map(|(c, _)| c),
+                answered(
+                    &self.conversation[at - 1].text,
+                    &turn.text,
+                    stricter,
+                    own_words,
+                )
+                .into_iter()
+                // A no to a question naming two facts denies only one of them, not both.
+                .filter(|(c, no)| !no || names.iter().filter(|n| c.names(n)).count() <= 1)
+                .map(|(c, _)| c),
             );
         }
         Some(TurnStatements {
@@ -335,6 +483,7 @@ impl<'a> Grounds<'a> {
             numbers,
             asked,
             stricter,
+            own_words,
         })
     }
 }
@@ -483,7 +632,9 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
     }
 }
 
-fn fact_grounded(fact: &Fact, turn: &TurnStatements) -> bool {
+/// Whether `turn` bears out `fact`; `described` holds the words of what the policy says the
+/// fact's variable and value mean.
+fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bool {
     let (numbers, statements) = (&turn.numbers, &turn.statements);
     let (name, want) = match fact.constant {
         // The stated number is taken as the variable's value: the fact must hold of it ("I am
@@ -512,13 +663,15 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements) -> bool {
         && statements.iter().any(|c| {
             c.mention(&name).is_some_and(|n| n == negated)
                 && (want != Some(Count::One) || c.says_one())
-                && (!c.only_as_asked
-                    || name.iter().all(|w| turn.asked.contains(w))
+                && (!c.only_as_asked || {
+                    let variable = variable_words(fact.variable, turn.stricter);
                     // "What is your tier?" answered "Gold": asked by its variable.
-                    || (matches!(fact.constant, Constant::Enum(_))
-                        && variable_words(fact.variable, turn.stricter)
-                            .iter()
-                            .all(|w| turn.asked.contains(w))))
+                    let by_variable = matches!(fact.constant, Constant::Enum(_))
+                        && variable.iter().all(|w| turn.asked.contains(w));
+                    (name.iter().all(|w| turn.asked.contains(w)) || by_variable)
+                        && (!turn.own_words
+                            || c.only_answers(&[&turn.asked, &name, &variable, described]))
+                })
         })
 }
 
@@ -539,6 +692,8 @@ struct Clause {
     only_as_asked: bool,
     /// Format 8's rules (see [`Grounds`]).
     stricter: bool,
+    /// Format 9's.
+    own_words: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -564,6 +719,7 @@ impl Clause {
             denials_after: false,
             only_as_asked: false,
             stricter: false,
+            own_words: false,
         }
     }
 
@@ -579,6 +735,11 @@ impl Clause {
             let at = self.words.iter().position(|w| w == n)?;
             first = first.min(at);
             last = last.max(at);
+        }
+        // "not" names with the word after it in the name, right after it ("not a member" for
+        // `isNotMember`), not anywhere ("a member who has not paid").
+        if self.own_words && !self.not_before_its_word(name) {
+            return None;
         }
         let before = self.raw[..first]
             .iter()
@@ -635,6 +796,36 @@ impl Clause {
                 .is_some_and(|w| UNKNOWN_AFTER.contains(&w.as_str()))
     }
 
+    /// Whether a "not" of `name` stands right before the name's next word (past "a", "an",
+    /// "the"); true for a name without "not".
+    fn not_before_its_word(&self, name: &[String]) -> bool {
+        let Some(i) = name.iter().position(|w| w == "not") else {
+            return true;
+        };
+        let Some(next) = name.get(i + 1) else {
+            return true;
+        };
+        self.words.iter().enumerate().any(|(at, w)| {
+            w == "not"
+                && self.words[at + 1..]
+                    .iter()
+                    .find(|w| !matches!(w.as_str(), "a" | "an" | "the"))
+                    == Some(next)
+        })
+    }
+
+    /// Whether the clause, an answer without "I" or "my", says nothing but [`ANSWER_FILLER`],
+    /// grammar and the `allowed` words (what was asked, the fact's name, its variable's and
+    /// what the policy says they mean): "Gold.", "Yes, low season.", "No credits."; not "Gold
+    /// members enter free" answering "Are you a gold member?", which repeats a rule.
+    fn only_answers(&self, allowed: &[&[String]]) -> bool {
+        self.raw.iter().zip(&self.words).all(|(raw, stemmed)| {
+            GRAMMAR_WORDS.contains(&raw.as_str())
+                || ANSWER_FILLER.contains(&raw.as_str())
+                || allowed.iter().any(|words| words.contains(stemmed))
+        })
+    }
+
     /// Whether the clause is a bare answer: besides numbers, only unit words, grammar, and
     /// words of what was asked ("70", "70 years old", "about 3 nights").
     fn bare_answer(&self, asked: &[String]) -> bool {
@@ -666,7 +857,7 @@ impl Clause {
 /// much?", not "for members, is it free?"), and a piece with "if", "whether", "would" and the
 /// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
 /// prompt) state every piece.
-fn clauses(text: &str, speaker: Speaker, stricter: bool) -> Vec<Clause> {
+fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec<Clause> {
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
         let pieces = pieces_of(&sentence);
@@ -674,13 +865,11 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool) -> Vec<Clause> {
         let mut negations = 0;
         // A statement speaks of the user somewhere in its sentence ("I pay cash, no
         // credits"); a question's pieces before its last each must ("I'm 70, how much?").
-        let sentence_first_person = raw_words(&sentence)
-            .iter()
-            .any(|w| FIRST_PERSON.contains(&w.as_str()));
+        let sentence_first_person = speaks_of_self(&raw_words(&sentence), own_words);
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
             let first_person = if question {
-                raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
+                speaks_of_self(&raw, own_words)
             } else {
                 sentence_first_person
             };
@@ -698,6 +887,7 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool) -> Vec<Clause> {
                 c.denials_after = speaker == Speaker::Record;
                 c.only_as_asked = only_as_asked;
                 c.stricter = stricter;
+                c.own_words = own_words;
                 negations += c
                     .raw
                     .iter()
@@ -708,6 +898,29 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool) -> Vec<Clause> {
         }
     }
     out
+}
+
+/// Whether words speak of their writer: a [`FIRST_PERSON`] word, and from audit format 9
+/// (`own_words`) not "me" or "us" (a request: "tell me the price"), not "I" reporting a belief
+/// or hearsay ("I think", "I was told"), and not "my" or "our" before someone else or an
+/// opinion ("my wife", "in my opinion").
+fn speaks_of_self(raw: &[String], own_words: bool) -> bool {
+    raw.iter().enumerate().any(|(i, w)| {
+        if !FIRST_PERSON.contains(&w.as_str()) {
+            return false;
+        }
+        if !own_words {
+            return true;
+        }
+        let after = || raw[i + 1..].iter().map(String::as_str);
+        match w.as_str() {
+            "me" | "us" => false,
+            "my" | "our" => !after().next().is_some_and(|n| OTHERS.contains(&n)),
+            _ => !after()
+                .find(|n| !AUXILIARIES.contains(n))
+                .is_some_and(|n| REPORTING.contains(&n)),
+        }
+    })
 }
 
 /// The sentences of a text, each with whether it ends with `?`.
@@ -807,7 +1020,7 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
 /// question about the user ([`YES_NO_OPENERS`]) answered by a short yes or no (one answer
 /// per question, line by line, or one answer to a single question), as a statement, negated
 /// for no; with whether it was a no.
-fn answered(asked: &str, answer: &str, stricter: bool) -> Vec<(Clause, bool)> {
+fn answered(asked: &str, answer: &str, stricter: bool, own_words: bool) -> Vec<(Clause, bool)> {
     // "(yes/no)" and other asides are not part of what is asked.
     let mut depth = 0usize;
     let asked: String = asked
@@ -870,6 +1083,7 @@ fn answered(asked: &str, answer: &str, stricter: bool) -> Vec<(Clause, bool)> {
             let text = if yes { q } else { format!("not {q}") };
             let mut c = Clause::new(&text, true, 0);
             c.stricter = stricter;
+            c.own_words = own_words;
             Some((c, !yes))
         })
         .collect()
@@ -1444,6 +1658,108 @@ mod tests {
         }
     }
 
+    /// What format 9 closed: words that are not the user's statement of a fact about
+    /// themself (a belief, hearsay, someone else's fact, a request, a rule echoing the
+    /// assistant's question) were read as one.
+    #[test]
+    fn only_the_users_own_words_about_themself_ground() {
+        // "I" reporting a belief or hearsay, "my" before someone else, "me" in a request.
+        assert!(!ok("Gold members enter free, I think.", "(= tier GOLD)"));
+        assert!(!ok("I heard gold members enter free.", "(= tier GOLD)"));
+        assert!(!ok("I was told gold members enter free.", "(= tier GOLD)"));
+        assert!(!ok("I've read that members get free shipping.", "isMember"));
+        assert!(!ok("My wife is a member.", "isMember"));
+        assert!(!ok("In my opinion members should pay less.", "isMember"));
+        assert!(!ok(
+            "Gold members enter free, tell me the price.",
+            "(= tier GOLD)"
+        ));
+        // The user's own statements still ground, with a belief beside them or not.
+        assert!(ok("I think I'm a gold member.", "(= tier GOLD)"));
+        assert!(ok("I am a gold member, I think.", "(= tier GOLD)"));
+        assert!(ok("I have a membership. Is shipping free?", "isMember"));
+        assert!(ok("My wife and I are members.", "isMember"));
+        assert!(ok("My tier is gold.", "(= tier GOLD)"));
+        assert!(ok("I pay cash, no credits.", "(not usesCredits)"));
+        // An answer without "I" or "my" names a fact only as a bare answer.
+        let after = |assistant: &str, answer: &str, logic: &str| {
+            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+        };
+        assert!(!after(
+            "Are you a gold member?",
+            "Gold members enter free.",
+            "(= tier GOLD)"
+        ));
+        assert!(!after(
+            "Is your visit in the low season?",
+            "Low season visits are cheaper.",
+            "isLowSeason"
+        ));
+        assert!(after("Are you a gold member?", "Gold.", "(= tier GOLD)"));
+        assert!(after("What is your tier?", "Yes, gold.", "(= tier GOLD)"));
+        assert!(after(
+            "Is your visit in the low season?",
+            "It's the low season.",
+            "isLowSeason"
+        ));
+        assert!(after(
+            "Do you have outstanding fines?",
+            "No outstanding fines.",
+            "(= outstandingFines 0)"
+        ));
+        // What the policy says a variable means may be in the answer.
+        let def = PolicyDefinition::from_json(
+            r#"{"types": [{"name": "Tier", "values": [{"value": "GOLD"}, {"value": "SILVER"}]}],
+                "variables": [{"name": "tier", "type": "Tier",
+                               "description": "The customer's membership tier."}]}"#,
+        )
+        .unwrap();
+        let c = TranslationConfig::new(&def, 2, 1, 1.0);
+        let turns = |answer: &str| {
+            [
+                user("Hi"),
+                ConversationTurn::new(TurnRole::Assistant, "What is your tier?"),
+                user(answer),
+            ]
+        };
+        let grounds = |answer: &str| {
+            let t = turns(answer);
+            Grounds::new(&t, &c, crate::audit::FORMAT_VERSION).grounded(2, "(= tier GOLD)")
+        };
+        assert!(grounds("Gold member."));
+        assert!(!grounds("Gold members enter free."));
+    }
+
+    /// A trail of audit format 8 replays by format 8's grounding: none of format 9's rules
+    /// applies to it (each case here grounds under 8 and not under 9).
+    #[test]
+    fn format_8_grounds_by_its_own_rules() {
+        for (first, assistant, answer, logic) in [
+            (
+                "Hi",
+                "Hello!",
+                "Gold members enter free, I think.",
+                "(= tier GOLD)",
+            ),
+            ("Hi", "Hello!", "My wife is a member.", "isMember"),
+            (
+                "Hi",
+                "Are you a gold member?",
+                "Gold members enter free.",
+                "(= tier GOLD)",
+            ),
+        ] {
+            assert!(
+                answering(first, assistant, answer, logic, 8),
+                "{answer}: {logic}"
+            );
+            assert!(
+                !answering(first, assistant, answer, logic, 9),
+                "{answer}: {logic}"
+            );
+        }
+    }
+
     /// "not" in a name is one of its words: `isNotMember` is not named by "member" alone.
     #[test]
     fn not_in_a_name_is_a_word_of_it() {
@@ -1459,6 +1775,11 @@ mod tests {
         assert!(!says("I am a member.", "(= status NOT_MEMBER)"));
         assert!(says("I am not a member.", "isNotMember"));
         assert!(says("I am a member.", "(= status MEMBER)"));
+        // From format 9 the "not" must stand before the rest of the name.
+        assert!(!says("I'm a member who has not paid.", "isNotMember"));
+        assert!(says("I'm not a member yet.", "isNotMember"));
+        assert!(says("I am not a member.", "(= status NOT_MEMBER)"));
+        assert!(!says("I'm a member, not a guest.", "(= status NOT_MEMBER)"));
     }
 
     #[test]

@@ -1127,6 +1127,15 @@ fn version_7_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(7);
 }
 
+/// Trails written in format 8, before "I think", "I was told", "my wife" and "tell me" stopped
+/// speaking of the user, before an answer without "I" had to be a bare answer to name a
+/// fact, and before a "not" in a name had to stand before the rest of it (the fixtures as
+/// they were then), with the reports that version produced.
+#[test]
+fn version_8_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(8);
+}
+
 /// Format 7 on the thread `trails-v6.json` holds as format 6 ran it: the system prompt's
 /// threshold and a membership no turn mentions are checked as claims, not taken as given.
 #[test]

@@ -73,7 +73,23 @@ pub use replay::{
 ///   assistant asked; not knowing is not a no; a yes to an either/or question picks neither;
 ///   "not" is a word of a name; a tool's `null` or "expired" affirms nothing
 ///   ([`ANSWERS_GROUNDED_AS_ASKED_SINCE`]).
-pub const FORMAT_VERSION: u32 = 8;
+/// - 9: "I think", "I was told", "my wife", "tell me" do not speak of the user; an answer
+///   without "I" or "my" names a fact only in a bare answer; "not" in a name must stand before
+///   the rest of it ([`OWN_WORDS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 9;
+
+/// From this format on, grounding ([`crate::grounding`]) closes three ways format 8 still
+/// took words that were not the user's statement of a fact about themself as one:
+/// - "I" reporting a belief or hearsay ("Gold members enter free, I think", "I was told
+///   seniors enter free"), "my" or "our" before someone else or an opinion ("my wife is a
+///   member", "in my opinion"), and "me" or "us" ("gold members enter free, tell me the
+///   price") no longer make a sentence speak of the user;
+/// - an answer without "I" or "my" names a fact only when it says nothing else than what was
+///   asked, the fact's name and what the policy says it means ("Gold.", "No credits."): "Gold
+///   members enter free" answering "Are you a gold member?" repeated the question's words;
+/// - a "not" in a name must stand right before the name's next word ("not a member" for
+///   `isNotMember`; "a member who has not paid" named it).
+pub const OWN_WORDS_SINCE: u32 = 9;
 
 /// From this format on, grounding ([`crate::grounding`]) holds a premise to what the user
 /// said more closely, as a review found it did not: a user's turn after the assistant's that
