@@ -512,9 +512,16 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
     if let Some(f) = message.get("function_call").filter(|v| v.is_object()) {
         calls["function_call"] = function(f);
     }
+    // One of OpenAI's own reasons, or "tool_calls": any other text here is the upstream's, and
+    // a sentence in it reached the app beside the calls, unverified.
     let finish = upstream
         .pointer("/choices/0/finish_reason")
-        .filter(|f| f.is_string())
+        .filter(|f| {
+            matches!(
+                f.as_str(),
+                Some("tool_calls" | "function_call" | "stop" | "length" | "content_filter")
+            )
+        })
         .cloned()
         .unwrap_or(json!("tool_calls"));
     if let Some(choice) = out.pointer_mut("/choices/0").and_then(Value::as_object_mut) {
@@ -1281,11 +1288,13 @@ mod tool_call_tests {
         );
         // Ids and the model name only of an identifier's form.
         let odd = json!({"id": "LEAK: seniors enter free", "model": "LEAK model says yes",
-            "system_fingerprint": "fp 1 LEAK", "choices": [{"message": {"role": "assistant",
+            "system_fingerprint": "fp 1 LEAK", "choices": [{
+            "finish_reason": "LEAK: seniors enter free, you owe $0", "message": {"role": "assistant",
             "content": null, "tool_calls": [{"id": "call 1 LEAK", "type": "function",
             "function": {"name": "price", "arguments": "{}"}}]}}]});
         let out = tool_call_completion(odd, json!({}));
         assert!(!out.to_string().contains("LEAK"), "{out}");
+        assert_eq!(out["choices"][0]["finish_reason"], "tool_calls");
         assert_eq!(
             identifier(Some(&json!("anthropic.claude-3-5-sonnet-20240620-v1:0"))),
             Some("anthropic.claude-3-5-sonnet-20240620-v1:0")

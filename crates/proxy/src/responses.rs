@@ -101,10 +101,10 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
                     kind.unwrap_or_default()
                 ));
             }
-            for part in item
-                .get("content")
-                .and_then(Value::as_array)
+            // A function call's output may be a list of parts too (text, images, files).
+            for part in ["content", "output"]
                 .into_iter()
+                .filter_map(|k| item.get(k).and_then(Value::as_array))
                 .flatten()
             {
                 let kind = part.get("type").and_then(Value::as_str).unwrap_or("");
@@ -441,6 +441,10 @@ mod tests {
                            "text": {"format": {"type": "text"}},
                            "conversation": null, "prompt": null});
         assert_eq!(super::unsupported_in_request(&plain), None);
+        // Text parts in a function call's output go through.
+        let text_output = json!({"input": [{"type": "function_call_output", "call_id": "c1",
+                                            "output": [{"type": "input_text", "text": "ok"}]}]});
+        assert_eq!(super::unsupported_in_request(&text_output), None);
         let cases = [
             (
                 json!({"input": "hi", "tools": [{"type": "web_search"}]}),
@@ -468,6 +472,15 @@ mod tests {
             ),
             (
                 json!({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}),
+                "`input_image`",
+            ),
+            // A function call's output as parts: an image in it was dropped, not refused.
+            (
+                json!({"input": [{"role": "user", "content": "What do I pay?"},
+                                 {"type": "function_call", "call_id": "c1", "name": "scan", "arguments": "{}"},
+                                 {"type": "function_call_output", "call_id": "c1",
+                                  "output": [{"type": "input_text", "text": "scan:"},
+                                             {"type": "input_image", "image_url": "data:x"}]}]}),
                 "`input_image`",
             ),
         ];

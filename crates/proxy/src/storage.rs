@@ -63,6 +63,32 @@ pub struct ThreadSummary {
     pub updated_at: i64,
     /// The outcome's status, once the thread ended.
     pub verdict: Option<String>,
+    /// In a listing by owner, what the thread's first audit record says of its owner, read by
+    /// the listing's own query; `None` for a thread with no record yet, and in a listing of
+    /// every thread.
+    pub first_record: Option<FirstRecordOwner>,
+}
+
+/// The parts of a thread's first audit record that name its owner: enough to hold the owners'
+/// table to the trail without reading whole records (a THREAD_STARTED record holds the
+/// conversation, up to the body limit, and a listing read 200 of them, one query each).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FirstRecordOwner {
+    /// The record's kind (THREAD_STARTED for a trail as written).
+    pub kind: Option<String>,
+    /// Its body's `owner` member as JSON text, when it has one.
+    pub owner: Option<String>,
+}
+
+impl FirstRecordOwner {
+    /// The record as far as its owner goes, for [`proofgate_core::audit::ThreadStarted::owner_in_trail`].
+    pub fn as_record(&self) -> Result<Value, serde_json::Error> {
+        let mut body = serde_json::Map::new();
+        if let Some(owner) = &self.owner {
+            body.insert("owner".into(), serde_json::from_str(owner)?);
+        }
+        Ok(serde_json::json!({"kind": self.kind, "body": body}))
+    }
 }
 
 /// A thread as stored: the serialized state machine plus columns to query by.
@@ -259,7 +285,15 @@ pub struct Store {
     /// How long a connection stays open unused (`None`: always). The pools close their idle
     /// ones; the journal closes the writer's.
     pub(crate) idle: Option<std::time::Duration>,
+    /// When the database last answered a health check: one check at a time, and its answer
+    /// stands for [`PING_FRESH`].
+    last_ping: Arc<tokio::sync::Mutex<Option<std::time::Instant>>>,
 }
+
+/// How long a health check's answer stands: `/healthz` takes no key and no limit, and a
+/// round trip to the database on each of its calls let anyone flooding it hold the pool's
+/// connections from every key's requests.
+const PING_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Aborts a task when dropped.
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -537,6 +571,7 @@ impl Store {
             wal_restart_bytes: WAL_RESTART_BYTES,
             wal_restart_log_bytes: WAL_RESTART_LOG_BYTES,
             idle,
+            last_ping: Default::default(),
         })
     }
 
@@ -759,9 +794,21 @@ impl Store {
             "SELECT t.id, t.status, substr(t.question, 1, 1000) AS question, t.created_at, \
              t.updated_at, {verdict} AS verdict"
         );
+        // The first record's owner, read in the same query (the database reads the JSON).
+        let (first_owner, first_kind) = if self.sqlite {
+            ("r.record -> 'body' -> 'owner'", "r.record ->> 'kind'")
+        } else {
+            (
+                "CAST(CAST(r.record AS JSON) -> 'body' -> 'owner' AS TEXT)",
+                "CAST(r.record AS JSON) ->> 'kind'",
+            )
+        };
         let query = match owner {
             Some(o) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "{columns} FROM thread_owners o JOIN threads t ON t.id = o.thread_id \
+                "{columns}, CAST(CASE WHEN r.thread_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_first, {first_owner} AS first_owner, \
+                 {first_kind} AS first_kind \
+                 FROM thread_owners o JOIN threads t ON t.id = o.thread_id \
+                 LEFT JOIN audit_records r ON r.thread_id = t.id AND r.seq = 0 \
                  WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY o.created_at DESC LIMIT $3"
             )))
             .bind(o.key.clone())
@@ -785,6 +832,15 @@ impl Store {
                     created_at: r.try_get("created_at").map_err(read())?,
                     updated_at: r.try_get("updated_at").map_err(read())?,
                     verdict: r.try_get("verdict").map_err(read())?,
+                    first_record: match owner {
+                        Some(_) if r.try_get::<i64, _>("has_first").map_err(read())? == 1 => {
+                            Some(FirstRecordOwner {
+                                kind: r.try_get("first_kind").map_err(read())?,
+                                owner: r.try_get("first_owner").map_err(read())?,
+                            })
+                        }
+                        _ => None,
+                    },
                 })
             })
             .collect()
@@ -1050,12 +1106,19 @@ impl Store {
         Ok(Some((seq as u64, hash)))
     }
 
-    /// Whether the database answers.
+    /// Whether the database answers: asked at most once at a time, and not again within
+    /// [`PING_FRESH`] of an answer (a failure is not remembered: the next call asks again).
     pub async fn ping(&self) -> Result<(), StorageError> {
+        let mut last = self.last_ping.lock().await;
+        if last.is_some_and(|at| at.elapsed() < PING_FRESH) {
+            return Ok(());
+        }
+        *last = None;
         sqlx::query("SELECT 1")
             .execute(&self.pool)
             .await
             .map_err(db("health check"))?;
+        *last = Some(std::time::Instant::now());
         Ok(())
     }
 }
@@ -1092,6 +1155,20 @@ mod tests {
             Err(_) => eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here"),
         }
         out
+    }
+
+    /// A health check's answer stands for a moment: a closed pool still passes right after
+    /// an answer, and fails once it is stale; a failure is not remembered.
+    #[tokio::test]
+    async fn a_health_check_answer_stands_for_a_moment() {
+        for (store, _) in stores("ping").await {
+            store.ping().await.unwrap();
+            store.pool.close().await;
+            store.ping().await.unwrap();
+            *store.last_ping.lock().await = Some(std::time::Instant::now() - PING_FRESH);
+            assert!(store.ping().await.is_err());
+            assert!(store.ping().await.is_err());
+        }
     }
 
     /// Ids unique per test run, since the PostgreSQL database is shared by the tests.

@@ -832,6 +832,20 @@ async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
     let done = chat(&r2, &a, second_turn(first.content(), Some(&user)), &[]).await;
     assert_eq!(done.header("x-proofgate-thread"), id);
     assert_eq!(done.header("x-proofgate-verdict"), "VALID", "{done:?}");
+    // Listed for its owner (the trail's owner read by the listing's own query), not for b.
+    let listed = |key: String| {
+        let (r2, h) = (&r2, &h);
+        async move {
+            get(r2, "/api/threads", &key, h).await.body["threads"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no listing for {key}"))
+                .iter()
+                .map(|t| t["id"].as_str().unwrap_or_default().to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(listed(a.clone()).await.contains(&id));
+    assert!(!listed(b.clone()).await.contains(&id));
     assert_eq!(
         get(&r1, &format!("/api/threads/{id}/audit"), &a, &h)
             .await
@@ -1670,4 +1684,93 @@ async fn a_revoked_keys_lookups_cost_its_address() {
         "{statuses:?}"
     );
     assert!(statuses.contains(&429), "{statuses:?}");
+}
+
+/// Threads continued in the background (their questions timed out, or resumed after an
+/// interrupted step) count among their owner's places: a key leaving many questions
+/// unanswered cannot have them all continued at once and lock the other keys out. They took
+/// any free place, the ones kept for other keys too, and every other key got a 503.
+#[tokio::test]
+async fn threads_continued_in_the_background_count_among_their_owners_places() {
+    let mut script: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap();
+    // The answer rewritten once the questions time out takes long: each continued thread
+    // holds its place meanwhile.
+    script["rules"].as_array_mut().unwrap().insert(
+        0,
+        json!({"match": "did not answer your follow-up questions", "delay_ms": 8000,
+               "reply": "You pay $35.75."}),
+    );
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start(
+        "background-places",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nmax_concurrent_requests = 4\n[loop]\nquestion_timeout_secs = 1\n\
+             [server]\nmaintenance_interval_ms = 200\n",
+        ),
+    );
+    let greedy = new_key(&proxy, "greedy", &["chat", "read"]).await;
+    let other = new_key(&proxy, "other", &["chat", "read"]).await;
+    for _ in 0..4 {
+        let r = post(&proxy, "/api/threads", &greedy, json!({"question": Q2})).await;
+        assert_eq!(r.body["status"], "awaiting_input", "{r:?}");
+    }
+    // The questions time out after 1 s and the maintenance pass continues the threads.
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    // Three of the four were continued; the fourth waits for a place of its owner's.
+    let listed = get(&proxy, "/api/threads", ADMIN_KEY, &[]).await;
+    let processing = listed.body["threads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed:?}"))
+        .iter()
+        .filter(|t| t["status"] == "processing")
+        .count();
+    assert_eq!(processing, 3, "{listed:?}");
+    let r = post(
+        &proxy,
+        "/api/threads",
+        &other,
+        json!({"question": Q2, "wait": false}),
+    )
+    .await;
+    assert_eq!(r.status, 202, "a place is left for another key: {r:?}");
+}
+
+/// A NUL character in any text of a request is refused at the door with a 400 that says so:
+/// PostgreSQL cannot store one in a text column, so a question or end user holding one failed
+/// its thread's write after the LLM calls were spent. An escaped backslash before "u0000" is
+/// text and goes through.
+#[tokio::test]
+async fn a_nul_character_in_a_request_is_refused_at_the_door() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("nul", &secured_config(&v1(&llm), "", ""));
+    let key = new_key(&proxy, "nul app", &["chat", "read"]).await;
+    for body in [
+        json!({"messages": [{"role": "user", "content": Q2}], "user": "a\u{0}b"}),
+        json!({"messages": [{"role": "user", "content": format!("{Q2}\u{0}")}]}),
+    ] {
+        let r = chat(&proxy, &key, body, &[]).await;
+        assert_eq!(r.status, 400, "{r:?}");
+        let message = r.body["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains("NUL"), "{message}");
+    }
+    let r = post(
+        &proxy,
+        "/api/threads",
+        &key,
+        json!({"question": "I am 70. How much will I pay in total for admission? \\u0000"}),
+    )
+    .await;
+    assert_ne!(r.status, 400, "{r:?}");
+    assert_eq!(
+        get(&proxy, "/api/threads", &key, &[]).await.body["threads"]
+            .as_array()
+            .map(Vec::len),
+        Some(1),
+        "only the request without NUL started a thread"
+    );
 }

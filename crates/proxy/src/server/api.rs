@@ -209,6 +209,32 @@ pub(crate) async fn recorded_owner_is(
     Ok(same)
 }
 
+/// [`recorded_owner_is`] for a listed thread, from what its listing read of its first record.
+fn listed_owner_is(
+    t: &crate::storage::ThreadSummary,
+    owner: &crate::storage::ThreadOwner,
+) -> Result<bool, ApiError> {
+    let Some(first) = &t.first_record else {
+        return Ok(true);
+    };
+    let first = first.as_record().map_err(|e| {
+        ApiError::internal(format!("its first record names an unreadable owner: {e}"))
+    })?;
+    let recorded = proofgate_core::audit::ThreadStarted::owner_in_trail(&[first])
+        .map_err(ApiError::internal)?;
+    let same = recorded
+        .as_ref()
+        .is_none_or(|r| *r == proofgate_core::audit::ThreadOwner::from(owner.clone()));
+    if !same {
+        tracing::error!(
+            "thread {}: the owners' table gives it to {owner:?}, its trail to {recorded:?}: \
+             the store was altered",
+            t.id
+        );
+    }
+    Ok(same)
+}
+
 /// `POST /api/threads`.
 pub async fn create_thread(
     State(app): State<Arc<App>>,
@@ -280,7 +306,7 @@ pub async fn list_threads(
         let mut mine = Vec::new();
         for t in app.store.thread_summaries(Some(&owner), 200).await? {
             // One unreadable thread must not hide the others: it is left out, and logged.
-            match recorded_owner_is(&app, &t.id, &owner).await {
+            match listed_owner_is(&t, &owner) {
                 Ok(true) => mine.push(t),
                 Ok(false) => {}
                 Err(e) => tracing::error!("thread {} left out of a listing: {e:?}", t.id),

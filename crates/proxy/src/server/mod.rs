@@ -18,7 +18,7 @@ pub mod summary;
 use crate::app::{now_ms, App};
 use auth::{Access, Caller, Via};
 use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
-use axum::http::{header, HeaderName, HeaderValue, Method};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -160,13 +160,30 @@ async fn read_body(req: Request, limits: &limits::Limits) -> Result<Request, err
     let max = limits.max_body_bytes();
     let limit = limits.body_timeout();
     match tokio::time::timeout(limit, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        Ok(Ok(bytes)) => match escaped_nul(&bytes) {
+            Some(at) => Err(error::ApiError::bad_request(format!(
+                "the request body holds a NUL character (\\u0000, at byte {at}), which no \
+                 text stored here may hold; remove it"
+            ))),
+            None => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+        },
         Ok(Err(e)) if is_length_limit(&e) => Err(limits::too_large(max)),
         Ok(Err(e)) => Err(error::ApiError::bad_request(format!(
             "the request body could not be read: {e}"
         ))),
         Err(_) => Err(limits::body_too_slow(limit)),
     }
+}
+
+/// Where a JSON text writes a NUL character (`\u0000` whose backslash is not itself escaped).
+/// PostgreSQL refuses NUL in a text column, so a question or end user holding one failed its
+/// thread's write after the LLM calls were spent, and sent every key's queued writes down the
+/// journal's one-by-one path: refused at the door instead, on every store alike.
+fn escaped_nul(body: &[u8]) -> Option<usize> {
+    body.windows(6).enumerate().find_map(|(i, w)| {
+        let backslashes = body[..=i].iter().rev().take_while(|b| **b == b'\\').count();
+        (w == b"\\u0000" && backslashes % 2 == 1).then_some(i)
+    })
 }
 
 /// The handler's response, or 504 at the deadline. Dropping the handler's future stops its
@@ -421,9 +438,10 @@ async fn resume_orphan(
     stored: &crate::storage::StoredThread,
     now: i64,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    // A resumed thread is a request in flight like any other, held to the same deadline; when
-    // none may start now, it waits for the next pass.
-    let Ok(permit) = app.limits.admit() else {
+    // A resumed thread is a request in flight like any other, held to the same deadline and
+    // counted among its owner's places; when none may start now, it waits for the next pass.
+    let scope = cache_scope_of(app, &stored.id).await;
+    let Ok(permit) = app.limits.admit_for(&scope) else {
         return Ok(());
     };
     if !app.store.claim(&stored.id, stored.updated_at, now).await? {
@@ -432,14 +450,17 @@ async fn resume_orphan(
     let (thread, saved) = crate::app::load_thread(app, stored).await?;
     let effect = thread.pending_effect();
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
-    let scope = cache_scope_of(app, &stored.id).await;
     crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, None);
     Ok(())
 }
 
 /// The findings-cache scope of a thread driven with no request (resumed, or its questions
 /// timed out): its owner's key, as for the owner's own requests. A thread from before owners
-/// were recorded, or whose owner cannot be read, is its own scope and shares nothing.
+/// were recorded, or whose owner cannot be read, is its own scope and shares nothing. Its
+/// place among the requests in flight is counted under the same key, so that one key's
+/// threads continued in the background cannot take the places kept for other keys (they
+/// took any free place: a key leaving many questions unanswered had them all continued at
+/// once when they timed out, and every other key got a 503).
 async fn cache_scope_of(app: &App, thread_id: &str) -> String {
     match app.store.owner_of(thread_id).await {
         Ok(Some(owner)) => owner.key,
@@ -518,8 +539,14 @@ async fn tick_if_overdue(
     if !overdue {
         return Ok(Ticked::Left);
     }
-    let Ok(permit) = app.limits.admit() else {
-        return Ok(Ticked::NoPlace);
+    let scope = cache_scope_of(app, &stored.id).await;
+    let permit = match app.limits.admit_for(&scope) {
+        Ok(permit) => permit,
+        // The places left are kept from this thread's owner: other keys' threads may go on.
+        Err(refused) if refused.error.status == StatusCode::TOO_MANY_REQUESTS => {
+            return Ok(Ticked::Left)
+        }
+        Err(_) => return Ok(Ticked::NoPlace),
     };
     // One replica, or one pass, continues it.
     let now_at = i64::try_from(now).unwrap_or(i64::MAX);
@@ -531,7 +558,6 @@ async fn tick_if_overdue(
         return Ok(Ticked::Left);
     }
     let effect = thread.handle(Input::Tick { now })?;
-    let scope = cache_scope_of(app, &stored.id).await;
     tracing::info!(
         "thread {}: questions timed out, continuing to {}",
         stored.id,
@@ -648,6 +674,22 @@ pub fn run(
         };
         served.map_err(|e| StartError::Other(format!("server: {e}")))
     })
+}
+
+#[cfg(test)]
+mod nul_tests {
+    use super::escaped_nul;
+
+    /// A JSON escape of NUL is found wherever it is; an escaped backslash followed by
+    /// "u0000" is text, not NUL.
+    #[test]
+    fn an_escaped_nul_is_found_and_an_escaped_backslash_is_not_one() {
+        assert_eq!(escaped_nul(br#"{"user": "a\u0000"}"#), Some(11));
+        assert_eq!(escaped_nul(br#"{"q": "\\\u0000"}"#), Some(9));
+        assert_eq!(escaped_nul(br#"{"q": "\\u0000"}"#), None);
+        assert_eq!(escaped_nul(br#"{"q": "u0000 \u0001"}"#), None);
+        assert_eq!(escaped_nul(b""), None);
+    }
 }
 
 #[cfg(test)]
