@@ -189,18 +189,24 @@ const FIRST_PERSON: &[&str] = &[
     "i", "im", "ive", "id", "ill", "my", "me", "we", "our", "us", "mine",
 ];
 
-/// Words right after "I" (past [`AUXILIARIES`]) that report what the writer believes or was
-/// told rather than state a fact about them ("Gold members enter free, I think"; "I heard
-/// seniors enter free"): from audit format 9 such an "I" does not speak of the user.
+/// Words right after "I" (past [`AUXILIARIES`] and adverbs) that report what the writer
+/// believes or heard rather than state a fact about them ("Gold members enter free, I think";
+/// "I heard seniors enter free"; "I'm pretty sure gold members enter free"): from audit format
+/// 9 such an "I" does not speak of the user. Not "said" or "mean": "I said no credits" and "I
+/// mean, no fines" restate the user's own facts.
 const REPORTING: &[&str] = &[
     "think",
     "thought",
+    "thinking",
     "believe",
     "believed",
     "heard",
     "hear",
+    "hearing",
     "read",
+    "reading",
     "guess",
+    "guessing",
     "understand",
     "understood",
     "know",
@@ -210,46 +216,58 @@ const REPORTING: &[&str] = &[
     "felt",
     "reckon",
     "gather",
+    "gathered",
     "expect",
     "learned",
     "learnt",
     "noticed",
     "saw",
     "see",
-    "told",
+    "seen",
     "suspect",
     "doubt",
     "bet",
     "recall",
     "remember",
-    "mean",
-    "say",
-    "said",
     "figure",
     "presume",
+    "assume",
+    "suppose",
+    "imagine",
+    "sure",
+    "certain",
+    "convinced",
+    "confident",
+    "aware",
 ];
 
-/// Words that may stand between "I" and a [`REPORTING`] word ("I have read", "I was told").
+/// Words that report what others said when the writer is told it ("I was told", "I'm
+/// informed"), but not when the writer tells it ("I told you, no fines").
+const TOLD: &[&str] = &["told", "informed", "advised"];
+
+/// Words that may stand between "I" and a [`REPORTING`] word ("I have read", "I was told",
+/// "I'm pretty sure"), besides adverbs ending in "ly".
 const AUXILIARIES: &[&str] = &[
-    "was", "were", "am", "have", "had", "been", "do", "did", "just", "also", "really", "always",
-    "once", "recently", "already", "still", "often",
+    "was", "were", "am", "is", "have", "had", "been", "being", "got", "do", "did", "just", "also",
+    "always", "once", "already", "still", "often", "pretty", "quite", "very", "fairly", "kind",
+    "kinda", "sort", "of", "actually", "even", "now",
 ];
 
-/// Words after "my" or "our" that make it someone else's fact or an opinion, not the user's
-/// ("my wife is a member", "in my opinion gold members enter free"): from audit format 9.
+/// Of [`AUXILIARIES`], the ones after which [`TOLD`] reports ("I was told").
+const PASSIVE: &[&str] = &["was", "were", "am", "is", "been", "being", "got"];
+
+/// Words after "my" or "our" (within two words, a plural's or possessive's "s" dropped) that
+/// make it someone else's fact or an opinion, not the user's ("my wife's a member", "my best
+/// friend is gold", "in my opinion gold members enter free"): from audit format 9.
 const OTHERS: &[&str] = &[
     "wife",
     "husband",
     "partner",
     "spouse",
     "friend",
-    "friends",
     "son",
-    "sons",
     "daughter",
-    "daughters",
     "kid",
-    "kids",
     "child",
     "children",
     "mother",
@@ -258,31 +276,48 @@ const OTHERS: &[&str] = &[
     "father",
     "dad",
     "parent",
-    "parents",
     "brother",
-    "brothers",
     "sister",
-    "sisters",
     "colleague",
-    "colleagues",
+    "coworker",
     "boss",
     "neighbor",
     "neighbour",
-    "neighbors",
-    "neighbours",
     "family",
     "grandmother",
     "grandfather",
     "grandma",
     "grandpa",
+    "grandson",
+    "granddaughter",
+    "grandchild",
+    "grandchildren",
+    "grandparent",
     "aunt",
     "uncle",
     "cousin",
+    "nephew",
+    "niece",
     "boyfriend",
     "girlfriend",
+    "fiance",
+    "fiancee",
+    "ex",
+    "stepson",
+    "stepdaughter",
     "roommate",
-    "coworker",
-    "coworkers",
+    "client",
+    "guest",
+    "group",
+    "team",
+    "company",
+    "employer",
+    "relative",
+    "baby",
+    "teen",
+    "teenager",
+    "companion",
+    "buddy",
     "opinion",
     "understanding",
     "knowledge",
@@ -291,12 +326,91 @@ const OTHERS: &[&str] = &[
     "impression",
 ];
 
-/// Words that make a bare answer besides what was asked and the fact's own name ("Yes, gold.",
-/// "It's the low season."): from audit format 9 an answer without "I" or "my" names a fact
-/// only with these, so "Gold members enter free" answering "Are you a gold member?" names none.
+/// Words that make a clause someone else's report when it does not speak of the user itself
+/// ("They say gold members enter free and I want to visit"): from audit format 9.
+const HEARSAY: &[&str] = &[
+    "say",
+    "says",
+    "said",
+    "apparently",
+    "reportedly",
+    "supposedly",
+    "allegedly",
+    "according",
+    "heard",
+    "hear",
+    "rumor",
+    "rumour",
+    "rumored",
+    "rumoured",
+    "told",
+    "claim",
+    "claims",
+];
+
+/// Words a bare answer may hold besides what was asked, the fact's name and what the policy
+/// says it means ("Yes, gold.", "It's the low season.", "Gold member here, thanks"): from
+/// audit format 9 an answer without "I" or "my" names a fact only with these, so "Gold members
+/// enter free" answering "Are you a gold member?" names none.
 const ANSWER_FILLER: &[&str] = &[
-    "a", "an", "its", "it", "yes", "yeah", "yep", "no", "nope", "none", "zero", "0", "1", "one",
-    "single", "just", "only", "please", "right", "correct", "sure", "thanks",
+    "a",
+    "an",
+    "the",
+    "its",
+    "it",
+    "is",
+    "are",
+    "thats",
+    "that",
+    "yes",
+    "yeah",
+    "yep",
+    "no",
+    "nope",
+    "not",
+    "none",
+    "zero",
+    "0",
+    "1",
+    "one",
+    "single",
+    "just",
+    "only",
+    "please",
+    "right",
+    "correct",
+    "sure",
+    "thanks",
+    "thank",
+    "you",
+    "here",
+    "definitely",
+    "of",
+    "course",
+    "oh",
+    "well",
+    "ok",
+    "okay",
+    "in",
+    "on",
+    "at",
+    "for",
+    "with",
+    "to",
+    "by",
+    "member",
+    "members",
+    "membership",
+    "status",
+    "level",
+    "card",
+    "today",
+    "whatsoever",
+    "any",
+    "and",
+    "but",
+    "also",
+    "both",
 ];
 
 /// Abbreviations whose point does not end a sentence.
@@ -402,21 +516,36 @@ impl<'a> Grounds<'a> {
             return Vec::new();
         }
         let vocabulary = &self.config.vocabulary;
-        let variable = vocabulary
+        let Some(variable) = vocabulary
             .variables
             .iter()
-            .filter(|v| v.name == fact.variable)
-            .filter_map(|v| v.description.as_deref());
-        let value = vocabulary
+            .find(|v| v.name == fact.variable)
+        else {
+            return Vec::new();
+        };
+        // The variable's own type, its description and (for an enum fact) its value's: a
+        // value of the same name in another type is another value.
+        let of_type = vocabulary
             .types
             .iter()
+            .find(|t| t.name == variable.type_name);
+        let value = of_type
+            .into_iter()
             .flat_map(|t| &t.values)
             .filter(|v| matches!(fact.constant, Constant::Enum(e) if e == v.value))
             .filter_map(|v| v.description.as_deref());
+        let person: Vec<String> = PERSON_WORDS.iter().map(|p| stem(p)).collect();
         variable
+            .description
+            .as_deref()
+            .into_iter()
+            .chain(of_type.and_then(|t| t.description.as_deref()))
+            .chain(of_type.map(|t| t.name.as_str()))
             .chain(value)
             .flat_map(raw_words)
             .map(|w| stem(&w))
+            // "Whether the passenger is eligible": the person is not what is described.
+            .filter(|w| !person.contains(w))
             .collect()
     }
 
@@ -440,7 +569,7 @@ impl<'a> Grounds<'a> {
         // What the assistant just asked: an answer without "I" or "my" ("low season") states
         // only what was asked about, not a rule ("gold members enter free").
         let asked = if stricter && speaker == Speaker::AnsweringUser {
-            asked_words(&self.conversation[at - 1].text)
+            asked_words(&self.conversation[at - 1].text, own_words)
         } else {
             Vec::new()
         };
@@ -694,6 +823,9 @@ struct Clause {
     stricter: bool,
     /// Format 9's.
     own_words: bool,
+    /// From format 9, for an answer that does not speak of the user: its whole sentence's
+    /// words (as written and stemmed), which must be a bare answer.
+    sentence: Vec<(String, String)>,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -720,6 +852,7 @@ impl Clause {
             only_as_asked: false,
             stricter: false,
             own_words: false,
+            sentence: Vec::new(),
         }
     }
 
@@ -796,8 +929,8 @@ impl Clause {
                 .is_some_and(|w| UNKNOWN_AFTER.contains(&w.as_str()))
     }
 
-    /// Whether a "not" of `name` stands right before the name's next word (past "a", "an",
-    /// "the"); true for a name without "not".
+    /// Whether a "not" of `name` stands right before the name's next word (past articles,
+    /// "you are" and adverbs); true for a name without "not".
     fn not_before_its_word(&self, name: &[String]) -> bool {
         let Some(i) = name.iter().position(|w| w == "not") else {
             return true;
@@ -805,23 +938,31 @@ impl Clause {
         let Some(next) = name.get(i + 1) else {
             return true;
         };
+        // Past articles, "you are" (a no to "are you a member?" reads "not are you a member")
+        // and adverbs: "not yet a member", "not currently a member".
+        let skipped = |raw: &str| {
+            matches!(
+                raw,
+                "a" | "an" | "the" | "are" | "is" | "am" | "you" | "i" | "im" | "yet" | "even"
+            ) || (raw.len() > 4 && raw.ends_with("ly"))
+        };
         self.words.iter().enumerate().any(|(at, w)| {
             w == "not"
-                && self.words[at + 1..]
-                    .iter()
-                    .find(|w| !matches!(w.as_str(), "a" | "an" | "the"))
+                && (at + 1..self.words.len())
+                    .find(|&j| !skipped(&self.raw[j]))
+                    .map(|j| &self.words[j])
                     == Some(next)
         })
     }
 
-    /// Whether the clause, an answer without "I" or "my", says nothing but [`ANSWER_FILLER`],
-    /// grammar and the `allowed` words (what was asked, the fact's name, its variable's and
-    /// what the policy says they mean): "Gold.", "Yes, low season.", "No credits."; not "Gold
-    /// members enter free" answering "Are you a gold member?", which repeats a rule.
+    /// Whether the clause's sentence, an answer without "I" or "my", says nothing but
+    /// [`ANSWER_FILLER`] and the `allowed` words (what was asked, the fact's name, its
+    /// variable's and what the policy says they mean): "Gold.", "Yes, low season.", "No
+    /// credits."; not "Gold members enter free" answering "Are you a gold member?", which
+    /// repeats a rule, nor "Gold, my wife is.", whose "Gold" alone would be an answer.
     fn only_answers(&self, allowed: &[&[String]]) -> bool {
-        self.raw.iter().zip(&self.words).all(|(raw, stemmed)| {
-            GRAMMAR_WORDS.contains(&raw.as_str())
-                || ANSWER_FILLER.contains(&raw.as_str())
+        self.sentence.iter().all(|(raw, stemmed)| {
+            ANSWER_FILLER.contains(&raw.as_str())
                 || allowed.iter().any(|words| words.contains(stemmed))
         })
     }
@@ -858,6 +999,9 @@ impl Clause {
 /// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
 /// prompt) state every piece.
 fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec<Clause> {
+    if own_words {
+        return clauses_speaking_of_self(text, speaker);
+    }
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
         let pieces = pieces_of(&sentence);
@@ -865,11 +1009,11 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec
         let mut negations = 0;
         // A statement speaks of the user somewhere in its sentence ("I pay cash, no
         // credits"); a question's pieces before its last each must ("I'm 70, how much?").
-        let sentence_first_person = speaks_of_self(&raw_words(&sentence), own_words);
+        let sentence_first_person = speaks_of_self(&raw_words(&sentence), false);
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
             let first_person = if question {
-                speaks_of_self(&raw, own_words)
+                speaks_of_self(&raw, false)
             } else {
                 sentence_first_person
             };
@@ -887,7 +1031,74 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec
                 c.denials_after = speaker == Speaker::Record;
                 c.only_as_asked = only_as_asked;
                 c.stricter = stricter;
-                c.own_words = own_words;
+                negations += c
+                    .raw
+                    .iter()
+                    .filter(|w| NEGATIONS.contains(&w.as_str()))
+                    .count();
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// [`clauses`] by audit format 9's rules: what a user writes states something only in a
+/// clause that speaks of the user itself, or in one after such a clause of the same sentence
+/// that does not speak of anyone else nor report what was said ("I pay cash, no credits";
+/// "I am 70 and visit in the low season"; not "My wife is a gold member and I'm not", nor
+/// "They say gold members enter free and I want to visit"), and never in a question's last
+/// piece, a condition or a wish. Format 8 took the whole sentence as speaking of the user
+/// when any word of it did. An answer to the assistant without such a clause states only what
+/// was asked, and only when its whole sentence is a bare answer (see
+/// [`Clause::only_answers`]).
+fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
+    let mut out = Vec::new();
+    for (sentence, question) in sentences(text) {
+        let pieces = pieces_of(&sentence);
+        let n = pieces.len();
+        let mut negations = 0;
+        let sentence_raw = raw_words(&sentence);
+        let sentence_words: Vec<String> = sentence_raw.iter().map(|w| stem(w)).collect();
+        let mut spoke_of_self = false;
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let raw = raw_words(&piece);
+            let stating = !raw.iter().any(|w| HYPOTHETICAL.contains(&w.as_str()))
+                && !raw
+                    .first()
+                    .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
+                && (!question || i + 1 < n);
+            // A lone "me" or "I" before "and" is part of a subject with the next clause ("Me
+            // and my wife are members"), not a clause of its own.
+            let mut carried = String::new();
+            for part in clauses_of(&piece) {
+                if raw_words(&part)
+                    .iter()
+                    .all(|w| matches!(w.as_str(), "me" | "i" | "us" | "we" | "both" | "myself"))
+                {
+                    carried = format!("{carried}{part} and ");
+                    continue;
+                }
+                let part = format!("{}{part}", std::mem::take(&mut carried));
+                let mut c = Clause::new(&part, false, negations);
+                let (own, other) = first_person_forms(&c.raw);
+                let hearsay = c.raw.iter().any(|w| HEARSAY.contains(&w.as_str()));
+                let first_person = own || (spoke_of_self && !other && !hearsay);
+                spoke_of_self |= own && stating;
+                c.statement = speaker == Speaker::Record
+                    || (stating
+                        && (first_person || (speaker == Speaker::AnsweringUser && !question)));
+                c.denials_after = speaker == Speaker::Record;
+                c.only_as_asked = speaker == Speaker::AnsweringUser && !first_person;
+                if c.only_as_asked {
+                    c.sentence = sentence_raw
+                        .iter()
+                        .cloned()
+                        .zip(sentence_words.clone())
+                        .collect();
+                }
+                c.stricter = true;
+                c.own_words = true;
                 negations += c
                     .raw
                     .iter()
@@ -901,26 +1112,59 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec
 }
 
 /// Whether words speak of their writer: a [`FIRST_PERSON`] word, and from audit format 9
-/// (`own_words`) not "me" or "us" (a request: "tell me the price"), not "I" reporting a belief
-/// or hearsay ("I think", "I was told"), and not "my" or "our" before someone else or an
-/// opinion ("my wife", "in my opinion").
+/// (`own_words`) one that [`first_person_forms`] takes as the writer's own.
 fn speaks_of_self(raw: &[String], own_words: bool) -> bool {
-    raw.iter().enumerate().any(|(i, w)| {
-        if !FIRST_PERSON.contains(&w.as_str()) {
-            return false;
-        }
-        if !own_words {
-            return true;
-        }
+    if own_words {
+        return first_person_forms(raw).0;
+    }
+    raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
+}
+
+/// Whether words speak of the writer (audit format 9), and whether they speak of someone else
+/// in the first person or report a belief ("my wife", "I think", "I was told"). Not the
+/// writer: "me" or "us" in a request ("tell me the price"; but "me and my wife" is), "I"
+/// reporting ([`REPORTING`], or [`TOLD`] in the passive), "my" or "our" before [`OTHERS`]
+/// within two words; and "id" and "mine", which are as often an ID and "a friend of mine".
+fn first_person_forms(raw: &[String]) -> (bool, bool) {
+    let (mut own, mut other) = (false, false);
+    for (i, w) in raw.iter().enumerate() {
         let after = || raw[i + 1..].iter().map(String::as_str);
-        match w.as_str() {
-            "me" | "us" => false,
-            "my" | "our" => !after().next().is_some_and(|n| OTHERS.contains(&n)),
-            _ => !after()
-                .find(|n| !AUXILIARIES.contains(n))
-                .is_some_and(|n| REPORTING.contains(&n)),
-        }
-    })
+        let is_own = match w.as_str() {
+            "id" | "mine" => continue,
+            "me" | "us" => {
+                // "Me and my wife are members", "my husband and me": a subject.
+                if i == 0
+                    || raw.get(i + 1).is_some_and(|n| n == "and")
+                    || (i > 0 && raw[i - 1] == "and")
+                {
+                    true
+                } else {
+                    continue;
+                }
+            }
+            "my" | "our" => !after().take(2).any(|n| {
+                OTHERS.contains(&n) || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
+            }),
+            "i" | "im" | "ive" | "ill" | "we" => {
+                let mut passive = matches!(w.as_str(), "im");
+                let mut next = None;
+                for n in after() {
+                    if AUXILIARIES.contains(&n) || (n.len() > 4 && n.ends_with("ly")) {
+                        passive |= PASSIVE.contains(&n);
+                        continue;
+                    }
+                    next = Some(n);
+                    break;
+                }
+                !next.is_some_and(|n| REPORTING.contains(&n) || (passive && TOLD.contains(&n)))
+            }
+            _ if FIRST_PERSON.contains(&w.as_str()) => true,
+            _ => continue,
+        };
+        own |= is_own;
+        other |= !is_own;
+    }
+    (own, other)
 }
 
 /// The sentences of a text, each with whether it ends with `?`.
@@ -1219,9 +1463,12 @@ fn name_words(symbol: &str, stricter: bool) -> Vec<String> {
 
 /// The words (stemmed) of what an assistant's turn asks: its questions, or the whole turn when
 /// none ends with `?` ("Please tell me your tier.").
-fn asked_words(text: &str) -> Vec<String> {
+fn asked_words(text: &str, own_words: bool) -> Vec<String> {
     let all = sentences(text);
     let questions: Vec<&String> = all.iter().filter(|(_, q)| *q).map(|(s, _)| s).collect();
+    if own_words {
+        return what_is_asked(&all, &questions);
+    }
     let from: Vec<&String> = if questions.is_empty() {
         all.iter().map(|(s, _)| s).collect()
     } else {
@@ -1237,6 +1484,58 @@ fn asked_words(text: &str) -> Vec<String> {
             .collect()
     };
     from.iter()
+        .flat_map(|s| raw_words(s))
+        .map(|w| stem(&w))
+        .collect()
+}
+
+/// [`asked_words`] by audit format 9's rules: of each question its pieces that speak to the
+/// user and its last ("Since gold members enter free, are you a gold member?" asks "are you a
+/// gold member"), and with no
+/// question the sentences that speak to the user ("Gold members enter free. Please tell me
+/// your tier." asks for the tier), or else the last: the assistant's own statements are not
+/// what it asked, and an answer repeating them ("Gold members enter free") answers nothing.
+fn what_is_asked(all: &[(String, bool)], questions: &[&String]) -> Vec<String> {
+    let asking: Vec<String> = if questions.is_empty() {
+        let to_user: Vec<String> = all
+            .iter()
+            .map(|(s, _)| s.clone())
+            .filter(|s| {
+                raw_words(s)
+                    .iter()
+                    .any(|w| matches!(w.as_str(), "you" | "your" | "youre" | "yours"))
+            })
+            .collect();
+        if to_user.is_empty() {
+            all.last().map(|(s, _)| s.clone()).into_iter().collect()
+        } else {
+            to_user
+        }
+    } else {
+        questions
+            .iter()
+            .filter(|q| {
+                !raw_words(q).iter().any(|w| {
+                    HYPOTHETICAL.contains(&w.as_str()) || NOT_ABOUT_WHAT_IS.contains(&w.as_str())
+                })
+            })
+            .flat_map(|q| {
+                // Its pieces that speak to the user, and its last: "Since gold members enter
+                // free" is the assistant's statement, "is your visit in the low season" asks.
+                let pieces = pieces_of(q);
+                let last = pieces.len().saturating_sub(1);
+                pieces.into_iter().enumerate().filter_map(move |(i, p)| {
+                    (i == last
+                        || raw_words(&p)
+                            .iter()
+                            .any(|w| matches!(w.as_str(), "you" | "your" | "youre" | "yours")))
+                    .then_some(p)
+                })
+            })
+            .collect()
+    };
+    asking
+        .iter()
         .flat_map(|s| raw_words(s))
         .map(|w| stem(&w))
         .collect()
@@ -1728,6 +2027,136 @@ mod tests {
         };
         assert!(grounds("Gold member."));
         assert!(!grounds("Gold members enter free."));
+    }
+
+    /// What a review of format 9's first version found: an "I" elsewhere in the sentence
+    /// still made every clause the user's, a bare answer was judged clause by clause, other
+    /// people's possessives and reporting words slipped through, the assistant's own
+    /// statements counted as asked, and common answers were lost.
+    #[test]
+    fn a_review_of_format_9_found_these() {
+        let after = |assistant: &str, answer: &str, logic: &str| {
+            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+        };
+        // Someone else's fact or a report beside the user's own "I".
+        for turn in [
+            "My wife is a gold member and I'm not.",
+            "Gold members enter free, I assume.",
+            "Gold members enter free, if I'm not mistaken.",
+            "I'm pretty sure gold members enter free.",
+            "Apparently gold members enter free and I'd like to go.",
+            "They say gold members enter free and I want to visit.",
+            "My wife's a gold member.",
+            "My best friend is a gold member.",
+            "I've seen that gold members enter free.",
+            "I was informed gold members enter free.",
+            "I honestly think gold members enter free.",
+            "Gold members enter free with a valid ID.",
+        ] {
+            assert!(!ok(turn, "(= tier GOLD)"), "{turn}");
+        }
+        assert!(!ok("My mom's 70.", "(= customerAge 70)"));
+        assert!(!ok("My elderly mother is 70.", "(= customerAge 70)"));
+        // A bare answer is judged by its whole sentence.
+        for answer in [
+            "Gold, my wife is.",
+            "Gold, according to my wife.",
+            "Gold, apparently.",
+            "Gold, but it's my husband's membership.",
+        ] {
+            assert!(
+                !after("What is your tier?", answer, "(= tier GOLD)"),
+                "{answer}"
+            );
+        }
+        assert!(!after("Are you a member?", "Members, not me.", "isMember"));
+        // The assistant's own statements are not what it asked.
+        assert!(!after(
+            "Since gold members enter free, are you a gold member?",
+            "Gold members enter free.",
+            "(= tier GOLD)"
+        ));
+        assert!(!after(
+            "Gold members enter free. Please tell me your tier.",
+            "Gold members enter free.",
+            "(= tier GOLD)"
+        ));
+        assert!(!after(
+            "Are you a gold member?",
+            "Gold members get in.",
+            "(= tier GOLD)"
+        ));
+        // What still grounds.
+        for (turn, logic) in [
+            ("Me and my wife are members.", "isMember"),
+            ("My husband and me are members.", "isMember"),
+            ("Both me and my wife are members.", "isMember"),
+            (
+                "I told you, no outstanding fines.",
+                "(not hasOutstandingFines)",
+            ),
+            ("I said no credits.", "(not usesCredits)"),
+            ("Like I said, gold member.", "(= tier GOLD)"),
+            ("I feel old, I'm 70.", "(= customerAge 70)"),
+            ("I guess I'm a gold member.", "(= tier GOLD)"),
+            ("My wife and I are both gold members.", "(= tier GOLD)"),
+            ("I am 70 and visit in the low season.", "isLowSeason"),
+        ] {
+            assert!(ok(turn, logic), "{turn}: {logic}");
+        }
+        for (assistant, answer, logic) in [
+            ("What is your tier?", "Gold, thank you.", "(= tier GOLD)"),
+            ("What is your tier?", "Gold member here.", "(= tier GOLD)"),
+            ("What is your tier?", "Gold tier.", "(= tier GOLD)"),
+            ("What is your tier?", "Definitely gold.", "(= tier GOLD)"),
+            (
+                "Are you a gold member?",
+                "Gold member here.",
+                "(= tier GOLD)",
+            ),
+            (
+                "Is your visit in the low season?\nWill you pay part of the fee with park credits?",
+                "Low season, and no credits.",
+                "(and isLowSeason (not usesCredits))",
+            ),
+            (
+                "Is your visit in the low season, and do you use credits?",
+                "Yes, low season, no credits.",
+                "(and isLowSeason (not usesCredits))",
+            ),
+        ] {
+            assert!(after(assistant, answer, logic), "{answer}: {logic}");
+        }
+        // A "not" of a name past adverbs and a no's "are you".
+        let def = PolicyDefinition::from_json(
+            r#"{"variables": [{"name": "isNotMember", "type": "BOOL"}]}"#,
+        )
+        .unwrap();
+        let c = TranslationConfig::new(&def, 2, 1, 1.0);
+        let says = |turn: &str| grounded_in(&[user(turn)], 0, "isNotMember", &c);
+        assert!(says("I'm not currently a member."));
+        assert!(says("I'm not yet a member."));
+        let turns = [
+            user("Hi"),
+            ConversationTurn::new(TurnRole::Assistant, "Are you a member?"),
+            user("No."),
+        ];
+        assert!(Grounds::new(&turns, &c, crate::audit::FORMAT_VERSION).grounded(2, "isNotMember"));
+        // A description's person words do not make a rule an answer.
+        let def = PolicyDefinition::from_json(
+            r#"{"variables": [{"name": "isRefundEligible", "type": "BOOL",
+                               "description": "Whether the passenger is eligible for a refund."}]}"#,
+        )
+        .unwrap();
+        let c = TranslationConfig::new(&def, 2, 1, 1.0);
+        let turns = [
+            user("Hi"),
+            ConversationTurn::new(TurnRole::Assistant, "Are you eligible for a refund?"),
+            user("Passengers are eligible for a refund."),
+        ];
+        assert!(
+            !Grounds::new(&turns, &c, crate::audit::FORMAT_VERSION).grounded(2, "isRefundEligible")
+        );
     }
 
     /// A trail of audit format 8 replays by format 8's grounding: none of format 9's rules

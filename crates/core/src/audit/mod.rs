@@ -73,22 +73,27 @@ pub use replay::{
 ///   assistant asked; not knowing is not a no; a yes to an either/or question picks neither;
 ///   "not" is a word of a name; a tool's `null` or "expired" affirms nothing
 ///   ([`ANSWERS_GROUNDED_AS_ASKED_SINCE`]).
-/// - 9: "I think", "I was told", "my wife", "tell me" do not speak of the user; an answer
-///   without "I" or "my" names a fact only in a bare answer; "not" in a name must stand before
-///   the rest of it ([`OWN_WORDS_SINCE`]).
+/// - 9: a clause states something of the user only when it speaks of the user or follows
+///   such a clause; "I think", "I was told", "my wife", "tell me" do not speak of the user; an
+///   answer without "I" or "my" names a fact only in a bare answer to what was asked; "not" in
+///   a name must stand before the rest of it ([`OWN_WORDS_SINCE`]).
 pub const FORMAT_VERSION: u32 = 9;
 
-/// From this format on, grounding ([`crate::grounding`]) closes three ways format 8 still
-/// took words that were not the user's statement of a fact about themself as one:
-/// - "I" reporting a belief or hearsay ("Gold members enter free, I think", "I was told
-///   seniors enter free"), "my" or "our" before someone else or an opinion ("my wife is a
-///   member", "in my opinion"), and "me" or "us" ("gold members enter free, tell me the
-///   price") no longer make a sentence speak of the user;
-/// - an answer without "I" or "my" names a fact only when it says nothing else than what was
-///   asked, the fact's name and what the policy says it means ("Gold.", "No credits."): "Gold
+/// From this format on, grounding ([`crate::grounding`]) closes ways format 8 still took
+/// words that were not the user's statement of a fact about themself as one:
+/// - a clause states something of the user only when it speaks of the user itself, or follows
+///   such a clause of its sentence without speaking of anyone else or reporting what was said
+///   (format 8 took a whole sentence as the user's when any word of it was: "My wife is a gold
+///   member and I'm not" grounded the tier);
+/// - "I" reporting a belief or hearsay ("Gold members enter free, I think", "I was told"), "my"
+///   or "our" before someone else or an opinion ("my wife's a member", "in my opinion"), "me"
+///   or "us" in a request ("tell me the price") and "ID" do not speak of the user;
+/// - an answer without "I" or "my" names a fact only when its whole sentence is a bare answer:
+///   what was asked (the last piece of each question, not the assistant's own statements), the
+///   fact's name and what the policy says it means, and filler ("Gold.", "No credits."); "Gold
 ///   members enter free" answering "Are you a gold member?" repeated the question's words;
-/// - a "not" in a name must stand right before the name's next word ("not a member" for
-///   `isNotMember`; "a member who has not paid" named it).
+/// - a "not" in a name must stand before the name's next word, past articles and adverbs ("not
+///   currently a member" for `isNotMember`; "a member who has not paid" named it).
 pub const OWN_WORDS_SINCE: u32 = 9;
 
 /// From this format on, grounding ([`crate::grounding`]) holds a premise to what the user
