@@ -326,6 +326,110 @@ const OTHERS: &[&str] = &[
     "impression",
 ];
 
+/// Words after "I" that make it a wish or an inquiry, not a fact ("I'm asking for the gold
+/// member price", "I want the member price", "I'm interested in the employee discount"): from
+/// audit format 9 such an "I" does not speak of the user.
+const WISHING: &[&str] = &[
+    "want",
+    "wants",
+    "wanted",
+    "need",
+    "needs",
+    "asking",
+    "ask",
+    "interested",
+    "looking",
+    "curious",
+    "wondering",
+    "planning",
+    "plan",
+    "applying",
+    "apply",
+    "join",
+    "joining",
+    "become",
+    "becoming",
+    "like",
+    "love",
+    "hoping",
+    "trying",
+    "considering",
+    "request",
+    "requesting",
+    "inquiring",
+    "enquiring",
+];
+
+/// Third-person words: a clause with one speaks of someone else ("I'm asking for my mother,
+/// she's 72"), from audit format 9.
+const THIRD_PERSON: &[&str] = &[
+    "he", "she", "hes", "shes", "his", "her", "hers", "him", "they", "theyre", "their", "them",
+    "who", "whose",
+];
+
+/// Words after "me" or "us" that make it a subject ("my husband and me are members").
+const SUBJECT_NEXT: &[&str] = &[
+    "and", "are", "were", "have", "both", "too", "also", "as", "each", "all",
+];
+
+/// Words after a name that make it what is asked about, not a fact ("the gold member price").
+const PRICE_WORDS: &[&str] = &[
+    "price",
+    "prices",
+    "rate",
+    "rates",
+    "discount",
+    "discounts",
+    "fee",
+    "fees",
+    "fare",
+    "fares",
+    "deal",
+    "deals",
+    "policy",
+    "policies",
+    "rule",
+    "rules",
+    "benefit",
+    "benefits",
+    "offer",
+    "offers",
+    "pricing",
+    "ticket",
+    "tickets",
+];
+
+/// Words of another time than now: a clause with one states no number ("I'll be 65 next
+/// month", "I turn 65 in March"), from audit format 9.
+const OTHER_TIMES: &[&str] = &[
+    "next",
+    "turn",
+    "turns",
+    "will",
+    "ill",
+    "ago",
+    "later",
+    "used",
+    "former",
+    "formerly",
+    "previously",
+    "last",
+    "anymore",
+    "once",
+];
+
+/// Words of the past: a clause with one names nothing ("I used to be a member", "I was a gold
+/// member last year"), from audit format 9.
+const PAST: &[&str] = &[
+    "ago",
+    "used",
+    "former",
+    "formerly",
+    "previously",
+    "last",
+    "anymore",
+];
+
 /// Words that make a clause someone else's report when it does not speak of the user itself
 /// ("They say gold members enter free and I want to visit"): from audit format 9.
 const HEARSAY: &[&str] = &[
@@ -376,7 +480,6 @@ const ANSWER_FILLER: &[&str] = &[
     "single",
     "just",
     "only",
-    "please",
     "right",
     "correct",
     "sure",
@@ -394,10 +497,6 @@ const ANSWER_FILLER: &[&str] = &[
     "in",
     "on",
     "at",
-    "for",
-    "with",
-    "to",
-    "by",
     "member",
     "members",
     "membership",
@@ -508,44 +607,33 @@ impl<'a> Grounds<'a> {
             .all(|f| fact_grounded(f, turn, &self.described(f)))
     }
 
-    /// The words (stemmed) of what the policy says the fact's variable and value mean, which an
-    /// answer may use besides what was asked ("Gold member" for a tier described as "the
-    /// customer's membership tier"); empty before format 9, where nothing reads them.
+    /// The words (stemmed) of the fact's variable's type's name, which an answer may use
+    /// besides what was asked ("Gold tier" for a value of type `Tier`); empty before format 9,
+    /// where nothing reads them.
     fn described(&self, fact: &Fact) -> Vec<String> {
         if !self.own_words {
             return Vec::new();
         }
+        // Not the free text of descriptions, which may state a rule ("members get free
+        // shipping") that an answer would then repeat.
         let vocabulary = &self.config.vocabulary;
-        let Some(variable) = vocabulary
+        vocabulary
             .variables
             .iter()
-            .find(|v| v.name == fact.variable)
-        else {
-            return Vec::new();
-        };
-        // The variable's own type, its description and (for an enum fact) its value's: a
-        // value of the same name in another type is another value.
-        let of_type = vocabulary
-            .types
+            .filter(|v| v.name == fact.variable)
+            .flat_map(|v| name_words(&v.type_name, true))
+            .collect()
+    }
+
+    /// The words (stemmed) of every variable's and enum value's name, which a bare answer
+    /// may hold beside its number ("Gold, 70").
+    fn vocabulary_words(&self) -> Vec<String> {
+        self.config
+            .vocabulary
+            .variables
             .iter()
-            .find(|t| t.name == variable.type_name);
-        let value = of_type
-            .into_iter()
-            .flat_map(|t| &t.values)
-            .filter(|v| matches!(fact.constant, Constant::Enum(e) if e == v.value))
-            .filter_map(|v| v.description.as_deref());
-        let person: Vec<String> = PERSON_WORDS.iter().map(|p| stem(p)).collect();
-        variable
-            .description
-            .as_deref()
-            .into_iter()
-            .chain(of_type.and_then(|t| t.description.as_deref()))
-            .chain(of_type.map(|t| t.name.as_str()))
-            .chain(value)
-            .flat_map(raw_words)
-            .map(|w| stem(&w))
-            // "Whether the passenger is eligible": the person is not what is described.
-            .filter(|w| !person.contains(w))
+            .flat_map(|v| variable_words(&v.name, true))
+            .chain(self.enum_values.iter().flat_map(|v| name_words(v, true)))
             .collect()
     }
 
@@ -577,10 +665,25 @@ impl<'a> Grounds<'a> {
         // "are you over 65?" is not 65, nor is "I'm under 65". From format 8, an answer without
         // "I" or "my" states a number only as a bare answer ("70", "70 years old"): "Seniors
         // 65 and over enter free" after a greeting is a rule, not an age.
+        // From format 9 a number is not stated of another time ("I'll be 65 next month"), an
+        // answer's number needs its whole sentence bare ("It's for my dad, 70" is not an age),
+        // and a clause continuing the user's states one only as a bare number ("I'm a member,
+        // 70 years old"; not "I'm visiting, adults pay 70").
+        let vocabulary = if own_words && statements.iter().any(|c| c.only_as_asked) {
+            self.vocabulary_words()
+        } else {
+            Vec::new()
+        };
         let numbers: Vec<f64> = statements
             .iter()
             .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
             .filter(|c| !c.only_as_asked || c.bare_answer(&asked))
+            .filter(|c| {
+                !own_words
+                    || (!c.raw.iter().any(|w| OTHER_TIMES.contains(&w.as_str()))
+                        && (!c.only_as_asked || c.bare_sentence(&asked, &vocabulary))
+                        && (!c.continues || c.bare_answer(&[])))
+            })
             .flat_map(|c| stated_signed_numbers(&c.text))
             .collect();
         // A user's short yes or no to the assistant's question just before states that question.
@@ -825,7 +928,11 @@ struct Clause {
     own_words: bool,
     /// From format 9, for an answer that does not speak of the user: its whole sentence's
     /// words (as written and stemmed), which must be a bare answer.
-    sentence: Vec<(String, String)>,
+    sentence: std::rc::Rc<[(String, String)]>,
+    /// From format 9: the clause does not speak of the user itself but continues a clause
+    /// that does ("I pay cash, no credits"); a name opening it with more said of it ("I'm
+    /// visiting, gold members enter free") is then a rule, not the user's fact.
+    continues: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -852,7 +959,8 @@ impl Clause {
             only_as_asked: false,
             stricter: false,
             own_words: false,
-            sentence: Vec::new(),
+            sentence: std::rc::Rc::from(Vec::new()),
+            continues: false,
         }
     }
 
@@ -872,6 +980,21 @@ impl Clause {
         // "not" names with the word after it in the name, right after it ("not a member" for
         // `isNotMember`), not anywhere ("a member who has not paid").
         if self.own_words && !self.not_before_its_word(name) {
+            return None;
+        }
+        // From format 9: a name before "price", "discount" and the like is what is asked
+        // about ("I'm asking for the gold member price"); a clause of another time ("I used
+        // to be a member") states nothing of now; and a name opening a clause that only
+        // continues the user's, with more said of it, is a rule ("I'm visiting, gold members
+        // enter free").
+        if self.own_words
+            && (self
+                .raw
+                .get(last + 1)
+                .is_some_and(|w| PRICE_WORDS.contains(&w.as_str()))
+                || self.raw.iter().any(|w| PAST.contains(&w.as_str()))
+                || (self.continues && self.opens_a_rule(first, last)))
+        {
             return None;
         }
         let before = self.raw[..first]
@@ -929,6 +1052,18 @@ impl Clause {
                 .is_some_and(|w| UNKNOWN_AFTER.contains(&w.as_str()))
     }
 
+    /// Whether the name at words `first..=last` opens the clause (past articles) and words
+    /// other than [`ANSWER_FILLER`] follow it: the clause says something of whoever the name
+    /// names ("gold members enter free"), not that the user is one ("a gold member").
+    fn opens_a_rule(&self, first: usize, last: usize) -> bool {
+        self.raw[..first]
+            .iter()
+            .all(|w| matches!(w.as_str(), "a" | "an" | "the"))
+            && self.raw[last + 1..]
+                .iter()
+                .any(|w| !ANSWER_FILLER.contains(&w.as_str()))
+    }
+
     /// Whether a "not" of `name` stands right before the name's next word (past articles,
     /// "you are" and adverbs); true for a name without "not".
     fn not_before_its_word(&self, name: &[String]) -> bool {
@@ -963,6 +1098,8 @@ impl Clause {
     fn only_answers(&self, allowed: &[&[String]]) -> bool {
         self.sentence.iter().all(|(raw, stemmed)| {
             ANSWER_FILLER.contains(&raw.as_str())
+                || UNIT_WORDS.contains(&raw.as_str())
+                || raw.chars().all(|c| c.is_ascii_digit() || c == '.')
                 || allowed.iter().any(|words| words.contains(stemmed))
         })
     }
@@ -975,6 +1112,19 @@ impl Clause {
                 || UNIT_WORDS.contains(&raw.as_str())
                 || GRAMMAR_WORDS.contains(&raw.as_str())
                 || asked.contains(stemmed)
+        })
+    }
+
+    /// [`Clause::bare_answer`] for the clause's whole sentence (format 9's answers), without
+    /// grammar beyond [`ANSWER_FILLER`] and with the policy's `names`: "70 years old", "Gold,
+    /// 70", not "It's for my dad, 70".
+    fn bare_sentence(&self, asked: &[String], names: &[String]) -> bool {
+        self.sentence.iter().all(|(raw, stemmed)| {
+            raw.chars().all(|c| c.is_ascii_digit() || c == '.')
+                || UNIT_WORDS.contains(&raw.as_str())
+                || ANSWER_FILLER.contains(&raw.as_str())
+                || asked.contains(stemmed)
+                || names.contains(stemmed)
         })
     }
 
@@ -1059,7 +1209,10 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
         let n = pieces.len();
         let mut negations = 0;
         let sentence_raw = raw_words(&sentence);
-        let sentence_words: Vec<String> = sentence_raw.iter().map(|w| stem(w)).collect();
+        // One copy per sentence, shared by its clauses (a copy each was quadratic in a long
+        // sentence of many clauses).
+        let sentence_words: std::rc::Rc<[(String, String)]> =
+            sentence_raw.iter().map(|w| (w.clone(), stem(w))).collect();
         let mut spoke_of_self = false;
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
@@ -1068,8 +1221,15 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                     .first()
                     .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
                 && (!question || i + 1 < n);
+            // In a question each piece speaks of the user by itself ("I'm 70, gold members get
+            // in free, right?" states the age only).
+            if question {
+                spoke_of_self = false;
+            }
             // A lone "me" or "I" before "and" is part of a subject with the next clause ("Me
-            // and my wife are members"), not a clause of its own.
+            // and my wife are members"), not a clause of its own; at the end of a piece it is
+            // one ("gold members, my wife and I").
+            let mut parts = Vec::new();
             let mut carried = String::new();
             for part in clauses_of(&piece) {
                 if raw_words(&part)
@@ -1079,11 +1239,22 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                     carried = format!("{carried}{part} and ");
                     continue;
                 }
-                let part = format!("{}{part}", std::mem::take(&mut carried));
+                let merged = !carried.is_empty();
+                parts.push((format!("{}{part}", std::mem::take(&mut carried)), merged));
+            }
+            if !carried.is_empty() {
+                parts.push((carried.trim_end_matches(" and ").to_string(), true));
+            }
+            for (part, merged) in parts {
                 let mut c = Clause::new(&part, false, negations);
-                let (own, other) = first_person_forms(&c.raw);
+                let person = first_person_forms(&c.raw);
                 let hearsay = c.raw.iter().any(|w| HEARSAY.contains(&w.as_str()));
-                let first_person = own || (spoke_of_self && !other && !hearsay);
+                // Someone else's clause states nothing of the user, unless the user is one of
+                // its subject ("me and my wife are members").
+                let own = person.own && (!person.others || merged);
+                let continues = spoke_of_self && !person.others && !person.reporting && !hearsay;
+                let first_person = own || continues;
+                c.continues = !own && continues;
                 spoke_of_self |= own && stating;
                 c.statement = speaker == Speaker::Record
                     || (stating
@@ -1091,11 +1262,7 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                 c.denials_after = speaker == Speaker::Record;
                 c.only_as_asked = speaker == Speaker::AnsweringUser && !first_person;
                 if c.only_as_asked {
-                    c.sentence = sentence_raw
-                        .iter()
-                        .cloned()
-                        .zip(sentence_words.clone())
-                        .collect();
+                    c.sentence = sentence_words.clone();
                 }
                 c.stricter = true;
                 c.own_words = true;
@@ -1115,36 +1282,52 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
 /// (`own_words`) one that [`first_person_forms`] takes as the writer's own.
 fn speaks_of_self(raw: &[String], own_words: bool) -> bool {
     if own_words {
-        return first_person_forms(raw).0;
+        return first_person_forms(raw).own;
     }
     raw.iter().any(|w| FIRST_PERSON.contains(&w.as_str()))
 }
 
-/// Whether words speak of the writer (audit format 9), and whether they speak of someone else
-/// in the first person or report a belief ("my wife", "I think", "I was told"). Not the
-/// writer: "me" or "us" in a request ("tell me the price"; but "me and my wife" is), "I"
-/// reporting ([`REPORTING`], or [`TOLD`] in the passive), "my" or "our" before [`OTHERS`]
-/// within two words; and "id" and "mine", which are as often an ID and "a friend of mine".
-fn first_person_forms(raw: &[String]) -> (bool, bool) {
-    let (mut own, mut other) = (false, false);
+/// What the first-person words of a clause say (audit format 9).
+#[derive(Debug, Default, Clone, Copy)]
+struct FirstPerson {
+    /// Some word speaks of the writer.
+    own: bool,
+    /// "I" reports a belief, a wish or hearsay ("I think", "I want", "I was told").
+    reporting: bool,
+    /// The clause speaks of someone else: "my" before [`OTHERS`], or a third person ("she's
+    /// 72").
+    others: bool,
+}
+
+/// The first-person words of a clause (audit format 9). Not the writer: "me" or "us" but as a
+/// subject ("me and my wife are", "my husband and me are"; not "tell me the price", nor
+/// "tell my wife and me the price"), "I" reporting ([`REPORTING`], [`WISHING`], or [`TOLD`]
+/// in the passive), "my" or "our" before [`OTHERS`] within two words; and "id" and "mine",
+/// which are as often an ID and "a friend of mine".
+fn first_person_forms(raw: &[String]) -> FirstPerson {
+    let mut found = FirstPerson {
+        others: raw.iter().any(|w| THIRD_PERSON.contains(&w.as_str())),
+        ..FirstPerson::default()
+    };
     for (i, w) in raw.iter().enumerate() {
         let after = || raw[i + 1..].iter().map(String::as_str);
-        let is_own = match w.as_str() {
-            "id" | "mine" => continue,
-            "me" | "us" => {
-                // "Me and my wife are members", "my husband and me": a subject.
-                if i == 0
-                    || raw.get(i + 1).is_some_and(|n| n == "and")
-                    || (i > 0 && raw[i - 1] == "and")
-                {
-                    true
+        match w.as_str() {
+            "me" | "us"
+                if raw
+                    .get(i + 1)
+                    .is_some_and(|n| SUBJECT_NEXT.contains(&n.as_str())) =>
+            {
+                found.own = true;
+            }
+            "my" | "our" => {
+                if after().take(2).any(|n| {
+                    OTHERS.contains(&n) || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
+                }) {
+                    found.others = true;
                 } else {
-                    continue;
+                    found.own = true;
                 }
             }
-            "my" | "our" => !after().take(2).any(|n| {
-                OTHERS.contains(&n) || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
-            }),
             "i" | "im" | "ive" | "ill" | "we" => {
                 let mut passive = matches!(w.as_str(), "im");
                 let mut next = None;
@@ -1156,15 +1339,21 @@ fn first_person_forms(raw: &[String]) -> (bool, bool) {
                     next = Some(n);
                     break;
                 }
-                !next.is_some_and(|n| REPORTING.contains(&n) || (passive && TOLD.contains(&n)))
+                if next.is_some_and(|n| {
+                    REPORTING.contains(&n) || WISHING.contains(&n) || (passive && TOLD.contains(&n))
+                }) {
+                    found.reporting = true;
+                } else {
+                    found.own = true;
+                }
             }
-            _ if FIRST_PERSON.contains(&w.as_str()) => true,
-            _ => continue,
-        };
-        own |= is_own;
-        other |= !is_own;
+            // "tell me the price": not a subject.
+            "id" | "mine" | "me" | "us" => {}
+            _ if FIRST_PERSON.contains(&w.as_str()) => found.own = true,
+            _ => {}
+        }
     }
-    (own, other)
+    found
 }
 
 /// The sentences of a text, each with whether it ends with `?`.
@@ -2157,6 +2346,107 @@ mod tests {
         assert!(
             !Grounds::new(&turns, &c, crate::audit::FORMAT_VERSION).grounded(2, "isRefundEligible")
         );
+    }
+
+    /// What a second review of format 9 found: a question's pieces took the user's "I" from
+    /// the piece before, a rule after the user's own clause, someone else after it, an
+    /// answer's number beside someone else, a wish, another time, filler that was not, and a
+    /// request's "and me".
+    #[test]
+    fn a_second_review_of_format_9_found_these() {
+        let after = |assistant: &str, answer: &str, logic: &str| {
+            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+        };
+        for (turn, logic) in [
+            (
+                "I have a question, members get free shipping, right?",
+                "isMember",
+            ),
+            ("I'm 70, gold members get in free, right?", "(= tier GOLD)"),
+            (
+                "I'm 30, seniors 65 and over pay less, right?",
+                "(= customerAge 65)",
+            ),
+            ("I'm visiting, gold members enter free.", "(= tier GOLD)"),
+            (
+                "I am a student and gold members enter free.",
+                "(= tier GOLD)",
+            ),
+            ("Like I said, members get 20% off.", "isMember"),
+            ("I'm asking for my mother, she's 72.", "(= customerAge 72)"),
+            (
+                "I'm traveling with my husband, he's a gold member.",
+                "(= tier GOLD)",
+            ),
+            ("I'm here with my dad, 70 years old.", "(= customerAge 70)"),
+            ("I'm asking for the gold member price.", "(= tier GOLD)"),
+            (
+                "I'm interested in the employee discount.",
+                "(= role EMPLOYEE)",
+            ),
+            ("I want the member price.", "isMember"),
+            (
+                "I'll be 65 next month, can I get the senior discount?",
+                "(= customerAge 65)",
+            ),
+            ("I turn 65 in March.", "(= customerAge 65)"),
+            ("I used to be a gold member.", "(= tier GOLD)"),
+            (
+                "Please tell my wife and me the gold member price.",
+                "(= tier GOLD)",
+            ),
+            ("I'm visiting, adults pay 70.", "(= customerAge 70)"),
+        ] {
+            assert!(!ok(turn, logic), "{turn}: {logic}");
+        }
+        for (assistant, answer, logic) in [
+            (
+                "How old are you?",
+                "It's for my dad, 70.",
+                "(= customerAge 70)",
+            ),
+            (
+                "How old are you?",
+                "For my mother, 72 years old.",
+                "(= customerAge 72)",
+            ),
+            ("How old are you?", "70, my mom is.", "(= customerAge 70)"),
+            (
+                "Are you a gold member?",
+                "I'm asking because gold members get in free.",
+                "(= tier GOLD)",
+            ),
+            ("Are you a member?", "With a member.", "isMember"),
+            (
+                "Are you a gold member?",
+                "For a gold member.",
+                "(= tier GOLD)",
+            ),
+        ] {
+            assert!(!after(assistant, answer, logic), "{answer}: {logic}");
+        }
+        // What still grounds.
+        for (turn, logic) in [
+            ("I'm 70, how much do I pay?", "(= customerAge 70)"),
+            ("I'm a gold member, 70 years old.", "(= customerAge 70)"),
+            ("I'm 70, gold member, visiting next week.", "(= tier GOLD)"),
+            ("I'll visit in the low season.", "isLowSeason"),
+            ("My wife and I, both gold members.", "(= tier GOLD)"),
+            ("I am 70 and a gold member.", "(= tier GOLD)"),
+        ] {
+            assert!(ok(turn, logic), "{turn}: {logic}");
+        }
+        assert!(after(
+            "How old are you?",
+            "70 years old.",
+            "(= customerAge 70)"
+        ));
+        assert!(after(
+            "What is your tier, and how old are you?",
+            "Gold, 70.",
+            "(and (= tier GOLD) (= customerAge 70))"
+        ));
+        assert!(after("What's your tier, please?", "Gold.", "(= tier GOLD)"));
     }
 
     /// A trail of audit format 8 replays by format 8's grounding: none of format 9's rules

@@ -145,6 +145,11 @@ pub struct LimitsConfig {
     /// client that sends half a header holds its connection for ever. 0: none.
     #[serde(default = "default_header_timeout_ms")]
     pub header_timeout_ms: u64,
+    /// The longest a response's write may wait for the client to read (the connection is
+    /// closed beyond). Without it, a client that asks for a large response (an audit bundle)
+    /// and reads none of it holds its connection for ever. 0: none.
+    #[serde(default = "default_write_timeout_ms")]
+    pub write_timeout_ms: u64,
 }
 
 impl Default for LimitsConfig {
@@ -162,6 +167,7 @@ impl Default for LimitsConfig {
             max_connections_per_address: default_max_connections_per_address(),
             cap_private_addresses: false,
             header_timeout_ms: default_header_timeout_ms(),
+            write_timeout_ms: default_write_timeout_ms(),
         }
     }
 }
@@ -173,6 +179,9 @@ fn default_max_connections_per_address() -> usize {
     256
 }
 fn default_header_timeout_ms() -> u64 {
+    30_000
+}
+fn default_write_timeout_ms() -> u64 {
     30_000
 }
 
@@ -839,6 +848,12 @@ impl Config {
                 self.storage.connection_idle_secs
             ));
         }
+        if self.limits.write_timeout_ms > MAX_HEADER_TIMEOUT_MS {
+            return bad(format!(
+                "limits.write_timeout_ms must be at most {MAX_HEADER_TIMEOUT_MS} (a day), got {} (0 turns the limit off)",
+                self.limits.write_timeout_ms
+            ));
+        }
         if self.limits.header_timeout_ms > MAX_HEADER_TIMEOUT_MS {
             return bad(format!(
                 "limits.header_timeout_ms must be at most {MAX_HEADER_TIMEOUT_MS} (a day), got {} (0 turns the limit off)",
@@ -1077,6 +1092,15 @@ mod tests {
         config.server.threads = MAX_SERVING_THREADS + 1;
         let err = config.check().unwrap_err().to_string();
         assert!(err.contains("server.threads must be at most 1024"), "{err}");
+
+        // So is a write time of many digits.
+        let mut config = Config::default();
+        config.limits.write_timeout_ms = u64::MAX;
+        let err = config.check().unwrap_err().to_string();
+        assert!(
+            err.contains("limits.write_timeout_ms must be at most"),
+            "{err}"
+        );
 
         // A header time of many digits is refused by name rather than panicking in hyper's
         // timer on the first connection.

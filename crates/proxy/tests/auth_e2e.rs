@@ -1774,3 +1774,51 @@ async fn a_nul_character_in_a_request_is_refused_at_the_door() {
         "only the request without NUL started a thread"
     );
 }
+
+/// A client that asks for a large response and reads none of it is cut off once a write has
+/// waited `[limits] write_timeout_ms`: hyper has no write limit, and such a client held its
+/// connection (one of `max_connections`) and the task writing to it for ever.
+#[tokio::test]
+async fn a_client_that_does_not_read_its_response_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "write-timeout",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nwrite_timeout_ms = 300\n[server]\nweb_dir = \"{dir}/www\"\n",
+        ),
+    );
+    let size = 32 << 20;
+    std::fs::create_dir_all(proxy.dir().join("www")).unwrap();
+    std::fs::write(proxy.dir().join("www/big.bin"), vec![7u8; size]).unwrap();
+    let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /big.bin HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    // Reads nothing for well past the write limit, then everything that comes.
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        stream.read_to_end(&mut got),
+    )
+    .await;
+    assert!(read.is_ok(), "the server kept the connection open");
+    assert!(
+        got.len() < size,
+        "the whole {size}-byte response came: the connection was not cut off"
+    );
+    // The server still serves everyone else.
+    assert_eq!(
+        call(&proxy, reqwest::Method::GET, "/healthz", None, None, &[])
+            .await
+            .status,
+        200
+    );
+}

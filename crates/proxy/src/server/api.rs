@@ -534,6 +534,7 @@ pub async fn config(State(app): State<Arc<App>>) -> Json<Value> {
             "maxConnectionsPerAddress": c.limits.max_connections_per_address,
             "capPrivateAddresses": c.limits.cap_private_addresses,
             "headerTimeoutMs": c.limits.header_timeout_ms,
+            "writeTimeoutMs": c.limits.write_timeout_ms,
         },
         "corsOrigins": c.server.cors_origins,
         "server": {

@@ -72,6 +72,8 @@ pub struct ConnectionLimits {
     cap_private: bool,
     /// Time to send a request's headers, and the longest idle wait between requests.
     header_timeout: Option<Duration>,
+    /// The longest one write to the client may wait for it to read.
+    write_timeout: Option<Duration>,
     /// Refusals under way (see `refuse`).
     refusing: Arc<AtomicUsize>,
     /// Connections refused over `max`, and over the per-client cap (the server's metrics).
@@ -90,6 +92,8 @@ impl ConnectionLimits {
             cap_private: limits.cap_private_addresses,
             header_timeout: (limits.header_timeout_ms > 0)
                 .then(|| Duration::from_millis(limits.header_timeout_ms)),
+            write_timeout: (limits.write_timeout_ms > 0)
+                .then(|| Duration::from_millis(limits.write_timeout_ms)),
             refusing: Arc::default(),
             refused_total: metrics.map(|m| m.refused_connections("max_connections")),
             refused_client: metrics.map(|m| m.refused_connections("max_connections_per_address")),
@@ -281,6 +285,11 @@ where
                     request
                 });
         let header_timeout = limits.header_timeout;
+        // hyper has no write limit: a client that reads nothing of a response larger than the
+        // socket's buffers held its connection (and the task writing to it) for ever.
+        let mut io = tokio_io_timeout::TimeoutStream::new(io);
+        io.set_write_timeout(limits.write_timeout);
+        let io = Box::pin(io);
         tokio::spawn(async move {
             let _open = open;
             let mut builder = hyper::server::conn::http1::Builder::new();
