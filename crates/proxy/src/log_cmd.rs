@@ -33,6 +33,11 @@ pub enum LogCommand {
         /// An admin API key, to fetch every trail (without one only the log is checked).
         #[arg(long)]
         api_key: Option<String>,
+        /// Exit 3 when nothing failed but the check is not full (`notChecked` is not empty:
+        /// no trail was read without `--api-key`), as `proofgate audit --require-complete`
+        /// does (1 is a failure).
+        #[arg(long)]
+        require_complete: bool,
     },
 }
 
@@ -59,6 +64,7 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
         checkpoint,
         public_key,
         api_key,
+        require_complete,
     } = command;
     let key = crate::key_text(&public_key)?;
     let saved =
@@ -73,10 +79,12 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
     for n in report["notChecked"].as_array().into_iter().flatten() {
         eprintln!("log: not checked: {}", n.as_str().unwrap_or_default());
     }
-    Ok(if failures == 0 {
-        ExitCode::SUCCESS
-    } else {
+    Ok(if failures > 0 {
         ExitCode::from(1)
+    } else if require_complete && report["complete"] != true {
+        ExitCode::from(3)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -113,10 +113,15 @@ fn audit_text(
     cmd.args(more);
     let out = cmd.output().unwrap();
     let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    // The exit code ends what the command wrote to stderr, for tests that tell them apart.
     (
         out.status.success(),
         report,
-        String::from_utf8_lossy(&out.stderr).to_string(),
+        format!(
+            "{}[exit code {:?}]",
+            String::from_utf8_lossy(&out.stderr),
+            out.status.code()
+        ),
     )
 }
 
@@ -201,6 +206,16 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         &["--require-complete"],
     );
     assert!(!ok && report["ok"] == true, "{report}");
+    // 3 for an audit that passed but was not complete (1 is a failure, 2 one that could not run).
+    let (_, _, err) = audit_with(
+        &dir,
+        &bundle,
+        &park(),
+        &key,
+        Some(&saved_before),
+        &["--require-complete"],
+    );
+    assert!(err.ends_with("[exit code Some(3)]"), "{err}");
     let as_thread = |id: &str| {
         audit_with(
             &dir,
@@ -240,8 +255,9 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     let trail = forged["trail"].as_array_mut().unwrap();
     rebuild_chain(trail, 0);
     let last = trail.len() - 1;
-    let (ok, report, _) = audit(&dir, &forged, &park(), &key, None);
+    let (ok, report, err) = audit(&dir, &forged, &park(), &key, None);
     assert!(!ok);
+    assert!(err.ends_with("[exit code Some(1)]"), "{err}");
     let failures = report["failures"].to_string();
     assert!(
         failures.contains(&format!("record {last}")) && failures.contains("altered"),
@@ -364,6 +380,31 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // --require-complete: 3 without an API key (no trail read), 0 with one.
+    let log_only = |more: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args([
+                "log",
+                "verify",
+                "--server",
+                &proxy.url,
+                "--public-key",
+                &key,
+            ])
+            .args(["--require-complete", "--checkpoint"])
+            .arg(&saved)
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let out = log_only(&[]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(log_only(&["--api-key", "any"]).status.code(), Some(0));
     let db = database(&proxy);
     sqlite(&db, &format!(
         "DELETE FROM audit_records WHERE thread_id = '{thread}'; DELETE FROM threads WHERE id = '{thread}';"
