@@ -156,13 +156,18 @@ fn negative_before(chars: &[char], at: usize) -> bool {
     if j > 0 && matches!(chars[j - 1], '-' | '\u{2212}') {
         return j == 1 || !chars[j - 2].is_alphanumeric();
     }
-    let before: String = chars[..j].iter().collect();
-    let word = before
-        .trim_end()
-        .rsplit(|c: char| !c.is_alphabetic())
-        .next()
-        .unwrap_or("")
-        .to_lowercase();
+    // The word before it, past spaces: read backwards, and no further than the longest word
+    // that counts (the whole text before each number was copied, quadratic in a turn of
+    // many numbers such as "1.1.1.1...").
+    let mut end = j;
+    while end > 0 && chars[end - 1].is_whitespace() {
+        end -= 1;
+    }
+    let mut start = end;
+    while start > 0 && chars[start - 1].is_alphabetic() && end - start <= "negative".len() {
+        start -= 1;
+    }
+    let word: String = chars[start..end].iter().collect::<String>().to_lowercase();
     word == "minus" || word == "negative"
 }
 

@@ -358,6 +358,12 @@ const WISHING: &[&str] = &[
     "requesting",
     "inquiring",
     "enquiring",
+    "going",
+    "gonna",
+    "buying",
+    "signing",
+    "upgrading",
+    "purchasing",
 ];
 
 /// Third-person words: a clause with one speaks of someone else ("I'm asking for my mother,
@@ -416,10 +422,31 @@ const OTHER_TIMES: &[&str] = &[
     "last",
     "anymore",
     "once",
+    "tomorrow",
+    "birthday",
+    "reach",
+    "reaching",
+    "hit",
+    "hitting",
+    "going",
+    "gonna",
+    "become",
+    "becoming",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
 ];
 
 /// Words of the past: a clause with one names nothing ("I used to be a member", "I was a gold
-/// member last year"), from audit format 9.
+/// member last year", "I'm an ex-member", "my membership expired"), from audit format 9.
 const PAST: &[&str] = &[
     "ago",
     "used",
@@ -428,6 +455,26 @@ const PAST: &[&str] = &[
     "previously",
     "last",
     "anymore",
+    "ex",
+    "lapsed",
+    "expired",
+    "past",
+];
+
+/// Words that make a clause a supposition or a guess, not a statement, besides
+/// [`HYPOTHETICAL`]'s ("Let's say I'm 65", "Maybe I'm a gold member"), from audit format 9.
+const SUPPOSING: &[&str] = &[
+    "wish",
+    "lets",
+    "pretend",
+    "hypothetically",
+    "maybe",
+    "perhaps",
+    "probably",
+    "possibly",
+    "may",
+    "almost",
+    "nearly",
 ];
 
 /// Words that make a clause someone else's report when it does not speak of the user itself
@@ -669,11 +716,15 @@ impl<'a> Grounds<'a> {
         // answer's number needs its whole sentence bare ("It's for my dad, 70" is not an age),
         // and a clause continuing the user's states one only as a bare number ("I'm a member,
         // 70 years old"; not "I'm visiting, adults pay 70").
-        let vocabulary = if own_words && statements.iter().any(|c| c.only_as_asked) {
-            self.vocabulary_words()
-        } else {
-            Vec::new()
-        };
+        let vocabulary: BTreeSet<String> =
+            if own_words && statements.iter().any(|c| c.only_as_asked) {
+                self.vocabulary_words().into_iter().collect()
+            } else {
+                BTreeSet::new()
+            };
+        let asked_set: BTreeSet<String> = asked.iter().cloned().collect();
+        let last_sentence: std::cell::Cell<Option<(*const (String, String), bool)>> =
+            std::cell::Cell::new(None);
         let numbers: Vec<f64> = statements
             .iter()
             .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
@@ -681,8 +732,25 @@ impl<'a> Grounds<'a> {
             .filter(|c| {
                 !own_words
                     || (!c.raw.iter().any(|w| OTHER_TIMES.contains(&w.as_str()))
-                        && (!c.only_as_asked || c.bare_sentence(&asked, &vocabulary))
-                        && (!c.continues || c.bare_answer(&[])))
+                        && (!c.only_as_asked || {
+                            // Once per sentence (see `fact_grounded`).
+                            let at = c.sentence.as_ptr();
+                            match last_sentence.get() {
+                                Some((seen, bare)) if seen == at => bare,
+                                _ => {
+                                    let bare = c.bare_sentence(&asked_set, &vocabulary);
+                                    last_sentence.set(Some((at, bare)));
+                                    bare
+                                }
+                            }
+                        })
+                        && (!c.continues || c.bare_answer(&[]))
+                        // "I'm here for my 70 year old mother": not the user's age.
+                        && !c.companion_at.is_some_and(|at| {
+                            c.raw[at..]
+                                .iter()
+                                .any(|w| w.chars().any(|ch| ch.is_ascii_digit()))
+                        }))
             })
             .flat_map(|c| stated_signed_numbers(&c.text))
             .collect();
@@ -891,20 +959,35 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bo
         Some(_) => false,
         None => !fact.positive,
     };
-    !name.is_empty()
-        && statements.iter().any(|c| {
-            c.mention(&name).is_some_and(|n| n == negated)
-                && (want != Some(Count::One) || c.says_one())
-                && (!c.only_as_asked || {
-                    let variable = variable_words(fact.variable, turn.stricter);
-                    // "What is your tier?" answered "Gold": asked by its variable.
-                    let by_variable = matches!(fact.constant, Constant::Enum(_))
-                        && variable.iter().all(|w| turn.asked.contains(w));
-                    (name.iter().all(|w| turn.asked.contains(w)) || by_variable)
-                        && (!turn.own_words
-                            || c.only_answers(&[&turn.asked, &name, &variable, described]))
-                })
-        })
+    if name.is_empty() {
+        return false;
+    }
+    let variable = variable_words(fact.variable, turn.stricter);
+    // Whether a sentence is a bare answer, once per sentence: its clauses follow each other,
+    // and judging each clause's whole sentence again was quadratic in a long one.
+    let mut last_sentence: Option<(*const (String, String), bool)> = None;
+    statements.iter().any(|c| {
+        c.mention(&name).is_some_and(|n| n == negated)
+            && (want != Some(Count::One) || c.says_one())
+            && (!c.only_as_asked || {
+                // "What is your tier?" answered "Gold": asked by its variable.
+                let by_variable = matches!(fact.constant, Constant::Enum(_))
+                    && variable.iter().all(|w| turn.asked.contains(w));
+                (name.iter().all(|w| turn.asked.contains(w)) || by_variable)
+                    && (!turn.own_words || {
+                        let at = c.sentence.as_ptr();
+                        match last_sentence {
+                            Some((seen, bare)) if seen == at => bare,
+                            _ => {
+                                let bare =
+                                    c.only_answers(&[&turn.asked, &name, &variable, described]);
+                                last_sentence = Some((at, bare));
+                                bare
+                            }
+                        }
+                    })
+            })
+    })
 }
 
 /// A clause of a turn, as far as naming a fact goes: its words (stemmed), whether it states
@@ -933,6 +1016,9 @@ struct Clause {
     /// that does ("I pay cash, no credits"); a name opening it with more said of it ("I'm
     /// visiting, gold members enter free") is then a rule, not the user's fact.
     continues: bool,
+    /// From format 9: where the clause starts to speak of whom the user is with or for (see
+    /// [`FirstPerson::companion_at`]).
+    companion_at: Option<usize>,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -961,6 +1047,7 @@ impl Clause {
             own_words: false,
             sentence: std::rc::Rc::from(Vec::new()),
             continues: false,
+            companion_at: None,
         }
     }
 
@@ -992,6 +1079,8 @@ impl Clause {
                 .raw
                 .get(last + 1)
                 .is_some_and(|w| PRICE_WORDS.contains(&w.as_str()))
+                || self.object_of_a_preposition(first)
+                || (!self.denials_after && self.denied_at_the_end(last))
                 || self.raw.iter().any(|w| PAST.contains(&w.as_str()))
                 || (self.continues && self.opens_a_rule(first, last)))
         {
@@ -1050,6 +1139,41 @@ impl Clause {
                 .raw
                 .get(at)
                 .is_some_and(|w| UNKNOWN_AFTER.contains(&w.as_str()))
+    }
+
+    /// Whether the name starting at word `first` is the object of a preposition, past articles
+    /// and possessives ("married to a gold member", "a question about the gold tier",
+    /// "here with a gold member", "upgrade my membership to gold"): someone or something else,
+    /// not what the user is.
+    fn object_of_a_preposition(&self, first: usize) -> bool {
+        let mut at = first;
+        let mut skipped = false;
+        while at > 0
+            && matches!(
+                self.raw[at - 1].as_str(),
+                "a" | "an" | "the" | "my" | "our" | "your" | "his" | "her" | "their"
+            )
+        {
+            at -= 1;
+            skipped = true;
+        }
+        at > 0
+            && match self.raw[at - 1].as_str() {
+                "to" | "for" | "about" | "of" | "from" | "like" | "than" | "into" | "toward"
+                | "towards" | "regarding" => true,
+                "with" => skipped,
+                _ => false,
+            }
+    }
+
+    /// Whether a denial ends the clause within two words after the name ending at word
+    /// `last` ("Gold member: no", "My outstanding fines: none"): the user did not affirm it.
+    fn denied_at_the_end(&self, last: usize) -> bool {
+        let rest = &self.raw[last + 1..];
+        rest.len() <= 2
+            && rest
+                .last()
+                .is_some_and(|w| DENIALS_AFTER.contains(&w.as_str()))
     }
 
     /// Whether the name at words `first..=last` opens the clause (past articles) and words
@@ -1118,7 +1242,7 @@ impl Clause {
     /// [`Clause::bare_answer`] for the clause's whole sentence (format 9's answers), without
     /// grammar beyond [`ANSWER_FILLER`] and with the policy's `names`: "70 years old", "Gold,
     /// 70", not "It's for my dad, 70".
-    fn bare_sentence(&self, asked: &[String], names: &[String]) -> bool {
+    fn bare_sentence(&self, asked: &BTreeSet<String>, names: &BTreeSet<String>) -> bool {
         self.sentence.iter().all(|(raw, stemmed)| {
             raw.chars().all(|c| c.is_ascii_digit() || c == '.')
                 || UNIT_WORDS.contains(&raw.as_str())
@@ -1216,10 +1340,12 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
         let mut spoke_of_self = false;
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
-            let stating = !raw.iter().any(|w| HYPOTHETICAL.contains(&w.as_str()))
+            let stating = !raw
+                .iter()
+                .any(|w| HYPOTHETICAL.contains(&w.as_str()) || SUPPOSING.contains(&w.as_str()))
                 && !raw
                     .first()
-                    .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()))
+                    .is_some_and(|w| QUESTION_OPENERS.contains(&w.as_str()) || w == "say")
                 && (!question || i + 1 < n);
             // In a question each piece speaks of the user by itself ("I'm 70, gold members get
             // in free, right?" states the age only).
@@ -1236,7 +1362,8 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                     .iter()
                     .all(|w| matches!(w.as_str(), "me" | "i" | "us" | "we" | "both" | "myself"))
                 {
-                    carried = format!("{carried}{part} and ");
+                    carried.push_str(&part);
+                    carried.push_str(" and ");
                     continue;
                 }
                 let merged = !carried.is_empty();
@@ -1255,7 +1382,8 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                 let continues = spoke_of_self && !person.others && !person.reporting && !hearsay;
                 let first_person = own || continues;
                 c.continues = !own && continues;
-                spoke_of_self |= own && stating;
+                spoke_of_self |= own && stating && person.companion_at.is_none();
+                c.companion_at = person.companion_at;
                 c.statement = speaker == Speaker::Record
                     || (stating
                         && (first_person || (speaker == Speaker::AnsweringUser && !question)));
@@ -1294,9 +1422,14 @@ struct FirstPerson {
     own: bool,
     /// "I" reports a belief, a wish or hearsay ("I think", "I want", "I was told").
     reporting: bool,
-    /// The clause speaks of someone else: "my" before [`OTHERS`], or a third person ("she's
-    /// 72").
+    /// The clause speaks of someone else: "my" before [`OTHERS`] or one of them named, or a
+    /// third person ("she's 72", "my 70 year old mother").
     others: bool,
+    /// Where the clause speaks of whom the user is with or for ("I'm visiting in the low
+    /// season with my kids", "I'm here for my mother"): the clause is still the user's, but
+    /// passes the user's "I" to no other clause, and its numbers after this word are not
+    /// the user's.
+    companion_at: Option<usize>,
 }
 
 /// The first-person words of a clause (audit format 9). Not the writer: "me" or "us" but as a
@@ -1309,6 +1442,30 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
         others: raw.iter().any(|w| THIRD_PERSON.contains(&w.as_str())),
         ..FirstPerson::default()
     };
+    let other =
+        |w: &str| OTHERS.contains(&w) || w.strip_suffix('s').is_some_and(|w| OTHERS.contains(&w));
+    // Someone else named: with "with" or "for" up to two words before, a companion; else
+    // the clause is about them.
+    for (j, w) in raw.iter().enumerate() {
+        if !other(w)
+            || matches!(
+                w.as_str(),
+                "opinion" | "understanding" | "knowledge" | "view" | "guess" | "impression"
+            )
+        {
+            continue;
+        }
+        match raw[j.saturating_sub(3)..j]
+            .iter()
+            .rposition(|p| matches!(p.as_str(), "with" | "for"))
+        {
+            Some(k) => {
+                let at = j.saturating_sub(3) + k;
+                found.companion_at = Some(found.companion_at.map_or(at, |c: usize| c.min(at)));
+            }
+            None => found.others = true,
+        }
+    }
     for (i, w) in raw.iter().enumerate() {
         let after = || raw[i + 1..].iter().map(String::as_str);
         match w.as_str() {
@@ -1320,12 +1477,12 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
                 found.own = true;
             }
             "my" | "our" => {
-                if after().take(2).any(|n| {
-                    OTHERS.contains(&n) || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
-                }) {
-                    found.others = true;
-                } else {
+                // "with my kids": whom the user is with, which says nothing of the user.
+                let companion = i > 0 && matches!(raw[i - 1].as_str(), "with" | "for");
+                if !after().take(2).any(other) {
                     found.own = true;
+                } else if !companion {
+                    found.others = true;
                 }
             }
             "i" | "im" | "ive" | "ill" | "we" => {
@@ -1361,6 +1518,13 @@ fn sentences(text: &str) -> Vec<(String, bool)> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut current = String::new();
+    // The word before a point: the letters and digits (lower-cased) of the run of letters,
+    // digits and points ending `current`, kept as it grows (it was read back from `current`
+    // at every point, quadratic in a long run such as "1.1.1.1..."). Only its length matters
+    // beyond the longest abbreviation.
+    let mut run_len = 0usize;
+    let mut run_word = String::new();
+    const KEPT: usize = 8;
     for (i, &c) in chars.iter().enumerate() {
         let ends = match c {
             '?' | '!' | ';' | '\n' => true,
@@ -1368,18 +1532,10 @@ fn sentences(text: &str) -> Vec<(String, bool)> {
                 let decimal = i > 0
                     && chars[i - 1].is_ascii_digit()
                     && chars.get(i + 1).is_some_and(char::is_ascii_digit);
-                let word: String = current
-                    .chars()
-                    .rev()
-                    .take_while(|c| c.is_alphanumeric() || *c == '.')
-                    .filter(|c| *c != '.')
-                    .collect::<String>()
-                    .chars()
-                    .rev()
-                    .collect::<String>()
-                    .to_lowercase();
                 // "e.g.", "i.e." and initials: a one-letter word's point ends nothing.
-                !decimal && word.chars().count() > 1 && !ABBREVIATIONS.contains(&word.as_str())
+                !decimal
+                    && run_len > 1
+                    && (run_len > KEPT || !ABBREVIATIONS.contains(&run_word.as_str()))
             }
             _ => false,
         };
@@ -1388,8 +1544,21 @@ fn sentences(text: &str) -> Vec<(String, bool)> {
                 out.push((std::mem::take(&mut current), c == '?'));
             }
             current.clear();
+            run_len = 0;
+            run_word.clear();
         } else {
             current.push(c);
+            if c.is_alphanumeric() {
+                for l in c.to_lowercase() {
+                    run_len += 1;
+                    if run_len <= KEPT {
+                        run_word.push(l);
+                    }
+                }
+            } else if c != '.' {
+                run_len = 0;
+                run_word.clear();
+            }
         }
     }
     if !current.trim().is_empty() {
@@ -1492,7 +1661,7 @@ fn answered(asked: &str, answer: &str, stricter: bool, own_words: bool) -> Vec<(
                 raw.len() > o.len() && raw[..o.len()].iter().zip(o.iter()).all(|(w, x)| w == x)
             }) && !raw.iter().any(|w| {
                 NOT_ABOUT_WHAT_IS.contains(&w.as_str()) || HYPOTHETICAL.contains(&w.as_str())
-            })
+            }) && !(own_words && not_about_the_user_now(&raw))
         })
         .filter_map(|(q, a)| {
             let yes = yes_or_no(a)?;
@@ -1520,6 +1689,28 @@ fn answered(asked: &str, answer: &str, stricter: bool, own_words: bool) -> Vec<(
             Some((c, !yes))
         })
         .collect()
+}
+
+/// Whether a yes/no question asks about someone else, about the past, or what the user
+/// wants or means ("Is your husband a gold member?", "Have you ever been a member?", "Are you
+/// asking about the gold tier?", "Do you need the gold member rate?"): a yes to it states no
+/// fact of the user now (audit format 9).
+fn not_about_the_user_now(raw: &[String]) -> bool {
+    let person = first_person_forms(raw);
+    raw.iter().enumerate().any(|(i, w)| {
+        let w = w.as_str();
+        THIRD_PERSON.contains(&w)
+            || REPORTING.contains(&w)
+            || WISHING.contains(&w)
+            || PAST.contains(&w)
+            || matches!(w, "ever" | "mean" | "meant" | "hear" | "heard")
+            || (matches!(w, "your" | "yours")
+                && raw[i + 1..].iter().take(2).any(|n| {
+                    OTHERS.contains(&n.as_str())
+                        || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
+                }))
+    }) || person.others
+        || person.companion_at.is_some()
 }
 
 /// `Some(true)` for a short answer that is a yes, `Some(false)` for a short no; `None` for
@@ -2447,6 +2638,147 @@ mod tests {
             "(and (= tier GOLD) (= customerAge 70))"
         ));
         assert!(after("What's your tier, please?", "Gold.", "(= tier GOLD)"));
+    }
+
+    /// Turns as long as a request may carry, built to make any pass over a sentence per
+    /// clause (or over a run of points per point) quadratic, are read in one pass: each took
+    /// minutes to hours of a core before, longer than any request's deadline.
+    #[test]
+    fn long_adversarial_turns_are_read_in_linear_time() {
+        let n = 40_000;
+        let turns = [
+            (
+                "What is your tier?",
+                "gold and ".repeat(n) + "x",
+                "(= tier GOLD)",
+            ),
+            (
+                "How old are you?",
+                "70, ".repeat(n) + "x",
+                "(= customerAge 70)",
+            ),
+            (
+                "What is your tier?",
+                "me and ".repeat(n) + "gold",
+                "(= tier GOLD)",
+            ),
+            ("Hi", "1.".repeat(4 * n), "(= customerAge 1)"),
+            ("Hi", ".".repeat(4 * n) + "ab.", "isMember"),
+        ];
+        for format in [8, crate::audit::FORMAT_VERSION] {
+            for (assistant, answer, logic) in &turns {
+                // Whatever it finds: that it finishes is the test.
+                let _ = answering("Hi", assistant, answer, logic, format);
+            }
+        }
+        // The point after a long run of points still ends a two-letter word's sentence.
+        assert_eq!(sentences(&(".".repeat(100) + "ab. cd")).len(), 2);
+        assert_eq!(sentences("e.g. this").len(), 1);
+    }
+
+    /// What a third review of format 9 found: a yes to a question about someone else, the
+    /// past or what the user wants; a name after a preposition; a denial after the name;
+    /// lapsed or planned status; suppositions; a future age; someone else named anywhere.
+    #[test]
+    fn a_third_review_of_format_9_found_these() {
+        let after = |assistant: &str, answer: &str, logic: &str| {
+            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+        };
+        for (assistant, answer, logic) in [
+            ("Is your husband a gold member?", "Yes", "(= tier GOLD)"),
+            ("Does your wife have a membership?", "Yes", "isMember"),
+            (
+                "Are you asking about the gold tier?",
+                "Yes",
+                "(= tier GOLD)",
+            ),
+            ("Do you need the gold member rate?", "Yes", "(= tier GOLD)"),
+            (
+                "Are you traveling with a gold member?",
+                "Yes",
+                "(= tier GOLD)",
+            ),
+            ("Have you ever been a gold member?", "Yes", "(= tier GOLD)"),
+            (
+                "Are you a gold member?",
+                "Gold member: no.",
+                "(= tier GOLD)",
+            ),
+            (
+                "Are you a gold member?",
+                "Member yes, gold no.",
+                "(= tier GOLD)",
+            ),
+        ] {
+            assert!(
+                !after(assistant, answer, logic),
+                "{assistant} {answer}: {logic}"
+            );
+        }
+        for (turn, logic) in [
+            ("I'm married to a gold member.", "(= tier GOLD)"),
+            ("I'm here with a gold member.", "(= tier GOLD)"),
+            ("Please upgrade my membership to gold.", "(= tier GOLD)"),
+            (
+                "I have a question about the gold member price.",
+                "(= tier GOLD)",
+            ),
+            ("My outstanding fines: none.", "hasOutstandingFines"),
+            ("I'm an ex-member.", "isMember"),
+            ("I'm a lapsed member.", "isMember"),
+            ("My membership expired.", "isMember"),
+            ("I'm buying a gold membership.", "(= tier GOLD)"),
+            ("I'm going to become a gold member.", "(= tier GOLD)"),
+            ("I wish I were a gold member.", "(= tier GOLD)"),
+            ("Let's say I'm 65, how much is it?", "(= customerAge 65)"),
+            ("Maybe I'm a gold member.", "(= tier GOLD)"),
+            ("I'm almost a gold member.", "(= tier GOLD)"),
+            ("I'm 65 tomorrow.", "(= customerAge 65)"),
+            ("I'm 65 in June.", "(= customerAge 65)"),
+            ("My 70 year old mother is visiting.", "(= customerAge 70)"),
+            ("I'm here for my 70 year old mother.", "(= customerAge 70)"),
+            ("Gold members enter free with my kids.", "(= tier GOLD)"),
+        ] {
+            assert!(!ok(turn, logic), "{turn}: {logic}");
+        }
+        // What still grounds.
+        for (turn, logic) in [
+            (
+                "I'm visiting in the low season with my kids.",
+                "isLowSeason",
+            ),
+            ("I'm a gold member with my family.", "(= tier GOLD)"),
+            ("I'm 70 with my grandkids.", "(= customerAge 70)"),
+            ("I'm 70 and a member.", "isMember"),
+            ("I have no outstanding fines.", "(not hasOutstandingFines)"),
+            ("I am a gold member and I have 3 kids.", "(= tier GOLD)"),
+            (
+                "I'm a gold member with no outstanding fines.",
+                "(= tier GOLD)",
+            ),
+            (
+                "I'm 70 and I'll be paying cash, no credits.",
+                "(= customerAge 70)",
+            ),
+        ] {
+            assert!(ok(turn, logic), "{turn}: {logic}");
+        }
+        for (assistant, answer, logic) in [
+            ("Are you a member?", "Yes, I'm a member.", "isMember"),
+            ("Are you a member?", "No.", "(not isMember)"),
+            (
+                "Is your visit in the low season?",
+                "Low season. No credits.",
+                "isLowSeason",
+            ),
+            (
+                "Do you pay part of the fee with park credits?",
+                "Yes.",
+                "usesCredits",
+            ),
+        ] {
+            assert!(after(assistant, answer, logic), "{answer}: {logic}");
+        }
     }
 
     /// A trail of audit format 8 replays by format 8's grounding: none of format 9's rules
