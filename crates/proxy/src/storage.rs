@@ -35,6 +35,9 @@ pub enum StorageError {
     /// The audit log failed.
     #[error("storage: audit log: {0}")]
     AuditLog(String),
+    /// The database did not answer a health check (within this many ms, or moments ago).
+    #[error("storage: the database did not answer a health check within {0} ms")]
+    Unhealthy(u64),
     /// A queued write (see `journal`) failed.
     #[error("storage: {0}")]
     Write(String),
@@ -74,6 +77,9 @@ pub struct ThreadSummary {
 /// conversation, up to the body limit, and a listing read 200 of them, one query each).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FirstRecordOwner {
+    /// Whether the database could read it as JSON (see `thread_summaries`); when not, the
+    /// record is read and checked on its own.
+    pub readable: bool,
     /// The record's kind (THREAD_STARTED for a trail as written).
     pub kind: Option<String>,
     /// Its body's `owner` member as JSON text, when it has one.
@@ -285,9 +291,9 @@ pub struct Store {
     /// How long a connection stays open unused (`None`: always). The pools close their idle
     /// ones; the journal closes the writer's.
     pub(crate) idle: Option<std::time::Duration>,
-    /// When the database last answered a health check: one check at a time, and its answer
-    /// stands for [`PING_FRESH`].
-    last_ping: Arc<tokio::sync::Mutex<Option<std::time::Instant>>>,
+    /// When the database last answered a health check, and whether it answered well: one
+    /// check at a time, and its answer stands for [`PING_FRESH`].
+    last_ping: Arc<tokio::sync::Mutex<Option<(std::time::Instant, bool)>>>,
 }
 
 /// How long a health check's answer stands: `/healthz` takes no key and no limit, and a
@@ -785,31 +791,53 @@ impl Store {
         limit: i64,
     ) -> Result<Vec<ThreadSummary>, StorageError> {
         // SQLite reads a JSON text's member with `->` as is; PostgreSQL needs the text cast.
-        let verdict = if self.sqlite {
-            "t.state -> 'state' -> 'outcome' ->> 'status'"
-        } else {
-            "CAST(t.state AS JSON) -> 'state' -> 'outcome' ->> 'status'"
+        // Each is read only where it can be: PostgreSQL's JSON refuses a `\u0000` escape (an
+        // LLM's text may hold one) and SQLite's an invalid text, and one such row failed the
+        // whole listing.
+        let readable = |col: &str| {
+            if self.sqlite {
+                format!("json_valid({col})")
+            } else {
+                format!("strpos({col}, '\\u0000') = 0")
+            }
         };
+        let json = |col: &str| {
+            if self.sqlite {
+                col.to_string()
+            } else {
+                format!("CAST({col} AS JSON)")
+            }
+        };
+        let verdict = format!(
+            "CASE WHEN {} THEN {} -> 'state' -> 'outcome' ->> 'status' END",
+            readable("t.state"),
+            json("t.state")
+        );
         let columns = format!(
             "SELECT t.id, t.status, substr(t.question, 1, 1000) AS question, t.created_at, \
              t.updated_at, {verdict} AS verdict"
         );
-        // The first record's owner, read in the same query (the database reads the JSON).
-        let (first_owner, first_kind) = if self.sqlite {
-            ("r.record -> 'body' -> 'owner'", "r.record ->> 'kind'")
+        // The first record's owner, read in the same query (the database reads the JSON),
+        // for the page of threads only (the limit is taken first).
+        let first_owner = if self.sqlite {
+            "r.record -> 'body' -> 'owner'".to_string()
         } else {
-            (
-                "CAST(CAST(r.record AS JSON) -> 'body' -> 'owner' AS TEXT)",
-                "CAST(r.record AS JSON) ->> 'kind'",
-            )
+            format!("CAST({} -> 'body' -> 'owner' AS TEXT)", json("r.record"))
         };
+        let first_kind = format!("{} ->> 'kind'", json("r.record"));
+        let first_readable = readable("r.record");
         let query = match owner {
             Some(o) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "{columns}, CAST(CASE WHEN r.thread_id IS NULL THEN 0 ELSE 1 END AS BIGINT) AS has_first, {first_owner} AS first_owner, \
-                 {first_kind} AS first_kind \
-                 FROM thread_owners o JOIN threads t ON t.id = o.thread_id \
+                "{columns}, CAST(CASE WHEN r.thread_id IS NULL THEN 0 WHEN {first_readable} THEN 1 \
+                 ELSE 2 END AS BIGINT) AS first_state, \
+                 CASE WHEN {first_readable} THEN {first_owner} END AS first_owner, \
+                 CASE WHEN {first_readable} THEN {first_kind} END AS first_kind \
+                 FROM (SELECT t.*, o.created_at AS owned_at FROM thread_owners o \
+                       JOIN threads t ON t.id = o.thread_id \
+                       WHERE o.owner_key = $1 AND o.end_user = $2 \
+                       ORDER BY o.created_at DESC LIMIT $3) t \
                  LEFT JOIN audit_records r ON r.thread_id = t.id AND r.seq = 0 \
-                 WHERE o.owner_key = $1 AND o.end_user = $2 ORDER BY o.created_at DESC LIMIT $3"
+                 ORDER BY t.owned_at DESC"
             )))
             .bind(o.key.clone())
             .bind(o.user.clone()),
@@ -833,13 +861,15 @@ impl Store {
                     updated_at: r.try_get("updated_at").map_err(read())?,
                     verdict: r.try_get("verdict").map_err(read())?,
                     first_record: match owner {
-                        Some(_) if r.try_get::<i64, _>("has_first").map_err(read())? == 1 => {
-                            Some(FirstRecordOwner {
+                        Some(_) => match r.try_get::<i64, _>("first_state").map_err(read())? {
+                            0 => None,
+                            state => Some(FirstRecordOwner {
+                                readable: state == 1,
                                 kind: r.try_get("first_kind").map_err(read())?,
                                 owner: r.try_get("first_owner").map_err(read())?,
-                            })
-                        }
-                        _ => None,
+                            }),
+                        },
+                        None => None,
                     },
                 })
             })
@@ -1106,20 +1136,30 @@ impl Store {
         Ok(Some((seq as u64, hash)))
     }
 
-    /// Whether the database answers: asked at most once at a time, and not again within
-    /// [`PING_FRESH`] of an answer (a failure is not remembered: the next call asks again).
+    /// Whether the database answers: asked at most once at a time, within [`PING_FRESH`],
+    /// and not again within [`PING_FRESH`] of an answer, good or bad (a failing database is
+    /// not asked again by every waiting caller in turn).
     pub async fn ping(&self) -> Result<(), StorageError> {
         let mut last = self.last_ping.lock().await;
-        if last.is_some_and(|at| at.elapsed() < PING_FRESH) {
-            return Ok(());
+        let healthy = match *last {
+            Some((at, healthy)) if at.elapsed() < PING_FRESH => healthy,
+            _ => {
+                let answered =
+                    tokio::time::timeout(PING_FRESH, sqlx::query("SELECT 1").execute(&self.pool))
+                        .await;
+                let healthy = matches!(answered, Ok(Ok(_)));
+                *last = Some((std::time::Instant::now(), healthy));
+                if let Ok(Err(e)) = answered {
+                    return Err(db("health check")(e));
+                }
+                healthy
+            }
+        };
+        if healthy {
+            Ok(())
+        } else {
+            Err(StorageError::Unhealthy(PING_FRESH.as_millis() as u64))
         }
-        *last = None;
-        sqlx::query("SELECT 1")
-            .execute(&self.pool)
-            .await
-            .map_err(db("health check"))?;
-        *last = Some(std::time::Instant::now());
-        Ok(())
     }
 }
 
@@ -1165,9 +1205,14 @@ mod tests {
             store.ping().await.unwrap();
             store.pool.close().await;
             store.ping().await.unwrap();
-            *store.last_ping.lock().await = Some(std::time::Instant::now() - PING_FRESH);
+            *store.last_ping.lock().await = Some((std::time::Instant::now() - PING_FRESH, true));
             assert!(store.ping().await.is_err());
+            // The failure stands for a moment too, without asking again.
             assert!(store.ping().await.is_err());
+            assert!(matches!(
+                store.last_ping.lock().await.as_ref(),
+                Some((_, false))
+            ));
         }
     }
 

@@ -1822,3 +1822,35 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
         200
     );
 }
+
+/// A thread whose records hold a NUL character from the LLM's text (PostgreSQL's JSON refuses
+/// the `\u0000` escape) is still listed for its owner, its owner checked from the record on
+/// its own: the listing read every first record's owner in one query, and that one row failed
+/// the whole listing. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set.
+#[tokio::test]
+async fn a_thread_holding_a_nul_from_the_llm_is_still_listed_on_postgres() {
+    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+        eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
+        return;
+    };
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "reply": "You pay \u{0}$35.75."}]}),
+    );
+    let cfg = secured_config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    let proxy = Proxy::start("nul-listing", &cfg);
+    let key = new_key(&proxy, "nul listing app", &["chat", "read"]).await;
+    let r = chat(&proxy, &key, first_turn(None), &[]).await;
+    let id = r.header("x-proofgate-thread").to_string();
+    assert!(!id.is_empty(), "{r:?}");
+    let listed = get(&proxy, "/api/threads", &key, &[]).await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+    assert!(
+        listed.body["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["id"] == id.as_str()),
+        "{listed:?}"
+    );
+}

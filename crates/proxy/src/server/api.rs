@@ -210,13 +210,17 @@ pub(crate) async fn recorded_owner_is(
 }
 
 /// [`recorded_owner_is`] for a listed thread, from what its listing read of its first record.
-fn listed_owner_is(
+async fn listed_owner_is(
+    app: &App,
     t: &crate::storage::ThreadSummary,
     owner: &crate::storage::ThreadOwner,
 ) -> Result<bool, ApiError> {
     let Some(first) = &t.first_record else {
         return Ok(true);
     };
+    if !first.readable {
+        return recorded_owner_is(app, &t.id, owner).await;
+    }
     let first = first.as_record().map_err(|e| {
         ApiError::internal(format!("its first record names an unreadable owner: {e}"))
     })?;
@@ -306,7 +310,7 @@ pub async fn list_threads(
         let mut mine = Vec::new();
         for t in app.store.thread_summaries(Some(&owner), 200).await? {
             // One unreadable thread must not hide the others: it is left out, and logged.
-            match listed_owner_is(&t, &owner) {
+            match listed_owner_is(&app, &t, &owner).await {
                 Ok(true) => mine.push(t),
                 Ok(false) => {}
                 Err(e) => tracing::error!("thread {} left out of a listing: {e:?}", t.id),

@@ -180,10 +180,20 @@ async fn read_body(req: Request, limits: &limits::Limits) -> Result<Request, err
 /// thread's write after the LLM calls were spent, and sent every key's queued writes down the
 /// journal's one-by-one path: refused at the door instead, on every store alike.
 fn escaped_nul(body: &[u8]) -> Option<usize> {
-    body.windows(6).enumerate().find_map(|(i, w)| {
-        let backslashes = body[..=i].iter().rev().take_while(|b| **b == b'\\').count();
-        (w == b"\\u0000" && backslashes % 2 == 1).then_some(i)
-    })
+    // One pass, an escape at a time (counting the backslashes before each position was
+    // quadratic in a body of backslashes).
+    let mut i = 0;
+    while i < body.len() {
+        if body[i] == b'\\' {
+            if body[i..].starts_with(b"\\u0000") {
+                return Some(i);
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+    None
 }
 
 /// The handler's response, or 504 at the deadline. Dropping the handler's future stops its
@@ -440,7 +450,9 @@ async fn resume_orphan(
 ) -> Result<(), Box<dyn std::error::Error>> {
     // A resumed thread is a request in flight like any other, held to the same deadline and
     // counted among its owner's places; when none may start now, it waits for the next pass.
-    let scope = cache_scope_of(app, &stored.id).await;
+    let Some(scope) = background_scope(app, &stored.id).await else {
+        return Ok(());
+    };
     let Ok(permit) = app.limits.admit_for(&scope) else {
         return Ok(());
     };
@@ -454,17 +466,25 @@ async fn resume_orphan(
     Ok(())
 }
 
-/// The findings-cache scope of a thread driven with no request (resumed, or its questions
-/// timed out): its owner's key, as for the owner's own requests. A thread from before owners
-/// were recorded, or whose owner cannot be read, is its own scope and shares nothing. Its
-/// place among the requests in flight is counted under the same key, so that one key's
-/// threads continued in the background cannot take the places kept for other keys (they
-/// took any free place: a key leaving many questions unanswered had them all continued at
-/// once when they timed out, and every other key got a 503).
-async fn cache_scope_of(app: &App, thread_id: &str) -> String {
+/// The key a thread driven with no request (resumed, or its questions timed out) is counted
+/// and cached under: its owner's key, as for the owner's own requests, so that one key's
+/// threads continued in the background cannot take the places kept for other keys (they took
+/// any free place: a key leaving many questions unanswered had them all continued at once
+/// when they timed out, and every other key got a 503). A thread from before owners were
+/// recorded is its own scope and shares nothing. `None` while its owner cannot be read: it
+/// waits for the next pass rather than run counted under no key. With keys off, every
+/// thread's owner is `anonymous`, so background threads share that one count (requests are
+/// counted by client address).
+async fn background_scope(app: &App, thread_id: &str) -> Option<String> {
     match app.store.owner_of(thread_id).await {
-        Ok(Some(owner)) => owner.key,
-        _ => format!("thread:{thread_id}"),
+        Ok(Some(owner)) => Some(owner.key),
+        Ok(None) => Some(format!("thread:{thread_id}")),
+        Err(e) => {
+            tracing::warn!(
+                "thread {thread_id}: its owner could not be read, left for the next pass: {e}"
+            );
+            None
+        }
     }
 }
 
@@ -487,6 +507,9 @@ async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> 
         .saturating_mul(1000);
     let asked_before = i64::try_from(now.saturating_sub(timeout)).unwrap_or(0);
     let mut after = None;
+    // Owners whose places left are kept from them this pass: their other threads are skipped
+    // without being loaded (each load reads and checks a whole trail).
+    let mut refused = std::collections::HashSet::new();
     loop {
         let page = app
             .store
@@ -497,7 +520,7 @@ async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> 
             )
             .await?;
         for stored in &page {
-            match tick_if_overdue(app, stored, now).await {
+            match tick_if_overdue(app, stored, now, &mut refused).await {
                 Ok(Ticked::NoPlace) => return Ok(()),
                 Ok(_) => {}
                 Err(e) => {
@@ -528,7 +551,24 @@ async fn tick_if_overdue(
     app: &Arc<App>,
     stored: &crate::storage::StoredThread,
     now: u64,
+    refused: &mut std::collections::HashSet<String>,
 ) -> Result<Ticked, Box<dyn std::error::Error>> {
+    let Some(scope) = background_scope(app, &stored.id).await else {
+        return Ok(Ticked::Left);
+    };
+    if refused.contains(&scope) {
+        return Ok(Ticked::Left);
+    }
+    // A place first, then the load: a thread with none is not loaded for nothing.
+    let permit = match app.limits.admit_for(&scope) {
+        Ok(permit) => permit,
+        // The places left are kept from this thread's owner: other keys' threads may go on.
+        Err(r) if r.error.status == StatusCode::TOO_MANY_REQUESTS => {
+            refused.insert(scope);
+            return Ok(Ticked::Left);
+        }
+        Err(_) => return Ok(Ticked::NoPlace),
+    };
     // Threads asked long enough ago are nearly all overdue: loaded (with the log check) once,
     // as to be extended.
     let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
@@ -539,15 +579,6 @@ async fn tick_if_overdue(
     if !overdue {
         return Ok(Ticked::Left);
     }
-    let scope = cache_scope_of(app, &stored.id).await;
-    let permit = match app.limits.admit_for(&scope) {
-        Ok(permit) => permit,
-        // The places left are kept from this thread's owner: other keys' threads may go on.
-        Err(refused) if refused.error.status == StatusCode::TOO_MANY_REQUESTS => {
-            return Ok(Ticked::Left)
-        }
-        Err(_) => return Ok(Ticked::NoPlace),
-    };
     // One replica, or one pass, continues it.
     let now_at = i64::try_from(now).unwrap_or(i64::MAX);
     if !app
@@ -689,6 +720,13 @@ mod nul_tests {
         assert_eq!(escaped_nul(br#"{"q": "\\u0000"}"#), None);
         assert_eq!(escaped_nul(br#"{"q": "u0000 \u0001"}"#), None);
         assert_eq!(escaped_nul(b""), None);
+        // A megabyte of backslashes is read in one pass (whatever it finds).
+        let mut long = b"{\"q\": \"".to_vec();
+        long.extend(std::iter::repeat_n(b'\\', 1 << 20));
+        long.extend(b"u0000\"}");
+        assert_eq!(escaped_nul(&long), None);
+        long.insert(8, b'\\');
+        assert_eq!(escaped_nul(&long), Some(long.len() - 8));
     }
 }
 
