@@ -1252,6 +1252,14 @@ impl Clause {
         })
     }
 
+    /// How many negations the clause holds (those before a later clause of its sentence).
+    fn negations(&self) -> usize {
+        self.raw
+            .iter()
+            .filter(|w| NEGATIONS.contains(&w.as_str()))
+            .count()
+    }
+
     /// Whether every word of `name` is in this clause, whatever it says of it.
     fn names(&self, name: &[String]) -> bool {
         name.iter().all(|n| self.words.contains(n))
@@ -1305,11 +1313,7 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec
                 c.denials_after = speaker == Speaker::Record;
                 c.only_as_asked = only_as_asked;
                 c.stricter = stricter;
-                negations += c
-                    .raw
-                    .iter()
-                    .filter(|w| NEGATIONS.contains(&w.as_str()))
-                    .count();
+                negations += c.negations();
                 out.push(c);
             }
         }
@@ -1394,11 +1398,7 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                 }
                 c.stricter = true;
                 c.own_words = true;
-                negations += c
-                    .raw
-                    .iter()
-                    .filter(|w| NEGATIONS.contains(&w.as_str()))
-                    .count();
+                negations += c.negations();
                 out.push(c);
             }
         }

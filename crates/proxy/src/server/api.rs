@@ -195,6 +195,16 @@ pub(crate) async fn recorded_owner_is(
     let Some(first) = app.store.first_record(id).await? else {
         return Ok(true);
     };
+    first_record_gives_it_to(id, first, owner)
+}
+
+/// Whether thread `id`'s first record (as far as its owner goes) names `owner`, or no owner;
+/// a mismatch is logged as an altered store.
+fn first_record_gives_it_to(
+    id: &str,
+    first: Value,
+    owner: &crate::storage::ThreadOwner,
+) -> Result<bool, ApiError> {
     let recorded = proofgate_core::audit::ThreadStarted::owner_in_trail(&[first])
         .map_err(ApiError::internal)?;
     let same = recorded
@@ -224,19 +234,7 @@ async fn listed_owner_is(
     let first = first.as_record().map_err(|e| {
         ApiError::internal(format!("its first record names an unreadable owner: {e}"))
     })?;
-    let recorded = proofgate_core::audit::ThreadStarted::owner_in_trail(&[first])
-        .map_err(ApiError::internal)?;
-    let same = recorded
-        .as_ref()
-        .is_none_or(|r| *r == proofgate_core::audit::ThreadOwner::from(owner.clone()));
-    if !same {
-        tracing::error!(
-            "thread {}: the owners' table gives it to {owner:?}, its trail to {recorded:?}: \
-             the store was altered",
-            t.id
-        );
-    }
-    Ok(same)
+    first_record_gives_it_to(&t.id, first, owner)
 }
 
 /// `POST /api/threads`.
