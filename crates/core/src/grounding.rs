@@ -373,6 +373,13 @@ const THIRD_PERSON: &[&str] = &[
     "who", "whose",
 ];
 
+/// Words that may follow whom the user is with without naming something of theirs ("with my
+/// kids in the low season"; not "with my husband's membership card").
+const AFTER_COMPANIONS: &[&str] = &[
+    "in", "on", "at", "to", "during", "this", "next", "today", "tomorrow", "too", "also", "and",
+    "both", "here", "there", "now", "again", "as", "so",
+];
+
 /// Words after "me" or "us" that make it a subject ("my husband and me are members").
 const SUBJECT_NEXT: &[&str] = &[
     "and", "are", "were", "have", "both", "too", "also", "as", "each", "all",
@@ -1425,10 +1432,10 @@ struct FirstPerson {
     /// The clause speaks of someone else: "my" before [`OTHERS`] or one of them named, or a
     /// third person ("she's 72", "my 70 year old mother").
     others: bool,
-    /// Where the clause speaks of whom the user is with or for ("I'm visiting in the low
-    /// season with my kids", "I'm here for my mother"): the clause is still the user's, but
-    /// passes the user's "I" to no other clause, and its numbers after this word are not
-    /// the user's.
+    /// Where the clause speaks of whom the user is with ("I'm visiting in the low season with
+    /// my kids"): the clause is still the user's, but passes the user's "I" to no other
+    /// clause, and its numbers after this word are not the user's. Someone the user is here
+    /// for, or something of theirs, makes the clause theirs instead (`others`).
     companion_at: Option<usize>,
 }
 
@@ -1444,8 +1451,9 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
     };
     let other =
         |w: &str| OTHERS.contains(&w) || w.strip_suffix('s').is_some_and(|w| OTHERS.contains(&w));
-    // Someone else named: with "with" or "for" up to two words before, a companion; else
-    // the clause is about them.
+    // Someone else named: with "with" up to three words before, and nothing of theirs after
+    // ("with my kids", "with my kids in the low season"), a companion; else the clause is
+    // about them ("for my mother", "for my kid's season pass", "my husband's membership").
     for (j, w) in raw.iter().enumerate() {
         if !other(w)
             || matches!(
@@ -1455,9 +1463,13 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
         {
             continue;
         }
+        let theirs = raw
+            .get(j + 1)
+            .is_some_and(|n| !AFTER_COMPANIONS.contains(&n.as_str()));
         match raw[j.saturating_sub(3)..j]
             .iter()
-            .rposition(|p| matches!(p.as_str(), "with" | "for"))
+            .rposition(|p| p == "with")
+            .filter(|_| !theirs)
         {
             Some(k) => {
                 let at = j.saturating_sub(3) + k;
@@ -1478,7 +1490,7 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
             }
             "my" | "our" => {
                 // "with my kids": whom the user is with, which says nothing of the user.
-                let companion = i > 0 && matches!(raw[i - 1].as_str(), "with" | "for");
+                let companion = i > 0 && raw[i - 1] == "with";
                 if !after().take(2).any(other) {
                     found.own = true;
                 } else if !companion {
@@ -2741,10 +2753,35 @@ mod tests {
         ] {
             assert!(!ok(turn, logic), "{turn}: {logic}");
         }
+        // Someone else's thing, with or for them (a review of this round found these).
+        for (turn, logic) in [
+            ("I'm here with my husband's membership card.", "isMember"),
+            ("I'm paying for my kid's season pass.", "hasSeasonPass"),
+            (
+                "I'm here for my son's outstanding fines.",
+                "hasOutstandingFines",
+            ),
+            ("I'm here with my wife's gold membership.", "(= tier GOLD)"),
+            (
+                "I'm renewing the gold membership for my wife.",
+                "(= tier GOLD)",
+            ),
+        ] {
+            assert!(!ok(turn, logic), "{turn}: {logic}");
+        }
+        assert!(!after(
+            "Do you have a season pass?",
+            "Yes, I'm here for my son's season pass.",
+            "hasSeasonPass"
+        ));
         // What still grounds.
         for (turn, logic) in [
             (
                 "I'm visiting in the low season with my kids.",
+                "isLowSeason",
+            ),
+            (
+                "I'm visiting with my kids in the low season.",
                 "isLowSeason",
             ),
             ("I'm a gold member with my family.", "(= tier GOLD)"),
