@@ -380,6 +380,12 @@ const AFTER_COMPANIONS: &[&str] = &[
     "both", "here", "there", "now", "again", "as", "so",
 ];
 
+/// Whether a word names someone else ([`OTHERS`]), also as a plural or a possessive whose
+/// apostrophe was dropped ("kids", "wifes").
+fn names_someone_else(w: &str) -> bool {
+    OTHERS.contains(&w) || w.strip_suffix('s').is_some_and(|w| OTHERS.contains(&w))
+}
+
 /// Words after "me" or "us" that make it a subject ("my husband and me are members").
 const SUBJECT_NEXT: &[&str] = &[
     "and", "are", "were", "have", "both", "too", "also", "as", "each", "all",
@@ -1449,8 +1455,7 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
         others: raw.iter().any(|w| THIRD_PERSON.contains(&w.as_str())),
         ..FirstPerson::default()
     };
-    let other =
-        |w: &str| OTHERS.contains(&w) || w.strip_suffix('s').is_some_and(|w| OTHERS.contains(&w));
+    let other = names_someone_else;
     // Someone else named: with "with" up to three words before, and nothing of theirs after
     // ("with my kids", "with my kids in the low season"), a companion; else the clause is
     // about them ("for my mother", "for my kid's season pass", "my husband's membership").
@@ -1717,10 +1722,7 @@ fn not_about_the_user_now(raw: &[String]) -> bool {
             || PAST.contains(&w)
             || matches!(w, "ever" | "mean" | "meant" | "hear" | "heard")
             || (matches!(w, "your" | "yours")
-                && raw[i + 1..].iter().take(2).any(|n| {
-                    OTHERS.contains(&n.as_str())
-                        || n.strip_suffix('s').is_some_and(|n| OTHERS.contains(&n))
-                }))
+                && raw[i + 1..].iter().take(2).any(|n| names_someone_else(n)))
     }) || person.others
         || person.companion_at.is_some()
 }
@@ -2677,10 +2679,21 @@ mod tests {
             ("Hi", "1.".repeat(4 * n), "(= customerAge 1)"),
             ("Hi", ".".repeat(4 * n) + "ab.", "isMember"),
         ];
-        for format in [8, crate::audit::FORMAT_VERSION] {
-            for (assistant, answer, logic) in &turns {
-                // Whatever it finds: that it finishes is the test.
-                let _ = answering("Hi", assistant, answer, logic, format);
+        // What each format finds too: format 9 takes no bare answer from a sentence ending in
+        // a word that answers nothing ("x").
+        for (format, expected) in [
+            (8, [true, true, true, false, false]),
+            (
+                crate::audit::FORMAT_VERSION,
+                [false, false, true, false, false],
+            ),
+        ] {
+            for ((assistant, answer, logic), expected) in turns.iter().zip(expected) {
+                assert_eq!(
+                    answering("Hi", assistant, answer, logic, format),
+                    expected,
+                    "format {format}: {logic}"
+                );
             }
         }
         // The point after a long run of points still ends a two-letter word's sentence.

@@ -36,7 +36,10 @@ pub enum StorageError {
     #[error("storage: audit log: {0}")]
     AuditLog(String),
     /// The database did not answer a health check (within this many ms, or moments ago).
-    #[error("storage: the database did not answer a health check within {0} ms")]
+    #[error(
+        "storage: the database failed a health check or did not answer within {0} ms; it is \
+         asked again {0} ms after the last check"
+    )]
     Unhealthy(u64),
     /// A queued write (see `journal`) failed.
     #[error("storage: {0}")]

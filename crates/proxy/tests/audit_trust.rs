@@ -196,28 +196,15 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         report["complete"], false,
         "ok, but not a full audit: {report}"
     );
+    // The bundle audited against the checkpoint saved before, with more arguments.
+    let audit_more =
+        |more: &[&str]| audit_with(&dir, &bundle, &park(), &key, Some(&saved_before), more);
     // A script that must not take a partial audit for a verified trail says so.
     // 3 for an audit that passed but was not complete (1 is a failure, 2 one that could not run).
-    let (ok, report, err) = audit_with(
-        &dir,
-        &bundle,
-        &park(),
-        &key,
-        Some(&saved_before),
-        &["--require-complete"],
-    );
+    let (ok, report, err) = audit_more(&["--require-complete"]);
     assert!(!ok && report["ok"] == true, "{report}");
     assert!(err.ends_with("[exit code Some(3)]"), "{err}");
-    let as_thread = |id: &str| {
-        audit_with(
-            &dir,
-            &bundle,
-            &park(),
-            &key,
-            Some(&saved_before),
-            &["--thread", id],
-        )
-    };
+    let as_thread = |id: &str| audit_more(&["--thread", id]);
     let (ok, report, err) = as_thread("some-other-thread");
     assert!(!ok, "{report}");
     assert!(err.contains("not some-other-thread's"), "{err}");
@@ -225,14 +212,7 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     assert!(ok, "{report}\n{err}");
     assert_eq!(report["notChecked"], json!([]), "{report}");
     assert_eq!(report["complete"], true, "{report}");
-    let (ok, report, err) = audit_with(
-        &dir,
-        &bundle,
-        &park(),
-        &key,
-        Some(&saved_before),
-        &["--thread", &thread, "--require-complete"],
-    );
+    let (ok, report, err) = audit_more(&["--thread", &thread, "--require-complete"]);
     assert!(
         ok,
         "a full audit passes --require-complete: {report}\n{err}"
