@@ -69,6 +69,9 @@ pub struct ThreadSummary {
     pub updated_at: i64,
     /// The outcome's status, once the thread ended.
     pub verdict: Option<String>,
+    /// Where the thread stands in its listing's order (ms since the epoch): when its owner was
+    /// recorded in a listing by owner, its last save in a listing of every thread.
+    pub listed_at: i64,
     /// In a listing by owner, what the thread's first audit record says of its owner, read by
     /// the listing's own query; `None` for a thread with no record yet, and in a listing of
     /// every thread.
@@ -97,6 +100,46 @@ impl FirstRecordOwner {
             body.insert("owner".into(), serde_json::from_str(owner)?);
         }
         Ok(serde_json::json!({"kind": self.kind, "body": body}))
+    }
+}
+
+/// Where a page of a listing starts: after the thread `id` listed at `at` (a
+/// [`ThreadSummary::listed_at`]), in the listing's order (newest first, ties by id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListingCursor {
+    /// The `listed_at` of the last thread of the page before.
+    pub at: i64,
+    /// Its id.
+    pub id: String,
+}
+
+impl ListingCursor {
+    /// The cursor after `t`.
+    pub fn after(t: &ThreadSummary) -> Self {
+        ListingCursor {
+            at: t.listed_at,
+            id: t.id.clone(),
+        }
+    }
+
+    /// Its text in a URL: `<at>:<id>`.
+    pub fn to_text(&self) -> String {
+        format!("{}:{}", self.at, self.id)
+    }
+
+    /// Reads [`ListingCursor::to_text`]'s form; `None` when `text` is not of it.
+    pub fn from_text(text: &str) -> Option<Self> {
+        let (at, id) = text.split_once(':')?;
+        let id_ok = !id.is_empty()
+            && id.len() <= 128
+            && id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        let at = at.parse::<i64>().ok().filter(|_| id_ok)?;
+        Some(ListingCursor {
+            at,
+            id: id.to_string(),
+        })
     }
 }
 
@@ -785,13 +828,15 @@ impl Store {
     }
 
     /// What a listing shows of the threads of `owner` (every thread for `None`), newest
-    /// first, `limit` at most: the columns, the question's first 1,000 characters and the
-    /// outcome's status, read in the database. A listing read each thread's whole state (the
-    /// client's request is in it, up to the body limit) and parsed it: 200 of them per request.
+    /// first, `limit` at most, after `after` when given: the columns, the question's first
+    /// 1,000 characters and the outcome's status, read in the database. A listing read each
+    /// thread's whole state (the client's request is in it, up to the body limit) and parsed
+    /// it: 200 of them per request.
     pub async fn thread_summaries(
         &self,
         owner: Option<&ThreadOwner>,
         limit: i64,
+        after: Option<&ListingCursor>,
     ) -> Result<Vec<ThreadSummary>, StorageError> {
         // SQLite reads a JSON text's member with `->` as is; PostgreSQL needs the text cast.
         // Each is read only where it can be: PostgreSQL's JSON refuses a `\u0000` escape (an
@@ -829,24 +874,44 @@ impl Store {
         };
         let first_kind = format!("{} ->> 'kind'", json("r.record"));
         let first_readable = readable("r.record");
+        // Pages are keyed by (time, id), newest first: an offset would skip or repeat threads
+        // started while a client pages.
+        let after_clause = |at: &str, id: &str, first: u32| match after {
+            Some(_) => format!(
+                " AND ({at} < ${first} OR ({at} = ${first} AND {id} < ${}))",
+                first + 1
+            ),
+            None => String::new(),
+        };
+        let params = if after.is_some() { 2 } else { 0 };
         let query = match owner {
             Some(o) => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "{columns}, CAST(CASE WHEN r.thread_id IS NULL THEN 0 WHEN {first_readable} THEN 1 \
+                "{columns}, t.owned_at AS listed_at, \
+                 CAST(CASE WHEN r.thread_id IS NULL THEN 0 WHEN {first_readable} THEN 1 \
                  ELSE 2 END AS BIGINT) AS first_state, \
                  CASE WHEN {first_readable} THEN {first_owner} END AS first_owner, \
                  CASE WHEN {first_readable} THEN {first_kind} END AS first_kind \
                  FROM (SELECT t.*, o.created_at AS owned_at FROM thread_owners o \
                        JOIN threads t ON t.id = o.thread_id \
-                       WHERE o.owner_key = $1 AND o.end_user = $2 \
-                       ORDER BY o.created_at DESC LIMIT $3) t \
+                       WHERE o.owner_key = $1 AND o.end_user = $2{} \
+                       ORDER BY o.created_at DESC, o.thread_id DESC LIMIT ${}) t \
                  LEFT JOIN audit_records r ON r.thread_id = t.id AND r.seq = 0 \
-                 ORDER BY t.owned_at DESC"
+                 ORDER BY t.owned_at DESC, t.id DESC",
+                after_clause("o.created_at", "o.thread_id", 3),
+                3 + params
             )))
             .bind(o.key.clone())
             .bind(o.user.clone()),
             None => sqlx::query(sqlx::AssertSqlSafe(format!(
-                "{columns} FROM threads t ORDER BY t.updated_at DESC LIMIT $1"
+                "{columns}, t.updated_at AS listed_at FROM threads t WHERE 1 = 1{} \
+                 ORDER BY t.updated_at DESC, t.id DESC LIMIT ${}",
+                after_clause("t.updated_at", "t.id", 1),
+                1 + params
             ))),
+        };
+        let query = match after {
+            Some(a) => query.bind(a.at).bind(a.id.clone()),
+            None => query,
         };
         let rows = query
             .bind(limit)
@@ -863,6 +928,7 @@ impl Store {
                     created_at: r.try_get("created_at").map_err(read())?,
                     updated_at: r.try_get("updated_at").map_err(read())?,
                     verdict: r.try_get("verdict").map_err(read())?,
+                    listed_at: r.try_get("listed_at").map_err(read())?,
                     first_record: match owner {
                         Some(_) => match r.try_get::<i64, _>("first_state").map_err(read())? {
                             0 => None,
@@ -1369,17 +1435,83 @@ mod tests {
             t.state = json!({"state": {"outcome": {"status": "VALID"}}}).to_string();
             store.save(&t, &[]).await.unwrap();
             store.set_owner(&ended, &owner, 30).await.unwrap();
-            let summaries = store.thread_summaries(Some(&owner), 4).await.unwrap();
+            let summaries = store.thread_summaries(Some(&owner), 4, None).await.unwrap();
             let ids: Vec<&str> = summaries.iter().map(|s| s.id.as_str()).collect();
             assert_eq!(ids, [&ended, &later[2], &later[1], &later[0]], "{url}");
             assert_eq!(summaries[0].verdict.as_deref(), Some("VALID"), "{url}");
             assert_eq!(summaries[0].question.chars().count(), 1000, "{url}");
             assert_eq!(summaries[1].verdict, None, "{url}");
             assert_eq!(summaries[1].question, "Q?");
-            let all = store.thread_summaries(None, 1000).await.unwrap();
+            let all = store.thread_summaries(None, 1000, None).await.unwrap();
             assert!(all.iter().any(|s| s.id == ended), "{url}");
             assert!(store.thread("nope").await.unwrap().is_none());
         }
+    }
+
+    #[tokio::test]
+    async fn a_listing_is_read_a_page_at_a_time_without_skipping_or_repeating() {
+        for (store, url) in stores("pages").await {
+            let owner = ThreadOwner {
+                key: id("key"),
+                user: String::new(),
+            };
+            // Seven threads, three of them owned in the same millisecond.
+            let mut ids = Vec::new();
+            for (i, owned_at) in [5, 7, 7, 7, 9, 11, 12].into_iter().enumerate() {
+                let t = id(&format!("page{i}"));
+                store.save(&thread(&t, "done", 1), &[]).await.unwrap();
+                store.set_owner(&t, &owner, owned_at).await.unwrap();
+                ids.push(t);
+            }
+            let whole: Vec<String> = store
+                .thread_summaries(Some(&owner), 100, None)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|t| t.id)
+                .collect();
+            assert_eq!(whole.len(), 7, "{url}");
+            for size in 1..=7 {
+                let mut paged = Vec::new();
+                let mut after = None;
+                loop {
+                    let page = store
+                        .thread_summaries(Some(&owner), size, after.as_ref())
+                        .await
+                        .unwrap();
+                    assert!(page.len() as i64 <= size, "{url}");
+                    paged.extend(page.iter().map(|t| t.id.clone()));
+                    match page.last() {
+                        Some(last) if page.len() as i64 == size => {
+                            let cursor = ListingCursor::after(last);
+                            assert_eq!(
+                                ListingCursor::from_text(&cursor.to_text()),
+                                Some(cursor.clone())
+                            );
+                            after = Some(cursor);
+                        }
+                        _ => break,
+                    }
+                }
+                assert_eq!(paged, whole, "{url}: pages of {size}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_listing_cursor_is_read_only_in_its_own_form() {
+        for bad in [
+            "", "12", ":abc", "x:abc", "12:", "12:a b", "12:a\0", "12:a%00", "1:a;--",
+        ] {
+            assert_eq!(ListingCursor::from_text(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            ListingCursor::from_text("-3:0195-ab_C"),
+            Some(ListingCursor {
+                at: -3,
+                id: "0195-ab_C".into()
+            })
+        );
     }
 
     #[tokio::test]

@@ -676,6 +676,56 @@ async fn each_owner_resumes_and_sees_only_its_own_threads() {
     .await;
     assert_eq!(r.header("x-proofgate-thread"), waiting[1]);
     assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
+
+    // Listings come a page at a time, each thread once, in the listing's order.
+    for (key, headers) in [(b.as_str(), &carol[..]), (ADMIN_KEY, &[][..])] {
+        let whole = listed_ids(&get(&proxy, "/api/threads", key, headers).await);
+        assert!(whole.len() >= 3, "{whole:?}");
+        for size in [1, 2, whole.len()] {
+            let (mut paged, mut path) = (Vec::new(), format!("/api/threads?limit={size}"));
+            loop {
+                let page = get(&proxy, &path, key, headers).await;
+                assert_eq!(page.status, 200, "{page:?}");
+                paged.extend(listed_ids(&page));
+                match page.body["next"].as_str() {
+                    Some(next) => path = format!("/api/threads?limit={size}&after={next}"),
+                    None => break,
+                }
+                assert!(
+                    paged.len() <= whole.len(),
+                    "pages of {size} repeat: {paged:?}"
+                );
+            }
+            assert_eq!(paged, whole, "pages of {size}");
+        }
+    }
+    for bad in [
+        "/api/threads?limit=0",
+        "/api/threads?limit=201",
+        "/api/threads?limit=ten",
+        "/api/threads?after=yesterday",
+        "/api/threads?after=1%3Aa%20b",
+        "/api/threads?page=2",
+    ] {
+        let r = get(&proxy, bad, &b, &carol).await;
+        assert_eq!(r.status, 400, "{bad}: {r:?}");
+        assert_eq!(r.code(), "invalid_request", "{bad}");
+    }
+    // A NUL in a path's id is refused as such, not sent to the database.
+    for path in ["/api/threads/a%00b", "/api/threads/%00/audit"] {
+        let r = get(&proxy, path, &b, &carol).await;
+        assert_eq!(r.status, 400, "{path}: {r:?}");
+        assert!(r.body.to_string().contains("NUL"), "{r:?}");
+    }
+}
+
+fn listed_ids(list: &Reply) -> Vec<String> {
+    list.body["threads"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list:?}"))
+        .iter()
+        .map(|t| t["id"].as_str().unwrap().to_string())
+        .collect()
 }
 
 /// Who owns a thread is kept in a table no signature covers, so the THREAD_STARTED record

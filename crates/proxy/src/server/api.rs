@@ -294,19 +294,71 @@ pub async fn create_thread(
     ))
 }
 
+/// The most threads one page of `GET /api/threads` lists (and its default).
+const LISTING_PAGE: i64 = 200;
+
+/// `GET /api/threads`'s query: how many threads (1 to [`LISTING_PAGE`]) and where the page
+/// starts (the `next` of the page before).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListingQuery {
+    limit: Option<i64>,
+    after: Option<String>,
+}
+
 /// `GET /api/threads`: the caller's threads (for the end user named by `x-proofgate-user`);
-/// every thread for admins.
+/// every thread for admins. A page at a time: `next`, when not null, is the `after` of the
+/// next page.
 pub async fn list_threads(
     State(app): State<Arc<App>>,
     Extension(caller): Extension<Caller>,
     headers: HeaderMap,
+    q: Result<axum::extract::Query<ListingQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    const EXPECTED: &str = "?limit=N (1 to 200)&after=CURSOR (the `next` of the page before)";
+    let axum::extract::Query(q) =
+        q.map_err(|e| ApiError::bad_request(format!("{}; expected {EXPECTED}", e.body_text())))?;
+    let limit = q.limit.unwrap_or(LISTING_PAGE);
+    if !(1..=LISTING_PAGE).contains(&limit) {
+        return Err(ApiError::bad_request(format!(
+            "limit {limit} is out of range; expected {EXPECTED}"
+        )));
+    }
+    let after = match q.after.as_deref() {
+        Some(text) => Some(
+            crate::storage::ListingCursor::from_text(text).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "after is not a listing cursor; expected {EXPECTED}"
+                ))
+            })?,
+        ),
+        None => None,
+    };
+    // One more than the page, to know whether another follows.
+    let mut page = if caller.is_admin() {
+        app.store
+            .thread_summaries(None, limit + 1, after.as_ref())
+            .await?
+    } else {
+        let owner = caller.owner(end_user(&headers));
+        app.store
+            .thread_summaries(Some(&owner), limit + 1, after.as_ref())
+            .await?
+    };
+    let more = page.len() > limit as usize;
+    page.truncate(limit as usize);
+    // The cursor is the page's last row, shown or not: a thread left out below is not listed
+    // again on the next page.
+    let next = page
+        .last()
+        .filter(|_| more)
+        .map(|t| crate::storage::ListingCursor::after(t).to_text());
     let threads = if caller.is_admin() {
-        app.store.thread_summaries(None, 200).await?
+        page
     } else {
         let owner = caller.owner(end_user(&headers));
         let mut mine = Vec::new();
-        for t in app.store.thread_summaries(Some(&owner), 200).await? {
+        for t in page {
             // One unreadable thread must not hide the others: it is left out, and logged.
             match listed_owner_is(&app, &t, &owner).await {
                 Ok(true) => mine.push(t),
@@ -324,7 +376,8 @@ pub async fn list_threads(
             "createdAt": t.created_at,
             "updatedAt": t.updated_at,
             "verdict": t.verdict,
-        })).collect::<Vec<_>>()
+        })).collect::<Vec<_>>(),
+        "next": next,
     })))
 }
 

@@ -69,6 +69,13 @@ fn rate_key(peer: Option<SocketAddr>) -> String {
 async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    // A path's ids are stored text: PostgreSQL refuses a NUL in one (a 500, not a 404).
+    if path.to_ascii_lowercase().contains("%00") {
+        return error::ApiError::bad_request(
+            "the path holds a NUL character (%00), which no id here holds",
+        )
+        .into_response();
+    }
     let access = auth::access(&method, &path);
     let address = rate_key(
         req.extensions()
