@@ -159,6 +159,31 @@ def openai_checks(url):
     check(resp.output[0].type == "function_call" and resp.output[0].name == "lookup_visitor_age",
           f"{resp.output}")
     print("openai responses function call: passed through")
+
+    # A legacy `function_call` reply is a call on the Responses and Messages APIs too (it was
+    # dropped: no output); a call cut off at the token limit is `incomplete` on the Responses
+    # API, and a 502 on the Messages API, whose `input` must be an object (it was `{}`).
+    price = {"type": "function", "name": "price", "parameters": {"type": "object", "properties": {}}}
+    resp = client.responses.create(model="m", input="legacy-fn-case: my price?", tools=[price])
+    check([(o.type, o.name, o.arguments) for o in resp.output] == [("function_call", "price", '{"age":70}')],
+          f"{resp.output}")
+    claude = anthropic.Anthropic(base_url=url, api_key="unused-no-auth", max_retries=0)
+    price_tool = [{"name": "price", "input_schema": {"type": "object", "properties": {}}}]
+    msg = claude.messages.create(model="m", max_tokens=100, tools=price_tool,
+                                 messages=[{"role": "user", "content": "legacy-fn-case: my price?"}])
+    check([(b.type, b.name, b.input) for b in msg.content] == [("tool_use", "price", {"age": 70})]
+          and msg.stop_reason == "tool_use", f"{msg}")
+    print("legacy function_call: a Responses function_call item and a Messages tool_use block")
+    resp = client.responses.create(model="m", input="truncated-call-case: my price?", tools=[price])
+    check(resp.status == "incomplete" and resp.incomplete_details.reason == "max_output_tokens"
+          and resp.output[0].call_id == "call_cut", f"{resp}")
+    try:
+        claude.messages.create(model="m", max_tokens=100, tools=price_tool,
+                               messages=[{"role": "user", "content": "truncated-call-case: my price?"}])
+        raise AssertionError("a tool call cut off at the token limit was passed on")
+    except anthropic.APIStatusError as e:
+        check(e.status_code == 502 and "max_tokens" in str(e), f"{e.status_code} {e}")
+    print("tool call cut off: Responses incomplete, Messages 502")
     try:
         client.responses.create(model="m", input="tool-case: which age class am I in?", tool_choice="required",
                                 tools=[{"type": "function", "name": "lookup_visitor_age",

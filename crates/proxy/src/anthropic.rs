@@ -442,7 +442,7 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let id = crate::openai::identifier(completion.get("id"))
+    let id = crate::openai::short_id(completion.get("id"))
         .filter(|id| id.starts_with("msg"))
         .map(str::to_string)
         .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
@@ -460,8 +460,15 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
 }
 
 /// A tool-use reply as a Messages API message: the upstream's own message when it is
-/// Anthropic-shaped, else the OpenAI completion's tool calls as `tool_use` blocks.
-pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: Value) -> Value {
+/// Anthropic-shaped, else the OpenAI completion's tool calls (`tool_calls`, or the legacy
+/// `function_call`) as `tool_use` blocks. An error when a call's arguments are not a JSON
+/// object (a reply cut off at its token limit): a block's `input` must be one, and an empty
+/// one would be a call the model never made.
+pub fn tool_use_message(
+    completion: &Value,
+    native: Option<&Value>,
+    proofgate: Value,
+) -> Result<Value, String> {
     // Only the tool_use blocks leave: text beside them was not verified (a model could put an
     // answer there), and other blocks (thinking, ...) are not the app's to see unchecked.
     let mut msg = match native {
@@ -469,10 +476,11 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
             let mut out = verified_message(completion, "", Value::Null);
             // No `stop_sequence`: the message stopped for its tool use, and any other text
             // there would be the upstream's, unchecked.
-            for key in ["id", "model"] {
-                if let Some(v) = crate::openai::identifier(m.get(key)) {
-                    out[key] = json!(v);
-                }
+            if let Some(v) = crate::openai::short_id(m.get("id")) {
+                out["id"] = json!(v);
+            }
+            if let Some(v) = crate::openai::identifier(m.get("model")) {
+                out["model"] = json!(v);
             }
             // Each block member by member, as with OpenAI's calls: what else the upstream
             // put in a block is text nobody checked.
@@ -502,26 +510,40 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
             out
         }
         _ => {
-            let message = completion.pointer("/choices/0/message");
+            let calls = completion
+                .pointer("/choices/0/message")
+                .and_then(crate::openai::tool_calls_of_message)
+                .unwrap_or_default();
             let mut blocks = Vec::new();
-            for c in message
-                .and_then(|m| m.get("tool_calls"))
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let args = c
-                    .pointer("/function/arguments")
-                    .and_then(Value::as_str)
-                    .unwrap_or("{}");
-                let id = crate::openai::identifier(c.get("id"))
+            for c in calls {
+                let input = serde_json::from_str::<Value>(&c.arguments)
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| {
+                        let cut = completion
+                            .pointer("/choices/0/finish_reason")
+                            .and_then(Value::as_str)
+                            == Some("length");
+                        format!(
+                            "the upstream's call of tool `{}` has arguments that are not a JSON \
+                             object{}, so it cannot be passed on as a tool_use block",
+                            c.name,
+                            if cut {
+                                " (the reply was cut off at its token limit: raise max_tokens)"
+                            } else {
+                                ""
+                            }
+                        )
+                    })?;
+                let id = (c.id.as_deref())
+                    .filter(|id| crate::openai::is_identifier(id))
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 blocks.push(json!({
                     "type": "tool_use",
                     "id": id,
-                    "name": c.pointer("/function/name").cloned().unwrap_or(json!("")),
-                    "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
+                    "name": c.name,
+                    "input": input,
                 }));
             }
             let mut m = verified_message(completion, "", Value::Null);
@@ -531,7 +553,7 @@ pub fn tool_use_message(completion: &Value, native: Option<&Value>, proofgate: V
         }
     };
     msg["proofgate"] = proofgate;
-    msg
+    Ok(msg)
 }
 
 /// A message as the SSE sequence the official SDKs read: `message_start`, then per content
@@ -649,6 +671,41 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_openai_tool_call_becomes_a_tool_use_block_or_an_error_never_another_call() {
+        // The legacy `function_call` is a call too (it was dropped: `content: []`).
+        let legacy = json!({"model": "gpt", "choices": [{"finish_reason": "function_call",
+            "message": {"role": "assistant", "content": null,
+            "function_call": {"name": "price", "arguments": "{\"age\":70}"}}}]});
+        let out = tool_use_message(&legacy, None, json!({})).unwrap();
+        assert_eq!(out["content"].as_array().unwrap().len(), 1, "{out}");
+        assert_eq!(out["content"][0]["type"], "tool_use");
+        assert_eq!(out["content"][0]["name"], "price");
+        assert_eq!(out["content"][0]["input"], json!({"age": 70}));
+        assert!(out["content"][0]["id"]
+            .as_str()
+            .unwrap()
+            .starts_with("toolu_"));
+        assert_eq!(out["stop_reason"], "tool_use");
+        // Arguments cut off at the token limit were sent on as `input: {}`.
+        let cut = json!({"model": "gpt", "choices": [{"finish_reason": "length",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+            "type": "function", "function": {"name": "price",
+            "arguments": "{\"age\": 70, \"note\": \"trunc"}}]}}]});
+        let why = tool_use_message(&cut, None, json!({})).unwrap_err();
+        assert!(
+            why.contains("`price`") && why.contains("max_tokens"),
+            "{why}"
+        );
+        for args in ["[1]", "70", "null", ""] {
+            let mut odd = cut.clone();
+            odd["choices"][0]["finish_reason"] = json!("tool_calls");
+            odd["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!(args);
+            let why = tool_use_message(&odd, None, json!({})).unwrap_err();
+            assert!(!why.contains("max_tokens"), "{args}: {why}");
+        }
+    }
+
+    #[test]
     fn a_native_tool_use_carries_only_its_blocks_members() {
         let native = json!({"type": "message", "id": "msg_1", "model": "claude",
         "stop_sequence": "LEAK: seniors enter free", "stop_reason": "tool_use",
@@ -660,12 +717,13 @@ mod tests {
         ]});
         let completion = json!({"model": "claude", "choices": [{"message": {"role": "assistant",
             "content": null, "tool_calls": []}}]});
-        let out = tool_use_message(&completion, Some(&native), json!({"verdict": "TOOL_CALL"}));
+        let out =
+            tool_use_message(&completion, Some(&native), json!({"verdict": "TOOL_CALL"})).unwrap();
         assert!(!out.to_string().contains("LEAK"), "{out}");
         let mut odd = native.clone();
         odd["model"] = json!("LEAK says yes");
         odd["content"][2]["id"] = json!("toolu 1 LEAK");
-        let odd_out = tool_use_message(&completion, Some(&odd), json!({}));
+        let odd_out = tool_use_message(&completion, Some(&odd), json!({})).unwrap();
         assert!(!odd_out.to_string().contains("LEAK"), "{odd_out}");
         let text = verified_message(
             &json!({"id": "msg LEAK", "model": "LEAK model"}),

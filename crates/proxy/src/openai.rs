@@ -420,7 +420,7 @@ impl ChatRequest {
 }
 
 /// The tool calls of a message (`tool_calls`, or the legacy `function_call`), if any.
-fn tool_calls_of_message(message: &Value) -> Option<Vec<ToolCall>> {
+pub(crate) fn tool_calls_of_message(message: &Value) -> Option<Vec<ToolCall>> {
     let call = |id: Option<&Value>, f: &Value| ToolCall {
         id: id.and_then(Value::as_str).map(str::to_string),
         name: f
@@ -609,11 +609,22 @@ pub fn chat_body(
 /// characters): ids and model names are copied from the upstream's reply, and a sentence in
 /// one would reach the app beside a verified answer.
 pub fn identifier(v: Option<&Value>) -> Option<&str> {
-    v.and_then(Value::as_str).filter(|s| {
-        (1..=200).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b))
-    })
+    v.and_then(Value::as_str).filter(|s| is_identifier(s))
+}
+
+/// Whether `s` is of an identifier's form (see [`identifier`]).
+pub fn is_identifier(s: &str) -> bool {
+    (1..=200).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b))
+}
+
+/// `v` when it is an identifier with at most two separators (`chatcmpl-AbC12`, `fp_44709d`,
+/// `msg_01X`): the form of the ids of a completion, a message and a fingerprint, which the
+/// proxy can make up when the upstream's is not of it (a sentence written with hyphens,
+/// `chatcmpl-you-get-a-full-refund`, was an identifier).
+pub fn short_id(v: Option<&Value>) -> Option<&str> {
+    identifier(v).filter(|s| s.bytes().filter(|b| b"._:/@+-".contains(b)).count() <= 2)
 }
 
 /// Top-level members of an upstream completion that are copied into the response: they
@@ -631,7 +642,7 @@ pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
 pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Value {
     let mut out = serde_json::Map::new();
     let kept = |name: &str| upstream.get(name).filter(|v| !v.is_null()).cloned();
-    let id = identifier(upstream.get("id"))
+    let id = short_id(upstream.get("id"))
         .map(str::to_string)
         .unwrap_or_else(|| format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()));
     out.insert("id".into(), json!(id));
@@ -644,7 +655,7 @@ pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Val
         "model".into(),
         json!(identifier(upstream.get("model")).unwrap_or("")),
     );
-    if let Some(fp) = identifier(upstream.get("system_fingerprint")) {
+    if let Some(fp) = short_id(upstream.get("system_fingerprint")) {
         out.insert("system_fingerprint".into(), json!(fp));
     }
     out.insert(
@@ -689,20 +700,34 @@ pub fn with_usage_chunk(mut events: Vec<String>, completion: &Value) -> Vec<Stri
 /// names of a counter's form (`prompt_tokens`): a name is text from the upstream too, and a
 /// sentence there would reach the app beside a verified answer.
 fn numbers_only(obj: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
-    let counter_name = |k: &str| {
-        (1..=64).contains(&k.len())
-            && k.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    };
     obj.iter()
-        .filter(|(k, _)| counter_name(k))
         .filter_map(|(k, v)| match v {
-            Value::Number(_) => Some((k.clone(), v.clone())),
-            Value::Object(inner) => Some((k.clone(), Value::Object(numbers_only(inner)))),
+            Value::Number(_) if USAGE_COUNTERS.contains(&k.as_str()) => {
+                Some((k.clone(), v.clone()))
+            }
+            Value::Object(inner) if USAGE_DETAILS.contains(&k.as_str()) => {
+                Some((k.clone(), Value::Object(numbers_only(inner))))
+            }
             _ => None,
         })
         .collect()
 }
+
+/// The counters a usage object may pass on: OpenAI's (and the compatible servers'). Any name
+/// of a counter's form passed before, and `seniors_enter_free_of_charge: 0` is a sentence.
+const USAGE_COUNTERS: &[&str] = &[
+    "prompt_tokens",
+    "completion_tokens",
+    "total_tokens",
+    "cached_tokens",
+    "audio_tokens",
+    "reasoning_tokens",
+    "accepted_prediction_tokens",
+    "rejected_prediction_tokens",
+];
+
+/// The detail objects of a usage object that may pass on (their counters as above).
+const USAGE_DETAILS: &[&str] = &["prompt_tokens_details", "completion_tokens_details"];
 
 /// A verified completion as OpenAI server-sent events: a role chunk, content chunks, a final
 /// chunk with `finish_reason` and the `proofgate` object, then `[DONE]`.
@@ -1195,6 +1220,49 @@ mod tests {
         assert_eq!(out["choices"].as_array().unwrap().len(), 1);
         assert_eq!(out["usage"]["total_tokens"], 3);
         assert_eq!(out["proofgate"]["verdict"], "VALID");
+    }
+
+    #[test]
+    fn no_sentence_leaves_in_an_id_a_fingerprint_or_a_counters_name() {
+        let upstream = json!({
+            "id": "chatcmpl-you-also-get-a-full-refund-call-555-0100",
+            "model": "gpt-4o-2024-08-06",
+            "system_fingerprint": "proofgate-verdict:VALID-seniors-free",
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+                      "you_also_get_a_full_refund_today": 1,
+                      "prompt_tokens_details": {"cached_tokens": 1, "seniors_enter_free": 0},
+                      "completion_tokens_details": {"reasoning_tokens": 1},
+                      "refund_details": {"prompt_tokens": 9}},
+            "choices": [{"message": {"role": "assistant", "content": "x"}}]
+        });
+        let out = verified_completion(upstream, "verified", json!({}));
+        let text = out.to_string();
+        for leak in ["refund", "seniors", "VALID"] {
+            assert!(!text.contains(leak), "{leak}: {out}");
+        }
+        let id = out["id"].as_str().unwrap();
+        assert!(id.starts_with("chatcmpl-") && id.len() > 20, "{id}");
+        assert_eq!(out.get("system_fingerprint"), None, "{out}");
+        assert_eq!(
+            out["usage"],
+            json!({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
+                   "prompt_tokens_details": {"cached_tokens": 1},
+                   "completion_tokens_details": {"reasoning_tokens": 1}})
+        );
+        // The ids real servers send keep their form.
+        for (id, fp) in [
+            ("chatcmpl-AbC123xyz", "fp_44709d6fcb"),
+            ("chatcmpl-tool-9f8e", "fp_ollama"),
+            ("cmpl-3f2a", "b1"),
+        ] {
+            let out = verified_completion(
+                json!({"id": id, "system_fingerprint": fp, "choices": []}),
+                "v",
+                json!({}),
+            );
+            assert_eq!(out["id"], id);
+            assert_eq!(out["system_fingerprint"], fp);
+        }
     }
 
     #[test]

@@ -282,28 +282,41 @@ pub fn verified_response(completion: &Value, text: &str, proofgate: Value) -> Va
     base_response(completion, vec![item], proofgate)
 }
 
-/// A tool-call reply as a `response` object: one `function_call` item per call.
+/// A tool-call reply as a `response` object: one `function_call` item per call (`tool_calls`,
+/// or the legacy `function_call`, as the chat path reads them); `incomplete` when the upstream
+/// stopped at its token limit, where the last call's arguments may be cut off.
 pub fn tool_call_response(completion: &Value, proofgate: Value) -> Value {
-    let items = completion
-        .pointer("/choices/0/message/tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
+    let calls = completion
+        .pointer("/choices/0/message")
+        .and_then(crate::openai::tool_calls_of_message)
+        .unwrap_or_default();
+    let items = calls
+        .iter()
         .map(|c| {
-            let call_id = crate::openai::identifier(c.get("id"))
+            let call_id = (c.id.as_deref())
+                .filter(|id| crate::openai::is_identifier(id))
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
             json!({
                 "type": "function_call",
                 "id": format!("fc_{}", call_id.trim_start_matches("call_")),
                 "call_id": call_id,
-                "name": c.pointer("/function/name").cloned().unwrap_or(json!("")),
-                "arguments": c.pointer("/function/arguments").cloned().unwrap_or(json!("{}")),
+                "name": c.name,
+                "arguments": c.arguments,
                 "status": "completed",
             })
         })
         .collect();
-    base_response(completion, items, proofgate)
+    let mut response = base_response(completion, items, proofgate);
+    if completion
+        .pointer("/choices/0/finish_reason")
+        .and_then(Value::as_str)
+        == Some("length")
+    {
+        response["status"] = json!("incomplete");
+        response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+    }
+    response
 }
 
 /// A response as the SSE events the official SDKs read, each (event name, JSON data) with a
@@ -491,6 +504,29 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_legacy_function_call_is_an_item_and_a_cut_off_reply_is_incomplete() {
+        let legacy = json!({"model": "gpt", "choices": [{"finish_reason": "function_call",
+            "message": {"role": "assistant", "content": null,
+            "function_call": {"name": "price", "arguments": "{\"age\":70}"}}}]});
+        let out = tool_call_response(&legacy, json!({}));
+        let items = out["output"].as_array().unwrap();
+        assert_eq!(items.len(), 1, "{out}");
+        assert_eq!(items[0]["type"], "function_call");
+        assert_eq!(items[0]["name"], "price");
+        assert_eq!(items[0]["arguments"], "{\"age\":70}");
+        assert!(items[0]["call_id"].as_str().unwrap().starts_with("call_"));
+        assert_eq!(out["status"], "completed");
+        let cut = json!({"model": "gpt", "choices": [{"finish_reason": "length",
+            "message": {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+            "type": "function", "function": {"name": "price", "arguments": "{\"age\": 7"}}]}}]});
+        let out = tool_call_response(&cut, json!({}));
+        assert_eq!(out["status"], "incomplete", "{out}");
+        assert_eq!(out["incomplete_details"]["reason"], "max_output_tokens");
+        assert_eq!(out["output"][0]["call_id"], "call_1");
+        assert_eq!(out["output"][0]["arguments"], "{\"age\": 7");
+    }
 
     #[test]
     fn requests_with_tool_outputs_become_chat_messages() {

@@ -27,7 +27,17 @@ impl WireFormat for Messages {
         let message = match a.reply {
             Reply::Answer { text, upstream } => verified_message(&upstream, &text, a.proofgate),
             Reply::ToolCall { upstream, native } => {
-                tool_use_message(&upstream, native.as_ref(), a.proofgate)
+                match tool_use_message(&upstream, native.as_ref(), a.proofgate) {
+                    Ok(m) => m,
+                    Err(why) => {
+                        let e = ApiError::new(
+                            axum::http::StatusCode::BAD_GATEWAY,
+                            "upstream_error",
+                            why,
+                        );
+                        return self.error(e, stream);
+                    }
+                }
             }
         };
         if stream {
