@@ -135,6 +135,7 @@ test('a genuine bundle with the auditor\'s own policy and key passes: chain, rep
   assert.equal(await page.locator('#audit-key-source').textContent(), '');
   assert.match(await page.locator('#conn').textContent(), /^✓ Every record passes$/);
   assert.match(await page.locator('[data-check=consistency]').textContent(), /✓ Consistency with your saved checkpoint/);
+  assert.match(await page.locator('[data-check=heads]').textContent(), /^✓ Latest head: no later head of this thread among the log's \d+ leaves$/);
   // The checkpoint checked is offered for the next audit: the bundle's, signed.
   assert.equal(await page.locator('#checked-checkpoint').inputValue(), bundle.checkpoint);
   await shot(page, 'bundle-pass');
@@ -220,6 +221,36 @@ test('a stored check script changed or removed: flagged at its record, and never
 });
 
 /** The outcome of a verification that nothing failed but that is not a full audit. */
+test('a genuine bundle of an earlier head of its thread fails: the log the server signs now holds a later head', async () => {
+  // A server (or whoever holds its database) can hand out an earlier head of a thread: its
+  // records, signed head and inclusion proof are all genuine. The page reads the log's public
+  // leaves up to the checkpoint the server signs now, and finds the later head.
+  const post = (p, body) => fetch(`${env.url}${p}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body),
+  });
+  const started = await (await post('/api/threads', {
+    question: 'I am 70. How much will I pay in total for admission?', answer: 'As a senior you pay $35.75 including tax.',
+  })).json();
+  assert.equal(started.status, 'awaiting_input', JSON.stringify(started));
+  const earlier = await (await fetch(`${env.url}/api/threads/${started.id}/audit/bundle?from=${savedSize}`)).json();
+  const answered = await post(`/api/threads/${started.id}/answers`, { answers: ['Low season, and no credits.', 'No credits.'] });
+  assert.equal(answered.status, 200, await answered.text());
+  await page.goto(`${env.url}/#/verify`);
+  await bringOwn(page);
+  await page.fill('#expected-thread', started.id);
+  await page.fill('#trail-text', JSON.stringify(earlier));
+  await page.click('[data-action=verify-paste]');
+  const box = page.locator(DONE);
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  await page.waitForFunction(() => !document.querySelector('table.records .mark.pending'), null, { timeout: Z3_TIMEOUT });
+  assert.equal(await box.getAttribute('data-outcome'), 'fail', await box.textContent());
+  assert.match(await box.locator('h3').textContent(), /^✗ Not the thread's latest head: leaf \d+ logs record \d+/);
+  assert.match(await page.locator('[data-check=heads]').textContent(), /^✗ Latest head: leaf \d+ logs record \d+/);
+  assert.equal(await page.locator('table.records tr.fail').count(), 0, 'every record of it is genuine');
+  await shot(page, 'earlier-head-fails');
+  await page.fill('#expected-thread', '');
+});
+
 async function expectIncomplete(p, missing) {
   const box = p.locator(DONE);
   await box.waitFor({ timeout: Z3_TIMEOUT });

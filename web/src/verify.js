@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeadsProblem } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -64,6 +64,35 @@ function mark(state, text) {
 function threadOfUrl(u) {
   const m = /\/api\/threads\/([^/?#]+)\/audit/.exec(u || '');
   try { return m ? decodeURIComponent(m[1]) : null; } catch { return null; }
+}
+
+/**
+ * Reads this server's log (its current checkpoint, the consistency proof from the bundle's,
+ * and every leaf's note) and asks the core whether the bundle's trail holds every head of its
+ * thread: `{problem}` (null when none) or `{error}` when the log could not be read as one
+ * extending the bundle's.
+ */
+async function latestHead(text, key, own) {
+  try {
+    const get = async (url) => {
+      const res = await fetch(url);
+      if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
+      return res;
+    };
+    const current = await (await get('/api/log/checkpoint')).text();
+    const size = Number(current.split('\n')[1]) || 0;
+    const proof = (await (await get(`/api/log/consistency?from=${Math.min(own?.size ?? 0, size)}&to=${size}`)).json()).hashes || [];
+    const notes = [];
+    while (notes.length < size) {
+      const page = await (await get(`/api/log/leaves?from=${notes.length}&to=${size}`)).json();
+      const leaves = Array.isArray(page.leaves) ? page.leaves : [];
+      if (!leaves.length) throw new Error(`the server lists no leaf ${notes.length} of ${size}`);
+      for (const leaf of leaves.slice(0, size - notes.length)) notes.push(String(leaf.note));
+    }
+    return { problem: logHeadsProblem(text, key, current, proof, notes) ?? null, size };
+  } catch (e) {
+    return { error: e.message };
+  }
 }
 
 async function verify(text, source, out, urlThread = null) {
@@ -144,6 +173,12 @@ async function verify(text, source, out, urlThread = null) {
   if (key && isBundle) {
     try { trust = verifyTrust(text, key, checkpoint || undefined); } catch (e) { trustError = e.message; }
   }
+  // Whether this is its thread's latest head: a server can hand out an earlier head of the
+  // thread, or one forked from it, as genuinely signed and logged; only the log's other leaves
+  // show the thread went further. They are public, read from this server, and held by the core
+  // to checkpoints the key verifies.
+  const heads = trust?.ok && api.serverAvailable() ? await latestHead(text, key, trust.checkpoint) : null;
+  if (run !== generation) return;
 
   const summary = h('div', { class: 'verdict-box pending', role: 'status', 'aria-live': 'polite' });
   const failureBox = h('div', { class: 'failure-box' });
@@ -202,6 +237,10 @@ async function verify(text, source, out, urlThread = null) {
       line('signature', 'Signature', trust.signature),
       line('inclusion', 'Inclusion in the log', trust.inclusion),
       trust.consistency ? line('consistency', 'Consistency with your saved checkpoint', trust.consistency) : null,
+      heads ? h('li', { 'data-check': 'heads', class: heads.problem ? 'fail' : heads.error ? '' : 'pass' },
+        heads.problem ? `✗ Latest head: ${heads.problem}`
+          : heads.error ? `Latest head not checked: ${heads.error}`
+            : `✓ Latest head: no later head of this thread among the log's ${heads.size} leaves`) : null,
     ];
   }
 
@@ -218,6 +257,7 @@ async function verify(text, source, out, urlThread = null) {
   try {
     gaps = new Set(auditNotChecked(isBundle ? text : trailText, {
       threadNamed: !!expectedThread, policyGiven: !!policy, keyGiven: !!key, checkpointGiven: !!(checkpoint || '').trim(),
+      logScanned: heads?.problem === null,
     }).map((g) => g.id));
   } catch (e) {
     // The core refuses what it cannot read as a trail or bundle (a key written twice, say),
@@ -264,15 +304,20 @@ async function verify(text, source, out, urlThread = null) {
     notRun.push({ id: 'checkpoint', what: 'that the log still extends a checkpoint you saved earlier was not checked', todo: 'paste a log checkpoint you saved before (each verification shows the one it checked, to save for the next): without one, a server holding its key could have rebuilt its log around a rewritten trail' });
   }
 
+  if (gaps.has('later-heads')) {
+    notRun.push({ id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `this server's log could not be read as one extending the bundle's (${heads.error}), so ` : ''}open the bundle in the verifier of the server it is from (it reads that log's public leaves), or run proofgate audit --log with that server's URL` });
+  }
+
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');
     const first = failures[0];
-    const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError && !threadProblem;
+    const ok = !first && chain.ok && replay.ok && !(trust && !trust.ok) && !trustError && !planError && !threadProblem && !heads?.problem;
     const outcome = !ok ? 'fail' : z3State === 'running' ? 'pending' : notRun.length ? 'incomplete' : 'pass';
     summary.className = `verdict-box ${outcome}`;
     summary.dataset.outcome = outcome;
     const heading = {
-      fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}` : '✗ The trail is not the server\'s signed, logged trail',
+      fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}`
+        : heads?.problem ? `✗ Not the thread's latest head: ${heads.problem}` : '✗ The trail is not the server\'s signed, logged trail',
       pending: '… Checking the logic with Z3',
       incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
       pass: replay.status === 'VALID' ? '✓ Every record passes'

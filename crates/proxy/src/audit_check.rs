@@ -12,6 +12,7 @@ use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, TrustRep
 use proofgate_core::audit::completeness::{self, AuditInputs};
 use proofgate_core::audit::policy_document::documents_of_policy;
 use proofgate_core::audit::recheck::{answer_matches, plan_rechecks, RecheckProblem};
+use proofgate_core::audit::transparency;
 use proofgate_core::audit::{replay_json_with, AuditRecord, PolicyDocuments, ReplayReport};
 use proofgate_core::policy::PolicyModel;
 use serde::Serialize;
@@ -97,6 +98,11 @@ pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
 /// With `thread`, the trail must be that thread's: a bundle proves only that its trail is a
 /// logged head of *some* thread, so a server asked for one thread's trail could hand out
 /// another's.
+/// Reads the log an audit looks for the thread's later heads in: given the bundle's verified
+/// checkpoint, the newest checkpoint the server signs that extends it, and its leaves' notes.
+pub type LogView<'a> = dyn Fn(&transparency::CheckpointInfo) -> Result<(transparency::CheckpointInfo, Vec<String>), String>
+    + 'a;
+
 #[allow(clippy::too_many_arguments)]
 pub fn verify(
     input: &[u8],
@@ -106,6 +112,7 @@ pub fn verify(
     thread: Option<&str>,
     z3: &str,
     timeout_ms: u64,
+    log: Option<&LogView<'_>>,
 ) -> AuditVerification {
     let mut failures = Vec::new();
     let mut not_checked = Vec::new();
@@ -215,6 +222,32 @@ pub fn verify(
             }
         }
     }
+    // Every head the log holds for the thread must be in the trail: a bundle's own head and
+    // proof hold as well for an earlier head, or one forked from it. Read only once the
+    // bundle's checkpoint is trusted (its signature, and its extending the saved one).
+    let mut log_scanned = false;
+    let trusted = trust.as_ref().is_some_and(|t| t.ok);
+    if let (Some(view), Some(b), Some(key), true) = (log, &bundle, verifier_key, trusted) {
+        let scanned = b
+            .checkpoint
+            .as_deref()
+            .ok_or_else(|| "the bundle has no checkpoint".to_string())
+            .and_then(|note| transparency::verify_checkpoint(note, key))
+            .and_then(|cp| {
+                let (log, notes) = view(&cp)?;
+                transparency::log_heads_problem(
+                    replay.thread_id.as_deref().unwrap_or(""),
+                    &b.trail,
+                    &notes,
+                    &log,
+                )
+            });
+        match scanned {
+            Ok(None) => log_scanned = true,
+            Ok(Some(problem)) => failures.push(format!("log: {problem}")),
+            Err(e) => failures.push(format!("log: the leaves could not be read as the log: {e}")),
+        }
+    }
     // What a full audit makes that this one did not: decided in the core, as the browser
     // verifier and the npm package decide it, and worded with this command's options.
     let inputs = AuditInputs {
@@ -223,6 +256,7 @@ pub fn verify(
         bundle: bundle.is_some(),
         key_given: verifier_key.is_some(),
         checkpoint_given: saved_checkpoint.is_some(),
+        log_scanned,
     };
     for gap in completeness::not_checked(&records, &inputs) {
         let todo = match gap.id {
@@ -232,6 +266,7 @@ pub fn verify(
                 ": audit the bundle, with --public-key (the server's verifier key)"
             }
             "checkpoint" => ": give --checkpoint (a checkpoint you saved earlier)",
+            "later-heads" => ": give --log (the server's URL: its log's leaves are public)",
             _ => "",
         };
         not_checked.push(format!("{}{todo}", gap.what));

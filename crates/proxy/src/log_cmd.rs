@@ -7,8 +7,8 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use proofgate_core::audit::bundle::{read_trail_or_bundle, AuditBundle};
 use proofgate_core::audit::transparency::{
-    deletion_problem, logged_heads_problem, verify_checkpoint, verify_consistency, verify_note,
-    CheckpointInfo, LogStatement,
+    deletion_problem, logged_heads_problem, newest_log, verify_checkpoint, verify_consistency,
+    verify_note, CheckpointInfo, LogStatement,
 };
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -113,6 +113,73 @@ async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<r
         tokio::time::sleep(std::time::Duration::from_secs(wait)).await;
     }
     unreachable!("the loop returns")
+}
+
+/// The newest log `server` signs that extends `bundle` (a bundle's checkpoint), and the notes
+/// of its leaves as the server lists them (`GET /api/log/checkpoint`, `/api/log/consistency`
+/// and `/api/log/leaves`: no key needed), for
+/// [`proofgate_core::audit::transparency::log_heads_problem`], which holds them to that
+/// checkpoint's root: the server is not trusted for them.
+pub fn log_view(
+    server: &str,
+    key: &str,
+    bundle: &CheckpointInfo,
+) -> Result<(CheckpointInfo, Vec<String>)> {
+    let base = server.trim_end_matches('/').to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async move {
+        let client = reqwest::Client::new();
+        let ok_text = |url: String| {
+            let client = client.clone();
+            async move {
+                let resp = get(&client, &url, None).await?;
+                let status = resp.status();
+                let text = resp.text().await.with_context(|| format!("GET {url}"))?;
+                if !status.is_success() {
+                    bail!("GET {url}: HTTP {status}: {text}");
+                }
+                Ok::<_, anyhow::Error>(text)
+            }
+        };
+        let current = ok_text(format!("{base}/api/log/checkpoint")).await?;
+        let size = current
+            .lines()
+            .nth(1)
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+        let proof: Value = serde_json::from_str(
+            &ok_text(format!(
+                "{base}/api/log/consistency?from={}&to={size}",
+                bundle.size.min(size)
+            ))
+            .await?,
+        )?;
+        let hashes: Vec<String> =
+            serde_json::from_value(proof["hashes"].clone()).unwrap_or_default();
+        let log = newest_log(bundle, &current, &hashes, key).map_err(|e| anyhow::anyhow!(e))?;
+        let mut notes = Vec::new();
+        while (notes.len() as u64) < log.size {
+            let from = notes.len();
+            let url = format!("{base}/api/log/leaves?from={from}&to={}", log.size);
+            let page: Value = serde_json::from_str(&ok_text(url).await?)?;
+            let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
+            if leaves.is_empty() {
+                bail!(
+                    "the server lists no leaf {from} of the {} its checkpoint signs",
+                    log.size
+                );
+            }
+            for leaf in leaves.iter().take(log.size as usize - from) {
+                match leaf["note"].as_str() {
+                    Some(note) => notes.push(note.to_string()),
+                    None => bail!("leaf {} as listed has no note", notes.len()),
+                }
+            }
+        }
+        Ok((log, notes))
+    })
 }
 
 async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> Result<Value> {

@@ -6,7 +6,7 @@
 mod proxy;
 mod scripted;
 
-use proxy::{config, sqlite, temp_dir, Proxy};
+use proxy::{config, sqlite, sqlite_query, temp_dir, Proxy};
 use scripted::{repo_root, Server};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
@@ -210,12 +210,33 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
     assert!(err.contains("not some-other-thread's"), "{err}");
     let (ok, report, err) = as_thread(&thread);
     assert!(ok, "{report}\n{err}");
+    // Without the log's leaves, whether this is the thread's latest head is not checked.
+    assert!(
+        report["notChecked"].to_string().contains("--log"),
+        "{report}"
+    );
+    assert_eq!(report["complete"], false, "{report}");
+    let (ok, report, err) = audit_more(&["--thread", &thread, "--log", &proxy.url]);
+    assert!(ok, "{report}\n{err}");
     assert_eq!(report["notChecked"], json!([]), "{report}");
     assert_eq!(report["complete"], true, "{report}");
-    let (ok, report, err) = audit_more(&["--thread", &thread, "--require-complete"]);
+    let full = [
+        "--thread",
+        &thread,
+        "--log",
+        &proxy.url,
+        "--require-complete",
+    ];
+    let (ok, report, err) = audit_more(&full);
     assert!(
         ok,
         "a full audit passes --require-complete: {report}\n{err}"
+    );
+    // A server that lists leaves other than its checkpoint's log is caught, not believed.
+    let (ok, _, err) = audit_more(&["--thread", &thread, "--log", &llm.url()]);
+    assert!(
+        !ok && err.contains("log: the leaves could not be read"),
+        "{err}"
     );
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
@@ -526,6 +547,138 @@ async fn a_trail_rewritten_in_the_store_is_neither_extended_nor_passed() {
     assert!(
         report.contains(&id) && report.contains("rewritten"),
         "{report}"
+    );
+}
+
+/// Whoever holds the database rolls a finished thread back to when it waited for answers (its
+/// row and records from a backup) and renames the later head's leaf away: the server, which
+/// finds a thread's heads by that column, continues the old head with other answers, and
+/// signs and logs the fork. Every record of the fork is genuine, and so are its signed head
+/// and inclusion proof; only the log's other leaves show the thread went further. An audit
+/// that reads them (`--log`) fails naming the leaf; one that does not is never complete.
+#[tokio::test]
+async fn a_thread_rolled_back_in_the_store_and_forked_is_found_by_an_audit_that_reads_the_log() {
+    let (_llm, proxy, id) = waiting_thread("rolled-back").await;
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let dir = temp_dir("rolled-back-audit");
+    let db = database(&proxy);
+    let backup_leaf = sqlite_query(
+        &db,
+        &format!("SELECT max(idx) FROM log_leaves WHERE thread_id = '{id}'"),
+    );
+    sqlite(
+        &db,
+        &format!(
+            "CREATE TABLE bk_threads AS SELECT * FROM threads WHERE id = '{id}'; \
+             CREATE TABLE bk_records AS SELECT * FROM audit_records WHERE thread_id = '{id}';"
+        ),
+    );
+    // The bundle of the head the thread waits at, and a checkpoint saved then.
+    let saved_then = text(&proxy, "/api/log/checkpoint").await;
+    let size_then = saved_then.lines().nth(1).unwrap().to_string();
+    let earlier = json_get(
+        &proxy,
+        &format!("/api/threads/{id}/audit/bundle?from={size_then}"),
+    )
+    .await;
+    let path = format!("/api/threads/{id}/answers");
+    let (status, body) = post(
+        &proxy,
+        &path,
+        json!({"answers": ["Low season, and no credits.", "No credits."]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Handed out once the thread went on, the earlier bundle is genuine and its checkpoint's
+    // leaves end before the later head: the server's newer checkpoint's leaves show it.
+    let (ok, report, err) = audit_with(
+        &dir,
+        &earlier,
+        &park(),
+        &key,
+        Some(&saved_then),
+        &["--thread", &id, "--log", &proxy.url],
+    );
+    assert!(
+        !ok && err.ends_with("[exit code Some(1)]"),
+        "{report}\n{err}"
+    );
+    assert!(
+        err.contains("log: leaf") && err.contains("cut back"),
+        "{err}"
+    );
+    let saved = text(&proxy, "/api/log/checkpoint").await;
+    let genuine = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
+    let full = [
+        "--thread",
+        id.as_str(),
+        "--log",
+        proxy.url.as_str(),
+        "--require-complete",
+    ];
+    let (ok, report, err) = audit_with(&dir, &genuine, &park(), &key, Some(&saved), &full);
+    assert!(ok, "the genuine trail passes a full audit: {report}\n{err}");
+    assert_eq!(report["complete"], true, "{report}");
+
+    sqlite(
+        &db,
+        &format!(
+            "DELETE FROM audit_records WHERE thread_id = '{id}'; \
+             INSERT INTO audit_records SELECT * FROM bk_records; \
+             DELETE FROM threads WHERE id = '{id}'; \
+             INSERT INTO threads SELECT * FROM bk_threads; \
+             UPDATE log_leaves SET thread_id = 'hidden' \
+               WHERE thread_id = '{id}' AND idx > {backup_leaf};"
+        ),
+    );
+    let (status, body) = post(
+        &proxy,
+        &path,
+        json!({"answers": ["High season, and I have credits.", "Yes, credits."]}),
+    )
+    .await;
+    assert!(
+        status < 500,
+        "the server continued the rolled-back thread: {body}"
+    );
+    let saved_size = saved.lines().nth(1).unwrap();
+    let forked = json_get(
+        &proxy,
+        &format!("/api/threads/{id}/audit/bundle?from={saved_size}"),
+    )
+    .await;
+    assert_ne!(forked["trail"], genuine["trail"]);
+    // Without the log's leaves the fork's records, signed head and proof all pass, but the
+    // audit is not complete: --require-complete exits 3.
+    let (ok, report, err) = audit_with(
+        &dir,
+        &forked,
+        &park(),
+        &key,
+        Some(&saved),
+        &["--thread", &id, "--require-complete"],
+    );
+    assert!(
+        !ok && err.ends_with("[exit code Some(3)]"),
+        "{report}\n{err}"
+    );
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(
+        report["notChecked"].to_string().contains("--log"),
+        "{report}"
+    );
+    // Reading the log finds the genuine head the fork hides.
+    let (ok, report, err) = audit_with(&dir, &forked, &park(), &key, Some(&saved), &full);
+    assert!(
+        !ok && err.ends_with("[exit code Some(1)]"),
+        "{report}\n{err}"
+    );
+    assert!(
+        err.contains("log: leaf") && err.contains("it was rewritten"),
+        "{err}"
     );
 }
 
@@ -1272,7 +1425,7 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
         serde_json::to_vec(t.audit_trail()).unwrap()
     };
     let audit = |input: &[u8]| {
-        proofgate_proxy::audit_check::verify(input, &model, None, None, None, "z3", 20_000)
+        proofgate_proxy::audit_check::verify(input, &model, None, None, None, "z3", 20_000, None)
     };
 
     let genuine = audit(&trail("(= 70 customerAge)", vec![senior.clone(), adult]));

@@ -386,6 +386,7 @@ async fn a_trail_with_a_trivial_pair_passes_the_audit() {
         None,
         "z3",
         20_000,
+        None,
     );
     assert!(audit.ok, "{:?} {:?}", audit.failures, audit.problems);
 }

@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:cr
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion } from 'proofgate';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeadsProblem } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
@@ -194,7 +194,7 @@ function signedBundle() {
   bundle.signedHead = signNote(head);
   bundle.checkpoint = signNote(`proofgate.test/log\n1\n${leaf}\n`);
   bundle.inclusion = { leafIndex: 0, hashes: [] };
-  return { bundle, verifierKey };
+  return { bundle, verifierKey, signNote };
 }
 
 test('verifyTrust checks the records under the signed head', () => {
@@ -227,8 +227,9 @@ test('auditNotChecked names what a full audit checks that this one did not, as p
   const version = replayAudit(trailTextOf(text), bundle.policyDocuments ?? []).formatVersion;
   const ids = (t, inputs) => auditNotChecked(t, inputs).map((g) => g.id);
   const older = version < auditFormatVersion() ? ['older-format'] : [];
-  const full = { threadNamed: true, policyGiven: true, keyGiven: true, checkpointGiven: true };
+  const full = { threadNamed: true, policyGiven: true, keyGiven: true, checkpointGiven: true, logScanned: true };
   assert.deepEqual(ids(text, full), older);
+  assert.deepEqual(ids(text, { ...full, logScanned: false }), [...older, 'later-heads']);
   assert.deepEqual(ids(text, {}), [...older, 'policy', 'thread', 'key']);
   assert.deepEqual(ids(text, { ...full, checkpointGiven: false }), [...older, 'checkpoint']);
   // Whether it is a bundle is the text's to say: a plain trail carries no signature.
@@ -261,4 +262,30 @@ test('times beyond Number.MAX_SAFE_INTEGER are refused', () => {
   const ask = big.handle({ type: 'LlmReplied', text: 'DECISION: ASK_QUESTIONS\nQUESTION: When?', now: 3 });
   assert.equal(ask.deadline, Number.MAX_SAFE_INTEGER - 7);
   assert.equal(replayAudit(big.auditTrail()).ok, true);
+});
+
+test('logHeadsProblem finds a later head of the thread in a newer log, and trusts no part of what it is given', () => {
+  // A bundle is genuine for an earlier head of its thread too: its own checkpoint's leaves end
+  // before the later head, which only a newer checkpoint's leaves show.
+  const { bundle, verifierKey, signNote } = signedBundle();
+  const text = JSON.stringify(bundle);
+  const leafHash = (data) => createHash('sha256').update(Buffer.concat([Buffer.from([0]), Buffer.from(data)])).digest();
+  const last = bundle.trail.at(-1);
+  const thread = bundle.trail[0].body.threadId;
+  const head = `proofgate/thread-head/v1\n${thread}\n${last.seq}\n${last.hash}\n`;
+  const later = `proofgate/thread-head/v1\n${thread}\n${last.seq + 4}\n${'ab'.repeat(32)}\n`;
+  const [l0, l1] = [leafHash(head), leafHash(later)];
+  const root2 = createHash('sha256').update(Buffer.concat([Buffer.from([1]), l0, l1])).digest('base64');
+  const current = signNote(`proofgate.test/log\n2\n${root2}\n`);
+  const notes = [signNote(head), signNote(later)];
+  const problem = logHeadsProblem(text, verifierKey, current, [l1.toString('base64')], notes);
+  assert.match(problem, new RegExp(`leaf 1 logs record ${last.seq + 4}.*cut back`));
+  // The bundle's own log: its head is the thread's last.
+  assert.equal(logHeadsProblem(text, verifierKey, bundle.checkpoint, [], notes.slice(0, 1)), null);
+  // Leaves that are not the log, a checkpoint not extending the bundle's, another key, a
+  // plain trail: thrown, never read as "no later head".
+  assert.throws(() => logHeadsProblem(text, verifierKey, current, [l1.toString('base64')], [notes[0], signNote(head)]), /do not hash to the checkpoint's root/);
+  assert.throws(() => logHeadsProblem(text, verifierKey, current, [], notes), /does not extend the bundle's/);
+  assert.throws(() => logHeadsProblem(text, signer('other').verifierKey, current, [], notes), /checkpoint/);
+  assert.throws(() => logHeadsProblem(JSON.stringify(bundle.trail), verifierKey, current, [], notes), /plain trail/);
 });

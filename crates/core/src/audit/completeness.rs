@@ -26,13 +26,18 @@ pub struct AuditInputs {
     /// A log checkpoint the auditor saved earlier was given.
     #[serde(default)]
     pub checkpoint_given: bool,
+    /// Every leaf of the log up to the bundle's checkpoint was read, and every head of the
+    /// thread among them is in the trail
+    /// ([`log_heads_problem`](super::transparency::log_heads_problem)).
+    #[serde(default)]
+    pub log_scanned: bool,
 }
 
 /// One check a full audit makes that this one did not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotChecked {
-    /// Stable id: `older-format`, `policy`, `thread`, `validator-premises`, `bundle`, `key`
-    /// or `checkpoint`.
+    /// Stable id: `older-format`, `policy`, `thread`, `validator-premises`, `bundle`, `key`,
+    /// `checkpoint` or `later-heads`.
     pub id: &'static str,
     /// What was not checked, and why, in a sentence.
     pub what: String,
@@ -116,6 +121,15 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
              holding its key could have rebuilt its whole log around a rewritten trail"
                 .into(),
         );
+    } else if !inputs.log_scanned {
+        add(
+            "later-heads",
+            "that this is the thread's latest head: a bundle's signed head and inclusion proof \
+             hold as well for an earlier head of the thread, or for one forked from it, which \
+             a server (or whoever holds its database) could hand out; only the log's other \
+             leaves show the thread went further, and they were not read"
+                .into(),
+        );
     }
     out
 }
@@ -153,6 +167,7 @@ mod tests {
             bundle: true,
             key_given: true,
             checkpoint_given: true,
+            log_scanned: true,
         };
         let current = trail(FORMAT_VERSION, &["CHECK", "VALIDATED"]);
         assert!(ids(&current, &full).is_empty());
@@ -165,6 +180,7 @@ mod tests {
         assert_eq!(without(|i| i.thread_named = false), ["thread"]);
         assert_eq!(without(|i| i.policy_given = false), ["policy"]);
         assert_eq!(without(|i| i.checkpoint_given = false), ["checkpoint"]);
+        assert_eq!(without(|i| i.log_scanned = false), ["later-heads"]);
         assert_eq!(without(|i| i.key_given = false), ["key"]);
         assert_eq!(without(|i| i.bundle = false), ["bundle"]);
         // What the trail is leaves its own gaps, however full the audit: its format read from

@@ -181,6 +181,102 @@ pub fn deletion_problem(heads: &[(u64, LogStatement)]) -> Option<String> {
     })
 }
 
+/// The statements of the leaves of the log `checkpoint` describes, read from their notes (as
+/// `GET /api/log/leaves` serves them, leaf 0 first): all of them, and they must hash to the
+/// checkpoint's root. Then they are what the server logged, whoever serves them: the
+/// checkpoint's signature covers the whole tree, so no note's own signature needs checking.
+pub fn leaves_of_checkpoint(
+    notes: &[String],
+    checkpoint: &CheckpointInfo,
+) -> Result<Vec<LogStatement>, String> {
+    if u64::try_from(notes.len()).ok() != Some(checkpoint.size) {
+        return Err(format!(
+            "{} leaves were given for a log of {} leaves",
+            notes.len(),
+            checkpoint.size
+        ));
+    }
+    let mut stored = StoredHashes(Vec::new());
+    let mut out = Vec::with_capacity(notes.len());
+    for (n, note) in (0u64..).zip(notes) {
+        let parsed = Note::from_bytes(note.as_bytes())
+            .map_err(|e| format!("leaf {n} is not a signed note: {e}"))?;
+        let text = std::str::from_utf8(parsed.text())
+            .map_err(|_| format!("leaf {n}'s text is not UTF-8"))?;
+        let statement = LogStatement::parse(text).map_err(|e| format!("leaf {n}: {e}"))?;
+        // The leaf's data is the statement's text, as the server hashed it.
+        let new = tlog_tiles::stored_hashes(n, statement.text().as_bytes(), &stored)
+            .map_err(|e| format!("leaf {n}: {e}"))?;
+        stored.0.extend(new);
+        out.push(statement);
+    }
+    let root = tlog_tiles::tree_hash(checkpoint.size, &stored).map_err(|e| e.to_string())?;
+    if root.to_string() != checkpoint.root {
+        return Err(format!(
+            "the {} leaves given do not hash to the checkpoint's root: they are not the log it \
+             signs",
+            checkpoint.size
+        ));
+    }
+    Ok(out)
+}
+
+/// The hashes of a tree built a leaf at a time (tlog's stored-hash order).
+struct StoredHashes(Vec<Hash>);
+
+impl tlog_tiles::HashReader for StoredHashes {
+    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
+        indexes
+            .iter()
+            .map(|&i| {
+                usize::try_from(i)
+                    .ok()
+                    .and_then(|i| self.0.get(i).copied())
+                    .ok_or(tlog_tiles::Error::IndexesNotInTree)
+            })
+            .collect()
+    }
+}
+
+/// Why `trail` is not all the log `checkpoint` describes holds for `thread_id` (its `notes`,
+/// see [`leaves_of_checkpoint`]): a head of the thread at any leaf must be in the trail, and
+/// the trail must end at the last ([`logged_heads_problem`], [`deletion_problem`]). This is
+/// what a bundle's own signed head and inclusion proof cannot show: a server, or whoever
+/// holds its database, can hand out an earlier head of the thread, or one it forked from an
+/// earlier head, and both are genuinely signed and logged. `Ok(None)` when nothing is wrong;
+/// `Err` when the notes are not that log.
+pub fn log_heads_problem(
+    thread_id: &str,
+    trail: &[serde_json::Value],
+    notes: &[String],
+    checkpoint: &CheckpointInfo,
+) -> Result<Option<String>, String> {
+    let heads: Vec<(u64, LogStatement)> = (0u64..)
+        .zip(leaves_of_checkpoint(notes, checkpoint)?)
+        .filter(|(_, s)| s.thread_id == thread_id)
+        .collect();
+    Ok(logged_heads_problem(thread_id, trail, &heads).or_else(|| deletion_problem(&heads)))
+}
+
+/// The log to look for a thread's later heads in: the one `current` (a checkpoint the server
+/// signs now) describes when it verifies with `verifier_key` and extends the bundle's
+/// checkpoint `bundle` (`proof`, from the bundle's size to its), else the bundle's own. A
+/// bundle handed out after its thread moved on carries the checkpoint of its own time, whose
+/// leaves end before the later head: only a newer checkpoint's leaves show it.
+pub fn newest_log(
+    bundle: &CheckpointInfo,
+    current: &str,
+    proof: &[String],
+    verifier_key: &str,
+) -> Result<CheckpointInfo, String> {
+    let current = verify_checkpoint(current, verifier_key)
+        .map_err(|e| format!("the server's current checkpoint: {e}"))?;
+    verify_consistency(bundle, &current, proof).map_err(|e| {
+        format!("the server's current checkpoint does not extend the bundle's: {e}")
+    })?;
+    Ok(current)
+}
+
 /// Verifies a C2SP signed note against one verifier key (`name+id+base64`); returns its text.
 pub fn verify_note(note: &str, verifier_key: &str) -> Result<String, String> {
     let verifier = StandardVerifier::new(verifier_key.trim())
@@ -323,6 +419,65 @@ mod tests {
             seq: seq as u64,
             head_hash: trail[seq]["hash"].as_str().unwrap().into(),
         }
+    }
+
+    /// The notes of `statements` as the log serves them (their signatures are not read), and
+    /// the checkpoint of the log they make.
+    fn log_of(statements: &[LogStatement]) -> (Vec<String>, CheckpointInfo) {
+        let notes: Vec<String> = statements
+            .iter()
+            .map(|s| format!("{}\n— test AAAAAAAAAAAA\n", s.text()))
+            .collect();
+        let mut stored = StoredHashes(Vec::new());
+        for (n, s) in (0u64..).zip(statements) {
+            let new = tlog_tiles::stored_hashes(n, s.text().as_bytes(), &stored).unwrap();
+            stored.0.extend(new);
+        }
+        let size = statements.len() as u64;
+        let root = tlog_tiles::tree_hash(size, &stored).unwrap().to_string();
+        let origin = "test".into();
+        (notes, CheckpointInfo { origin, size, root })
+    }
+
+    /// A bundle's signed head and inclusion proof hold for an earlier head of its thread, or
+    /// one forked from it: only the log's other leaves show the thread went further.
+    #[test]
+    fn a_trail_cut_back_or_forked_is_found_among_the_logs_leaves() {
+        let t = trail("q", 6);
+        let mut other = head(&t, 2);
+        other.thread_id = "u".into();
+        let (notes, checkpoint) = log_of(&[head(&t, 1), other, head(&t, 3), head(&t, 5)]);
+        assert_eq!(log_heads_problem("t", &t, &notes, &checkpoint), Ok(None));
+        // Cut back to the head at leaf 2 (record 3): leaf 3 logs record 5.
+        let cut = log_heads_problem("t", &t[..4], &notes, &checkpoint)
+            .unwrap()
+            .unwrap();
+        assert!(cut.contains("leaf 3 logs record 5"), "{cut}");
+        // Forked after record 3: record 5 is another record.
+        let mut fork = t[..4].to_vec();
+        fork.extend(trail("fork", 6)[4..].iter().cloned());
+        let forked = log_heads_problem("t", &fork, &notes, &checkpoint)
+            .unwrap()
+            .unwrap();
+        assert!(forked.contains("leaf 3 logs record 5"), "{forked}");
+        // Leaves that are not the checkpoint's log are refused, never read as it.
+        let mut renamed = notes.clone();
+        renamed[3] = renamed[3].replacen("\nt\n", "\nhidden\n", 1);
+        let err = log_heads_problem("t", &t[..4], &renamed, &checkpoint).unwrap_err();
+        assert!(
+            err.contains("do not hash to the checkpoint's root"),
+            "{err}"
+        );
+        let err = log_heads_problem("t", &t[..4], &notes[..3], &checkpoint).unwrap_err();
+        assert!(err.contains("3 leaves were given for a log of 4"), "{err}");
+        let mut garbled = notes.clone();
+        garbled[0] = "not a note".into();
+        assert!(log_heads_problem("t", &t, &garbled, &checkpoint).is_err());
+        // A thread the log never names has no heads: its trail was written around it.
+        let none = log_heads_problem("v", &t, &notes, &checkpoint)
+            .unwrap()
+            .unwrap();
+        assert!(none.contains("no head was ever logged"), "{none}");
     }
 
     /// A deletion must match the thread's last logged head, follow one, and end its leaves.
