@@ -5,7 +5,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Subcommand;
-use proofgate_core::audit::bundle::{read_trail_or_bundle, AuditBundle};
+use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, AuditBundle};
 use proofgate_core::audit::transparency::{
     deletion_problem, logged_heads_problem, newest_log, verify_checkpoint, verify_consistency,
     verify_note, CheckpointInfo, LogStatement,
@@ -274,7 +274,12 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             };
             let resp = get(
                 &client,
-                &format!("{base}/api/threads/{thread}/audit/bundle"),
+                // With a consistency proof from the checkpoint checked here: a head signed
+                // after it must be in a log that extends it.
+                &format!(
+                    "{base}/api/threads/{thread}/audit/bundle?from={}",
+                    current.size
+                ),
                 Some(api_key),
             )
             .await?;
@@ -358,7 +363,8 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
                     .and_then(|s| s.checked_add(1))
                     .unwrap_or(usize::MAX);
                 let checked = if bundle.trail.len() > end && !statement.deleted {
-                    match later_head_problem(thread, &bundle, key, current.size) {
+                    let trusted = verify_trust(&bundle, key, Some(current_note.as_str())).ok;
+                    match later_head_problem(thread, &bundle, key, current.size, trusted) {
                         Some(problem) => {
                             failures.push(format!("thread {thread}: {problem}"));
                             continue;
@@ -535,7 +541,13 @@ async fn leaves_after(
 /// covered by a head signed later: the bundle's signed head must verify with the log's key,
 /// be about this thread, end the trail (its last record's place and hash), and sit at a leaf
 /// past that checkpoint (`size`), since a head within it would be among the heads walked.
-fn later_head_problem(thread: &str, bundle: &AuditBundle, key: &str, size: u64) -> Option<String> {
+fn later_head_problem(
+    thread: &str,
+    bundle: &AuditBundle,
+    key: &str,
+    size: u64,
+    trusted: bool,
+) -> Option<String> {
     let records = bundle.trail.len();
     let unsigned = || {
         format!(
@@ -560,7 +572,19 @@ fn later_head_problem(thread: &str, bundle: &AuditBundle, key: &str, size: u64) 
         .inclusion
         .as_ref()
         .is_some_and(|i| i.leaf_index >= size);
-    (!(ends_trail && later)).then(unsigned)
+    if !(ends_trail && later) {
+        return Some(unsigned());
+    }
+    // The head's place was only claimed: its inclusion proof must hold in the bundle's
+    // checkpoint, and that log extend the one checked (else a head signed but never logged,
+    // or logged in another log, would pass every run).
+    (!trusted).then(|| {
+        format!(
+            "its trail has {records} records, past its last head in the checkpoint verified, and \
+             the head signed later that covers them is not proven in a log extending it (its \
+             inclusion proof or the consistency proof fails)"
+        )
+    })
 }
 
 #[cfg(test)]
@@ -610,7 +634,7 @@ mod tests {
         let vk = k.verifier_key().to_string();
         let size = 10;
         let good = bundle(Some(head(&k, "t", 2, "h2")), size);
-        assert_eq!(later_head_problem("t", &good, &vk, size), None);
+        assert_eq!(later_head_problem("t", &good, &vk, size, true), None);
         for (what, b) in [
             ("no signed head", bundle(None, size)),
             (
@@ -634,7 +658,7 @@ mod tests {
                 bundle(Some(head(&key("other"), "t", 2, "h2")), size),
             ),
         ] {
-            let problem = later_head_problem("t", &b, &vk, size);
+            let problem = later_head_problem("t", &b, &vk, size, true);
             assert!(
                 problem
                     .as_deref()
@@ -644,7 +668,10 @@ mod tests {
         }
         let mut no_inclusion = good.clone();
         no_inclusion.inclusion = None;
-        assert!(later_head_problem("t", &no_inclusion, &vk, size).is_some());
+        assert!(later_head_problem("t", &no_inclusion, &vk, size, true).is_some());
+        // A head whose place is claimed but not proven in a log extending the checkpoint.
+        let unproven = later_head_problem("t", &good, &vk, size, false).unwrap();
+        assert!(unproven.contains("not proven"), "{unproven}");
     }
 
     /// The stub's current checkpoint, as an auditor saves it.
