@@ -59,6 +59,31 @@ pub fn load_policy(path: &std::path::Path, arn: Option<String>) -> Result<Policy
     PolicyModel::from_definition(def, Some(arn)).map_err(|e| file_err(e.to_string()))
 }
 
+/// Refuses a policy whose rules contradict each other: every question under it is IMPOSSIBLE,
+/// whatever the user said, and the rewriter's explanation (that the user's facts contradict
+/// the policy) would be confirmed by the same contradiction and sent out. Serving it would
+/// answer every question with a false explanation.
+fn refuse_contradictory(model: &PolicyModel, options: &CheckOptions) -> Result<(), StartError> {
+    let reasoner = proofgate_reasoner::Reasoner::new(model, options.clone())
+        .map_err(|e| StartError::Other(format!("the policy: {e}")))?;
+    match reasoner.contradictory_rules() {
+        Ok(None) => Ok(()),
+        Ok(Some(rules)) => Err(StartError::Other(format!(
+            "the policy's rules {} contradict each other: no situation satisfies them all, so \
+             every question would be IMPOSSIBLE whatever the user says; fix the policy \
+             (`proofgate policy lint` names them)",
+            rules.join(", ")
+        ))),
+        Err(_) => {
+            tracing::warn!(
+                "could not decide within the solver's time limit whether the policy's rules are \
+                 consistent: a contradiction among them would make every question IMPOSSIBLE"
+            );
+            Ok(())
+        }
+    }
+}
+
 /// Everything a request handler needs.
 pub struct App {
     /// The configuration.
@@ -193,6 +218,7 @@ impl App {
                     confidence_threshold: config.validator.threshold,
                     ..CheckOptions::default()
                 };
+                refuse_contradictory(&model, &options)?;
                 Validator::Local(Box::new(
                     LocalValidator::new(
                         model,

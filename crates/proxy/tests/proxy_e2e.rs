@@ -1495,6 +1495,48 @@ async fn a_background_thread_interrupted_by_a_restart_is_resumed() {
 }
 
 #[test]
+fn a_policy_whose_rules_contradict_each_other_is_not_served() {
+    // Every question under it is IMPOSSIBLE whatever the user says, and the rewriter's
+    // explanation (that the user's facts contradict the policy) would be confirmed by the same
+    // contradiction and sent out: the server stops at start, naming the rules.
+    let dir = proxy::temp_dir("contradictory-policy");
+    let mut policy: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/policies/park-admission.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    policy["rules"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"id": "BASEFEEOTHER", "expression": "(= baseFee 40.0)"}));
+    let policy_path = dir.join("contradictory.json");
+    std::fs::write(&policy_path, policy.to_string()).unwrap();
+    let cfg = config("http://127.0.0.1:9/v1", "", "")
+        .replace("{dir}", &dir.display().to_string())
+        .replace(
+            "examples/policies/park-admission.json",
+            &policy_path.display().to_string(),
+        );
+    let path = dir.join("proofgate.toml");
+    std::fs::write(&path, cfg).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .current_dir(repo_root())
+        .env("PROOFGATE_AUTH__ADMIN_KEY", proxy::ADMIN_KEY)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("BASEFEEOTHER")
+            && stderr.contains("BASEFEE00000")
+            && stderr.contains("contradict each other"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn the_local_validator_names_its_z3_when_it_starts() {
     // An operator reads which solver decides the findings from the start log (and from every
     // check's evidence, asserted in the trail tests): the Z3 the binary runs, not a guess.
