@@ -48,6 +48,8 @@ fn db(context: &'static str) -> impl Fn(sqlx::Error) -> AuditLogError {
 pub struct AuditKey {
     signer: StandardSigner,
     verifier_key: String,
+    /// The seal of API key rows, derived from this key (see [`crate::keys::KeySeal`]).
+    key_seal: crate::keys::KeySeal,
 }
 
 impl AuditKey {
@@ -116,7 +118,13 @@ impl AuditKey {
         Ok(AuditKey {
             signer,
             verifier_key,
+            key_seal: crate::keys::KeySeal::from_signing_key(&encoded),
         })
+    }
+
+    /// The seal of API key rows: a key kept out of the database, as this one is.
+    pub fn key_seal(&self) -> &crate::keys::KeySeal {
+        &self.key_seal
     }
 
     /// The public verifier key (`name+keyid+base64`, C2SP signed-note).

@@ -1,11 +1,89 @@
 //! API keys: what a key may do (its scopes), how keys are made, and how they are stored. Only a
 //! key's SHA-256 is stored, in the same database as the threads, so every replica honours the
 //! same keys. Keys are 256 random bits, so a plain SHA-256 is enough (no password hashing).
+//!
+//! Each key's row is sealed ([`KeySeal`]): a MAC over its id, hash, scopes, expiry and
+//! revocation, keyed from the audit signing key, which is kept out of the database. Whoever
+//! holds the database could otherwise put the hash of a secret they know in any key's row,
+//! answer that key's threads as its owner, and have the server sign their words into the
+//! trail as the user's.
 
 use crate::storage::{db, StorageError, Store};
+use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use sqlx::Row;
+use subtle::ConstantTimeEq;
+
+/// The key of the MAC that seals key rows, derived from the audit signing key (replicas that
+/// share one share this too).
+#[derive(Clone)]
+pub struct KeySeal([u8; 32]);
+
+impl std::fmt::Debug for KeySeal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeySeal(..)")
+    }
+}
+
+impl KeySeal {
+    /// The seal of a server whose audit signing key is `signing_key` (its encoded form).
+    pub fn from_signing_key(signing_key: &str) -> Self {
+        let mut h = Sha256::new();
+        h.update(b"proofgate/api-key-seal/v1\n");
+        h.update(signing_key.trim().as_bytes());
+        KeySeal(h.finalize().into())
+    }
+
+    /// The seal of a row with these columns (hex).
+    fn of(&self, row: &SealedColumns) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        let opt = |v: Option<i64>| v.map(|v| v.to_string()).unwrap_or_default();
+        mac.update(
+            format!(
+                "{}\n{}\n{}\n{}\n{}\n",
+                row.id,
+                row.key_hash,
+                row.scopes,
+                opt(row.expires_at),
+                opt(row.revoked_at)
+            )
+            .as_bytes(),
+        );
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// Whether `row` carries its seal.
+    fn holds(&self, row: &SealedColumns) -> bool {
+        row.seal
+            .as_deref()
+            .is_some_and(|s| bool::from(s.as_bytes().ct_eq(self.of(row).as_bytes())))
+    }
+}
+
+/// The columns of a key's row that its seal covers, and the seal.
+struct SealedColumns {
+    id: String,
+    key_hash: String,
+    scopes: String,
+    expires_at: Option<i64>,
+    revoked_at: Option<i64>,
+    seal: Option<String>,
+}
+
+impl SealedColumns {
+    fn of_row(row: &sqlx::any::AnyRow) -> Result<Self, StorageError> {
+        let read = || db("reading a key");
+        Ok(SealedColumns {
+            id: row.try_get("id").map_err(read())?,
+            key_hash: row.try_get("key_hash").map_err(read())?,
+            scopes: row.try_get("scopes").map_err(read())?,
+            expires_at: row.try_get("expires_at").map_err(read())?,
+            revoked_at: row.try_get("revoked_at").map_err(read())?,
+            seal: row.try_get("seal").map_err(read())?,
+        })
+    }
+}
 
 /// What a key may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -150,14 +228,24 @@ impl Store {
         scopes: &[Scope],
         expires_at: Option<i64>,
         now_ms: i64,
+        seal: &KeySeal,
     ) -> Result<(ApiKey, String), KeyError> {
         check_new_key(name, scopes, expires_at, now_ms)?;
         let id = format!("key_{}", random_hex(8)?);
         let secret = format!("pg_{}", random_hex(32)?);
         let scopes_text = scopes_column(scopes);
+        let sealed = seal.of(&SealedColumns {
+            id: id.clone(),
+            key_hash: key_hash(&secret),
+            scopes: scopes_text.clone(),
+            expires_at,
+            revoked_at: None,
+            seal: None,
+        });
         sqlx::query(
-            "INSERT INTO api_keys (id, name, key_hash, scopes, created_at, expires_at, revoked_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, NULL)",
+            "INSERT INTO api_keys \
+             (id, name, key_hash, scopes, created_at, expires_at, revoked_at, seal) \
+             VALUES ($1, $2, $3, $4, $5, $6, NULL, $7)",
         )
         .bind(&id)
         .bind(name.trim())
@@ -165,6 +253,7 @@ impl Store {
         .bind(&scopes_text)
         .bind(now_ms)
         .bind(expires_at)
+        .bind(sealed)
         .execute(&self.pool)
         .await
         .map_err(db("creating a key"))?;
@@ -192,41 +281,111 @@ impl Store {
     }
 
     /// The key with this secret, if there is one (active or not).
-    pub async fn key_by_secret(&self, secret: &str) -> Result<Option<ApiKey>, StorageError> {
-        self.key_by_hash(&key_hash(secret)).await
+    pub async fn key_by_secret(
+        &self,
+        secret: &str,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        self.key_by_hash(&key_hash(secret), seal).await
     }
 
-    /// The key whose secret has this [`key_hash`], if there is one (active or not).
-    pub async fn key_by_hash(&self, hash: &str) -> Result<Option<ApiKey>, StorageError> {
-        let row = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1")
+    /// The key whose secret has this [`key_hash`], if there is one (active or not) and its row
+    /// carries its seal. A row without it (written or changed in the database, or from before
+    /// rows were sealed: `proofgate keys seal`) is no key, and is logged.
+    pub async fn key_by_hash(
+        &self,
+        hash: &str,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        let rows = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1")
             .bind(hash)
-            .fetch_optional(&self.pool)
+            .fetch_all(&self.pool)
             .await
             .map_err(db("looking up a key"))?;
-        row.as_ref().map(row_to_key).transpose()
+        for row in &rows {
+            let columns = SealedColumns::of_row(row)?;
+            if seal.holds(&columns) {
+                return row_to_key(row).map(Some);
+            }
+            tracing::error!(
+                "API key {} refused: its row does not carry this server's seal (it was written \
+                 or changed in the database, or comes from before key rows were sealed: run \
+                 `proofgate keys seal` once, with the database as you trust it)",
+                columns.id
+            );
+        }
+        Ok(None)
     }
 
-    /// Revokes a key at `now_ms`. `None` when there is no such key; revoking twice keeps the
-    /// first time.
-    pub async fn revoke_key(&self, id: &str, now_ms: i64) -> Result<Option<ApiKey>, StorageError> {
-        sqlx::query("UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL")
+    /// Revokes a key at `now_ms`, and seals its row again. `None` when there is no such key;
+    /// revoking twice keeps the first time.
+    pub async fn revoke_key(
+        &self,
+        id: &str,
+        now_ms: i64,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        let load = || async {
+            sqlx::query("SELECT * FROM api_keys WHERE id = $1")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db(format!("loading key {id}")))
+        };
+        let Some(row) = load().await? else {
+            return Ok(None);
+        };
+        let mut columns = SealedColumns::of_row(&row)?;
+        if columns.revoked_at.is_none() {
+            // Only a row that carries its seal is sealed again: one altered in the database
+            // stays refused, revoked or not.
+            let resealed = seal.holds(&columns).then(|| {
+                columns.revoked_at = Some(now_ms);
+                seal.of(&columns)
+            });
+            sqlx::query(
+                "UPDATE api_keys SET revoked_at = $1, seal = $2 WHERE id = $3 AND revoked_at IS NULL",
+            )
             .bind(now_ms)
+            .bind(resealed)
             .bind(id)
             .execute(&self.pool)
             .await
             .map_err(db(format!("revoking key {id}")))?;
-        let row = sqlx::query("SELECT * FROM api_keys WHERE id = $1")
-            .bind(id)
-            .fetch_optional(&self.pool)
+        }
+        load().await?.as_ref().map(row_to_key).transpose()
+    }
+
+    /// Seals every key row without a seal, as the database holds it now; how many. For rows
+    /// from before key rows were sealed: run once, with the database as you trust it (a row
+    /// written in it since would be sealed too).
+    pub async fn seal_unsealed_keys(&self, seal: &KeySeal) -> Result<u64, StorageError> {
+        let rows = sqlx::query("SELECT * FROM api_keys WHERE seal IS NULL")
+            .fetch_all(&self.pool)
             .await
-            .map_err(db(format!("loading key {id}")))?;
-        row.as_ref().map(row_to_key).transpose()
+            .map_err(db("listing unsealed keys"))?;
+        let mut sealed = 0;
+        for row in &rows {
+            let columns = SealedColumns::of_row(row)?;
+            sqlx::query("UPDATE api_keys SET seal = $1 WHERE id = $2 AND seal IS NULL")
+                .bind(seal.of(&columns))
+                .bind(&columns.id)
+                .execute(&self.pool)
+                .await
+                .map_err(db("sealing a key"))?;
+            sealed += 1;
+        }
+        Ok(sealed)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn seal() -> KeySeal {
+        KeySeal::from_signing_key("PRIVATE+KEY+test+00000000+AQ")
+    }
 
     async fn stores(name: &str) -> Vec<Store> {
         let dir = std::env::temp_dir().join(format!("pg-keys-{}-{name}", std::process::id()));
@@ -249,15 +408,24 @@ mod tests {
                     &[Scope::Read, Scope::Chat, Scope::Read],
                     None,
                     100,
+                    &seal(),
                 )
                 .await
                 .unwrap();
             assert!(secret.starts_with("pg_") && secret.len() == 67, "{secret}");
             assert_eq!(key.scopes, vec![Scope::Chat, Scope::Read]);
-            let found = store.key_by_secret(&secret).await.unwrap().unwrap();
+            let found = store
+                .key_by_secret(&secret, &seal())
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(found, key);
             assert!(found.is_active(101));
-            assert!(store.key_by_secret("pg_wrong").await.unwrap().is_none());
+            assert!(store
+                .key_by_secret("pg_wrong", &seal())
+                .await
+                .unwrap()
+                .is_none());
             // The secret itself is nowhere in the table.
             let rows = sqlx::query("SELECT * FROM api_keys WHERE id = $1")
                 .bind(&key.id)
@@ -268,13 +436,158 @@ mod tests {
             assert_eq!(hash, key_hash(&secret));
             assert_ne!(hash, secret);
 
-            let revoked = store.revoke_key(&key.id, 200).await.unwrap().unwrap();
+            let revoked = store
+                .revoke_key(&key.id, 200, &seal())
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(revoked.revoked_at, Some(200));
             assert!(!revoked.is_active(201));
-            let again = store.revoke_key(&key.id, 300).await.unwrap().unwrap();
+            let again = store
+                .revoke_key(&key.id, 300, &seal())
+                .await
+                .unwrap()
+                .unwrap();
             assert_eq!(again.revoked_at, Some(200));
-            assert!(store.revoke_key("key_nope", 300).await.unwrap().is_none());
+            assert!(store
+                .revoke_key("key_nope", 300, &seal())
+                .await
+                .unwrap()
+                .is_none());
             assert!(store.keys().await.unwrap().iter().any(|k| k.id == key.id));
+        }
+    }
+
+    /// Whoever holds the database writes the hash of a secret they know into a key's row, copies
+    /// their own key's row over another's id, adds a scope, or undoes a revocation: the row no
+    /// longer carries its seal, and is no key. Another server's seal (another signing key) is
+    /// not this one's. Rows from before seals are sealed once by `proofgate keys seal`.
+    #[tokio::test]
+    async fn a_key_row_altered_in_the_database_is_no_key() {
+        for store in stores("sealed").await {
+            let (victim, _) = store
+                .create_key("victim", &[Scope::Chat, Scope::Read], None, 100, &seal())
+                .await
+                .unwrap();
+            let (mine, my_secret) = store
+                .create_key("mine", &[Scope::Chat], None, 100, &seal())
+                .await
+                .unwrap();
+            let sql = |q: String| {
+                let pool = store.pool.clone();
+                async move {
+                    sqlx::query(sqlx::AssertSqlSafe(q))
+                        .execute(&pool)
+                        .await
+                        .unwrap()
+                }
+            };
+            let mine_found = store.key_by_secret(&my_secret, &seal()).await.unwrap();
+            assert_eq!(mine_found.map(|k| k.id), Some(mine.id.clone()));
+            let other = KeySeal::from_signing_key("PRIVATE+KEY+other+00000000+AQ");
+            assert_eq!(store.key_by_secret(&my_secret, &other).await.unwrap(), None);
+            // A secret the holder knows, hashed into the victim's row.
+            let known = "pg_known_to_the_database_holder";
+            sql(format!(
+                "UPDATE api_keys SET key_hash = '{}' WHERE id = '{}'",
+                key_hash(known),
+                victim.id
+            ))
+            .await;
+            assert_eq!(store.key_by_secret(known, &seal()).await.unwrap(), None);
+            // Their own row's hash and seal moved to the victim's (hashes are unique): the seal is
+            // their row's, not the victim's, so the secret opens neither.
+            let (my_hash, my_seal) = (
+                key_hash(&my_secret),
+                seal().of(&SealedColumns {
+                    id: mine.id.clone(),
+                    key_hash: key_hash(&my_secret),
+                    scopes: "chat".into(),
+                    expires_at: None,
+                    revoked_at: None,
+                    seal: None,
+                }),
+            );
+            sql(format!(
+                "UPDATE api_keys SET key_hash = 'moved-{0}' WHERE id = '{0}'",
+                mine.id
+            ))
+            .await;
+            sql(format!(
+                "UPDATE api_keys SET key_hash = '{my_hash}', seal = '{my_seal}' WHERE id = '{}'",
+                victim.id
+            ))
+            .await;
+            assert_eq!(
+                store.key_by_secret(&my_secret, &seal()).await.unwrap(),
+                None
+            );
+            // Put back.
+            sql(format!(
+                "UPDATE api_keys SET key_hash = 'gone-{0}' WHERE id = '{0}'",
+                victim.id
+            ))
+            .await;
+            sql(format!(
+                "UPDATE api_keys SET key_hash = '{my_hash}' WHERE id = '{}'",
+                mine.id
+            ))
+            .await;
+            let found = store.key_by_secret(&my_secret, &seal()).await.unwrap();
+            assert_eq!(found.map(|k| k.id), Some(mine.id.clone()));
+            // A scope added to their own key, then a revocation undone.
+            sql(format!(
+                "UPDATE api_keys SET scopes = 'admin,chat' WHERE id = '{}'",
+                mine.id
+            ))
+            .await;
+            assert_eq!(
+                store.key_by_secret(&my_secret, &seal()).await.unwrap(),
+                None
+            );
+            sql(format!(
+                "UPDATE api_keys SET scopes = 'chat' WHERE id = '{}'",
+                mine.id
+            ))
+            .await;
+            assert!(store
+                .key_by_secret(&my_secret, &seal())
+                .await
+                .unwrap()
+                .is_some());
+            store.revoke_key(&mine.id, 200, &seal()).await.unwrap();
+            let revoked = store
+                .key_by_secret(&my_secret, &seal())
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(revoked.revoked_at, Some(200));
+            sql(format!(
+                "UPDATE api_keys SET revoked_at = NULL WHERE id = '{}'",
+                mine.id
+            ))
+            .await;
+            assert_eq!(
+                store.key_by_secret(&my_secret, &seal()).await.unwrap(),
+                None
+            );
+            // A row from before seals: refused until the operator seals it.
+            let (legacy, legacy_secret) = store
+                .create_key("legacy", &[Scope::Read], None, 100, &seal())
+                .await
+                .unwrap();
+            sql(format!(
+                "UPDATE api_keys SET seal = NULL WHERE id = '{}'",
+                legacy.id
+            ))
+            .await;
+            assert_eq!(
+                store.key_by_secret(&legacy_secret, &seal()).await.unwrap(),
+                None
+            );
+            assert!(store.seal_unsealed_keys(&seal()).await.unwrap() >= 1);
+            let sealed = store.key_by_secret(&legacy_secret, &seal()).await.unwrap();
+            assert_eq!(sealed.map(|k| k.id), Some(legacy.id));
         }
     }
 
@@ -282,14 +595,17 @@ mod tests {
     async fn bad_keys_are_refused_with_what_to_change() {
         let store = stores("bad").await.remove(0);
         let err = store
-            .create_key(" ", &[Scope::Chat], None, 1)
+            .create_key(" ", &[Scope::Chat], None, 1, &seal())
             .await
             .unwrap_err();
         assert!(err.to_string().contains("name"), "{err}");
-        let err = store.create_key("x", &[], None, 1).await.unwrap_err();
+        let err = store
+            .create_key("x", &[], None, 1, &seal())
+            .await
+            .unwrap_err();
         assert!(err.to_string().contains("scopes"), "{err}");
         let err = store
-            .create_key("x", &[Scope::Chat], Some(5), 10)
+            .create_key("x", &[Scope::Chat], Some(5), 10, &seal())
             .await
             .unwrap_err();
         assert!(err.to_string().contains("expiresAt"), "{err}");

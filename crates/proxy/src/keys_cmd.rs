@@ -1,10 +1,11 @@
-//! `proofgate keys create|list|revoke`: API keys, straight in the configured storage (so the
+//! `proofgate keys create|list|revoke|seal`: API keys, straight in the configured storage (so the
 //! first key can be made before any server runs, and replicas see it at once).
 
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
+use proofgate_proxy::audit_log::AuditKey;
 use proofgate_proxy::config::Config;
-use proofgate_proxy::keys::Scope;
+use proofgate_proxy::keys::{KeySeal, Scope};
 use proofgate_proxy::storage::Store;
 use serde_json::json;
 use std::path::PathBuf;
@@ -23,6 +24,10 @@ pub enum KeysCommand {
         /// The key's id (`key_...`), as `keys list` shows it.
         id: String,
     },
+    /// Seal every key row that has no seal yet (keys made before rows were sealed are refused
+    /// until then). Run it once after upgrading, with the database as you trust it: a row
+    /// written into the database by someone else since would be sealed too.
+    Seal(StorageArgs),
 }
 
 #[derive(Args)]
@@ -59,6 +64,19 @@ async fn store(args: &StorageArgs) -> Result<Store> {
         .with_context(|| "opening the storage named by [storage] url".to_string())
 }
 
+/// The seal of key rows: from the audit signing key the configuration names (created, as the
+/// server would create it, when there is none yet).
+fn seal(args: &StorageArgs) -> Result<KeySeal> {
+    let config = Config::load_unchecked(args.config.as_deref())?;
+    let key = AuditKey::load_or_create(
+        config.audit.signing_key.as_deref(),
+        &config.audit.key_path(&config.storage.url),
+        config.audit.key_name(),
+    )
+    .context("loading the audit signing key ([audit] signing_key_path), which seals key rows")?;
+    Ok(key.key_seal().clone())
+}
+
 pub fn run(command: KeysCommand) -> Result<()> {
     let runtime = tokio::runtime::Runtime::new().context("starting the runtime")?;
     runtime.block_on(async move {
@@ -73,9 +91,10 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 let expires_at = args
                     .expires_in_days
                     .map(|d| now.saturating_add(i64::from(d) * 86_400_000));
+                let seal = seal(&args.storage)?;
                 let (key, secret) = store(&args.storage)
                     .await?
-                    .create_key(&args.name, &scopes, expires_at, now)
+                    .create_key(&args.name, &scopes, expires_at, now, &seal)
                     .await?;
                 let mut out = serde_json::to_value(&key)?;
                 out["key"] = json!(secret);
@@ -104,12 +123,18 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 );
             }
             KeysCommand::Revoke { storage, id } => {
+                let seal = seal(&storage)?;
                 let key = store(&storage)
                     .await?
-                    .revoke_key(&id, now_ms())
+                    .revoke_key(&id, now_ms(), &seal)
                     .await?
                     .with_context(|| format!("no key {id} (see `proofgate keys list`)"))?;
                 println!("{}", serde_json::to_string_pretty(&key)?);
+            }
+            KeysCommand::Seal(args) => {
+                let seal = seal(&args)?;
+                let sealed = store(&args).await?.seal_unsealed_keys(&seal).await?;
+                println!("{}", json!({ "sealed": sealed }));
             }
         }
         Ok(())

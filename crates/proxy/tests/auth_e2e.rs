@@ -940,6 +940,55 @@ async fn refused_within(proxy: &Proxy, key: &str, limit: std::time::Duration) {
     }
 }
 
+/// Whoever holds the database puts the hash of a secret they know into an app's key row (to
+/// answer its threads as its owner, their words signed into the trail as the user's): the row
+/// no longer carries the server's seal, and the secret is refused. A key from before rows
+/// were sealed is refused until `proofgate keys seal` seals it.
+#[tokio::test]
+async fn a_key_row_rewritten_in_the_database_opens_nothing() {
+    use sha2::Digest;
+    let llm = demo_llm();
+    let top = "[auth]\nkey_cache_ms = 0\n";
+    let proxy = Proxy::start("auth-sealed-keys", &secured_config(&v1(&llm), top, ""));
+    let db = proxy
+        .config_path()
+        .parent()
+        .unwrap()
+        .join("proofgate.sqlite");
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
+    let known = "pg_a_secret_the_database_holder_knows";
+    let known_hash = hex::encode(sha2::Sha256::digest(known.as_bytes()));
+    let original = proxy::sqlite_query(&db, "SELECT key_hash FROM api_keys WHERE name = 'app'");
+    proxy::sqlite(
+        &db,
+        &format!("UPDATE api_keys SET key_hash = '{known_hash}' WHERE name = 'app'"),
+    );
+    let r = get(&proxy, "/api/threads", known, &[]).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    // Put back, the app's own key works again; its seal unset (a key from before seals), it
+    // does not, until the operator seals the rows.
+    proxy::sqlite(
+        &db,
+        &format!("UPDATE api_keys SET key_hash = '{original}' WHERE name = 'app'"),
+    );
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
+    proxy::sqlite(&db, "UPDATE api_keys SET seal = NULL WHERE name = 'app'");
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 401);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["keys", "seal", "--config"])
+        .arg(proxy.config_path())
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"sealed\":1"),
+        "{out:?}"
+    );
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
+}
+
 /// A key revoked by another process (`proofgate keys revoke`, or another replica) stops working
 /// once the server's copy is older than `[auth] key_cache_ms`; with 0 the server reads the key
 /// on every request and refuses it at once.

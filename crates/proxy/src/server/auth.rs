@@ -210,7 +210,7 @@ pub async fn identify(
             // `presented` is the key's hash, as stored: no second hashing.
             let key = app
                 .store
-                .key_by_hash(&presented)
+                .key_by_hash(&presented, app.log.key().key_seal())
                 .await
                 .map_err(|e| ApiError::from(e).into_response())?;
             // Only a key that works spares its address the lookups: a revoked or expired one

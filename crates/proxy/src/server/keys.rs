@@ -51,7 +51,13 @@ pub async fn create(
     })?;
     let (key, secret) = app
         .store
-        .create_key(&req.name, &req.scopes, req.expires_at, now())
+        .create_key(
+            &req.name,
+            &req.scopes,
+            req.expires_at,
+            now(),
+            app.log.key().key_seal(),
+        )
         .await?;
     app.keys.clear();
     tracing::info!("API key {} ({:?}) created", key.id, key.name);
@@ -84,7 +90,10 @@ pub async fn revoke(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let revoked = app.store.revoke_key(&id, now()).await;
+    let revoked = app
+        .store
+        .revoke_key(&id, now(), app.log.key().key_seal())
+        .await;
     app.keys.clear();
     let key = revoked?.ok_or_else(|| ApiError::not_found(format!("no key {id}")))?;
     tracing::info!("API key {} ({:?}) revoked", key.id, key.name);
