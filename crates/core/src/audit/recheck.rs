@@ -119,6 +119,34 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                 ),
             });
         }
+    } else if let Some(shown) = trail
+        .first()
+        .and_then(|r| r.body.pointer("/config/policy"))
+        .filter(|p| {
+            p.get("rules")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|r| !r.is_empty())
+        })
+    {
+        // A trail of format 1 holds the policy it was shown in its first record: the same
+        // comparison, with the document's parts.
+        let ours = super::policy_document::documents_of_policy(policy);
+        let vocabulary = trail[0].body.pointer("/config/translation/vocabulary");
+        let document = match vocabulary {
+            Some(v) => serde_json::json!({"policy": shown, "vocabulary": v}),
+            None => serde_json::json!({"policy": shown}),
+        };
+        let name = super::policy_document::policy_document_hash(&document);
+        if ours.get(&name).is_none() {
+            plan.problems.push(RecheckProblem {
+                record: 0,
+                detail: format!(
+                    "the thread was shown a policy (held in its first record, {name}) that is \
+                     not the auditor's ({hash}): it was shown another policy, or another \
+                     version of it"
+                ),
+            });
+        }
     }
     let format = trail
         .first()
@@ -330,4 +358,48 @@ fn plan_coverage(
 /// `unsat`, nothing else).
 pub fn answer_matches(output: &str, expected: Expected) -> bool {
     output.trim() == expected.as_str()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PolicyDefinition;
+    use serde_json::json;
+
+    fn park() -> PolicyModel {
+        let text = include_str!("../../../../examples/policies/park-admission.json");
+        PolicyModel::from_definition(PolicyDefinition::from_json(text).unwrap(), None).unwrap()
+    }
+
+    fn started(config: serde_json::Value) -> Vec<AuditRecord> {
+        vec![serde_json::from_value(json!({"seq": 0, "prev": "", "at": 0,
+            "kind": "THREAD_STARTED", "body": {"formatVersion": 1, "config": config}, "hash": ""}))
+        .unwrap()]
+    }
+
+    /// A trail of format 1 holds the policy it was shown in its first record; it was compared
+    /// with nothing, so a thread shown another policy passed an audit with the auditor's.
+    #[test]
+    fn a_format_1_trail_was_shown_the_auditors_policy_or_fails() {
+        let model = park();
+        let policy = serde_json::to_value(model.prompt_context()).unwrap();
+        let vocabulary =
+            crate::translation::TranslationConfig::new(model.definition(), 1, 0, 1.0).vocabulary;
+        let vocabulary = serde_json::to_value(vocabulary).unwrap();
+        let problems = |config| plan_rechecks(&started(config), &model).problems;
+        let translated = json!({"policy": policy, "translation": {"vocabulary": vocabulary}});
+        assert_eq!(problems(translated), []);
+        assert_eq!(problems(json!({ "policy": policy })), []);
+        let mut other = policy.clone();
+        other["rules"][0]["expression"] = json!("(= baseFee 40.0)");
+        let found = problems(json!({"policy": other, "translation": {"vocabulary": vocabulary}}));
+        assert!(
+            found
+                .iter()
+                .any(|p| p.record == 0 && p.detail.contains("not the auditor's")),
+            "{found:?}"
+        );
+        // A thread shown no policy (none was configured): nothing to hold to it.
+        assert_eq!(problems(json!({"policy": {"rules": []}})), []);
+    }
 }
