@@ -472,6 +472,15 @@ pub fn tool_use_message(
     // Only the tool_use blocks leave: text beside them was not verified (a model could put an
     // answer there), and other blocks (thinking, ...) are not the app's to see unchecked.
     let mut msg = match native {
+        // Stopped at its token limit, its last tool_use block may be cut off: no call the
+        // model never finished goes out as one.
+        Some(m) if m.get("stop_reason").and_then(Value::as_str) == Some("max_tokens") => {
+            return Err(
+                "the upstream's tool use was cut off at its token limit: raise \
+                        max_tokens"
+                    .into(),
+            );
+        }
         Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => {
             let mut out = verified_message(completion, "", Value::Null);
             // No `stop_sequence`: the message stopped for its tool use, and any other text
@@ -515,26 +524,30 @@ pub fn tool_use_message(
                 .and_then(crate::openai::tool_calls_of_message)
                 .unwrap_or_default();
             let mut blocks = Vec::new();
+            let cut = completion
+                .pointer("/choices/0/finish_reason")
+                .and_then(Value::as_str)
+                == Some("length");
             for c in calls {
-                let input = serde_json::from_str::<Value>(&c.arguments)
-                    .ok()
-                    .filter(Value::is_object)
-                    .ok_or_else(|| {
-                        let cut = completion
-                            .pointer("/choices/0/finish_reason")
-                            .and_then(Value::as_str)
-                            == Some("length");
-                        format!(
-                            "the upstream's call of tool `{}` has arguments that are not a JSON \
+                // Several OpenAI-compatible servers send "" for a tool without parameters.
+                let input = (if c.arguments.trim().is_empty() && !cut {
+                    Some(json!({}))
+                } else {
+                    serde_json::from_str::<Value>(&c.arguments).ok()
+                })
+                .filter(Value::is_object)
+                .ok_or_else(|| {
+                    format!(
+                        "the upstream's call of tool `{}` has arguments that are not a JSON \
                              object{}, so it cannot be passed on as a tool_use block",
-                            c.name,
-                            if cut {
-                                " (the reply was cut off at its token limit: raise max_tokens)"
-                            } else {
-                                ""
-                            }
-                        )
-                    })?;
+                        c.name,
+                        if cut {
+                            " (the reply was cut off at its token limit: raise max_tokens)"
+                        } else {
+                            ""
+                        }
+                    )
+                })?;
                 let id = (c.id.as_deref())
                     .filter(|id| crate::openai::is_identifier(id))
                     .map(str::to_string)
@@ -696,7 +709,21 @@ mod tests {
             why.contains("`price`") && why.contains("max_tokens"),
             "{why}"
         );
-        for args in ["[1]", "70", "null", ""] {
+        // "" (what several servers send for a tool without parameters) is no arguments, unless
+        // the reply was cut off.
+        let mut empty = cut.clone();
+        empty["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!("");
+        assert!(tool_use_message(&empty, None, json!({})).is_err());
+        empty["choices"][0]["finish_reason"] = json!("tool_calls");
+        let out = tool_use_message(&empty, None, json!({})).unwrap();
+        assert_eq!(out["content"][0]["input"], json!({}));
+        // A native message stopped at max_tokens mid tool use.
+        let native = json!({"type": "message", "id": "msg_1", "model": "claude",
+            "stop_reason": "max_tokens", "content": [{"type": "tool_use", "id": "toolu_1",
+            "name": "price", "input": {}}]});
+        let why = tool_use_message(&empty, Some(&native), json!({})).unwrap_err();
+        assert!(why.contains("max_tokens"), "{why}");
+        for args in ["[1]", "70", "null"] {
             let mut odd = cut.clone();
             odd["choices"][0]["finish_reason"] = json!("tool_calls");
             odd["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!(args);

@@ -315,6 +315,10 @@ pub fn tool_call_response(completion: &Value, proofgate: Value) -> Value {
     {
         response["status"] = json!("incomplete");
         response["incomplete_details"] = json!({"reason": "max_output_tokens"});
+        // The last call is the one the limit cut.
+        if let Some(last) = response["output"].as_array_mut().and_then(|o| o.last_mut()) {
+            last["status"] = json!("incomplete");
+        }
     }
     response
 }
@@ -414,7 +418,13 @@ pub fn response_events(response: &Value) -> Vec<(String, String)> {
             json!({"output_index": i, "item": item}),
         ));
     }
-    events.push(("response.completed", json!({"response": response})));
+    // A response stopped at its token limit ends as the API ends one: `response.incomplete`.
+    let last = if response["status"] == "incomplete" {
+        "response.incomplete"
+    } else {
+        "response.completed"
+    };
+    events.push((last, json!({"response": response})));
     events
         .into_iter()
         .enumerate()
@@ -526,6 +536,8 @@ mod tests {
         assert_eq!(out["incomplete_details"]["reason"], "max_output_tokens");
         assert_eq!(out["output"][0]["call_id"], "call_1");
         assert_eq!(out["output"][0]["arguments"], "{\"age\": 7");
+        let events = response_events(&out);
+        assert_eq!(events.last().unwrap().0, "response.incomplete");
     }
 
     #[test]

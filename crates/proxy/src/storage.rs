@@ -876,11 +876,11 @@ impl Store {
         let first_readable = readable("r.record");
         // Pages are keyed by (time, id), newest first: an offset would skip or repeat threads
         // started while a client pages.
+        // A row value, which both databases turn into an index range (PostgreSQL reads
+        // `at < $1 OR (at = $1 AND id < $2)` as a filter, a page deep in a listing then scanning
+        // every row before it).
         let after_clause = |at: &str, id: &str, first: u32| match after {
-            Some(_) => format!(
-                " AND ({at} < ${first} OR ({at} = ${first} AND {id} < ${}))",
-                first + 1
-            ),
+            Some(_) => format!(" AND ({at}, {id}) < (${first}, ${})", first + 1),
             None => String::new(),
         };
         let params = if after.is_some() { 2 } else { 0 };
