@@ -145,6 +145,25 @@ impl App {
             config.audit.key_name(),
         )
         .map_err(|e| other(&e))?;
+        // Key rows this server's seal does not hold are refused: said at start, since after an
+        // upgrade every key made before rows were sealed is one of them.
+        let unsealed: Vec<String> = store
+            .keys_sealed(key.key_seal())
+            .await
+            .map_err(|e| other(&e))?
+            .into_iter()
+            .filter(|(k, sealed)| !sealed && k.revoked_at.is_none())
+            .map(|(k, _)| format!("{} ({:?})", k.id, k.name))
+            .collect();
+        if !unsealed.is_empty() {
+            tracing::warn!(
+                "{} API key(s) are refused: their rows carry no seal of this server (made before \
+                 key rows were sealed, or written or changed in the database): {}. Check each in \
+                 `proofgate keys list`, and seal those you made with `proofgate keys seal ID`",
+                unsealed.len(),
+                unsealed.join(", ")
+            );
+        }
         let signed_size = config
             .audit
             .signed_size_path(&key_path, &config.storage.url);

@@ -61,6 +61,21 @@ impl AuditKey {
         path: &Path,
         name: &str,
     ) -> Result<AuditKey, AuditLogError> {
+        AuditKey::load_inner(secret, path, name, true)
+    }
+
+    /// As [`AuditKey::load_or_create`], but a missing key is an error, never made: for tools
+    /// run beside a server (a key they made would not be the server's).
+    pub fn load(secret: Option<&str>, path: &Path, name: &str) -> Result<AuditKey, AuditLogError> {
+        AuditKey::load_inner(secret, path, name, false)
+    }
+
+    fn load_inner(
+        secret: Option<&str>,
+        path: &Path,
+        name: &str,
+        create: bool,
+    ) -> Result<AuditKey, AuditLogError> {
         let key_err = |problem: String| AuditLogError::Key {
             path: path.display().to_string(),
             problem,
@@ -93,6 +108,13 @@ impl AuditKey {
                     ));
                 }
                 text.trim().to_string()
+            }
+            None if !create => {
+                return Err(key_err(
+                    "there is no audit signing key here: give the server's ([audit] \
+                     signing_key_path or signing_key), or start the server once to create it"
+                        .into(),
+                ));
             }
             None => {
                 let (skey, vkey) = signed_note::generate_key(&mut rand_core::OsRng, name);

@@ -309,8 +309,9 @@ impl Store {
             }
             tracing::error!(
                 "API key {} refused: its row does not carry this server's seal (it was written \
-                 or changed in the database, or comes from before key rows were sealed: run \
-                 `proofgate keys seal` once, with the database as you trust it)",
+                 or changed in the database, or made before key rows were sealed: `proofgate \
+                 keys list` shows it; seal it by id only if its name, scopes and dates are as \
+                 you made them)",
                 columns.id
             );
         }
@@ -356,24 +357,45 @@ impl Store {
         load().await?.as_ref().map(row_to_key).transpose()
     }
 
-    /// Seals every key row without a seal, as the database holds it now; how many. For rows
-    /// from before key rows were sealed: run once, with the database as you trust it (a row
-    /// written in it since would be sealed too).
-    pub async fn seal_unsealed_keys(&self, seal: &KeySeal) -> Result<u64, StorageError> {
-        let rows = sqlx::query("SELECT * FROM api_keys WHERE seal IS NULL")
+    /// Every key (as [`Store::keys`]) and whether its row carries `seal`.
+    pub async fn keys_sealed(&self, seal: &KeySeal) -> Result<Vec<(ApiKey, bool)>, StorageError> {
+        let rows = sqlx::query("SELECT * FROM api_keys ORDER BY created_at DESC, id")
             .fetch_all(&self.pool)
             .await
-            .map_err(db("listing unsealed keys"))?;
-        let mut sealed = 0;
-        for row in &rows {
-            let columns = SealedColumns::of_row(row)?;
+            .map_err(db("listing keys"))?;
+        rows.iter()
+            .map(|r| Ok((row_to_key(r)?, seal.holds(&SealedColumns::of_row(r)?))))
+            .collect()
+    }
+
+    /// Seals the rows of the keys `ids` that carry no seal, as the database holds them now;
+    /// the keys sealed. For keys made before key rows were sealed: whoever holds the database
+    /// could have changed an unsealed row (its scopes, say), so each is sealed only when named,
+    /// after its listing was checked. A row that carries a wrong seal is not resealed (it was
+    /// changed since it was sealed).
+    pub async fn seal_keys(
+        &self,
+        ids: &[String],
+        seal: &KeySeal,
+    ) -> Result<Vec<ApiKey>, StorageError> {
+        let mut sealed = Vec::new();
+        for id in ids {
+            let row = sqlx::query("SELECT * FROM api_keys WHERE id = $1 AND seal IS NULL")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(db("loading a key to seal"))?;
+            let Some(row) = row else {
+                continue;
+            };
+            let columns = SealedColumns::of_row(&row)?;
             sqlx::query("UPDATE api_keys SET seal = $1 WHERE id = $2 AND seal IS NULL")
                 .bind(seal.of(&columns))
-                .bind(&columns.id)
+                .bind(id)
                 .execute(&self.pool)
                 .await
                 .map_err(db("sealing a key"))?;
-            sealed += 1;
+            sealed.push(row_to_key(&row)?);
         }
         Ok(sealed)
     }
@@ -585,9 +607,19 @@ mod tests {
                 store.key_by_secret(&legacy_secret, &seal()).await.unwrap(),
                 None
             );
-            assert!(store.seal_unsealed_keys(&seal()).await.unwrap() >= 1);
-            let sealed = store.key_by_secret(&legacy_secret, &seal()).await.unwrap();
-            assert_eq!(sealed.map(|k| k.id), Some(legacy.id));
+            let listed = store.keys_sealed(&seal()).await.unwrap();
+            let state = |id: &str| listed.iter().find(|(k, _)| k.id == id).map(|(_, s)| *s);
+            assert_eq!(state(&legacy.id), Some(false));
+            assert_eq!(state(&victim.id), Some(false), "changed in the database");
+            // Sealed by id only: a row with a wrong seal (changed since) stays refused.
+            let ids = [legacy.id.clone(), victim.id.clone(), "key_nope".into()];
+            let sealed = store.seal_keys(&ids, &seal()).await.unwrap();
+            assert_eq!(
+                sealed.iter().map(|k| &k.id).collect::<Vec<_>>(),
+                [&legacy.id]
+            );
+            let found = store.key_by_secret(&legacy_secret, &seal()).await.unwrap();
+            assert_eq!(found.map(|k| k.id), Some(legacy.id));
         }
     }
 

@@ -24,10 +24,16 @@ pub enum KeysCommand {
         /// The key's id (`key_...`), as `keys list` shows it.
         id: String,
     },
-    /// Seal every key row that has no seal yet (keys made before rows were sealed are refused
-    /// until then). Run it once after upgrading, with the database as you trust it: a row
-    /// written into the database by someone else since would be sealed too.
-    Seal(StorageArgs),
+    /// Seal the rows of keys made before key rows were sealed (they are refused until then),
+    /// by id: check each in `keys list` first (`"sealed": false`; its name, scopes and dates as
+    /// you made them), since whoever holds the database could have changed an unsealed row.
+    Seal {
+        #[command(flatten)]
+        storage: StorageArgs,
+        /// The keys' ids (`key_...`).
+        #[arg(required = true)]
+        ids: Vec<String>,
+    },
 }
 
 #[derive(Args)]
@@ -64,16 +70,28 @@ async fn store(args: &StorageArgs) -> Result<Store> {
         .with_context(|| "opening the storage named by [storage] url".to_string())
 }
 
-/// The seal of key rows: from the audit signing key the configuration names (created, as the
-/// server would create it, when there is none yet).
-fn seal(args: &StorageArgs) -> Result<KeySeal> {
+/// The seal of key rows: from the audit signing key the configuration names. Only `create`
+/// (`make`) may make that key, as the server would at the same path, for the first key made
+/// before any server ran; revoking and sealing need the server's own.
+fn seal(args: &StorageArgs, make: bool) -> Result<KeySeal> {
     let config = Config::load_unchecked(args.config.as_deref())?;
-    let key = AuditKey::load_or_create(
-        config.audit.signing_key.as_deref(),
-        &config.audit.key_path(&config.storage.url),
-        config.audit.key_name(),
-    )
+    let path = config.audit.key_path(&config.storage.url);
+    let secret = config.audit.signing_key.as_deref();
+    let existed = secret.is_some() || path.exists();
+    let key = if make {
+        AuditKey::load_or_create(secret, &path, config.audit.key_name())
+    } else {
+        AuditKey::load(secret, &path, config.audit.key_name())
+    }
     .context("loading the audit signing key ([audit] signing_key_path), which seals key rows")?;
+    if !existed {
+        eprintln!(
+            "proofgate: created the audit signing key {} (it seals key rows and signs the audit \
+             log: the server of this configuration uses it; keep it out of the database, and \
+             back it up)",
+            path.display()
+        );
+    }
     Ok(key.key_seal().clone())
 }
 
@@ -91,7 +109,7 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 let expires_at = args
                     .expires_in_days
                     .map(|d| now.saturating_add(i64::from(d) * 86_400_000));
-                let seal = seal(&args.storage)?;
+                let seal = seal(&args.storage, true)?;
                 let (key, secret) = store(&args.storage)
                     .await?
                     .create_key(&args.name, &scopes, expires_at, now, &seal)
@@ -105,15 +123,18 @@ pub fn run(command: KeysCommand) -> Result<()> {
             }
             KeysCommand::List(args) => {
                 let now = now_ms();
+                let seal = seal(&args, false)?;
                 let keys: Vec<serde_json::Value> = store(&args)
                     .await?
-                    .keys()
+                    .keys_sealed(&seal)
                     .await?
                     .into_iter()
-                    .map(|k| {
-                        let active = k.is_active(now);
+                    .map(|(k, sealed)| {
+                        // A row without this server's seal is no key, whatever it says.
+                        let active = sealed && k.is_active(now);
                         let mut v = serde_json::to_value(k).unwrap_or_default();
                         v["active"] = json!(active);
+                        v["sealed"] = json!(sealed);
                         v
                     })
                     .collect();
@@ -123,7 +144,7 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 );
             }
             KeysCommand::Revoke { storage, id } => {
-                let seal = seal(&storage)?;
+                let seal = seal(&storage, false)?;
                 let key = store(&storage)
                     .await?
                     .revoke_key(&id, now_ms(), &seal)
@@ -131,10 +152,20 @@ pub fn run(command: KeysCommand) -> Result<()> {
                     .with_context(|| format!("no key {id} (see `proofgate keys list`)"))?;
                 println!("{}", serde_json::to_string_pretty(&key)?);
             }
-            KeysCommand::Seal(args) => {
-                let seal = seal(&args)?;
-                let sealed = store(&args).await?.seal_unsealed_keys(&seal).await?;
-                println!("{}", json!({ "sealed": sealed }));
+            KeysCommand::Seal { storage, ids } => {
+                let seal = seal(&storage, false)?;
+                let sealed = store(&storage).await?.seal_keys(&ids, &seal).await?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({ "sealed": sealed }))?
+                );
+                if sealed.len() < ids.len() {
+                    eprintln!(
+                        "proofgate: {} of the ids given had no unsealed row (unknown, already \
+                         sealed, or sealed and changed since: those stay refused)",
+                        ids.len() - sealed.len()
+                    );
+                }
             }
         }
         Ok(())

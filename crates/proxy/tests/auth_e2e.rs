@@ -975,17 +975,34 @@ async fn a_key_row_rewritten_in_the_database_opens_nothing() {
     assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
     proxy::sqlite(&db, "UPDATE api_keys SET seal = NULL WHERE name = 'app'");
     assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 401);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
-        .args(["keys", "seal", "--config"])
-        .arg(proxy.config_path())
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
+    let listed = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
+    let app_key = &listed.body["keys"][0];
+    assert_eq!(
+        (&app_key["sealed"], &app_key["active"]),
+        (&json!(false), &json!(false)),
+        "{listed:?}"
+    );
+    let id = app_key["id"].as_str().unwrap();
+    let cli = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args(args)
+            .arg("--config")
+            .arg(proxy.config_path())
+            .current_dir(repo_root())
+            .output()
+            .unwrap()
+    };
+    let out = cli(&["keys", "list"]);
     assert!(out.status.success(), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("\"sealed\":1"),
+        String::from_utf8_lossy(&out.stdout).contains("\"sealed\": false"),
         "{out:?}"
     );
+    // Sealed by id, after checking the listing (a row changed while unsealed would be sealed
+    // as changed).
+    let out = cli(&["keys", "seal", id]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains(id), "{out:?}");
     assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
 }
 

@@ -71,13 +71,15 @@ pub async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> 
     let now = now();
     let keys: Vec<Value> = app
         .store
-        .keys()
+        .keys_sealed(app.log.key().key_seal())
         .await?
         .into_iter()
-        .map(|k| {
-            let active = k.is_active(now);
+        .map(|(k, sealed)| {
+            // A row without this server's seal is no key, whatever it says.
+            let active = sealed && k.is_active(now);
             let mut v = serde_json::to_value(k).unwrap_or(Value::Null);
             v["active"] = json!(active);
+            v["sealed"] = json!(sealed);
             v
         })
         .collect();
