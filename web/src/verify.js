@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeadsProblem } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -68,30 +68,46 @@ function threadOfUrl(u) {
 
 /**
  * Reads this server's log (its current checkpoint, the consistency proof from the bundle's,
- * and every leaf's note) and asks the core whether the bundle's trail holds every head of its
- * thread: `{problem}` (null when none) or `{error}` when the log could not be read as one
- * extending the bundle's.
+ * and every leaf's note) and asks the core what it says of the bundle's trail: `{error}` when
+ * the log could not be fetched (not checked), `{problem}` when what was fetched does not hold
+ * (not a log the key signs, not extending the bundle's, or contradicting the trail: a failure),
+ * `{wentOn: {leaf, seq}}` when the thread went on after the trail, or `{latest: true}`.
  */
 async function latestHead(text, key, own) {
+  let current;
+  let proof;
+  const notes = [];
   try {
     const get = async (url) => {
-      const res = await fetch(url);
-      if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
-      return res;
+      // The public routes are rate-limited per address: wait as told, a few times.
+      for (let attempt = 1; ; attempt++) {
+        const res = await fetch(url);
+        if (res.ok) return res;
+        if (res.status !== 429 || attempt === 8) throw new Error(`GET ${url}: HTTP ${res.status}`);
+        const wait = Math.min(Math.max(Number(res.headers.get('retry-after')) || 1, 1), 60);
+        await new Promise((r) => setTimeout(r, wait * 1000));
+      }
     };
-    const current = await (await get('/api/log/checkpoint')).text();
+    current = await (await get('/api/log/checkpoint')).text();
+    // Read only to know what to fetch: the core verifies the checkpoint.
     const size = Number(current.split('\n')[1]) || 0;
-    const proof = (await (await get(`/api/log/consistency?from=${Math.min(own?.size ?? 0, size)}&to=${size}`)).json()).hashes || [];
-    const notes = [];
+    proof = (await (await get(`/api/log/consistency?from=${Math.min(own?.size ?? 0, size)}&to=${size}`)).json()).hashes || [];
     while (notes.length < size) {
       const page = await (await get(`/api/log/leaves?from=${notes.length}&to=${size}`)).json();
       const leaves = Array.isArray(page.leaves) ? page.leaves : [];
       if (!leaves.length) throw new Error(`the server lists no leaf ${notes.length} of ${size}`);
       for (const leaf of leaves.slice(0, size - notes.length)) notes.push(String(leaf.note));
     }
-    return { problem: logHeadsProblem(text, key, current, proof, notes) ?? null, size };
   } catch (e) {
     return { error: e.message };
+  }
+  try {
+    const heads = logHeads(text, key, current, proof, notes);
+    if (heads.kind === 'latest') return { latest: true, size: notes.length };
+    if (heads.kind === 'wentOn') return { wentOn: heads, size: notes.length };
+    return { problem: heads.detail };
+  } catch (e) {
+    return { problem: `the log this server serves is not one its checkpoints sign: ${e.message}` };
   }
 }
 
@@ -237,10 +253,11 @@ async function verify(text, source, out, urlThread = null) {
       line('signature', 'Signature', trust.signature),
       line('inclusion', 'Inclusion in the log', trust.inclusion),
       trust.consistency ? line('consistency', 'Consistency with your saved checkpoint', trust.consistency) : null,
-      heads ? h('li', { 'data-check': 'heads', class: heads.problem ? 'fail' : heads.error ? '' : 'pass' },
+      heads ? h('li', { 'data-check': 'heads', class: heads.problem ? 'fail' : heads.latest ? 'pass' : '' },
         heads.problem ? `✗ Latest head: ${heads.problem}`
           : heads.error ? `Latest head not checked: ${heads.error}`
-            : `✓ Latest head: no later head of this thread among the log's ${heads.size} leaves`) : null,
+            : heads.wentOn ? `Latest head: not this one; the thread went on after this trail (leaf ${heads.wentOn.leaf} logs its record ${heads.wentOn.seq})`
+              : `✓ Latest head: no later head of this thread among the log's ${heads.size} leaves`) : null,
     ];
   }
 
@@ -257,7 +274,8 @@ async function verify(text, source, out, urlThread = null) {
   try {
     gaps = new Set(auditNotChecked(isBundle ? text : trailText, {
       threadNamed: !!expectedThread, policyGiven: !!policy, keyGiven: !!key, checkpointGiven: !!(checkpoint || '').trim(),
-      logScanned: heads?.problem === null,
+      // Read, whatever it said: a problem fails the audit below.
+      logScanned: !!(heads?.latest || heads?.problem),
     }).map((g) => g.id));
   } catch (e) {
     // The core refuses what it cannot read as a trail or bundle (a key written twice, say),
@@ -305,7 +323,9 @@ async function verify(text, source, out, urlThread = null) {
   }
 
   if (gaps.has('later-heads')) {
-    notRun.push({ id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `this server's log could not be read as one extending the bundle's (${heads.error}), so ` : ''}open the bundle in the verifier of the server it is from (it reads that log's public leaves), or run proofgate audit --log with that server's URL` });
+    notRun.push(heads?.wentOn
+      ? { id: 'later-heads', what: `this is not the thread's latest head: it went on after this trail (leaf ${heads.wentOn.leaf} of the log logs its record ${heads.wentOn.seq})`, todo: 'audit its latest bundle for the rest of the thread (this trail\'s records are genuine)' }
+      : { id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `this server's log could not be read (${heads.error}), so ` : ''}open the bundle in the verifier of the server it is from (it reads that log's public leaves), or run proofgate audit --log with that server's URL` });
   }
 
   function showSummary(z3State) {

@@ -98,10 +98,21 @@ pub fn run_z3(z3: &str, script: &str, timeout_ms: u64) -> String {
 /// With `thread`, the trail must be that thread's: a bundle proves only that its trail is a
 /// logged head of *some* thread, so a server asked for one thread's trail could hand out
 /// another's.
-/// Reads the log an audit looks for the thread's later heads in: given the bundle's verified
-/// checkpoint, the newest checkpoint the server signs that extends it, and its leaves' notes.
-pub type LogView<'a> = dyn Fn(&transparency::CheckpointInfo) -> Result<(transparency::CheckpointInfo, Vec<String>), String>
-    + 'a;
+/// The log as a server serves it, unchecked: its current checkpoint note, the consistency
+/// proof from the bundle's checkpoint to it, and every leaf's note.
+#[derive(Debug, Clone, Default)]
+pub struct ServedLog {
+    /// `GET /api/log/checkpoint`.
+    pub checkpoint: String,
+    /// `GET /api/log/consistency?from=<the bundle's size>&to=<its size>`.
+    pub proof: Vec<String>,
+    /// Every leaf's note, from leaf 0 (`GET /api/log/leaves`).
+    pub notes: Vec<String>,
+}
+
+/// Fetches the log a server serves, given the bundle's checkpoint size; `Err` only when it
+/// could not be fetched (then the log was not read: not checked, not failed).
+pub type LogFetch<'a> = dyn Fn(u64) -> Result<ServedLog, String> + 'a;
 
 #[allow(clippy::too_many_arguments)]
 pub fn verify(
@@ -112,7 +123,7 @@ pub fn verify(
     thread: Option<&str>,
     z3: &str,
     timeout_ms: u64,
-    log: Option<&LogView<'_>>,
+    log: Option<&LogFetch<'_>>,
 ) -> AuditVerification {
     let mut failures = Vec::new();
     let mut not_checked = Vec::new();
@@ -224,28 +235,56 @@ pub fn verify(
     }
     // Every head the log holds for the thread must be in the trail: a bundle's own head and
     // proof hold as well for an earlier head, or one forked from it. Read only once the
-    // bundle's checkpoint is trusted (its signature, and its extending the saved one).
+    // bundle's checkpoint is trusted (its signature, and its extending the saved one). What
+    // could not be fetched was not read (not checked); what was fetched and does not hold
+    // (a checkpoint not extending the bundle's, leaves not hashing to it) fails.
     let mut log_scanned = false;
+    let mut log_gap: Option<String> = None;
     let trusted = trust.as_ref().is_some_and(|t| t.ok);
-    if let (Some(view), Some(b), Some(key), true) = (log, &bundle, verifier_key, trusted) {
-        let scanned = b
+    if let (Some(fetch), Some(b), Some(key), true) = (log, &bundle, verifier_key, trusted) {
+        let own = b
             .checkpoint
             .as_deref()
             .ok_or_else(|| "the bundle has no checkpoint".to_string())
-            .and_then(|note| transparency::verify_checkpoint(note, key))
-            .and_then(|cp| {
-                let (log, notes) = view(&cp)?;
-                transparency::log_heads_problem(
-                    replay.thread_id.as_deref().unwrap_or(""),
-                    &b.trail,
-                    &notes,
-                    &log,
-                )
-            });
-        match scanned {
-            Ok(None) => log_scanned = true,
-            Ok(Some(problem)) => failures.push(format!("log: {problem}")),
-            Err(e) => failures.push(format!("log: the leaves could not be read as the log: {e}")),
+            .and_then(|note| transparency::verify_checkpoint(note, key));
+        match own {
+            Err(e) => failures.push(format!("log: {e}")),
+            Ok(own) => match fetch(own.size) {
+                Err(e) => log_gap = Some(format!("the log could not be read ({e})")),
+                Ok(served) => {
+                    let read =
+                        transparency::newest_log(&own, &served.checkpoint, &served.proof, key)
+                            .and_then(|log| {
+                                transparency::log_heads(
+                                    replay.thread_id.as_deref().unwrap_or(""),
+                                    &b.trail,
+                                    &served.notes,
+                                    &log,
+                                )
+                            });
+                    match read {
+                        Ok(transparency::LogHeads::Latest) => log_scanned = true,
+                        Ok(transparency::LogHeads::WentOn { leaf, seq }) => {
+                            log_gap = Some(format!(
+                                "the thread went on after this trail (leaf {leaf} logs its record \
+                                 {seq}): audit its latest bundle for the rest"
+                            ))
+                        }
+                        // Read, and failed: the failure says it all.
+                        Ok(transparency::LogHeads::Problem { detail: p }) => {
+                            log_scanned = true;
+                            failures.push(format!("log: {p}"))
+                        }
+                        Err(e) => {
+                            log_scanned = true;
+                            failures.push(format!(
+                                "log: the log the server serves is not the one its checkpoints \
+                                 sign: {e}"
+                            ))
+                        }
+                    }
+                }
+            },
         }
     }
     // What a full audit makes that this one did not: decided in the core, as the browser
@@ -266,7 +305,13 @@ pub fn verify(
                 ": audit the bundle, with --public-key (the server's verifier key)"
             }
             "checkpoint" => ": give --checkpoint (a checkpoint you saved earlier)",
-            "later-heads" => ": give --log (the server's URL: its log's leaves are public)",
+            "later-heads" => match &log_gap {
+                Some(why) => {
+                    not_checked.push(format!("{}: {why}", gap.what));
+                    continue;
+                }
+                None => ": give --log (the server's URL: its log's leaves are public)",
+            },
             _ => "",
         };
         not_checked.push(format!("{}{todo}", gap.what));

@@ -7,9 +7,10 @@ use anyhow::{bail, Context, Result};
 use clap::Subcommand;
 use proofgate_core::audit::bundle::{read_trail_or_bundle, verify_trust, AuditBundle};
 use proofgate_core::audit::transparency::{
-    deletion_problem, logged_heads_problem, newest_log, verify_checkpoint, verify_consistency,
-    verify_note, CheckpointInfo, LogStatement,
+    deletion_problem, logged_heads_problem, verify_checkpoint, verify_consistency, verify_note,
+    CheckpointInfo, LogStatement,
 };
+use proofgate_proxy::audit_check::ServedLog;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -115,16 +116,13 @@ async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<r
     unreachable!("the loop returns")
 }
 
-/// The newest log `server` signs that extends `bundle` (a bundle's checkpoint), and the notes
-/// of its leaves as the server lists them (`GET /api/log/checkpoint`, `/api/log/consistency`
-/// and `/api/log/leaves`: no key needed), for
-/// [`proofgate_core::audit::transparency::log_heads_problem`], which holds them to that
-/// checkpoint's root: the server is not trusted for them.
-pub fn log_view(
-    server: &str,
-    key: &str,
-    bundle: &CheckpointInfo,
-) -> Result<(CheckpointInfo, Vec<String>)> {
+/// The log as `server` serves it now (`GET /api/log/checkpoint`, `/api/log/consistency` from
+/// `from_size`, and every leaf's note from `/api/log/leaves`; no key needed): its checkpoint
+/// note, the consistency proof and the notes, none of them checked here (the caller holds them
+/// to the key and to each other: [`proofgate_core::audit::transparency::newest_log`] and
+/// [`proofgate_core::audit::transparency::log_heads`]). `Err` only when they could not be
+/// fetched.
+pub fn served_log(server: &str, from_size: u64) -> Result<ServedLog> {
     let base = server.trim_end_matches('/').to_string();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -143,8 +141,9 @@ pub fn log_view(
                 Ok::<_, anyhow::Error>(text)
             }
         };
-        let current = ok_text(format!("{base}/api/log/checkpoint")).await?;
-        let size = current
+        let checkpoint = ok_text(format!("{base}/api/log/checkpoint")).await?;
+        // Read only to know what to fetch: the caller verifies the note.
+        let size = checkpoint
             .lines()
             .nth(1)
             .and_then(|n| n.parse::<u64>().ok())
@@ -152,33 +151,33 @@ pub fn log_view(
         let proof: Value = serde_json::from_str(
             &ok_text(format!(
                 "{base}/api/log/consistency?from={}&to={size}",
-                bundle.size.min(size)
+                from_size.min(size)
             ))
             .await?,
         )?;
-        let hashes: Vec<String> =
+        let proof: Vec<String> =
             serde_json::from_value(proof["hashes"].clone()).unwrap_or_default();
-        let log = newest_log(bundle, &current, &hashes, key).map_err(|e| anyhow::anyhow!(e))?;
         let mut notes = Vec::new();
-        while (notes.len() as u64) < log.size {
+        while (notes.len() as u64) < size {
             let from = notes.len();
-            let url = format!("{base}/api/log/leaves?from={from}&to={}", log.size);
+            let url = format!("{base}/api/log/leaves?from={from}&to={size}");
             let page: Value = serde_json::from_str(&ok_text(url).await?)?;
             let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
             if leaves.is_empty() {
-                bail!(
-                    "the server lists no leaf {from} of the {} its checkpoint signs",
-                    log.size
-                );
+                bail!("the server lists no leaf {from} of the {size} its checkpoint signs");
             }
-            for leaf in leaves.iter().take(log.size as usize - from) {
+            for leaf in leaves.iter().take(size as usize - from) {
                 match leaf["note"].as_str() {
                     Some(note) => notes.push(note.to_string()),
                     None => bail!("leaf {} as listed has no note", notes.len()),
                 }
             }
         }
-        Ok((log, notes))
+        Ok(ServedLog {
+            checkpoint,
+            proof,
+            notes,
+        })
     })
 }
 

@@ -100,9 +100,10 @@ enum Command {
         /// of some thread).
         #[arg(long)]
         thread: Option<String>,
-        /// The server whose log to read (its URL): every leaf up to the bundle's checkpoint,
-        /// held to that checkpoint's root, so that a trail cut back to an earlier head of its
-        /// thread, or forked from one, is found (the leaves are public: no key needed).
+        /// The server whose log to read (its URL): every leaf up to the checkpoint it signs
+        /// now (which must extend the bundle's), held to that checkpoint's root, so that a
+        /// trail cut back to an earlier head of its thread, or forked from one, is found (the
+        /// leaves are public: no key needed).
         #[arg(long)]
         log: Option<String>,
         /// The z3 binary used to re-check the findings.
@@ -263,14 +264,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 &z3,
                 timeout_ms,
                 log.as_ref()
-                    .zip(key.as_deref())
-                    .map(|(server, key)| {
-                        move |cp: &proofgate_core::audit::transparency::CheckpointInfo| {
-                            log_cmd::log_view(server, key, cp).map_err(|e| format!("{e:#}"))
-                        }
+                    .map(|server| {
+                        move |size| log_cmd::served_log(server, size).map_err(|e| format!("{e:#}"))
                     })
                     .as_ref()
-                    .map(|f| f as &proofgate_proxy::audit_check::LogView<'_>),
+                    .map(|f| f as &proofgate_proxy::audit_check::LogFetch<'_>),
             );
             println!("{}", serde_json::to_string_pretty(&v)?);
             for f in &v.failures {

@@ -232,11 +232,14 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         ok,
         "a full audit passes --require-complete: {report}\n{err}"
     );
-    // A server that lists leaves other than its checkpoint's log is caught, not believed.
-    let (ok, _, err) = audit_more(&["--thread", &thread, "--log", &llm.url()]);
+    // A log that cannot be read (no proofgate there) was not read: not checked, not failed.
+    let (ok, report, err) = audit_more(&["--thread", &thread, "--log", &llm.url()]);
+    assert!(ok && report["complete"] == false, "{report}\n{err}");
     assert!(
-        !ok && err.contains("log: the leaves could not be read"),
-        "{err}"
+        report["notChecked"]
+            .to_string()
+            .contains("the log could not be read"),
+        "{report}"
     );
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
@@ -593,22 +596,25 @@ async fn a_thread_rolled_back_in_the_store_and_forked_is_found_by_an_audit_that_
     .await;
     assert_eq!(status, 200, "{body}");
     // Handed out once the thread went on, the earlier bundle is genuine and its checkpoint's
-    // leaves end before the later head: the server's newer checkpoint's leaves show it.
+    // leaves end before the later head: the server's newer checkpoint's leaves show it. Its
+    // records pass, but it is not the whole thread: not complete, never a full audit.
     let (ok, report, err) = audit_with(
         &dir,
         &earlier,
         &park(),
         &key,
         Some(&saved_then),
-        &["--thread", &id, "--log", &proxy.url],
+        &["--thread", &id, "--log", &proxy.url, "--require-complete"],
     );
     assert!(
-        !ok && err.ends_with("[exit code Some(1)]"),
+        !ok && err.ends_with("[exit code Some(3)]"),
         "{report}\n{err}"
     );
     assert!(
-        err.contains("log: leaf") && err.contains("cut back"),
-        "{err}"
+        report["notChecked"]
+            .to_string()
+            .contains("the thread went on after this trail"),
+        "{report}"
     );
     let saved = text(&proxy, "/api/log/checkpoint").await;
     let genuine = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
@@ -676,10 +682,12 @@ async fn a_thread_rolled_back_in_the_store_and_forked_is_found_by_an_audit_that_
         !ok && err.ends_with("[exit code Some(1)]"),
         "{report}\n{err}"
     );
+    // (Its head, of a record before the genuine head's, comes after it in the log.)
     assert!(
-        err.contains("log: leaf") && err.contains("it was rewritten"),
+        err.contains("log: leaf") && err.contains("forked from an earlier head"),
         "{err}"
     );
+    assert!(!err.contains("not checked"), "the log was read: {err}");
 }
 
 /// The stored copy of a waiting thread's state (which no signature covers) changed in the

@@ -24,6 +24,7 @@ export interface TrustCheck { ok: boolean; detail: string }
 export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }
 /** What the auditor brought: each left out is a check a full audit makes (`auditNotChecked`). */
 export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; logScanned?: boolean }
+export type LogHeads = { kind: "latest" } | { kind: "wentOn"; leaf: number; seq: number } | { kind: "problem"; detail: string };
 export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint" | "later-heads"; what: string }
 "#;
 
@@ -153,24 +154,28 @@ pub fn audit_not_checked_js(
     to_js(&not_checked(&records(trail)?, &inputs))
 }
 
-/// Why the trail of `bundle` (an audit bundle's JSON text) is not every head the log holds
-/// for its thread, or `null` when it is: a bundle's signed head and inclusion proof hold as
-/// well for an earlier head of its thread, or one forked from it. `currentCheckpoint` is the
-/// checkpoint the server signs now (`GET /api/log/checkpoint`), `proof` the consistency proof
-/// from the bundle's checkpoint to it (`GET /api/log/consistency?from=B&to=C`), `notes` the
-/// note of every leaf of that log, from leaf 0 (`GET /api/log/leaves`). Nothing of these is
-/// trusted: throws when a checkpoint does not verify with `verifierKey`, the current one does
-/// not extend the bundle's, or the notes do not hash to its root. An audit that got `null`
-/// passes `logScanned: true` to `auditNotChecked`.
-#[wasm_bindgen(js_name = logHeadsProblem, unchecked_return_type = "string | null")]
-pub fn log_heads_problem_js(
+/// What the log says of the trail of `bundle` (an audit bundle's JSON text) as its thread's:
+/// `{kind: "latest"}` when it holds every head of its thread in the log and ends at the last;
+/// `{kind: "wentOn", leaf, seq}` when it is genuine but the thread went on (`leaf` logs its
+/// record `seq`); `{kind: "problem", detail}` when the log contradicts it (rewritten, cut back
+/// and continued, forked). A bundle's signed head and inclusion proof hold as well for an
+/// earlier head of its thread, or one forked from it: only the log's other leaves show it.
+/// `currentCheckpoint` is the checkpoint the server signs now (`GET /api/log/checkpoint`),
+/// `proof` the consistency proof from the bundle's checkpoint to it
+/// (`GET /api/log/consistency?from=B&to=C`), `notes` the note of every leaf of that log, from
+/// leaf 0 (`GET /api/log/leaves`). Nothing of these is trusted: throws when a checkpoint does
+/// not verify with `verifierKey`, the current one does not extend the bundle's, or the notes
+/// do not hash to its root. An audit that got `latest` passes `logScanned: true` to
+/// `auditNotChecked`.
+#[wasm_bindgen(js_name = logHeads, unchecked_return_type = "LogHeads")]
+pub fn log_heads_js(
     bundle: &str,
     verifier_key: &str,
     current_checkpoint: &str,
     proof: Vec<String>,
     notes: Vec<String>,
 ) -> Result<JsValue, JsError> {
-    use proofgate_core::audit::transparency::{log_heads_problem, newest_log, verify_checkpoint};
+    use proofgate_core::audit::transparency::{log_heads, newest_log, verify_checkpoint};
     let fail = |e: String| JsError::new(&format!("proofgate: {e}"));
     let (trail, read) = read_trail_or_bundle(bundle.as_bytes()).map_err(fail)?;
     let read =
@@ -187,12 +192,7 @@ pub fn log_heads_problem_js(
         .and_then(|r| r.pointer("/body/threadId"))
         .and_then(serde_json::Value::as_str)
         .unwrap_or("");
-    Ok(
-        match log_heads_problem(thread, &trail, &notes, &log).map_err(fail)? {
-            Some(problem) => JsValue::from_str(&problem),
-            None => JsValue::NULL,
-        },
-    )
+    to_js(&log_heads(thread, &trail, &notes, &log).map_err(fail)?)
 }
 
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools

@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:cr
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeadsProblem } from 'proofgate';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeads } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
@@ -264,7 +264,7 @@ test('times beyond Number.MAX_SAFE_INTEGER are refused', () => {
   assert.equal(replayAudit(big.auditTrail()).ok, true);
 });
 
-test('logHeadsProblem finds a later head of the thread in a newer log, and trusts no part of what it is given', () => {
+test('logHeads tells a later head of the thread in a newer log, and trusts no part of what it is given', () => {
   // A bundle is genuine for an earlier head of its thread too: its own checkpoint's leaves end
   // before the later head, which only a newer checkpoint's leaves show.
   const { bundle, verifierKey, signNote } = signedBundle();
@@ -273,19 +273,24 @@ test('logHeadsProblem finds a later head of the thread in a newer log, and trust
   const last = bundle.trail.at(-1);
   const thread = bundle.trail[0].body.threadId;
   const head = `proofgate/thread-head/v1\n${thread}\n${last.seq}\n${last.hash}\n`;
+  const root2 = (a, b) => createHash('sha256').update(Buffer.concat([Buffer.from([1]), leafHash(a), leafHash(b)])).digest('base64');
   const later = `proofgate/thread-head/v1\n${thread}\n${last.seq + 4}\n${'ab'.repeat(32)}\n`;
-  const [l0, l1] = [leafHash(head), leafHash(later)];
-  const root2 = createHash('sha256').update(Buffer.concat([Buffer.from([1]), l0, l1])).digest('base64');
-  const current = signNote(`proofgate.test/log\n2\n${root2}\n`);
-  const notes = [signNote(head), signNote(later)];
-  const problem = logHeadsProblem(text, verifierKey, current, [l1.toString('base64')], notes);
-  assert.match(problem, new RegExp(`leaf 1 logs record ${last.seq + 4}.*cut back`));
+  const current = signNote(`proofgate.test/log\n2\n${root2(head, later)}\n`);
+  const proof = [leafHash(later).toString('base64')];
+  assert.deepEqual(logHeads(text, verifierKey, current, proof, [signNote(head), signNote(later)]),
+    { kind: 'wentOn', leaf: 1, seq: last.seq + 4 });
   // The bundle's own log: its head is the thread's last.
-  assert.equal(logHeadsProblem(text, verifierKey, bundle.checkpoint, [], notes.slice(0, 1)), null);
+  assert.deepEqual(logHeads(text, verifierKey, bundle.checkpoint, [], [signNote(head)]), { kind: 'latest' });
+  // A head of an earlier record after the bundle's: a fork.
+  const fork = `proofgate/thread-head/v1\n${thread}\n${last.seq - 1}\n${'cd'.repeat(32)}\n`;
+  const forked = signNote(`proofgate.test/log\n2\n${root2(head, fork)}\n`);
+  const verdict = logHeads(text, verifierKey, forked, [leafHash(fork).toString('base64')], [signNote(head), signNote(fork)]);
+  assert.equal(verdict.kind, 'problem');
+  assert.match(verdict.detail, /forked/);
   // Leaves that are not the log, a checkpoint not extending the bundle's, another key, a
-  // plain trail: thrown, never read as "no later head".
-  assert.throws(() => logHeadsProblem(text, verifierKey, current, [l1.toString('base64')], [notes[0], signNote(head)]), /do not hash to the checkpoint's root/);
-  assert.throws(() => logHeadsProblem(text, verifierKey, current, [], notes), /does not extend the bundle's/);
-  assert.throws(() => logHeadsProblem(text, signer('other').verifierKey, current, [], notes), /checkpoint/);
-  assert.throws(() => logHeadsProblem(JSON.stringify(bundle.trail), verifierKey, current, [], notes), /plain trail/);
+  // plain trail: thrown, never read as "the latest".
+  assert.throws(() => logHeads(text, verifierKey, current, proof, [signNote(head), signNote(head)]), /do not hash to the checkpoint's root/);
+  assert.throws(() => logHeads(text, verifierKey, current, [], [signNote(head), signNote(later)]), /does not extend the bundle's/);
+  assert.throws(() => logHeads(text, signer('other').verifierKey, current, proof, []), /checkpoint/);
+  assert.throws(() => logHeads(JSON.stringify(bundle.trail), verifierKey, current, proof, []), /plain trail/);
 });

@@ -28,7 +28,7 @@ pub struct AuditInputs {
     pub checkpoint_given: bool,
     /// Every leaf of the log up to the bundle's checkpoint was read, and every head of the
     /// thread among them is in the trail
-    /// ([`log_heads_problem`](super::transparency::log_heads_problem)).
+    /// ([`log_heads`](super::transparency::log_heads) said it is the latest).
     #[serde(default)]
     pub log_scanned: bool,
 }
@@ -121,13 +121,16 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
              holding its key could have rebuilt its whole log around a rewritten trail"
                 .into(),
         );
-    } else if !inputs.log_scanned {
+    }
+    // Apart from the checkpoint: reading the log guards against a database holder with or
+    // without a checkpoint saved.
+    if inputs.bundle && inputs.key_given && !inputs.log_scanned {
         add(
             "later-heads",
             "that this is the thread's latest head: a bundle's signed head and inclusion proof \
              hold as well for an earlier head of the thread, or for one forked from it, which \
              a server (or whoever holds its database) could hand out; only the log's other \
-             leaves show the thread went further, and they were not read"
+             leaves show the thread went further, and they did not show it was the latest"
                 .into(),
         );
     }
@@ -180,6 +183,13 @@ mod tests {
         assert_eq!(without(|i| i.thread_named = false), ["thread"]);
         assert_eq!(without(|i| i.policy_given = false), ["policy"]);
         assert_eq!(without(|i| i.checkpoint_given = false), ["checkpoint"]);
+        assert_eq!(
+            without(|i| {
+                i.checkpoint_given = false;
+                i.log_scanned = false
+            }),
+            ["checkpoint", "later-heads"]
+        );
         assert_eq!(without(|i| i.log_scanned = false), ["later-heads"]);
         assert_eq!(without(|i| i.key_given = false), ["key"]);
         assert_eq!(without(|i| i.bundle = false), ["bundle"]);

@@ -238,29 +238,105 @@ impl tlog_tiles::HashReader for StoredHashes {
     }
 }
 
-/// Why `trail` is not all the log `checkpoint` describes holds for `thread_id` (its `notes`,
-/// see [`leaves_of_checkpoint`]): a head of the thread at any leaf must be in the trail, and
-/// the trail must end at the last ([`logged_heads_problem`], [`deletion_problem`]). This is
-/// what a bundle's own signed head and inclusion proof cannot show: a server, or whoever
-/// holds its database, can hand out an earlier head of the thread, or one it forked from an
-/// earlier head, and both are genuinely signed and logged. `Ok(None)` when nothing is wrong;
-/// `Err` when the notes are not that log.
-pub fn log_heads_problem(
+/// What the log says of a trail an auditor was handed as its thread's ([`log_heads`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "kind")]
+pub enum LogHeads {
+    /// The trail holds every head of its thread in the log, at its place, and ends at the
+    /// last (a deletion logged since, of the trail up to that head, included).
+    Latest,
+    /// The trail holds every head of its thread in the log up to its end, but the thread went
+    /// on: `leaf` logs its record `seq`. The trail is genuine, and not the whole thread.
+    WentOn {
+        /// The first leaf past the trail.
+        leaf: u64,
+        /// The last record the log holds a head of.
+        seq: u64,
+    },
+    /// The log contradicts the trail (it was rewritten, cut back and continued, forked).
+    Problem {
+        /// What, naming the leaf.
+        detail: String,
+    },
+}
+
+/// What the log `checkpoint` describes (its leaves' `notes`, see [`leaves_of_checkpoint`])
+/// says of `trail` as thread `thread_id`'s: a bundle's signed head and inclusion proof hold as
+/// well for an earlier head of the thread, or for one forked from it, which a server (or
+/// whoever holds its database) could hand out; only the log's other leaves show it. Heads of
+/// a thread only grow: one of a lower record after a higher one is a fork. `Err` when the
+/// notes are not that log.
+pub fn log_heads(
     thread_id: &str,
     trail: &[serde_json::Value],
     notes: &[String],
     checkpoint: &CheckpointInfo,
-) -> Result<Option<String>, String> {
+) -> Result<LogHeads, String> {
     let heads: Vec<(u64, LogStatement)> = (0u64..)
         .zip(leaves_of_checkpoint(notes, checkpoint)?)
         .filter(|(_, s)| s.thread_id == thread_id)
         .collect();
-    Ok(logged_heads_problem(thread_id, trail, &heads).or_else(|| deletion_problem(&heads)))
+    let problem = |detail: String| Ok(LogHeads::Problem { detail });
+    if heads.is_empty() {
+        return problem(format!(
+            "no head was ever logged for thread {thread_id}, yet its trail has {} records",
+            trail.len()
+        ));
+    }
+    if let Some(p) = deletion_problem(&heads) {
+        return problem(p);
+    }
+    let logged: Vec<&(u64, LogStatement)> = heads.iter().filter(|(_, s)| !s.deleted).collect();
+    for pair in logged.windows(2) {
+        let ((before, b), (after, a)) = (pair[0], pair[1]);
+        if a.seq < b.seq {
+            return problem(format!(
+                "leaf {after} logs record {} after leaf {before} logged record {}: the thread \
+                 was forked from an earlier head",
+                a.seq, b.seq
+            ));
+        }
+    }
+    let end = u64::try_from(trail.len())
+        .unwrap_or(u64::MAX)
+        .checked_sub(1);
+    for (leaf, s) in &logged {
+        if end.is_some_and(|e| s.seq > e) {
+            continue;
+        }
+        let record = usize::try_from(s.seq).ok().and_then(|i| trail.get(i));
+        let hash = record.and_then(|r| r["hash"].as_str());
+        if record.and_then(|r| r["seq"].as_u64()) != Some(s.seq)
+            || hash != Some(s.head_hash.as_str())
+        {
+            return problem(format!(
+                "leaf {leaf} logs record {} hashed {}, but the trail's record {} is hashed {}: \
+                 it was rewritten",
+                s.seq,
+                s.head_hash,
+                s.seq,
+                hash.unwrap_or("(none)")
+            ));
+        }
+    }
+    if let Some((leaf, _)) = logged.iter().find(|(_, s)| end.is_none_or(|e| s.seq > e)) {
+        let seq = logged.last().map_or(0, |(_, s)| s.seq);
+        return Ok(LogHeads::WentOn { leaf: *leaf, seq });
+    }
+    match (logged.last(), end) {
+        (Some((leaf, last)), Some(end)) if last.seq != end => problem(format!(
+            "the trail ends with record {end}, but its last logged head (leaf {leaf}) is record \
+             {}: records were added without a signed head",
+            last.seq
+        )),
+        (None, _) => problem("the thread's only leaf logs its deletion".into()),
+        _ => Ok(LogHeads::Latest),
+    }
 }
 
 /// The log to look for a thread's later heads in: the one `current` (a checkpoint the server
-/// signs now) describes when it verifies with `verifier_key` and extends the bundle's
-/// checkpoint `bundle` (`proof`, from the bundle's size to its), else the bundle's own. A
+/// signs now) describes, which must verify with `verifier_key` and extend the bundle's
+/// checkpoint `bundle` (`proof`, from the bundle's size to its); `Err` when it does not. A
 /// bundle handed out after its thread moved on carries the checkpoint of its own time, whose
 /// leaves end before the later head: only a newer checkpoint's leaves show it.
 pub fn newest_log(
@@ -442,42 +518,72 @@ mod tests {
     /// A bundle's signed head and inclusion proof hold for an earlier head of its thread, or
     /// one forked from it: only the log's other leaves show the thread went further.
     #[test]
-    fn a_trail_cut_back_or_forked_is_found_among_the_logs_leaves() {
+    fn the_logs_leaves_tell_an_earlier_head_from_a_fork_and_a_rewrite() {
         let t = trail("q", 6);
         let mut other = head(&t, 2);
         other.thread_id = "u".into();
-        let (notes, checkpoint) = log_of(&[head(&t, 1), other, head(&t, 3), head(&t, 5)]);
-        assert_eq!(log_heads_problem("t", &t, &notes, &checkpoint), Ok(None));
-        // Cut back to the head at leaf 2 (record 3): leaf 3 logs record 5.
-        let cut = log_heads_problem("t", &t[..4], &notes, &checkpoint)
-            .unwrap()
-            .unwrap();
-        assert!(cut.contains("leaf 3 logs record 5"), "{cut}");
-        // Forked after record 3: record 5 is another record.
+        let log = [head(&t, 1), other, head(&t, 3), head(&t, 5)];
+        let (notes, checkpoint) = log_of(&log);
+        let heads = |trail: &[serde_json::Value], thread: &str| {
+            log_heads(thread, trail, &notes, &checkpoint).unwrap()
+        };
+        assert_eq!(heads(&t, "t"), LogHeads::Latest);
+        // An earlier head, genuine: the thread went on.
+        assert_eq!(heads(&t[..4], "t"), LogHeads::WentOn { leaf: 3, seq: 5 });
+        // Forked after record 3 (a different record 5): rewritten.
         let mut fork = t[..4].to_vec();
         fork.extend(trail("fork", 6)[4..].iter().cloned());
-        let forked = log_heads_problem("t", &fork, &notes, &checkpoint)
-            .unwrap()
-            .unwrap();
-        assert!(forked.contains("leaf 3 logs record 5"), "{forked}");
+        let LogHeads::Problem { detail: p } = heads(&fork, "t") else {
+            panic!("a fork passed")
+        };
+        assert!(
+            p.contains("leaf 3 logs record 5") && p.contains("rewritten"),
+            "{p}"
+        );
+        // A fork shorter than what it hides: its head comes after a higher one.
+        let mut forked_log = log.to_vec();
+        let short = {
+            let mut f = t[..4].to_vec();
+            f.extend(trail("fork", 5)[4..].iter().cloned());
+            f
+        };
+        forked_log.push(head(&short, 4));
+        let (notes2, checkpoint2) = log_of(&forked_log);
+        let LogHeads::Problem { detail: p } =
+            log_heads("t", &short, &notes2, &checkpoint2).unwrap()
+        else {
+            panic!("a shorter fork passed")
+        };
+        assert!(p.contains("forked"), "{p}");
+        // Deleted by retention since, up to the trail's last head: the auditor's copy passes.
+        let mut deleted = log.to_vec();
+        deleted.push(LogStatement {
+            deleted: true,
+            ..head(&t, 5)
+        });
+        let (notes3, checkpoint3) = log_of(&deleted);
+        assert_eq!(
+            log_heads("t", &t, &notes3, &checkpoint3),
+            Ok(LogHeads::Latest)
+        );
         // Leaves that are not the checkpoint's log are refused, never read as it.
         let mut renamed = notes.clone();
         renamed[3] = renamed[3].replacen("\nt\n", "\nhidden\n", 1);
-        let err = log_heads_problem("t", &t[..4], &renamed, &checkpoint).unwrap_err();
+        let err = log_heads("t", &t[..4], &renamed, &checkpoint).unwrap_err();
         assert!(
             err.contains("do not hash to the checkpoint's root"),
             "{err}"
         );
-        let err = log_heads_problem("t", &t[..4], &notes[..3], &checkpoint).unwrap_err();
+        let err = log_heads("t", &t[..4], &notes[..3], &checkpoint).unwrap_err();
         assert!(err.contains("3 leaves were given for a log of 4"), "{err}");
         let mut garbled = notes.clone();
         garbled[0] = "not a note".into();
-        assert!(log_heads_problem("t", &t, &garbled, &checkpoint).is_err());
+        assert!(log_heads("t", &t, &garbled, &checkpoint).is_err());
         // A thread the log never names has no heads: its trail was written around it.
-        let none = log_heads_problem("v", &t, &notes, &checkpoint)
-            .unwrap()
-            .unwrap();
-        assert!(none.contains("no head was ever logged"), "{none}");
+        let LogHeads::Problem { detail: p } = heads(&t, "v") else {
+            panic!("a thread with no head passed")
+        };
+        assert!(p.contains("no head was ever logged"), "{p}");
     }
 
     /// A deletion must match the thread's last logged head, follow one, and end its leaves.
