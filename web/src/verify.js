@@ -96,7 +96,10 @@ async function latestHead(text, key, own) {
       const page = await (await get(`/api/log/leaves?from=${notes.length}&to=${size}`)).json();
       const leaves = Array.isArray(page.leaves) ? page.leaves : [];
       if (!leaves.length) throw new Error(`the server lists no leaf ${notes.length} of ${size}`);
-      for (const leaf of leaves.slice(0, size - notes.length)) notes.push(String(leaf.note));
+      for (const leaf of leaves.slice(0, size - notes.length)) {
+        if (typeof leaf?.note !== 'string') throw new Error(`leaf ${notes.length} as listed has no note`);
+        notes.push(leaf.note);
+      }
     }
   } catch (e) {
     return { error: e.message };
@@ -324,7 +327,7 @@ async function verify(text, source, out, urlThread = null) {
 
   if (gaps.has('later-heads')) {
     notRun.push(heads?.wentOn
-      ? { id: 'later-heads', what: `this is not the thread's latest head: it went on after this trail (leaf ${heads.wentOn.leaf} of the log logs its record ${heads.wentOn.seq})`, todo: 'audit its latest bundle for the rest of the thread (this trail\'s records are genuine)' }
+      ? { id: 'later-heads', what: `this is not the thread's latest head: it went on after this trail (leaf ${heads.wentOn.leaf} of the log logs its record ${heads.wentOn.seq})`, todo: 'audit its latest bundle for the rest of the thread, if the server still has it (this trail\'s records are genuine)' }
       : { id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `this server's log could not be read (${heads.error}), so ` : ''}open the bundle in the verifier of the server it is from (it reads that log's public leaves), or run proofgate audit --log with that server's URL` });
   }
 
@@ -337,7 +340,7 @@ async function verify(text, source, out, urlThread = null) {
     summary.dataset.outcome = outcome;
     const heading = {
       fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}`
-        : heads?.problem ? `✗ Not the thread's latest head: ${heads.problem}` : '✗ The trail is not the server\'s signed, logged trail',
+        : heads?.problem ? `✗ The log contradicts this trail: ${heads.problem}` : '✗ The trail is not the server\'s signed, logged trail',
       pending: '… Checking the logic with Z3',
       incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
       pass: replay.status === 'VALID' ? '✓ Every record passes'

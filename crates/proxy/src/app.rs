@@ -147,21 +147,35 @@ impl App {
         .map_err(|e| other(&e))?;
         // Key rows this server's seal does not hold are refused: said at start, since after an
         // upgrade every key made before rows were sealed is one of them.
-        let unsealed: Vec<String> = store
+        let keys = store
             .keys_sealed(key.key_seal())
             .await
-            .map_err(|e| other(&e))?
-            .into_iter()
-            .filter(|(k, sealed)| !sealed && k.revoked_at.is_none())
-            .map(|(k, _)| format!("{} ({:?})", k.id, k.name))
-            .collect();
-        if !unsealed.is_empty() {
+            .map_err(|e| other(&e))?;
+        let named = |state: crate::keys::SealState| -> Vec<String> {
+            keys.iter()
+                .filter(|(k, s)| *s == state && k.revoked_at.is_none())
+                .map(|(k, _)| format!("{} ({:?})", k.id, k.name))
+                .collect()
+        };
+        let (missing, invalid) = (
+            named(crate::keys::SealState::Missing),
+            named(crate::keys::SealState::Invalid),
+        );
+        if !missing.is_empty() {
             tracing::warn!(
-                "{} API key(s) are refused: their rows carry no seal of this server (made before \
-                 key rows were sealed, or written or changed in the database): {}. Check each in \
-                 `proofgate keys list`, and seal those you made with `proofgate keys seal ID`",
-                unsealed.len(),
-                unsealed.join(", ")
+                "{} API key(s) are refused until sealed: their rows have no seal (made before key \
+                 rows were sealed, or the seal was removed in the database): {}. Seal them by \
+                 their secrets: `proofgate keys seal` reads them on standard input",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+        if !invalid.is_empty() {
+            tracing::warn!(
+                "{} API key(s) are refused: their rows' seals do not hold (changed in the database \
+                 since they were sealed, or sealed with another signing key): {}. Make new keys",
+                invalid.len(),
+                invalid.join(", ")
             );
         }
         let signed_size = config

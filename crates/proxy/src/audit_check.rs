@@ -256,7 +256,14 @@ pub fn verify(
                         transparency::newest_log(&own, &served.checkpoint, &served.proof, key)
                             .and_then(|log| {
                                 transparency::log_heads(
-                                    replay.thread_id.as_deref().unwrap_or(""),
+                                    // The thread its first record names, as the signed
+                                    // head and the npm package read it (replay names none
+                                    // when it stops early).
+                                    b.trail
+                                        .first()
+                                        .and_then(|r| r.pointer("/body/threadId"))
+                                        .and_then(Value::as_str)
+                                        .unwrap_or(""),
                                     &b.trail,
                                     &served.notes,
                                     &log,
@@ -267,7 +274,8 @@ pub fn verify(
                         Ok(transparency::LogHeads::WentOn { leaf, seq }) => {
                             log_gap = Some(format!(
                                 "the thread went on after this trail (leaf {leaf} logs its record \
-                                 {seq}): audit its latest bundle for the rest"
+                                 {seq}): audit its latest bundle for the rest, if the server \
+                                 still has it"
                             ))
                         }
                         // Read, and failed: the failure says it all.
@@ -309,6 +317,9 @@ pub fn verify(
                 Some(why) => {
                     not_checked.push(format!("{}: {why}", gap.what));
                     continue;
+                }
+                None if log.is_some() => {
+                    ": the log is read once the signature and checkpoints hold"
                 }
                 None => ": give --log (the server's URL: its log's leaves are public)",
             },

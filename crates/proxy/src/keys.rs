@@ -53,12 +53,35 @@ impl KeySeal {
         hex::encode(mac.finalize().into_bytes())
     }
 
+    /// What `row`'s seal is.
+    fn state(&self, row: &SealedColumns) -> SealState {
+        match (&row.seal, self.holds(row)) {
+            (None, _) => SealState::Missing,
+            (Some(_), true) => SealState::Valid,
+            (Some(_), false) => SealState::Invalid,
+        }
+    }
+
     /// Whether `row` carries its seal.
     fn holds(&self, row: &SealedColumns) -> bool {
         row.seal
             .as_deref()
             .is_some_and(|s| bool::from(s.as_bytes().ct_eq(self.of(row).as_bytes())))
     }
+}
+
+/// What a key row's seal is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SealState {
+    /// This server's seal of the row as it is: the key works (when active).
+    Valid,
+    /// No seal: a key made before rows were sealed (or one whose seal was removed in the
+    /// database). `proofgate keys seal`, given its secret, seals it.
+    Missing,
+    /// A seal that does not hold: the row was changed in the database since it was sealed, or
+    /// the signing key is not the one that sealed it.
+    Invalid,
 }
 
 /// The columns of a key's row that its seal covers, and the seal.
@@ -310,8 +333,7 @@ impl Store {
             tracing::error!(
                 "API key {} refused: its row does not carry this server's seal (it was written \
                  or changed in the database, or made before key rows were sealed: `proofgate \
-                 keys list` shows it; seal it by id only if its name, scopes and dates are as \
-                 you made them)",
+                 keys seal` seals such a key given its secret)",
                 columns.id
             );
         }
@@ -340,12 +362,16 @@ impl Store {
         if columns.revoked_at.is_none() {
             // Only a row that carries its seal is sealed again: one altered in the database
             // stays refused, revoked or not.
-            let resealed = seal.holds(&columns).then(|| {
+            // (A row whose seal does not hold keeps it: the evidence of the change stays.)
+            let resealed = if seal.holds(&columns) {
                 columns.revoked_at = Some(now_ms);
                 seal.of(&columns)
-            });
+            } else {
+                columns.seal.clone().unwrap_or_default()
+            };
             sqlx::query(
-                "UPDATE api_keys SET revoked_at = $1, seal = $2 WHERE id = $3 AND revoked_at IS NULL",
+                "UPDATE api_keys SET revoked_at = $1, seal = NULLIF($2, '') \
+                 WHERE id = $3 AND revoked_at IS NULL",
             )
             .bind(now_ms)
             .bind(resealed)
@@ -357,31 +383,34 @@ impl Store {
         load().await?.as_ref().map(row_to_key).transpose()
     }
 
-    /// Every key (as [`Store::keys`]) and whether its row carries `seal`.
-    pub async fn keys_sealed(&self, seal: &KeySeal) -> Result<Vec<(ApiKey, bool)>, StorageError> {
+    /// Every key (as [`Store::keys`]) and what its row's seal is.
+    pub async fn keys_sealed(
+        &self,
+        seal: &KeySeal,
+    ) -> Result<Vec<(ApiKey, SealState)>, StorageError> {
         let rows = sqlx::query("SELECT * FROM api_keys ORDER BY created_at DESC, id")
             .fetch_all(&self.pool)
             .await
             .map_err(db("listing keys"))?;
         rows.iter()
-            .map(|r| Ok((row_to_key(r)?, seal.holds(&SealedColumns::of_row(r)?))))
+            .map(|r| Ok((row_to_key(r)?, seal.state(&SealedColumns::of_row(r)?))))
             .collect()
     }
 
-    /// Seals the rows of the keys `ids` that carry no seal, as the database holds them now;
-    /// the keys sealed. For keys made before key rows were sealed: whoever holds the database
-    /// could have changed an unsealed row (its scopes, say), so each is sealed only when named,
-    /// after its listing was checked. A row that carries a wrong seal is not resealed (it was
-    /// changed since it was sealed).
+    /// Seals the rows of keys made before rows were sealed, given their `secrets`: the row
+    /// whose hash is a secret's, and that has no seal, is sealed as the database holds it now;
+    /// the keys sealed. By secret, not by id: whoever holds the database can remove a row's
+    /// seal and put the hash of a secret they know in it, and nothing in a listing shows that;
+    /// the secret shows it (a row changed so is found by no secret its owner holds).
     pub async fn seal_keys(
         &self,
-        ids: &[String],
+        secrets: &[String],
         seal: &KeySeal,
     ) -> Result<Vec<ApiKey>, StorageError> {
         let mut sealed = Vec::new();
-        for id in ids {
-            let row = sqlx::query("SELECT * FROM api_keys WHERE id = $1 AND seal IS NULL")
-                .bind(id)
+        for secret in secrets {
+            let row = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1 AND seal IS NULL")
+                .bind(key_hash(secret))
                 .fetch_optional(&self.pool)
                 .await
                 .map_err(db("loading a key to seal"))?;
@@ -391,7 +420,7 @@ impl Store {
             let columns = SealedColumns::of_row(&row)?;
             sqlx::query("UPDATE api_keys SET seal = $1 WHERE id = $2 AND seal IS NULL")
                 .bind(seal.of(&columns))
-                .bind(id)
+                .bind(&columns.id)
                 .execute(&self.pool)
                 .await
                 .map_err(db("sealing a key"))?;
@@ -609,17 +638,39 @@ mod tests {
             );
             let listed = store.keys_sealed(&seal()).await.unwrap();
             let state = |id: &str| listed.iter().find(|(k, _)| k.id == id).map(|(_, s)| *s);
-            assert_eq!(state(&legacy.id), Some(false));
-            assert_eq!(state(&victim.id), Some(false), "changed in the database");
-            // Sealed by id only: a row with a wrong seal (changed since) stays refused.
-            let ids = [legacy.id.clone(), victim.id.clone(), "key_nope".into()];
-            let sealed = store.seal_keys(&ids, &seal()).await.unwrap();
+            assert_eq!(state(&legacy.id), Some(SealState::Missing));
+            assert_eq!(
+                state(&mine.id),
+                Some(SealState::Invalid),
+                "revocation cleared"
+            );
+            // Sealed by secret only: a row whose seal was removed and whose hash was swapped
+            // for a secret the database's holder knows is found by no secret its owner holds.
+            let (swapped, swapped_secret) = store
+                .create_key("swapped", &[Scope::Read], None, 100, &seal())
+                .await
+                .unwrap();
+            let theirs = "pg_the_database_holders_own";
+            sql(format!(
+                "UPDATE api_keys SET seal = NULL, key_hash = '{}' WHERE id = '{}'",
+                key_hash(theirs),
+                swapped.id
+            ))
+            .await;
+            let secrets = [legacy_secret.clone(), swapped_secret, "pg_nope".into()];
+            let sealed = store.seal_keys(&secrets, &seal()).await.unwrap();
             assert_eq!(
                 sealed.iter().map(|k| &k.id).collect::<Vec<_>>(),
                 [&legacy.id]
             );
             let found = store.key_by_secret(&legacy_secret, &seal()).await.unwrap();
             assert_eq!(found.map(|k| k.id), Some(legacy.id));
+            assert_eq!(store.key_by_secret(theirs, &seal()).await.unwrap(), None);
+            // Revoking a row whose seal does not hold keeps that seal (the evidence).
+            store.revoke_key(&mine.id, 300, &seal()).await.unwrap();
+            let listed = store.keys_sealed(&seal()).await.unwrap();
+            let state = |id: &str| listed.iter().find(|(k, _)| k.id == id).map(|(_, s)| *s);
+            assert_eq!(state(&mine.id), Some(SealState::Invalid));
         }
     }
 

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use proofgate_proxy::audit_log::AuditKey;
 use proofgate_proxy::config::Config;
-use proofgate_proxy::keys::{KeySeal, Scope};
+use proofgate_proxy::keys::{KeySeal, Scope, SealState};
 use proofgate_proxy::storage::Store;
 use serde_json::json;
 use std::path::PathBuf;
@@ -25,15 +25,10 @@ pub enum KeysCommand {
         id: String,
     },
     /// Seal the rows of keys made before key rows were sealed (they are refused until then),
-    /// by id: check each in `keys list` first (`"sealed": false`; its name, scopes and dates as
-    /// you made them), since whoever holds the database could have changed an unsealed row.
-    Seal {
-        #[command(flatten)]
-        storage: StorageArgs,
-        /// The keys' ids (`key_...`).
-        #[arg(required = true)]
-        ids: Vec<String>,
-    },
+    /// given their secrets on standard input, one per line: by secret, since whoever holds the
+    /// database could have removed a row's seal and put the hash of a secret they know in it,
+    /// which no listing shows.
+    Seal(StorageArgs),
 }
 
 #[derive(Args)]
@@ -129,12 +124,12 @@ pub fn run(command: KeysCommand) -> Result<()> {
                     .keys_sealed(&seal)
                     .await?
                     .into_iter()
-                    .map(|(k, sealed)| {
+                    .map(|(k, seal)| {
                         // A row without this server's seal is no key, whatever it says.
-                        let active = sealed && k.is_active(now);
+                        let active = seal == SealState::Valid && k.is_active(now);
                         let mut v = serde_json::to_value(k).unwrap_or_default();
                         v["active"] = json!(active);
-                        v["sealed"] = json!(sealed);
+                        v["seal"] = json!(seal);
                         v
                     })
                     .collect();
@@ -152,18 +147,25 @@ pub fn run(command: KeysCommand) -> Result<()> {
                     .with_context(|| format!("no key {id} (see `proofgate keys list`)"))?;
                 println!("{}", serde_json::to_string_pretty(&key)?);
             }
-            KeysCommand::Seal { storage, ids } => {
-                let seal = seal(&storage, false)?;
-                let sealed = store(&storage).await?.seal_keys(&ids, &seal).await?;
+            KeysCommand::Seal(args) => {
+                let seal = seal(&args, false)?;
+                let mut secrets = Vec::new();
+                for line in std::io::stdin().lines() {
+                    let line = line.context("reading secrets from standard input")?;
+                    if !line.trim().is_empty() {
+                        secrets.push(line.trim().to_string());
+                    }
+                }
+                let sealed = store(&args).await?.seal_keys(&secrets, &seal).await?;
                 println!(
                     "{}",
                     serde_json::to_string_pretty(&json!({ "sealed": sealed }))?
                 );
-                if sealed.len() < ids.len() {
+                if sealed.len() < secrets.len() {
                     eprintln!(
-                        "proofgate: {} of the ids given had no unsealed row (unknown, already \
-                         sealed, or sealed and changed since: those stay refused)",
-                        ids.len() - sealed.len()
+                        "proofgate: {} of the secrets given found no key without a seal (unknown, \
+                         already sealed, or its row was changed in the database)",
+                        secrets.len() - sealed.len()
                     );
                 }
             }

@@ -978,31 +978,51 @@ async fn a_key_row_rewritten_in_the_database_opens_nothing() {
     let listed = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
     let app_key = &listed.body["keys"][0];
     assert_eq!(
-        (&app_key["sealed"], &app_key["active"]),
-        (&json!(false), &json!(false)),
+        (&app_key["seal"], &app_key["active"]),
+        (&json!("missing"), &json!(false)),
         "{listed:?}"
     );
-    let id = app_key["id"].as_str().unwrap();
-    let cli = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+    let cli = |args: &[&str], stdin: &str| {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
             .args(args)
             .arg("--config")
             .arg(proxy.config_path())
             .current_dir(repo_root())
-            .output()
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
             .unwrap()
+            .write_all(stdin.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
     };
-    let out = cli(&["keys", "list"]);
+    let out = cli(&["keys", "list"], "");
     assert!(out.status.success(), "{out:?}");
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("\"sealed\": false"),
+        String::from_utf8_lossy(&out.stdout).contains("\"seal\": \"missing\""),
         "{out:?}"
     );
-    // Sealed by id, after checking the listing (a row changed while unsealed would be sealed
-    // as changed).
-    let out = cli(&["keys", "seal", id]);
+    // Sealed by its secret (a row whose hash was swapped is found by no secret its owner
+    // holds): a secret of no unsealed key seals nothing.
+    let out = cli(&["keys", "seal"], &format!("{known}\n"));
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains(id), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("[]"),
+        "{out:?}"
+    );
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 401);
+    let out = cli(&["keys", "seal"], &format!("{key}\n"));
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"app\""),
+        "{out:?}"
+    );
     assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
 }
 

@@ -26,8 +26,8 @@ pub struct AuditInputs {
     /// A log checkpoint the auditor saved earlier was given.
     #[serde(default)]
     pub checkpoint_given: bool,
-    /// Every leaf of the log up to the bundle's checkpoint was read, and every head of the
-    /// thread among them is in the trail
+    /// Every leaf of the log up to the checkpoint the server signs now (extending the
+    /// bundle's) was read, and every head of the thread among them is in the trail
     /// ([`log_heads`](super::transparency::log_heads) said it is the latest).
     #[serde(default)]
     pub log_scanned: bool,

@@ -245,12 +245,13 @@ pub enum LogHeads {
     /// The trail holds every head of its thread in the log, at its place, and ends at the
     /// last (a deletion logged since, of the trail up to that head, included).
     Latest,
-    /// The trail holds every head of its thread in the log up to its end, but the thread went
-    /// on: `leaf` logs its record `seq`. The trail is genuine, and not the whole thread.
+    /// The trail holds every head of its thread in the log up to its end, and ends at one, but
+    /// the thread went on: `leaf`, the first of its heads past the trail, logs its record
+    /// `seq`. The trail is genuine, and not the whole thread.
     WentOn {
         /// The first leaf past the trail.
         leaf: u64,
-        /// The last record the log holds a head of.
+        /// The record that leaf logs.
         seq: u64,
     },
     /// The log contradicts the trail (it was rewritten, cut back and continued, forked).
@@ -319,9 +320,19 @@ pub fn log_heads(
             ));
         }
     }
-    if let Some((leaf, _)) = logged.iter().find(|(_, s)| end.is_none_or(|e| s.seq > e)) {
-        let seq = logged.last().map_or(0, |(_, s)| s.seq);
-        return Ok(LogHeads::WentOn { leaf: *leaf, seq });
+    if let Some((leaf, later)) = logged.iter().find(|(_, s)| end.is_none_or(|e| s.seq > e)) {
+        // Genuine only up to a head: records past the last head in the trail were never signed.
+        if !logged.iter().any(|(_, s)| Some(s.seq) == end) {
+            return problem(format!(
+                "the trail ends with record {}, which no head of the log names: records were \
+                 added without a signed head",
+                end.map_or("none".into(), |e| e.to_string())
+            ));
+        }
+        return Ok(LogHeads::WentOn {
+            leaf: *leaf,
+            seq: later.seq,
+        });
     }
     match (logged.last(), end) {
         (Some((leaf, last)), Some(end)) if last.seq != end => problem(format!(
@@ -530,6 +541,14 @@ mod tests {
         assert_eq!(heads(&t, "t"), LogHeads::Latest);
         // An earlier head, genuine: the thread went on.
         assert_eq!(heads(&t[..4], "t"), LogHeads::WentOn { leaf: 3, seq: 5 });
+        assert_eq!(heads(&t[..2], "t"), LogHeads::WentOn { leaf: 2, seq: 3 });
+        // Records past a head that no head names were never signed, went on or not.
+        let mut unsigned = t[..2].to_vec();
+        unsigned.extend(trail("made up", 3)[2..].iter().cloned());
+        let LogHeads::Problem { detail: p } = heads(&unsigned, "t") else {
+            panic!("unsigned records passed")
+        };
+        assert!(p.contains("without a signed head"), "{p}");
         // Forked after record 3 (a different record 5): rewritten.
         let mut fork = t[..4].to_vec();
         fork.extend(trail("fork", 6)[4..].iter().cloned());

@@ -74,12 +74,12 @@ pub async fn list(State(app): State<Arc<App>>) -> Result<Json<Value>, ApiError> 
         .keys_sealed(app.log.key().key_seal())
         .await?
         .into_iter()
-        .map(|(k, sealed)| {
+        .map(|(k, seal)| {
             // A row without this server's seal is no key, whatever it says.
-            let active = sealed && k.is_active(now);
+            let active = seal == crate::keys::SealState::Valid && k.is_active(now);
             let mut v = serde_json::to_value(k).unwrap_or(Value::Null);
             v["active"] = json!(active);
-            v["sealed"] = json!(sealed);
+            v["seal"] = json!(seal);
             v
         })
         .collect();
