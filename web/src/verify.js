@@ -110,7 +110,7 @@ async function latestHead(text, key, own) {
     if (heads.kind === 'wentOn') return { wentOn: heads, size: notes.length };
     return { problem: heads.detail };
   } catch (e) {
-    return { problem: `the log this server serves is not one its checkpoints sign: ${e.message}` };
+    return { problem: `the log this server serves is not one its checkpoints sign: ${e.message}`, logFault: true };
   }
 }
 
@@ -340,7 +340,8 @@ async function verify(text, source, out, urlThread = null) {
     summary.dataset.outcome = outcome;
     const heading = {
       fail: first ? `✗ Record ${first.i} fails` : threadProblem ? `✗ Not the thread you are auditing: ${threadProblem}`
-        : heads?.problem ? `✗ The log contradicts this trail: ${heads.problem}` : '✗ The trail is not the server\'s signed, logged trail',
+        : heads?.problem ? (heads.logFault ? `✗ ${heads.problem[0].toUpperCase()}${heads.problem.slice(1)}` : `✗ The log contradicts this trail: ${heads.problem}`)
+          : '✗ The trail is not the server\'s signed, logged trail',
       pending: '… Checking the logic with Z3',
       incomplete: `⚠ Not fully verified: ${notRun.map((m) => m.what).join('; ')}`,
       pass: replay.status === 'VALID' ? '✓ Every record passes'

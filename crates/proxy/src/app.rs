@@ -163,9 +163,9 @@ impl App {
         );
         if !missing.is_empty() {
             tracing::warn!(
-                "{} API key(s) are refused until sealed: their rows have no seal (made before key \
-                 rows were sealed, or the seal was removed in the database): {}. Seal them by \
-                 their secrets: `proofgate keys seal` reads them on standard input",
+                "{} API key(s) are refused: their rows have no seal (made before key rows were \
+                 sealed, or the seal was removed in the database, which makes nothing else the \
+                 row says trustworthy): {}. Make new keys, and revoke these",
                 missing.len(),
                 missing.join(", ")
             );

@@ -76,8 +76,9 @@ impl KeySeal {
 pub enum SealState {
     /// This server's seal of the row as it is: the key works (when active).
     Valid,
-    /// No seal: a key made before rows were sealed (or one whose seal was removed in the
-    /// database). `proofgate keys seal`, given its secret, seals it.
+    /// No seal: a key made before rows were sealed, or one whose seal was removed in the
+    /// database. Never sealed afterwards: nothing the database says of such a row (its hash,
+    /// scopes, expiry, revocation) can be trusted, so it stays refused; make a new key.
     Missing,
     /// A seal that does not hold: the row was changed in the database since it was sealed, or
     /// the signing key is not the one that sealed it.
@@ -314,7 +315,7 @@ impl Store {
 
     /// The key whose secret has this [`key_hash`], if there is one (active or not) and its row
     /// carries its seal. A row without it (written or changed in the database, or from before
-    /// rows were sealed: `proofgate keys seal`) is no key, and is logged.
+    /// rows were sealed) is no key, and is logged.
     pub async fn key_by_hash(
         &self,
         hash: &str,
@@ -332,8 +333,8 @@ impl Store {
             }
             tracing::error!(
                 "API key {} refused: its row does not carry this server's seal (it was written \
-                 or changed in the database, or made before key rows were sealed: `proofgate \
-                 keys seal` seals such a key given its secret)",
+                 or changed in the database, or made before key rows were sealed: make a new \
+                 key)",
                 columns.id
             );
         }
@@ -362,23 +363,27 @@ impl Store {
         if columns.revoked_at.is_none() {
             // Only a row that carries its seal is sealed again: one altered in the database
             // stays refused, revoked or not.
-            // (A row whose seal does not hold keeps it: the evidence of the change stays.)
-            let resealed = if seal.holds(&columns) {
-                columns.revoked_at = Some(now_ms);
-                seal.of(&columns)
+            // A row whose seal does not hold keeps it as it is: the evidence of the change.
+            let holds = seal.holds(&columns);
+            columns.revoked_at = Some(now_ms);
+            let query = if holds {
+                sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $1, seal = $2 \
+                     WHERE id = $3 AND revoked_at IS NULL",
+                )
+                .bind(now_ms)
+                .bind(seal.of(&columns))
             } else {
-                columns.seal.clone().unwrap_or_default()
+                sqlx::query(
+                    "UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL",
+                )
+                .bind(now_ms)
             };
-            sqlx::query(
-                "UPDATE api_keys SET revoked_at = $1, seal = NULLIF($2, '') \
-                 WHERE id = $3 AND revoked_at IS NULL",
-            )
-            .bind(now_ms)
-            .bind(resealed)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(db(format!("revoking key {id}")))?;
+            query
+                .bind(id)
+                .execute(&self.pool)
+                .await
+                .map_err(db(format!("revoking key {id}")))?;
         }
         load().await?.as_ref().map(row_to_key).transpose()
     }
@@ -395,38 +400,6 @@ impl Store {
         rows.iter()
             .map(|r| Ok((row_to_key(r)?, seal.state(&SealedColumns::of_row(r)?))))
             .collect()
-    }
-
-    /// Seals the rows of keys made before rows were sealed, given their `secrets`: the row
-    /// whose hash is a secret's, and that has no seal, is sealed as the database holds it now;
-    /// the keys sealed. By secret, not by id: whoever holds the database can remove a row's
-    /// seal and put the hash of a secret they know in it, and nothing in a listing shows that;
-    /// the secret shows it (a row changed so is found by no secret its owner holds).
-    pub async fn seal_keys(
-        &self,
-        secrets: &[String],
-        seal: &KeySeal,
-    ) -> Result<Vec<ApiKey>, StorageError> {
-        let mut sealed = Vec::new();
-        for secret in secrets {
-            let row = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1 AND seal IS NULL")
-                .bind(key_hash(secret))
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(db("loading a key to seal"))?;
-            let Some(row) = row else {
-                continue;
-            };
-            let columns = SealedColumns::of_row(&row)?;
-            sqlx::query("UPDATE api_keys SET seal = $1 WHERE id = $2 AND seal IS NULL")
-                .bind(seal.of(&columns))
-                .bind(&columns.id)
-                .execute(&self.pool)
-                .await
-                .map_err(db("sealing a key"))?;
-            sealed.push(row_to_key(&row)?);
-        }
-        Ok(sealed)
     }
 }
 
@@ -512,7 +485,7 @@ mod tests {
     /// Whoever holds the database writes the hash of a secret they know into a key's row, copies
     /// their own key's row over another's id, adds a scope, or undoes a revocation: the row no
     /// longer carries its seal, and is no key. Another server's seal (another signing key) is
-    /// not this one's. Rows from before seals are sealed once by `proofgate keys seal`.
+    /// not this one's. A row without a seal (from before seals, or stripped) stays refused.
     #[tokio::test]
     async fn a_key_row_altered_in_the_database_is_no_key() {
         for store in stores("sealed").await {
@@ -622,7 +595,7 @@ mod tests {
                 store.key_by_secret(&my_secret, &seal()).await.unwrap(),
                 None
             );
-            // A row from before seals: refused until the operator seals it.
+            // A row from before seals (or whose seal was removed): refused.
             let (legacy, legacy_secret) = store
                 .create_key("legacy", &[Scope::Read], None, 100, &seal())
                 .await
@@ -644,28 +617,11 @@ mod tests {
                 Some(SealState::Invalid),
                 "revocation cleared"
             );
-            // Sealed by secret only: a row whose seal was removed and whose hash was swapped
-            // for a secret the database's holder knows is found by no secret its owner holds.
-            let (swapped, swapped_secret) = store
-                .create_key("swapped", &[Scope::Read], None, 100, &seal())
-                .await
-                .unwrap();
-            let theirs = "pg_the_database_holders_own";
-            sql(format!(
-                "UPDATE api_keys SET seal = NULL, key_hash = '{}' WHERE id = '{}'",
-                key_hash(theirs),
-                swapped.id
-            ))
-            .await;
-            let secrets = [legacy_secret.clone(), swapped_secret, "pg_nope".into()];
-            let sealed = store.seal_keys(&secrets, &seal()).await.unwrap();
+            // Never sealed afterwards: nothing the database says of such a row can be trusted.
             assert_eq!(
-                sealed.iter().map(|k| &k.id).collect::<Vec<_>>(),
-                [&legacy.id]
+                store.key_by_secret(&legacy_secret, &seal()).await.unwrap(),
+                None
             );
-            let found = store.key_by_secret(&legacy_secret, &seal()).await.unwrap();
-            assert_eq!(found.map(|k| k.id), Some(legacy.id));
-            assert_eq!(store.key_by_secret(theirs, &seal()).await.unwrap(), None);
             // Revoking a row whose seal does not hold keeps that seal (the evidence).
             store.revoke_key(&mine.id, 300, &seal()).await.unwrap();
             let listed = store.keys_sealed(&seal()).await.unwrap();

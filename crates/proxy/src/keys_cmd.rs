@@ -1,4 +1,4 @@
-//! `proofgate keys create|list|revoke|seal`: API keys, straight in the configured storage (so the
+//! `proofgate keys create|list|revoke`: API keys, straight in the configured storage (so the
 //! first key can be made before any server runs, and replicas see it at once).
 
 use anyhow::{Context, Result};
@@ -24,11 +24,6 @@ pub enum KeysCommand {
         /// The key's id (`key_...`), as `keys list` shows it.
         id: String,
     },
-    /// Seal the rows of keys made before key rows were sealed (they are refused until then),
-    /// given their secrets on standard input, one per line: by secret, since whoever holds the
-    /// database could have removed a row's seal and put the hash of a secret they know in it,
-    /// which no listing shows.
-    Seal(StorageArgs),
 }
 
 #[derive(Args)]
@@ -67,7 +62,7 @@ async fn store(args: &StorageArgs) -> Result<Store> {
 
 /// The seal of key rows: from the audit signing key the configuration names. Only `create`
 /// (`make`) may make that key, as the server would at the same path, for the first key made
-/// before any server ran; revoking and sealing need the server's own.
+/// before any server ran; listing and revoking need the server's own.
 fn seal(args: &StorageArgs, make: bool) -> Result<KeySeal> {
     let config = Config::load_unchecked(args.config.as_deref())?;
     let path = config.audit.key_path(&config.storage.url);
@@ -146,28 +141,6 @@ pub fn run(command: KeysCommand) -> Result<()> {
                     .await?
                     .with_context(|| format!("no key {id} (see `proofgate keys list`)"))?;
                 println!("{}", serde_json::to_string_pretty(&key)?);
-            }
-            KeysCommand::Seal(args) => {
-                let seal = seal(&args, false)?;
-                let mut secrets = Vec::new();
-                for line in std::io::stdin().lines() {
-                    let line = line.context("reading secrets from standard input")?;
-                    if !line.trim().is_empty() {
-                        secrets.push(line.trim().to_string());
-                    }
-                }
-                let sealed = store(&args).await?.seal_keys(&secrets, &seal).await?;
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&json!({ "sealed": sealed }))?
-                );
-                if sealed.len() < secrets.len() {
-                    eprintln!(
-                        "proofgate: {} of the secrets given found no key without a seal (unknown, \
-                         already sealed, or its row was changed in the database)",
-                        secrets.len() - sealed.len()
-                    );
-                }
             }
         }
         Ok(())
