@@ -63,24 +63,66 @@ pub fn load_policy(path: &std::path::Path, arn: Option<String>) -> Result<Policy
 /// whatever the user said, and the rewriter's explanation (that the user's facts contradict
 /// the policy) would be confirmed by the same contradiction and sent out. Serving it would
 /// answer every question with a false explanation.
-fn refuse_contradictory(model: &PolicyModel, options: &CheckOptions) -> Result<(), StartError> {
-    let reasoner = proofgate_reasoner::Reasoner::new(model, options.clone())
-        .map_err(|e| StartError::Other(format!("the policy: {e}")))?;
-    match reasoner.contradictory_rules() {
-        Ok(None) => Ok(()),
-        Ok(Some(rules)) => Err(StartError::Other(format!(
+///
+/// Checked by `proofgate policy consistent` in a process of its own when this is the proofgate
+/// binary: Z3 keeps about 20 MB of a context's memory after it is freed, which an idle server
+/// held for its whole life (its own reasoner workers make their contexts under load).
+fn refuse_contradictory(
+    model: &PolicyModel,
+    path: &std::path::Path,
+    options: &CheckOptions,
+) -> Result<(), StartError> {
+    let contradictory = |rules: Vec<String>| {
+        StartError::Other(format!(
             "the policy's rules {} contradict each other: no situation satisfies them all, so \
              every question would be IMPOSSIBLE whatever the user says; fix the policy \
              (`proofgate policy lint` names them)",
             rules.join(", ")
-        ))),
-        Err(_) => {
-            tracing::warn!(
-                "could not decide within the solver's time limit whether the policy's rules are \
-                 consistent: a contradiction among them would make every question IMPOSSIBLE"
-            );
+        ))
+    };
+    let gave_up = || {
+        tracing::warn!(
+            "could not decide within the solver's time limit whether the policy's rules are \
+             consistent: a contradiction among them would make every question IMPOSSIBLE"
+        )
+    };
+    let exe = std::env::current_exe().ok().filter(|e| {
+        e.file_stem()
+            .is_some_and(|n| n.to_string_lossy() == "proofgate")
+    });
+    let Some(exe) = exe else {
+        // Not the binary (a test of this library): in this process.
+        let reasoner = proofgate_reasoner::Reasoner::new(model, options.clone())
+            .map_err(|e| StartError::Other(format!("the policy: {e}")))?;
+        return match reasoner.contradictory_rules() {
+            Ok(None) => Ok(()),
+            Ok(Some(rules)) => Err(contradictory(rules)),
+            Err(_) => {
+                gave_up();
+                Ok(())
+            }
+        };
+    };
+    let out = std::process::Command::new(exe)
+        .args(["policy", "consistent", "--timeout-ms"])
+        .arg(options.timeout_ms.to_string())
+        .arg(path)
+        .output()
+        .map_err(|e| StartError::Other(format!("checking the policy's consistency: {e}")))?;
+    let said: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    match (out.status.code(), &said["consistent"]) {
+        (Some(0), serde_json::Value::Bool(true)) => Ok(()),
+        (Some(1), serde_json::Value::Bool(false)) => Err(contradictory(
+            serde_json::from_value(said["contradictoryRules"].clone()).unwrap_or_default(),
+        )),
+        (Some(3), serde_json::Value::Null) => {
+            gave_up();
             Ok(())
         }
+        _ => Err(StartError::Other(format!(
+            "checking the policy's consistency failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
     }
 }
 
@@ -251,7 +293,9 @@ impl App {
                     confidence_threshold: config.validator.threshold,
                     ..CheckOptions::default()
                 };
-                refuse_contradictory(&model, &options)?;
+                if let Some(path) = config.validator.policy.as_deref() {
+                    refuse_contradictory(&model, path, &options)?;
+                }
                 Validator::Local(Box::new(
                     LocalValidator::new(
                         model,

@@ -162,6 +162,16 @@ enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Whether the rules can all hold at once: `{"consistent": true}`, or exit 1 with the
+    /// rules that contradict each other, or exit 3 when the solver gave up within the time
+    /// limit. `serve` runs it before serving a policy with the local validator.
+    Consistent {
+        /// The policy JSON file.
+        file: PathBuf,
+        /// Time limit, in milliseconds.
+        #[arg(long, default_value_t = 10_000)]
+        timeout_ms: u32,
+    },
     /// Report unused variables and types, type errors, contradictory rules, rules that are
     /// always true and independent rule groups. Exit 1 when there are errors or warnings.
     Lint {
@@ -324,6 +334,24 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 } else {
                     print!("{}", policy_cmd::show(&file)?);
                 }
+            }
+            PolicyCommand::Consistent { file, timeout_ms } => {
+                let model = proofgate_proxy::app::load_policy(&file, None)?;
+                let options = proofgate_reasoner::CheckOptions {
+                    timeout_ms,
+                    ..Default::default()
+                };
+                let reasoner = proofgate_reasoner::Reasoner::new(&model, options)?;
+                let (out, code) = match reasoner.contradictory_rules() {
+                    Ok(None) => (serde_json::json!({"consistent": true}), 0),
+                    Ok(Some(rules)) => (
+                        serde_json::json!({"consistent": false, "contradictoryRules": rules}),
+                        1,
+                    ),
+                    Err(_) => (serde_json::json!({"consistent": null}), 3),
+                };
+                println!("{out}");
+                return Ok(ExitCode::from(code));
             }
             PolicyCommand::Lint {
                 file,
