@@ -216,23 +216,8 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The stored hashes read so far, in index order (a cache of `log_hashes`).
-#[derive(Default)]
-struct StoredHashes(Vec<Hash>);
-
-impl HashReader for StoredHashes {
-    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
-        indexes
-            .iter()
-            .map(|&i| {
-                usize::try_from(i)
-                    .ok()
-                    .and_then(|i| self.0.get(i).copied())
-                    .ok_or(tlog_tiles::Error::IndexesNotInTree)
-            })
-            .collect()
-    }
-}
+// The stored hashes read so far, in index order (a cache of `log_hashes`).
+use proofgate_core::audit::transparency::StoredHashes;
 
 /// Why a leaf was not appended.
 #[derive(Debug)]

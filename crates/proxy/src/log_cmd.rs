@@ -15,7 +15,7 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tlog_tiles::{stored_hash_count, stored_hashes, tree_hash, Hash, HashReader};
+use tlog_tiles::{stored_hash_count, stored_hashes, tree_hash};
 
 #[derive(Subcommand)]
 pub enum LogCommand {
@@ -42,22 +42,7 @@ pub enum LogCommand {
     },
 }
 
-#[derive(Clone)]
-struct Hashes(Vec<Hash>);
-
-impl HashReader for Hashes {
-    fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
-        indexes
-            .iter()
-            .map(|&i| {
-                self.0
-                    .get(i as usize)
-                    .copied()
-                    .ok_or(tlog_tiles::Error::IndexesNotInTree)
-            })
-            .collect()
-    }
-}
+use proofgate_core::audit::transparency::StoredHashes as Hashes;
 
 pub fn run(command: LogCommand) -> Result<ExitCode> {
     let LogCommand::Verify {
@@ -591,6 +576,7 @@ mod tests {
     use super::*;
     use proofgate_core::audit::bundle::Inclusion;
     use proofgate_proxy::audit_log::AuditKey;
+    use tlog_tiles::Hash;
 
     fn key(name: &str) -> AuditKey {
         let dir = tempfile::tempdir().unwrap();

@@ -221,8 +221,10 @@ pub fn leaves_of_checkpoint(
     Ok(out)
 }
 
-/// The hashes of a tree built a leaf at a time (tlog's stored-hash order).
-struct StoredHashes(Vec<Hash>);
+/// The hashes of a tree built a leaf at a time, in tlog's stored-hash order (what
+/// `tlog_tiles::stored_hashes` appends and `tlog_tiles::tree_hash` reads).
+#[derive(Debug, Clone, Default)]
+pub struct StoredHashes(pub Vec<Hash>);
 
 impl tlog_tiles::HashReader for StoredHashes {
     fn read_hashes(&self, indexes: &[u64]) -> Result<Vec<Hash>, tlog_tiles::Error> {
