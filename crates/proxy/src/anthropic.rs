@@ -41,6 +41,10 @@ pub fn request_from_chat(chat: &Value) -> Value {
         }
         messages.push(json!({"role": role, "content": blocks}));
     };
+    // Calls made with the legacy `function_call` carry no id: each gets one, and the
+    // `function` message answering it (by name) refers to it.
+    let mut legacy_calls: Vec<(Value, String)> = Vec::new();
+    let mut legacy_made = 0usize;
     for m in chat
         .get("messages")
         .and_then(Value::as_array)
@@ -73,19 +77,44 @@ pub fn request_from_chat(chat: &Value) -> Value {
                         "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
                     }));
                 }
+                if let Some(call) = m.get("function_call").filter(|c| c.is_object()) {
+                    let id = format!("toolu_legacy_{legacy_made}");
+                    legacy_made += 1;
+                    let name = call.get("name").cloned().unwrap_or(json!(""));
+                    let args = call
+                        .get("arguments")
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}");
+                    blocks.push(json!({
+                        "type": "tool_use",
+                        "id": id,
+                        "name": name,
+                        "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
+                    }));
+                    legacy_calls.push((name, id));
+                }
                 if !blocks.is_empty() {
                     push(&mut messages, "assistant", blocks);
                 }
             }
-            "tool" | "function" => push(
-                &mut messages,
-                "user",
-                vec![json!({
-                    "type": "tool_result",
-                    "tool_use_id": m.get("tool_call_id").cloned().unwrap_or(json!("")),
-                    "content": text,
-                })],
-            ),
+            "tool" | "function" => {
+                let id = match m.get("tool_call_id") {
+                    Some(id) => id.clone(),
+                    // The legacy call of that name this answers (the earliest not answered).
+                    None => {
+                        let name = m.get("name").cloned().unwrap_or(json!(""));
+                        match legacy_calls.iter().position(|(n, _)| *n == name) {
+                            Some(at) => json!(legacy_calls.remove(at).1),
+                            None => json!(""),
+                        }
+                    }
+                };
+                push(
+                    &mut messages,
+                    "user",
+                    vec![json!({"type": "tool_result", "tool_use_id": id, "content": text})],
+                )
+            }
             _ => push(
                 &mut messages,
                 "user",
@@ -122,10 +151,17 @@ pub fn request_from_chat(chat: &Value) -> Value {
         }
         _ => {}
     }
-    if let Some(tools) = chat.get("tools").and_then(Value::as_array) {
-        let tools: Vec<Value> = tools
-            .iter()
-            .filter_map(|t| t.get("function"))
+    // The legacy `functions` are tools too (when no `tools` are given).
+    let functions: Option<Vec<&Value>> = match chat.get("tools").and_then(Value::as_array) {
+        Some(tools) => Some(tools.iter().filter_map(|t| t.get("function")).collect()),
+        None => chat
+            .get("functions")
+            .and_then(Value::as_array)
+            .map(|f| f.iter().collect()),
+    };
+    if let Some(functions) = functions {
+        let tools: Vec<Value> = functions
+            .into_iter()
             .map(|f| {
                 json!({
                     "name": f.get("name").cloned().unwrap_or(json!("")),
@@ -139,7 +175,12 @@ pub fn request_from_chat(chat: &Value) -> Value {
             out.insert("tools".into(), Value::Array(tools));
         }
     }
-    if let Some(choice) = chat.get("tool_choice") {
+    // The legacy `function_call` choice is `tool_choice`'s: "none", "auto" or {"name"}.
+    let legacy_choice = chat.get("function_call").map(|c| match c {
+        Value::Object(_) => json!({"type": "function", "function": {"name": c.get("name")}}),
+        other => other.clone(),
+    });
+    if let Some(choice) = chat.get("tool_choice").or(legacy_choice.as_ref()) {
         let c = match choice {
             Value::String(s) if s == "required" => Some(json!({"type": "any"})),
             Value::String(s) if s == "none" => Some(json!({"type": "none"})),
@@ -792,6 +833,66 @@ mod tests {
         assert_eq!(back["messages"][1]["content"][0]["input"]["age"], 70);
         assert_eq!(back["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
         assert_eq!(back["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    /// An app on the legacy function-calling API (`functions`, `function_call`, `function`
+    /// turns) in front of an Anthropic upstream: its functions were no tools, its calls were
+    /// dropped from the history, and the results answered no call.
+    #[test]
+    fn legacy_function_calling_becomes_tools_and_matched_tool_uses() {
+        let chat = json!({"model": "m", "function_call": "auto",
+        "functions": [{"name": "price", "description": "d",
+                       "parameters": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "How much at 70?"},
+            {"role": "assistant", "content": null,
+             "function_call": {"name": "price", "arguments": "{\"age\": 70}"}},
+            {"role": "function", "name": "price", "content": "$30"},
+            {"role": "assistant", "content": null,
+             "function_call": {"name": "price", "arguments": "{\"age\": 8}"}},
+            {"role": "function", "name": "price", "content": "$0"}
+        ]});
+        let out = request_from_chat(&chat);
+        assert_eq!(out["tools"][0]["name"], "price", "{out}");
+        assert_eq!(out["tools"][0]["input_schema"]["type"], "object");
+        assert_eq!(out["tool_choice"], json!({"type": "auto"}));
+        let uses: Vec<&Value> = out["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|m| m["content"].as_array().unwrap())
+            .collect();
+        let ids: Vec<(&str, &Value)> = uses
+            .iter()
+            .filter_map(|b| match b["type"].as_str() {
+                Some("tool_use") => Some(("use", &b["id"])),
+                Some("tool_result") => Some(("result", &b["tool_use_id"])),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            ids,
+            [
+                ("use", &json!("toolu_legacy_0")),
+                ("result", &json!("toolu_legacy_0")),
+                ("use", &json!("toolu_legacy_1")),
+                ("result", &json!("toolu_legacy_1"))
+            ],
+            "{out}"
+        );
+        assert_eq!(uses[1]["input"]["age"], 70);
+        let named = json!({"model": "m", "messages": [],
+            "functions": [{"name": "price"}], "function_call": {"name": "price"}});
+        assert_eq!(
+            request_from_chat(&named)["tool_choice"],
+            json!({"type": "tool", "name": "price"})
+        );
+        let none = json!({"model": "m", "messages": [],
+            "functions": [{"name": "price"}], "function_call": "none"});
+        assert_eq!(
+            request_from_chat(&none)["tool_choice"],
+            json!({"type": "none"})
+        );
     }
 
     #[test]
