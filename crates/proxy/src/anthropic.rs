@@ -197,6 +197,42 @@ pub fn request_from_chat(chat: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Why a chat-completions body cannot go to an Anthropic upstream as it is, if it cannot: a
+/// tool call in its history whose arguments are not a JSON object (a `tool_use` block's
+/// `input` must be one, and sending `{}` instead would put words in the model's mouth that the
+/// app never sent). Empty arguments are no arguments.
+pub fn history_problem(chat: &Value) -> Option<String> {
+    let calls = chat
+        .get("messages")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+        .flat_map(|m| {
+            let listed = m
+                .get("tool_calls")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|c| c.get("function"));
+            listed.chain(m.get("function_call").filter(|c| c.is_object()))
+        });
+    for call in calls {
+        let args = call.get("arguments").and_then(Value::as_str).unwrap_or("");
+        let object = args.trim().is_empty()
+            || serde_json::from_str::<Value>(args).is_ok_and(|v| v.is_object());
+        if !object {
+            let name = call.get("name").and_then(Value::as_str).unwrap_or("");
+            return Some(format!(
+                "the conversation's call of tool `{}` has arguments that are not a JSON object, \
+                 which an Anthropic upstream cannot be sent (its tool_use input is an object)",
+                crate::openai::identifier(Some(&json!(name))).unwrap_or("(a name not shown)")
+            ));
+        }
+    }
+    None
+}
+
 /// A Messages API reply as an OpenAI chat completion: text blocks joined as the content,
 /// `tool_use` blocks as `tool_calls`.
 pub fn completion_from_message(message: &Value) -> Value {
@@ -833,6 +869,26 @@ mod tests {
         assert_eq!(back["messages"][1]["content"][0]["input"]["age"], 70);
         assert_eq!(back["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
         assert_eq!(back["tools"][0]["input_schema"]["type"], "object");
+    }
+
+    #[test]
+    fn a_history_call_whose_arguments_are_no_object_is_named_not_sent_as_empty() {
+        let chat = |args: &str| {
+            json!({"messages": [{"role": "user", "content": "q"},
+                {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function",
+                 "function": {"name": "price", "arguments": args}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "$30"}]})
+        };
+        for ok in ["{\"age\": 70}", "", "  ", "{}"] {
+            assert_eq!(history_problem(&chat(ok)), None, "{ok:?}");
+        }
+        for bad in ["{\"age\": 7", "[1]", "70", "null"] {
+            let why = history_problem(&chat(bad)).unwrap();
+            assert!(why.contains("`price`"), "{why}");
+        }
+        let legacy = json!({"messages": [{"role": "assistant", "content": null,
+            "function_call": {"name": "price", "arguments": "{oops"}}]});
+        assert!(history_problem(&legacy).is_some());
     }
 
     /// An app on the legacy function-calling API (`functions`, `function_call`, `function`

@@ -258,6 +258,13 @@ impl LlmClient {
             obj.remove("stream_options");
         }
         if self.endpoint.kind == LlmKind::Anthropic {
+            if let Some(why) = crate::anthropic::history_problem(&body) {
+                return Err(LlmError::Rejected {
+                    endpoint: self.endpoint.base_url.clone(),
+                    status: 400,
+                    body: json!({"error": {"message": why}}).to_string(),
+                });
+            }
             let message = self
                 .post_json(&crate::anthropic::request_from_chat(&body), client_auth)
                 .await?;

@@ -188,6 +188,42 @@ fn official_clients_use_proofgate_as_a_drop_in() {
     }
 }
 
+/// A tool call in the app's own history whose arguments are no JSON object cannot go to an
+/// Anthropic upstream (a tool_use block's input is an object): the request is refused naming
+/// the call, and the upstream is not called with `{}` in its place.
+#[tokio::test]
+async fn a_history_call_with_arguments_that_are_no_object_is_refused_before_an_anthropic_upstream()
+{
+    let llm = Server::python("scripted_llm.py", &script());
+    let proxy = Proxy::start("anthropic-bad-history", &anthropic_config(&llm.url()));
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({
+        "model": "m",
+        "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
+                   "parameters": {"type": "object", "properties": {}}}}],
+        "messages": [
+            {"role": "user", "content": "bad-history-case: what is my age class?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_age1",
+             "type": "function", "function": {"name": "lookup_visitor_age",
+             "arguments": "{\"ticket\": 12"}}]},
+            {"role": "tool", "tool_call_id": "call_age1", "content": "visitor age is 70"}
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("`lookup_visitor_age`"), "{body}");
+    assert!(
+        !llm.received()
+            .iter()
+            .any(|r| text_of(r).contains("bad-history-case")),
+        "the upstream was called"
+    );
+}
+
 #[tokio::test]
 async fn an_anthropic_rewriter_rewrites_after_a_tool_call() {
     // Anthropic's API (and the scripted one, like it) refuses tool blocks without tools: the
