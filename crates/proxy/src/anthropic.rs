@@ -60,37 +60,33 @@ pub fn request_from_chat(chat: &Value) -> Value {
                 if !text.is_empty() {
                     blocks.push(json!({"type": "text", "text": text}));
                 }
+                // A call (`{name, arguments}`) as a tool_use block with `id`.
+                let tool_use = |id: Value, function: Option<&Value>| {
+                    let name = function
+                        .and_then(|f| f.get("name"))
+                        .cloned()
+                        .unwrap_or(json!(""));
+                    let args = function
+                        .and_then(|f| f.get("arguments"))
+                        .and_then(Value::as_str)
+                        .unwrap_or("{}");
+                    let input = serde_json::from_str::<Value>(args).unwrap_or(json!({}));
+                    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+                };
                 for call in m
                     .get("tool_calls")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
                 {
-                    let args = call
-                        .pointer("/function/arguments")
-                        .and_then(Value::as_str)
-                        .unwrap_or("{}");
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": call.get("id").cloned().unwrap_or(json!("toolu_0")),
-                        "name": call.pointer("/function/name").cloned().unwrap_or(json!("")),
-                        "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
-                    }));
+                    let id = call.get("id").cloned().unwrap_or(json!("toolu_0"));
+                    blocks.push(tool_use(id, call.get("function")));
                 }
                 if let Some(call) = m.get("function_call").filter(|c| c.is_object()) {
                     let id = format!("toolu_legacy_{legacy_made}");
                     legacy_made += 1;
                     let name = call.get("name").cloned().unwrap_or(json!(""));
-                    let args = call
-                        .get("arguments")
-                        .and_then(Value::as_str)
-                        .unwrap_or("{}");
-                    blocks.push(json!({
-                        "type": "tool_use",
-                        "id": id,
-                        "name": name,
-                        "input": serde_json::from_str::<Value>(args).unwrap_or(json!({})),
-                    }));
+                    blocks.push(tool_use(json!(id), Some(call)));
                     legacy_calls.push((name, id));
                 }
                 if !blocks.is_empty() {

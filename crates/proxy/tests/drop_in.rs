@@ -188,6 +188,23 @@ fn official_clients_use_proofgate_as_a_drop_in() {
     }
 }
 
+/// A chat request offering the age lookup tool, after `before`: the user's `question`, the
+/// assistant's call of the tool with `arguments`, and its result (age 70).
+fn age_lookup(before: Value, question: &str, arguments: &str) -> Value {
+    let mut messages = before.as_array().cloned().unwrap_or_default();
+    messages.extend([
+        json!({"role": "user", "content": question}),
+        json!({"role": "assistant", "content": null, "tool_calls": [{"id": "call_age1",
+               "type": "function", "function": {"name": "lookup_visitor_age",
+               "arguments": arguments}}]}),
+        json!({"role": "tool", "tool_call_id": "call_age1", "content": "visitor age is 70"}),
+    ]);
+    json!({"model": "m",
+           "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
+                      "parameters": {"type": "object", "properties": {}}}}],
+           "messages": messages})
+}
+
 /// A tool call in the app's own history whose arguments are no JSON object cannot go to an
 /// Anthropic upstream (a tool_use block's input is an object): the request is refused naming
 /// the call, and the upstream is not called with `{}` in its place.
@@ -198,17 +215,11 @@ async fn a_history_call_with_arguments_that_are_no_object_is_refused_before_an_a
     let proxy = Proxy::start("anthropic-bad-history", &anthropic_config(&llm.url()));
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", proxy.url))
-        .json(&json!({
-        "model": "m",
-        "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
-                   "parameters": {"type": "object", "properties": {}}}}],
-        "messages": [
-            {"role": "user", "content": "bad-history-case: what is my age class?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_age1",
-             "type": "function", "function": {"name": "lookup_visitor_age",
-             "arguments": "{\"ticket\": 12"}}]},
-            {"role": "tool", "tool_call_id": "call_age1", "content": "visitor age is 70"}
-        ]}))
+        .json(&age_lookup(
+            json!([]),
+            "bad-history-case: what is my age class?",
+            "{\"ticket\": 12",
+        ))
         .send()
         .await
         .unwrap();
@@ -241,17 +252,11 @@ async fn an_anthropic_rewriter_rewrites_after_a_tool_call() {
     let proxy = Proxy::start("anthropic-rewriter-tools", &cfg);
     let resp = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", proxy.url))
-        .json(&json!({
-        "model": "m",
-        "tools": [{"type": "function", "function": {"name": "lookup_visitor_age",
-                   "parameters": {"type": "object", "properties": {}}}}],
-        "messages": [
-            {"role": "system", "content": SYSTEM},
-            {"role": "user", "content": "tool-rewrite-case: what is my age class?"},
-            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_age1",
-             "type": "function", "function": {"name": "lookup_visitor_age", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "call_age1", "content": "visitor age is 70"}
-        ]}))
+        .json(&age_lookup(
+            json!([{"role": "system", "content": SYSTEM}]),
+            "tool-rewrite-case: what is my age class?",
+            "{}",
+        ))
         .send()
         .await
         .unwrap();
