@@ -176,7 +176,7 @@ test('an answer the validator translated itself (Amazon Bedrock): its premises a
     const box = await rerun(p, '[data-action=load-url]');
     assert.equal(await box.getAttribute('data-outcome'), 'incomplete', await box.textContent());
     assert.deepEqual(await box.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['validator-premises']);
-    assert.match(await box.locator('[data-missing=validator-premises]').textContent(), /translated the answer itself/);
+    assert.match(await box.locator('[data-missing=validator-premises]').textContent(), /translated them itself/);
     // Everything else held: the signature, the log, and Z3 on the findings as recorded.
     assert.match(await p.locator('[data-check=signature]').textContent(), /✓ Signature/);
     assert.match(await p.locator('[data-check=logic]').textContent(), /confirmed by Z3 from your policy/);

@@ -309,7 +309,7 @@ async function verify(text, source, out, urlThread = null) {
   // Findings the validator made from its own translation (Amazon Bedrock) hold nothing to what
   // the user said: no translation is recorded to check the premises and the coverage against.
   if (gaps.has('validator-premises')) {
-    notRun.push({ id: 'validator-premises', what: 'which premises the validator took, and that its findings cover the whole answer, were not checked (it translated the answer itself, as Amazon Bedrock does, so no translations are recorded to hold them to)', todo: 'nothing in this page can check them: the findings are the validator\'s word (answers checked by proofgate\'s own reasoner record their translations, and are checked here)' });
+    notRun.push({ id: 'validator-premises', what: 'that the validator\'s translations say what the question and answer say, and that its findings cover the whole answer, were not checked (it translated them itself, as Amazon Bedrock does, so no translations are recorded to hold them to; from audit format 10 the premises of its VALIDs are held to the conversation\'s words, and the replay checked that)', todo: 'nothing in this page can check them: the findings are the validator\'s word (answers checked by proofgate\'s own reasoner record their translations, and are checked here)' });
   }
   const pasteKey = 'paste the server\'s verifier key you hold (obtained out of band, not from this server)';
   if (gaps.has('bundle')) {

@@ -4,7 +4,7 @@
 //! turn it came from. From audit format 4 that trace is a rule, not a note: a premise that no
 //! user, system or tool turn stated is checked as a claim ([`ground_premises`]).
 
-use crate::findings::Statement;
+use crate::findings::{Finding, SatisfiableFinding, Statement, Translation};
 use crate::translation::{TranslationConfig, TranslatorOutput};
 use serde::{Deserialize, Serialize};
 
@@ -338,6 +338,67 @@ pub fn ground_premises(
     }
 }
 
+/// Audit format 10's rule for an external validator's findings
+/// ([`crate::audit::VALIDATOR_PREMISES_GROUNDED_SINCE`]). Amazon Bedrock translates the
+/// question and the answer itself and may take a premise from the answer ("Since you are 70,
+/// you pay $22.50" to a user who gave no age), so its VALID can prove the answer only for a
+/// user nobody described. Each premise of a VALID finding must be borne out by some user,
+/// system or tool turn of `conversation` (the validator cites none, so any such turn may), by
+/// [`crate::grounding`]'s rule; a VALID with one that is not becomes SATISFIABLE with those
+/// premises among its claims, as [`ground_premises`] moves a translator's: the answer holds if
+/// they do, and the rewriter is told to ask for them or not to rely on them. Only ever takes a
+/// VALID away. Deterministic, so replay re-derives it.
+pub fn ground_validator_findings(
+    conversation: &[ConversationTurn],
+    findings: Vec<Finding>,
+    format: u32,
+    config: &TranslationConfig,
+) -> Vec<Finding> {
+    let grounds = crate::grounding::Grounds::new(conversation, config, format);
+    let grounded = |p: &Statement| {
+        let Some(logic) = p.logic.as_deref() else {
+            return false;
+        };
+        (1..=conversation.len()).any(|turn| {
+            is_stated_turn(conversation, turn as u32) && grounds.grounded(turn - 1, logic)
+        })
+    };
+    findings
+        .into_iter()
+        .map(|finding| match finding {
+            Finding::Valid(valid) => {
+                let Some(translation) = valid.translation.as_ref() else {
+                    return Finding::Valid(valid);
+                };
+                let (stated, unstated): (Vec<Statement>, Vec<Statement>) = translation
+                    .premises()
+                    .iter()
+                    .cloned()
+                    .partition(|p| grounded(p));
+                if unstated.is_empty() {
+                    return Finding::Valid(valid);
+                }
+                let claims = unstated
+                    .into_iter()
+                    .chain(translation.claims().iter().cloned())
+                    .collect();
+                Finding::Satisfiable(SatisfiableFinding {
+                    translation: Some(Translation {
+                        premises: Some(stated),
+                        claims: Some(claims),
+                        ..translation.clone()
+                    }),
+                    claims_true_scenario: valid.claims_true_scenario,
+                    claims_false_scenario: None,
+                    logic_warning: valid.logic_warning,
+                    extra: valid.extra,
+                })
+            }
+            other => other,
+        })
+        .collect()
+}
+
 /// Words and numbers of a text that say something (numbers, and words of 4+ letters).
 fn tokens(text: &str) -> Vec<String> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '.'))
@@ -420,6 +481,65 @@ mod tests {
             natural_language: Some(nl.into()),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn an_external_validators_valid_keeps_only_premises_a_stated_turn_bears_out() {
+        use crate::findings::{Rule, ValidFinding};
+        let valid = |premises: Vec<Statement>| {
+            Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    premises: Some(premises),
+                    claims: Some(vec![statement("(= fee 5)", "You pay 5 dollars")]),
+                    ..Default::default()
+                }),
+                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })
+        };
+        let config = TranslationConfig::new(&Default::default(), 1, 0, 1.0);
+        let format = crate::audit::FORMAT_VERSION;
+        let conversation = vec![
+            ConversationTurn::new(TurnRole::Assistant, "Are you 70?"),
+            ConversationTurn::new(TurnRole::Tool, "{\"season\": \"low\", \"member\": true}"),
+            ConversationTurn::new(TurnRole::User, "I am 70. How much do I pay?"),
+        ];
+        // The user's age and the tool's membership are borne out: still VALID.
+        let stated = vec![
+            statement("(= customerAge 70)", "The visitor is 70"),
+            statement("member", "The visitor is a member"),
+        ];
+        let kept = ground_validator_findings(&conversation, vec![valid(stated)], format, &config);
+        assert!(matches!(kept[..], [Finding::Valid(_)]), "{kept:?}");
+        // An age only the assistant said, a premise with no logic: each makes it SATISFIABLE,
+        // with the premise among the claims.
+        for premise in [
+            statement("(= customerAge 71)", "The visitor is 71"),
+            Statement {
+                natural_language: Some("The visitor is 70".into()),
+                ..Default::default()
+            },
+        ] {
+            let only_assistant = &conversation[..1];
+            for (turns, p) in [
+                (&conversation[..], premise.clone()),
+                (only_assistant, statement("(= customerAge 70)", "70")),
+            ] {
+                let moved =
+                    ground_validator_findings(turns, vec![valid(vec![p.clone()])], format, &config);
+                let [Finding::Satisfiable(f)] = &moved[..] else {
+                    panic!("{moved:?}");
+                };
+                let t = f.translation.as_ref().unwrap();
+                assert!(t.premises().is_empty());
+                assert_eq!(t.claims()[0], p);
+                assert_eq!(t.claims().len(), 2);
+            }
+        }
+        // Other findings pass as they are.
+        let invalid = Finding::Invalid(Default::default());
+        let out = ground_validator_findings(&conversation, vec![invalid.clone()], format, &config);
+        assert_eq!(out, vec![invalid]);
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! it the same way: a response whose guardrail intervened blocks the answer, and findings that
 //! do not stand for the whole answer (part of it guarded by nothing, a VALID that shows no
 //! translation, a VALID resting on a policy version not chosen) are refused, so the validation
-//! fails closed instead of counting them.
+//! fails closed instead of counting them, unless one of them says the answer is INVALID: that
+//! refutation is kept, and the answer rewritten.
 
 use crate::findings::{ApplyGuardrailResponse, Finding};
 use serde::Deserialize;
@@ -26,22 +27,32 @@ pub fn read_guardrail_response(
     answer: &str,
     policy_arns: &[String],
 ) -> Result<GuardrailReading, String> {
-    let response = ApplyGuardrailResponse::deserialize(body)
-        .map_err(|e| format!("not an ApplyGuardrail response: {e}"))?;
+    // First: a guardrail that intervened blocks the answer even when a finding of its
+    // response does not read (that made it a bad response, and failing open then sent the
+    // blocked answer out as UNVERIFIED).
     if let Some(reason) = intervention(body) {
         return Ok(GuardrailReading::Blocked(reason));
     }
-    if let Some(why) = partial_coverage(body, answer) {
-        return Err(why);
-    }
+    let response = ApplyGuardrailResponse::deserialize(body)
+        .map_err(|e| format!("not an ApplyGuardrail response: {e}"))?;
     let findings = response.findings();
-    if let Some(why) = unshown_valid(&findings) {
+    let refused = partial_coverage(body, answer)
+        .or_else(|| unshown_valid(&findings))
+        .or_else(|| foreign_valid(&findings, policy_arns));
+    let Some(why) = refused else {
+        return Ok(GuardrailReading::Findings(findings));
+    };
+    // Findings that do not stand for the whole answer still refute it where they say it is
+    // INVALID: those are kept, so the answer is rewritten (and failing open never sends out an
+    // answer a finding refuted), and the rest are not counted.
+    let refuting: Vec<Finding> = findings
+        .into_iter()
+        .filter(|f| f.kind() == crate::FindingKind::Invalid)
+        .collect();
+    if refuting.is_empty() {
         return Err(why);
     }
-    if let Some(why) = foreign_valid(&findings, policy_arns) {
-        return Err(why);
-    }
-    Ok(GuardrailReading::Findings(findings))
+    Ok(GuardrailReading::Findings(refuting))
 }
 
 /// Which policies blocked the answer when the guardrail's `action` is GUARDRAIL_INTERVENED
@@ -297,5 +308,53 @@ mod tests {
         assert!(read_guardrail_response(&body("NONE", 4), answer, &[]).is_err());
         assert!(read_guardrail_response(&body("NONE", 11), answer, &["arn:p:2".into()]).is_err());
         assert!(read_guardrail_response(&serde_json::json!([1]), answer, &[]).is_err());
+    }
+
+    /// A blocked response is blocked even when a finding does not read; a response refused
+    /// for its coverage or a VALID of another policy still refutes the answer where a finding
+    /// says INVALID (it was refused whole, and failing open then sent the refuted answer out).
+    #[test]
+    fn a_refused_response_still_blocks_and_refutes() {
+        let answer = "You pay $30.";
+        let unreadable = serde_json::json!({"action": "GUARDRAIL_INTERVENED", "assessments": [
+            {"automatedReasoningPolicy": {"findings": [{"valid": {"translation": 7}}]}}]});
+        assert!(matches!(
+            read_guardrail_response(&unreadable, answer, &[]),
+            Ok(GuardrailReading::Blocked(_))
+        ));
+        let mut readable_only = unreadable.clone();
+        readable_only["action"] = "NONE".into();
+        assert!(read_guardrail_response(&readable_only, answer, &[]).is_err());
+
+        let invalid = serde_json::json!({"invalid": {"translation": {"premises": [], "claims": [{"logic": "(= fee 30)"}]},
+            "contradictingRules": [{"identifier": "R1", "policyVersionArn": "arn:p:1"}]}});
+        let valid_elsewhere = serde_json::json!({"valid": {"translation": {"premises": [], "claims": [{"logic": "(= fee 30)"}]},
+            "supportingRules": [{"identifier": "X", "policyVersionArn": "arn:other:1"}]}});
+        let body = |findings: serde_json::Value, guarded: u64| {
+            serde_json::json!({"action": "NONE", "assessments": [{"automatedReasoningPolicy": {"findings": findings},
+                "invocationMetrics": {"guardrailCoverage": {"textCharacters": {"guarded": guarded}}}}]})
+        };
+        let mixed = body(serde_json::json!([valid_elsewhere, invalid]), 12);
+        let Ok(GuardrailReading::Findings(kept)) =
+            read_guardrail_response(&mixed, answer, &["arn:p:1".into()])
+        else {
+            panic!("the INVALID is kept");
+        };
+        assert_eq!(
+            kept.iter().map(crate::Finding::kind).collect::<Vec<_>>(),
+            [crate::FindingKind::Invalid]
+        );
+        let short = body(serde_json::json!([invalid]), 3);
+        assert!(matches!(
+            read_guardrail_response(&short, answer, &[]),
+            Ok(GuardrailReading::Findings(f)) if f.len() == 1
+        ));
+        // With nothing refuting, still refused.
+        assert!(read_guardrail_response(
+            &body(serde_json::json!([valid_elsewhere]), 12),
+            answer,
+            &["arn:p:1".into()]
+        )
+        .is_err());
     }
 }

@@ -23,6 +23,7 @@ use proofgate_core::thread::{
     ChatbotReply, GivenAnswer, GivenToolCall, Input, PreparedConfig, Thread, ThreadConfig, ToolCall,
 };
 use proofgate_core::translation::{TranslationConfig, TranslatorCall};
+use proofgate_core::verdict::Verdict;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -130,7 +131,12 @@ fn trail() -> Vec<AuditRecord> {
 /// these trails.
 fn documents() -> PolicyDocuments {
     let mut documents = PolicyDocuments::new();
-    for config in [config(), translation_config(), members_config()] {
+    for config in [
+        config(),
+        translation_config(),
+        members_config(),
+        tiers_config(),
+    ] {
         if let Some((_, document)) = policy_document_of(&config) {
             documents.insert(document).unwrap();
         }
@@ -954,6 +960,195 @@ fn format_6_reads_arithmetic_values_and_returns_an_unrefuted_answer() {
     assert!(replay(limit.audit_trail()).ok);
 }
 
+/// An external validator's VALID (Amazon Bedrock's) for an answer that supplies its own
+/// facts: the question gives no age, so the premise "70" is the answer's; later the user says
+/// 30, and a VALID premised on 70 is still not the user's. Only the last VALID, premised on
+/// what the user said, is.
+fn validator_premise_loop() -> Thread {
+    let t0 = 1_700_000_000_000;
+    let mut t = Thread::new(
+        config(),
+        "fixture-validator-premise",
+        "How much is my ticket?",
+        t0,
+    )
+    .expect("valid thread");
+    let valid = |premise: &str, said: &str, claim: &str| {
+        vec![Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                premises: Some(vec![Statement::new(premise, said)]),
+                claims: Some(vec![Statement::new(claim, "The fee.")]),
+                ..Default::default()
+            }),
+            supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+            ..Default::default()
+        })]
+    };
+    let steps = vec![
+        Input::LlmReplied {
+            text: "Since you are 70, you pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 1,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: valid("(= age 70)", "The visitor is 70.", "(= fee 5)"),
+            evidence: None,
+            now: t0 + 2,
+        },
+        Input::LlmReplied {
+            text: "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?".into(),
+            model: None,
+            now: t0 + 3,
+        },
+        Input::UserAnswered {
+            answers: vec!["I am 30".into()],
+            now: t0 + 4,
+        },
+        Input::LlmReplied {
+            text: "Since you are 70, you pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 5,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: valid("(= age 70)", "The visitor is 70.", "(= fee 5)"),
+            evidence: None,
+            now: t0 + 6,
+        },
+        Input::LlmReplied {
+            text: "DECISION: REWRITE\nANSWER:\nAt 30 you pay 10 dollars.".into(),
+            model: None,
+            now: t0 + 7,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: valid("(= age 30)", "The visitor is 30.", "(= fee 10)"),
+            evidence: None,
+            now: t0 + 8,
+        },
+    ];
+    for input in steps {
+        t.handle(input).expect("scripted input accepted");
+    }
+    t
+}
+
+/// Format 10: a VALID whose premise no turn states is SATISFIABLE with the premise among its
+/// claims, so the rewriter may ask; the user's "30" does not bear out "70"; the answer
+/// premised on 30 is VALID. Replay re-derives every step.
+#[test]
+fn an_external_validators_valid_rests_only_on_premises_the_conversation_states() {
+    let t = validator_premise_loop();
+    let verdicts: Vec<Verdict> = t
+        .steps()
+        .iter()
+        .filter_map(|s| s.validation.as_ref().map(|v| v.verdict.verdict))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [Verdict::Satisfiable, Verdict::Satisfiable, Verdict::Valid]
+    );
+    let first = t.steps()[0].validation.as_ref().unwrap();
+    let Finding::Satisfiable(moved) = &first.findings[0] else {
+        panic!("{:?}", first.findings);
+    };
+    let translation = moved.translation.as_ref().unwrap();
+    assert!(translation.premises().is_empty());
+    let claims: Vec<_> = translation
+        .claims()
+        .iter()
+        .map(|c| c.logic.clone())
+        .collect();
+    assert_eq!(
+        claims,
+        [
+            Some("(= age 70)".to_string()),
+            Some("(= fee 5)".to_string())
+        ]
+    );
+    // The rewriter was offered the question, and told the age is a claim to prove.
+    assert!(
+        t.steps()[1].prompt.contains("ASK_QUESTIONS"),
+        "{}",
+        t.steps()[1].prompt
+    );
+    assert!(t.steps()[1].prompt.contains("The visitor is 70."));
+    let outcome = t.outcome().expect("finished");
+    assert!(outcome.verified);
+    assert_eq!(outcome.answer.as_deref(), Some("At 30 you pay 10 dollars."));
+    assert!(replay(t.audit_trail()).ok);
+}
+
+/// A Bedrock-validated thread whose configuration knows the policy's vocabulary: the tier's
+/// enum value, which the user states, bears out the premise; the vocabulary goes into the
+/// policy document, not into every THREAD_STARTED record, and the trail replays with it.
+fn tiers_config() -> ThreadConfig {
+    let vocabulary = PolicyDefinition::from_json(
+        r#"{"types": [{"name": "Tier", "values": [{"value": "GOLD"}, {"value": "SILVER"}]}],
+            "variables": [{"name": "tier", "type": "Tier", "description": "The membership tier"},
+                          {"name": "fee", "type": "INT", "description": "Fee in dollars"}]}"#,
+    )
+    .expect("vocabulary");
+    ThreadConfig {
+        validator_grounding: Some(TranslationConfig::new(&vocabulary, 1, 0, 1.0)),
+        ..config()
+    }
+}
+
+#[test]
+fn an_external_validators_premise_naming_an_enum_value_is_borne_out_with_the_vocabulary() {
+    let run = |config: ThreadConfig| {
+        let t0 = 1_700_000_000_000;
+        let mut t = Thread::new(
+            config,
+            "tiers",
+            "I am a gold member. How much do I pay?",
+            t0,
+        )
+        .expect("valid thread");
+        t.handle(Input::LlmReplied {
+            text: "As a Gold member you pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 1,
+        })
+        .unwrap();
+        t.handle(Input::Validated {
+            verdict_rules: None,
+            findings: vec![Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    premises: Some(vec![Statement::new("(= tier GOLD)", "The tier is gold.")]),
+                    claims: Some(vec![Statement::new("(= fee 5)", "The fee is 5.")]),
+                    ..Default::default()
+                }),
+                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })],
+            evidence: None,
+            now: t0 + 2,
+        })
+        .unwrap();
+        t
+    };
+    let known = run(tiers_config());
+    assert!(
+        known.outcome().is_some_and(|o| o.verified),
+        "{:?}",
+        known.steps()
+    );
+    let started = &known.audit_trail()[0].body;
+    assert!(started.get("policyDocument").is_some(), "{started}");
+    assert!(
+        !started.to_string().contains("SILVER"),
+        "the vocabulary is in the document: {started}"
+    );
+    let report = replay(known.audit_trail());
+    assert!(report.ok, "{:?}", report.failure);
+    // Without the vocabulary, GOLD reads as a second variable: not a fact a turn states.
+    let unknown = run(config());
+    assert!(unknown.outcome().is_none(), "rewriting, not VALID");
+}
+
 // ---- Fixtures shared with the Node tests -------------------------------------------------
 
 fn fixtures_path() -> PathBuf {
@@ -1008,6 +1203,10 @@ fn fixture_cases() -> Value {
     cases.push((
         "ungrounded-premises",
         as_json(ungrounded_premises_loop().audit_trail()),
+    ));
+    cases.push((
+        "validator-premise",
+        as_json(validator_premise_loop().audit_trail()),
     ));
 
     Value::Array(
@@ -1134,6 +1333,14 @@ fn version_7_trails_keep_replaying_with_their_reports() {
 #[test]
 fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
+}
+
+/// Trails written in format 9, before an external validator's VALID had to rest on premises
+/// a turn of the conversation bears out (the fixtures as they were then), with the reports
+/// that version produced.
+#[test]
+fn version_9_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(9);
 }
 
 /// Format 7 on the thread `trails-v6.json` holds as format 6 ran it: the system prompt's

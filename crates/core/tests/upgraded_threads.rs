@@ -114,7 +114,7 @@ fn replay_reads_the_recorded_rules_and_adds_none() {
 #[test]
 fn a_thread_of_this_format_records_no_verdict_rules() {
     use proofgate_core::thread::ThreadConfig;
-    let mut t = Thread::new(ThreadConfig::default(), "t", "How much?", 0).unwrap();
+    let mut t = Thread::new(ThreadConfig::default(), "t", "I am 70. How much?", 0).unwrap();
     t.handle(Input::LlmReplied {
         text: "You pay 5 dollars.".into(),
         model: None,

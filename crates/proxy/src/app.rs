@@ -347,6 +347,24 @@ impl App {
                 #[cfg(feature = "bedrock")]
                 Validator::Bedrock(_) => None,
             },
+            // Bedrock chooses its premises; the thread holds them to the conversation with the
+            // policy's vocabulary when the operator configured the policy here too.
+            validator_grounding: match &validator {
+                Validator::Local(_) => None,
+                #[cfg(feature = "bedrock")]
+                Validator::Bedrock(_) => Some(proofgate_core::translation::TranslationConfig {
+                    system_prompt_facts: config.validator.system_prompt_facts,
+                    ..proofgate_core::translation::TranslationConfig::new(
+                        &policy
+                            .as_deref()
+                            .map(|p| p.definition().clone())
+                            .unwrap_or_default(),
+                        1,
+                        0,
+                        1.0,
+                    )
+                }),
+            },
             failure_mode: match config.failure_mode {
                 FailureMode::Open => proofgate_core::thread::FailureMode::Open,
                 FailureMode::Closed => proofgate_core::thread::FailureMode::Closed,
@@ -724,6 +742,82 @@ pub struct Saver {
     /// Marks the thread as driven here from its first save until the saver is dropped, so the
     /// resumer leaves it alone however long a call takes.
     live: Option<crate::live_threads::LiveGuard>,
+    /// Set for a request's thread ([`Saver::ends_if_dropped`]) until its final state is durable.
+    ends_if_dropped: Option<Arc<App>>,
+}
+
+/// Why a request's thread ended when the request stopped driving it before its end.
+pub const ABANDONED: &str = "the request driving this thread ended before the thread did (its \
+     client left, its time ran out, or it failed): the rest of the loop would have answered no \
+     one";
+
+impl Drop for Saver {
+    fn drop(&mut self) {
+        let Some(app) = self.ends_if_dropped.take() else {
+            return;
+        };
+        // Never saved: nothing stored for the resumer to finish, and nothing to record.
+        let Some(live) = self.live.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let rest = Saver {
+            saved: self.saved,
+            pending: std::mem::take(&mut self.pending),
+            owner: None,
+            chain: self.chain.clone(),
+            live: Some(live),
+            ends_if_dropped: None,
+        };
+        runtime.spawn(end_abandoned(app, rest));
+    }
+}
+
+/// Ends, as ERROR, a request's thread that the request stopped driving mid-loop (its client
+/// disconnected, or the server dropped its work at the deadline): left `processing`, the
+/// resumer would finish it minutes later, calling the LLMs again and signing an answer no one
+/// received, and a retry of the request would start a second thread beside it. `rest` holds
+/// the request's queued writes, waited for first so the stored thread is the latest, and
+/// keeps the thread marked live until this ends.
+async fn end_abandoned(app: Arc<App>, mut rest: Saver) {
+    let Some(id) = rest.live.as_ref().map(|l| l.id().to_string()) else {
+        return;
+    };
+    let outcome = async {
+        for p in std::mem::take(&mut rest.pending) {
+            p.wait().await?;
+        }
+        let Some(stored) = app.store.thread(&id).await? else {
+            return Ok(false);
+        };
+        if stored.status != crate::storage::Unfinished::Processing.as_str() {
+            return Ok(false);
+        }
+        let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+        if !app.store.claim(&id, stored.updated_at, now).await? {
+            return Ok(false);
+        }
+        let (mut thread, saved) = load_thread(&app, &stored)
+            .await
+            .map_err(|e| crate::storage::StorageError::Write(format!("loading it: {e}")))?;
+        thread
+            .handle(Input::Failed {
+                reason: ABANDONED.into(),
+                now: now_ms(),
+            })
+            .map_err(|e| crate::storage::StorageError::Write(e.to_string()))?;
+        rest.saved = saved;
+        rest.finish(&app, &thread, None).await?;
+        Ok::<_, crate::storage::StorageError>(true)
+    }
+    .await;
+    match outcome {
+        Ok(true) => tracing::info!("thread {id}: ended, its request having stopped driving it"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!("thread {id}: its request stopped driving it, and ending it failed ({e}); the resumer will finish it"),
+    }
 }
 
 impl Saver {
@@ -735,7 +829,16 @@ impl Saver {
             owner: None,
             chain: crate::journal::Chain::new(),
             live: None,
+            ends_if_dropped: None,
         }
+    }
+
+    /// For a request's thread: if the saver is dropped before [`Saver::finish`] succeeds (the
+    /// request's work dropped at its deadline or when its client left, or an error returned)
+    /// after the thread was first saved, the thread is ended as ERROR ([`ABANDONED`]) rather
+    /// than left for the resumer to finish for no one.
+    pub fn ends_if_dropped(&mut self, app: Arc<App>) {
+        self.ends_if_dropped = Some(app);
     }
 
     /// Records `owner` with the next write, i.e. before or with the thread's first save.
@@ -786,6 +889,9 @@ impl Saver {
             if let Err(e) = p.wait().await {
                 first_error.get_or_insert(e);
             }
+        }
+        if first_error.is_none() {
+            self.ends_if_dropped = None;
         }
         first_error.map_or(Ok(()), Err)
     }

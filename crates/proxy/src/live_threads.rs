@@ -39,6 +39,13 @@ impl LiveThreads {
     }
 }
 
+impl LiveGuard {
+    /// The thread held.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 impl Drop for LiveGuard {
     fn drop(&mut self) {
         let mut threads = self.threads.lock();

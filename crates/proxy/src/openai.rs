@@ -65,6 +65,41 @@ pub enum RequestError {
          user's message or tool results"
     )]
     ContinuesTheAssistant(String),
+    /// Structured output (`response_format` other than text, or vLLM's `guided_*`): the
+    /// answer is verified and marked as text, so an answer that is not verified would carry
+    /// its notice outside the JSON, where a JSON reader drops it, and a rewrite is prose.
+    #[error(
+        "{0} is not supported: answers are verified, rewritten and marked as text (a notice \
+         that an answer is not verified would fall outside its JSON, where a JSON reader drops \
+         it); leave it out, or send `response_format` of type `text`"
+    )]
+    StructuredOutput(String),
+}
+
+/// The structured-output setting a request makes, if any: `response_format` of a type other
+/// than `text`, or one of vLLM's guided-decoding parameters.
+fn structured_output(body: &Value) -> Option<String> {
+    match body.get("response_format") {
+        None | Some(Value::Null) => {}
+        Some(format) if format.get("type").and_then(Value::as_str) == Some("text") => {}
+        Some(format) => {
+            let kind = format
+                .get("type")
+                .and_then(Value::as_str)
+                .map_or_else(|| format.to_string(), str::to_string);
+            return Some(format!("response_format `{kind}`"));
+        }
+    }
+    [
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "structured_outputs",
+    ]
+    .into_iter()
+    .find(|k| body.get(*k).is_some_and(|v| !v.is_null()))
+    .map(|k| format!("`{k}`"))
 }
 
 /// How a request asks the upstream to continue the assistant's turn rather than answer, if it
@@ -285,6 +320,10 @@ impl ChatRequest {
             None | Some(Value::Null) => {}
             Some(n) if n.as_f64() == Some(1.0) => {}
             Some(n) => return Err(RequestError::SeveralChoices(n.to_string())),
+        }
+        // New requests only: a stored one is read as it was accepted.
+        if let Some(what) = structured_output(&body).filter(|_| refuse_continuation) {
+            return Err(RequestError::StructuredOutput(what));
         }
         if let Some(kind) = unreadable_part(messages) {
             return Err(RequestError::UnsupportedContent(kind));
@@ -1175,6 +1214,45 @@ mod tests {
         for n in [json!(1), json!(1.0), Value::Null] {
             body["n"] = n.clone();
             assert!(ChatRequest::parse(body.clone()).is_ok(), "{n}");
+        }
+    }
+
+    /// Structured output is refused by name (the notice of an answer that is not verified
+    /// would fall outside its JSON); `text` and null pass, and a stored request is read as it
+    /// was accepted.
+    #[test]
+    fn structured_output_is_refused_by_name() {
+        let base = req(json!([{"role": "user", "content": "q"}]));
+        for (field, value, named) in [
+            (
+                "response_format",
+                json!({"type": "json_object"}),
+                "json_object",
+            ),
+            (
+                "response_format",
+                json!({"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}),
+                "json_schema",
+            ),
+            ("response_format", json!("json"), "\"json\""),
+            ("guided_json", json!({"type": "object"}), "guided_json"),
+            ("guided_choice", json!(["a", "b"]), "guided_choice"),
+            (
+                "structured_outputs",
+                json!({"regex": "a+"}),
+                "structured_outputs",
+            ),
+        ] {
+            let mut body = base.clone();
+            body[field] = value.clone();
+            let e = ChatRequest::parse(body.clone()).unwrap_err().to_string();
+            assert!(e.contains(named) && e.contains("verified"), "{value}: {e}");
+            assert!(ChatRequest::parse_stored(body).is_ok(), "{value}");
+        }
+        for value in [json!({"type": "text"}), Value::Null] {
+            let mut body = base.clone();
+            body["response_format"] = value.clone();
+            assert!(ChatRequest::parse(body).is_ok(), "{value}");
         }
     }
 

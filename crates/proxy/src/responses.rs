@@ -188,6 +188,7 @@ pub fn chat_from_request(req: &Value) -> Value {
             ("top_p", "top_p"),
             ("stream", "stream"),
             ("user", "user"),
+            ("safety_identifier", "safety_identifier"),
             ("parallel_tool_calls", "parallel_tool_calls"),
         ],
     );

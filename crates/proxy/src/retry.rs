@@ -19,7 +19,11 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, cap: Duration) -> Optio
     let value = headers.get(reqwest::header::RETRY_AFTER)?.to_str().ok()?;
     let value = value.trim();
     let delay = match value.parse::<f64>() {
-        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+        // `try_`: a number of seconds past `Duration`'s range ("1e20") panicked, and with it
+        // the request (and, resumed, the thread for ever); it waits the cap instead.
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => {
+            Duration::try_from_secs_f64(secs).unwrap_or(cap)
+        }
         _ => {
             let at = httpdate_to_system_time(value)?;
             at.duration_since(std::time::SystemTime::now())
@@ -29,33 +33,10 @@ pub fn retry_after(headers: &reqwest::header::HeaderMap, cap: Duration) -> Optio
     Some(delay.min(cap))
 }
 
-/// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), the form `Retry-After` and `Date` take.
+/// An HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms), the form
+/// `Retry-After` and `Date` take; `None` for anything else, absurd years included.
 pub(crate) fn httpdate_to_system_time(s: &str) -> Option<std::time::SystemTime> {
-    let parts: Vec<&str> = s.split_whitespace().collect();
-    let [_, day, month, year, time, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let months = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = months.iter().position(|m| m == month)? as i64 + 1;
-    let (day, year): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
-    let hms: Vec<i64> = time.split(':').filter_map(|p| p.parse().ok()).collect();
-    let [h, m, sec] = hms.as_slice() else {
-        return None;
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + m * 60 + sec;
-    u64::try_from(secs)
-        .ok()
-        .map(|s| std::time::UNIX_EPOCH + Duration::from_secs(s))
+    httpdate::parse_http_date(s).ok()
 }
 
 /// One failed attempt: whether it may be retried, and how long the server asked to wait.
@@ -365,5 +346,29 @@ mod tests {
         );
         assert!(is_transient_status(503) && is_transient_status(429));
         assert!(!is_transient_status(400) && !is_transient_status(404));
+    }
+
+    /// A server's absurd `Retry-After` waits the cap, never panics (a number of seconds past
+    /// `Duration`'s range panicked the request, and a resumed thread each time it resumed).
+    #[test]
+    fn an_absurd_retry_after_waits_the_cap() {
+        let cap = Duration::from_secs(60);
+        for value in [
+            "1e20",
+            "1.8446744073709552e19",
+            "1e308",
+            "Sun, 06 Nov 99999999999 08:49:37 GMT",
+            "Fri, 31 Dec 9999 23:59:59 GMT",
+        ] {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
+            let got = retry_after(&h, cap);
+            assert!(got.is_none() || got == Some(cap), "{value}: {got:?}");
+        }
+        for value in ["-1", "NaN", "inf", "soon", ""] {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(reqwest::header::RETRY_AFTER, value.parse().unwrap());
+            assert_eq!(retry_after(&h, cap), None, "{value}");
+        }
     }
 }

@@ -1053,6 +1053,8 @@ async fn a_key_revoked_elsewhere_stops_within_the_key_cache_time() {
 
 /// A request past its deadline is 504 and its work stops there: the translator calls in flight
 /// are dropped and no rewriting follows. A client that disconnects stops the work the same way.
+/// Neither is finished later: the thread, saved mid-call, ends as ERROR saying why, so the
+/// resumer (here after 1 s) does not call the LLMs again for an answer no one would receive.
 #[tokio::test]
 async fn the_deadline_and_a_client_that_leaves_stop_the_work() {
     let llm = Server::python(
@@ -1064,7 +1066,12 @@ async fn the_deadline_and_a_client_that_leaves_stop_the_work() {
     );
     let proxy = Proxy::start(
         "auth-deadline",
-        &secured_config(&v1(&llm), "", "[limits]\nrequest_timeout_ms = 500\n"),
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nrequest_timeout_ms = 500\n\
+             [server]\nresume_after_ms = 1000\nmaintenance_interval_ms = 200\n",
+        ),
     );
     let key = new_key(&proxy, "app", &["chat", "read"]).await;
     let started = std::time::Instant::now();
@@ -1116,6 +1123,24 @@ async fn the_deadline_and_a_client_that_leaves_stop_the_work() {
         "at most upstream + 3 translators, nothing after"
     );
     assert_eq!(calls(&received, "DECISION"), 0);
+    assert!(
+        calls(&received, "You translate") <= 6,
+        "neither thread was resumed"
+    );
+    // Both threads ended, recorded as ERROR: nothing is left for the resumer.
+    let listed = get(&proxy, "/api/threads", &key, &[]).await;
+    let threads = listed.body["threads"].as_array().unwrap().clone();
+    assert_eq!(threads.len(), 2, "{listed:?}");
+    for t in &threads {
+        assert_eq!(t["status"], "error", "{t}");
+        assert_eq!(t["verdict"], "ERROR", "{t}");
+        let id = t["id"].as_str().unwrap();
+        let one = get(&proxy, &format!("/api/threads/{id}"), &key, &[]).await;
+        assert!(
+            one.body.to_string().contains("ended before the thread did"),
+            "{one:?}"
+        );
+    }
 }
 
 /// CORS is off unless origins are configured; then only those get it, preflight included.

@@ -828,6 +828,62 @@ async fn bedrock_guardrail_validator_drives_the_same_loop() {
     assert_eq!(validated.body["evidence"]["validator"], "bedrock");
 }
 
+/// Bedrock takes premises from the answer as well as the question: its VALID for "Since you
+/// are 70, you pay $22.50" to a user who gave no age rests on an age nobody stated. Audit
+/// format 10 holds those premises to the conversation, so the rewriter is asked and the user
+/// gets the follow-up question, not a VALID. The same answer to a user who said 70 is VALID.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": "DECISION", "reply": "DECISION: ASK_QUESTIONS\nQUESTION: How old are you?"},
+            {"match": "admission fee", "reply": "Since you are 70, you pay $22.50."}
+        ]}),
+    );
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"rules": [
+            {"match": "$22.50", "findings": [{"valid": {
+                "translation": {
+                    "premises": [{"logic": "(= customerAge 70)", "naturalLanguage": "The customer is 70"}],
+                    "claims": [{"logic": "(= feeAfterDiscount 22.5)", "naturalLanguage": "$22.50"}]},
+                "supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
+        ]}),
+    );
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
+        guardrail.url()
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    let proxy = Proxy::start("bedrock-premises", &cfg);
+
+    let r = chat(
+        &proxy,
+        json!([{"role": "user", "content": "What is my admission fee?"}]),
+        &[],
+    )
+    .await;
+    let verdict = r.header("x-proofgate-verdict").to_string();
+    assert_eq!(verdict, "NEEDS_INPUT", "{:?}", r.body);
+    assert!(r.content().contains("How old are you?"), "{:?}", r.body);
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert_eq!(trail[0].body["formatVersion"], 10);
+
+    let r = chat(
+        &proxy,
+        json!([{"role": "user", "content": "I am 70. What is my admission fee?"}]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert_eq!(r.content(), "Since you are 70, you pay $22.50.");
+}
+
 /// A VALID from the guardrail that names no supporting rule is a proof from the premises
 /// alone ("you are 70, so you are over 65"): the policy checked nothing, so the answer is not
 /// verified (audit format 5). Before, it went out as VALID.

@@ -96,9 +96,11 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
     if validated_without_translations(records) {
         add(
             "validator-premises",
-            "which premises the validator took and that its findings cover the whole answer: \
-             it translated the answer itself (Amazon Bedrock), so no translations are recorded \
-             to hold them to"
+            "that the validator's translations say what the question and answer say, and \
+             that its findings cover the whole answer: it translated them itself (Amazon \
+             Bedrock), so no translations are recorded to hold them to (from audit format 10 \
+             the premises of its VALIDs are held to the conversation's words, and the replay \
+             checks that)"
                 .into(),
         );
     }

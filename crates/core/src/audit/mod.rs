@@ -77,7 +77,18 @@ pub use replay::{
 ///   such a clause; "I think", "I was told", "my wife", "tell me" do not speak of the user; an
 ///   answer without "I" or "my" names a fact only in a bare answer to what was asked; "not" in
 ///   a name must stand before the rest of it ([`OWN_WORDS_SINCE`]).
-pub const FORMAT_VERSION: u32 = 9;
+/// - 10: an external validator's (Amazon Bedrock's) VALID whose premises no user, system or
+///   tool turn bears out counts as SATISFIABLE, those premises among its claims
+///   ([`VALIDATOR_PREMISES_GROUNDED_SINCE`]).
+pub const FORMAT_VERSION: u32 = 10;
+
+/// From this format on, the premises an external validator took (Amazon Bedrock translates
+/// the question and the answer itself, so no translations are recorded before its check) are
+/// held to the conversation by the rule translators' premises are held to
+/// ([`crate::conversation::ground_validator_findings`]): a VALID resting on a fact no turn
+/// states ("Since you are 70, you pay $22.50" to a user who gave no age) proved the answer
+/// only for a user nobody described, and is not VALID. Before, it was.
+pub const VALIDATOR_PREMISES_GROUNDED_SINCE: u32 = 10;
 
 /// From this format on, grounding ([`crate::grounding`]) closes ways format 8 still took
 /// words that were not the user's statement of a fact about themself as one:

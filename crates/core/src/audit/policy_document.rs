@@ -46,6 +46,11 @@ fn holds_anything(document: &Map<String, Value>) -> bool {
         || document.contains_key("vocabulary")
 }
 
+/// The members of a configuration that may hold the policy's vocabulary, at most one of them
+/// set: the translators' (`translation`, the local validator), or the one that holds an
+/// external validator's premises to the conversation (`validatorGrounding`, format 10 on).
+const VOCABULARY_HOLDERS: [&str; 2] = ["translation", "validatorGrounding"];
+
 /// Takes the policy document out of a THREAD_STARTED body (`config.policy` and
 /// `config.translation.vocabulary`) and names it in `policyDocument`. Returns the document's
 /// name and the document; a body whose policy holds nothing is left whole (`None`).
@@ -53,15 +58,20 @@ pub(crate) fn take_policy_document(body: &mut Value) -> Option<(String, Value)> 
     let config = body.get_mut("config")?.as_object_mut()?;
     let mut document = Map::new();
     document.insert("policy".into(), config.get("policy")?.clone());
-    if let Some(vocabulary) = config.get("translation").and_then(|t| t.get("vocabulary")) {
+    let holder = VOCABULARY_HOLDERS.into_iter().find(|h| {
+        config
+            .get(*h)
+            .is_some_and(|t| t.get("vocabulary").is_some())
+    });
+    if let Some(vocabulary) = holder.and_then(|h| config.get(h)?.get("vocabulary")) {
         document.insert("vocabulary".into(), vocabulary.clone());
     }
     if !holds_anything(&document) {
         return None;
     }
     config.remove("policy");
-    if let Some(translation) = config.get_mut("translation").and_then(Value::as_object_mut) {
-        translation.remove("vocabulary");
+    if let Some(holder) = holder.and_then(|h| config.get_mut(h)?.as_object_mut()) {
+        holder.remove("vocabulary");
     }
     let document = Value::Object(document);
     let name = policy_document_hash(&document);
@@ -76,8 +86,10 @@ pub(crate) fn take_policy_document(body: &mut Value) -> Option<(String, Value)> 
 pub(crate) fn leave_out_policy_document(body: &mut Value, name: &str) {
     if let Some(config) = body.get_mut("config").and_then(Value::as_object_mut) {
         config.remove("policy");
-        if let Some(translation) = config.get_mut("translation").and_then(Value::as_object_mut) {
-            translation.remove("vocabulary");
+        for holder in VOCABULARY_HOLDERS {
+            if let Some(holder) = config.get_mut(holder).and_then(Value::as_object_mut) {
+                holder.remove("vocabulary");
+            }
         }
     }
     if let Some(obj) = body.as_object_mut() {
@@ -129,13 +141,16 @@ pub(crate) fn with_policy_document(
         config.insert("policy".into(), policy.clone());
     }
     if let Some(vocabulary) = document.get("vocabulary") {
-        let Some(translation) = config.get_mut("translation").and_then(Value::as_object_mut) else {
+        let held = VOCABULARY_HOLDERS
+            .into_iter()
+            .find(|h| config.get(*h).is_some_and(Value::is_object));
+        let Some(holder) = held.and_then(|h| config.get_mut(h)?.as_object_mut()) else {
             return Err(DocumentProblem::Malformed(format!(
                 "the policy document {name} has a vocabulary, but the configuration has no \
-                 translation to put it in"
+                 translation (nor validator grounding) to put it in"
             )));
         };
-        translation.insert("vocabulary".into(), vocabulary.clone());
+        holder.insert("vocabulary".into(), vocabulary.clone());
     }
     Ok(body)
 }
@@ -164,8 +179,12 @@ pub(crate) fn started_with_document(
         // without the document is small to copy) until the document's takes its place.
         Some(_) => {
             let mut body = body.clone();
-            body.get_mut("config")?
-                .get_mut("translation")?
+            let config = body.get_mut("config")?.as_object_mut()?;
+            let held = VOCABULARY_HOLDERS
+                .into_iter()
+                .find(|h| config.get(*h).is_some_and(Value::is_object))?;
+            config
+                .get_mut(held)?
                 .as_object_mut()?
                 .insert("vocabulary".into(), Value::Object(Map::new()));
             ThreadStarted::deserialize(body).ok()?
@@ -173,7 +192,13 @@ pub(crate) fn started_with_document(
     };
     started.config.policy = parts.policy.clone();
     if let Some(vocabulary) = &parts.vocabulary {
-        started.config.translation.as_mut()?.vocabulary = vocabulary.clone();
+        let config = &mut started.config;
+        // The holder the long way fills: the first of `VOCABULARY_HOLDERS` present.
+        let holder = match config.translation.as_mut() {
+            Some(t) => t,
+            None => config.validator_grounding.as_mut()?,
+        };
+        holder.vocabulary = vocabulary.clone();
     }
     Some(started)
 }

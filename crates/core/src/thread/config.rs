@@ -59,6 +59,13 @@ pub struct ThreadConfig {
     /// ([`Effect::Validate`](super::Effect::Validate)).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub translation: Option<TranslationConfig>,
+    /// Without translators (an external validator, Amazon Bedrock): the policy's vocabulary
+    /// and whether the system prompt states facts, which hold the premises of the validator's
+    /// VALID findings to the conversation (audit format 10 on; only `vocabulary` and
+    /// `system_prompt_facts` are read). `None`: no vocabulary is known, so a premise naming an
+    /// enum value is never borne out and the user is asked instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub validator_grounding: Option<TranslationConfig>,
     /// What a failure of the LLM or validator ends in.
     #[serde(skip_serializing_if = "FailureMode::is_closed")]
     pub failure_mode: FailureMode,
@@ -72,6 +79,7 @@ impl Default for ThreadConfig {
             question_timeout_ms: Some(DEFAULT_QUESTION_TIMEOUT_MS),
             policy: PolicyContext::default(),
             translation: None,
+            validator_grounding: None,
             failure_mode: FailureMode::Closed,
         }
     }

@@ -1108,7 +1108,7 @@ impl Thread {
     // VALIDATE -> HANDLE_RESULT -> COMPLETED | REWRITING_LOOP
     fn on_validated(
         &mut self,
-        findings: Vec<Finding>,
+        mut findings: Vec<Finding>,
         evidence: Option<Value>,
         verdict_rules: Option<u32>,
         now: u64,
@@ -1136,6 +1136,11 @@ impl Thread {
                 {
                     check_findings(config, translations, &findings)
                         .map_err(ThreadError::FindingsMismatch)?;
+                }
+                // By the rules judging these findings, so a thread that waited across an
+                // upgrade is held to them too (and says so: `verdictRules`).
+                if translations.is_none() && rules >= audit::VALIDATOR_PREMISES_GROUNDED_SINCE {
+                    findings = self.validator_findings_grounded(findings, rules);
                 }
                 let sources = translations
                     .as_deref()
@@ -1436,6 +1441,31 @@ impl Thread {
             self.append(kind, now, body);
         }
         effect
+    }
+
+    /// An external validator's findings with the VALIDs whose premises no turn bears out
+    /// counted as SATISFIABLE, by the grounding rules of format `rules` (10 on; see
+    /// [`crate::conversation::ground_validator_findings`]).
+    fn validator_findings_grounded(&self, findings: Vec<Finding>, rules: u32) -> Vec<Finding> {
+        let unknown;
+        let config = match &self.config.validator_grounding {
+            Some(config) => config,
+            None => {
+                unknown = crate::translation::TranslationConfig::new(
+                    &crate::policy::PolicyDefinition::default(),
+                    1,
+                    0,
+                    1.0,
+                );
+                &unknown
+            }
+        };
+        crate::conversation::ground_validator_findings(
+            &self.translator_turns(),
+            findings,
+            rules,
+            config,
+        )
     }
 
     /// Whether this thread holds premises to the turns they cite (audit format 4 on).

@@ -140,6 +140,14 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
                 ),
             )
         }
+        // The operator's account (billing, quota), not the client's request: its wording may
+        // name the operator's organisation, and the client can do nothing about it.
+        LlmError::Rejected { status: 402, .. } if !client_credentials => ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "upstream_error",
+            "the upstream LLM refused the call for the operator's account (HTTP 402: billing); \
+             the operator must check it",
+        ),
         LlmError::Rejected { status, body, .. } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
             // The upstream's own message where its API puts one (OpenAI's, Ollama's, FastAPI's
@@ -189,13 +197,17 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
     }
 }
 
-/// The end user of a chat request: the OpenAI `user` field.
+/// The end user of a chat request: OpenAI's `user` field, or else `safety_identifier`, which
+/// OpenAI now recommends in its place (an app that moved to it had every end user under one
+/// owner, so one could resume another's waiting thread).
 fn end_user(req: &ChatRequest) -> Option<&str> {
-    req.body
-        .get("user")
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
+    ["user", "safety_identifier"].into_iter().find_map(|field| {
+        req.body
+            .get(field)
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|u| !u.is_empty())
+    })
 }
 
 /// A conversation key that only its owner's requests produce: the same messages from another
@@ -459,7 +471,7 @@ pub(crate) fn json_body(body: &Bytes) -> Result<Value, ApiError> {
 /// forwards it upstream or resumes the conversation's waiting thread, drives the loop, and
 /// returns the verified answer, the follow-up questions, or the tool calls.
 pub(crate) async fn answer_chat(
-    app: &App,
+    app: &Arc<App>,
     caller: &Caller,
     headers: &HeaderMap,
     req: &ChatRequest,
@@ -498,6 +510,9 @@ pub(crate) async fn answer_chat(
     // Each step is written (and its head signed and logged) ahead of the call it asks for;
     // nothing is answered before every write is durable.
     let mut saver = Saver::new(saved);
+    // Dropped before the thread's end is durable (the client left, the deadline passed), the
+    // saver ends the thread as ERROR: the work stops, and nothing resumes it for no one.
+    saver.ends_if_dropped(app.clone());
     if upstream.is_some() {
         // Recorded with the thread's first save: no saved thread lacks an owner.
         saver.owned_by(owner.clone());
@@ -664,7 +679,7 @@ pub(crate) trait WireFormat {
 /// whether the client wants a stream), answers it, and writes the result with `format`,
 /// adding the `x-proofgate-*` headers and measuring proofgate's own time.
 pub(crate) async fn serve_chat<F: WireFormat>(
-    app: &App,
+    app: &Arc<App>,
     caller: &Caller,
     headers: &HeaderMap,
     body: Bytes,
@@ -784,6 +799,21 @@ mod notice_tests {
         };
         assert!(said(r#"{"error": {"message": "max_tokens is too large"}}"#)
             .ends_with(": max_tokens is too large"));
+        // The operator's billing is the operator's: not passed on, and not as a 402.
+        let billing = upstream_error(
+            LlmError::Rejected {
+                endpoint: "http://u".into(),
+                status: 402,
+                body: r#"{"error": {"message": "org-123456 has no credit"}}"#.into(),
+            },
+            false,
+        );
+        assert_eq!(billing.status, StatusCode::BAD_GATEWAY);
+        assert!(
+            !billing.message.contains("org-123456"),
+            "{}",
+            billing.message
+        );
         // Ollama's and FastAPI's (vLLM's) shapes.
         assert!(said(r#"{"error": "model not found"}"#).ends_with(": model not found"));
         assert!(said(r#"{"detail": "bad field"}"#).ends_with(": bad field"));
@@ -839,6 +869,33 @@ mod tests {
     use proofgate_core::thread::ThreadConfig;
 
     const QUESTION: &str = "I am 70. How much is my ticket?";
+
+    /// The owner's end user is `user`, or else `safety_identifier` (OpenAI's replacement), so
+    /// an app that sends only the latter keeps its end users apart.
+    #[test]
+    fn the_end_user_is_user_or_else_the_safety_identifier() {
+        let of = |extra: Value| {
+            let mut body =
+                serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
+            body.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            end_user(&ChatRequest::parse(body).unwrap()).map(str::to_string)
+        };
+        assert_eq!(
+            of(serde_json::json!({"safety_identifier": "alice"})).as_deref(),
+            Some("alice")
+        );
+        assert_eq!(
+            of(serde_json::json!({"user": "bob", "safety_identifier": "x"})).as_deref(),
+            Some("bob")
+        );
+        assert_eq!(
+            of(serde_json::json!({"user": " ", "safety_identifier": "carol"})).as_deref(),
+            Some("carol")
+        );
+        assert_eq!(of(serde_json::json!({})), None);
+    }
 
     fn turn(role: TurnRole, text: &str) -> ConversationTurn {
         ConversationTurn::new(role, text)

@@ -68,11 +68,21 @@ impl IntoResponse for ApiError {
 
 impl From<crate::storage::StorageError> for ApiError {
     fn from(e: crate::storage::StorageError) -> Self {
+        use crate::storage::StorageError as E;
         tracing::error!("{e}");
+        // The driver's text (tables, constraints, file paths, another request's conflicting
+        // write) is for the operator's log; the client learns what happened and what to do.
+        let message = match &e {
+            E::Unhealthy(_) => e.to_string(),
+            _ => "storage: the database did not store or read this request's thread (the \
+                  server's log says why; a request continuing the same thread at the same time \
+                  is one cause); ask again"
+                .to_string(),
+        };
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "storage_unavailable",
-            e.to_string(),
+            message,
         )
     }
 }
