@@ -91,8 +91,12 @@ def openai_checks(url):
     print("openai earlier turn: VALID")
 
     # 4. A rewrite is made in the app's own request (checked on the LLM's side by the test);
-    # the rewriter's first call gets a 429 and is retried.
-    raw = client.chat.completions.with_raw_response.create(model="m", temperature=0.3, messages=[
+    # the rewriter's first call gets a 429 and is retried. The client's stop sequence, logit
+    # bias and metadata reach the upstream, not the rewriter (a stop at "DECISION" would cut
+    # every rewrite off).
+    raw = client.chat.completions.with_raw_response.create(
+        model="m", temperature=0.3, stop=["DECISION"], logit_bias={"1734": -100},
+        metadata={"app": "drop-in"}, messages=[
         {"role": "system", "content": SYSTEM},
         {"role": "user", "content": "rewrite-case: I am 70, which age class am I in?"}])
     reply = raw.parse()

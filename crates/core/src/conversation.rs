@@ -338,6 +338,26 @@ pub fn ground_premises(
     }
 }
 
+/// The member of a SATISFIABLE finding [`ground_validator_findings`] made that holds the
+/// validator's VALID it was made from.
+pub const UNGROUNDED_VALID: &str = "ungroundedValid";
+
+/// The finding a validator returned for `finding` as an outcome record holds it: the VALID a
+/// SATISFIABLE made by [`ground_validator_findings`] came from, else the finding itself. An
+/// audit re-checks that, as the validator's word; the move itself is replay's to confirm.
+pub fn validator_finding(finding: &Finding) -> std::borrow::Cow<'_, Finding> {
+    if let Finding::Satisfiable(f) = finding {
+        if let Some(valid) = f
+            .extra
+            .get(UNGROUNDED_VALID)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+        {
+            return std::borrow::Cow::Owned(Finding::Valid(valid));
+        }
+    }
+    std::borrow::Cow::Borrowed(finding)
+}
+
 /// Audit format 10's rule for an external validator's findings
 /// ([`crate::audit::VALIDATOR_PREMISES_GROUNDED_SINCE`]). Amazon Bedrock translates the
 /// question and the answer itself and may take a premise from the answer ("Since you are 70,
@@ -382,16 +402,24 @@ pub fn ground_validator_findings(
                     .into_iter()
                     .chain(translation.claims().iter().cloned())
                     .collect();
+                let translation = Translation {
+                    premises: Some(stated),
+                    claims: Some(claims),
+                    ..translation.clone()
+                };
+                // The validator's VALID as it came, so an audit re-checks what the validator
+                // said ([`validator_finding`]): no solver says the claims can fail here.
+                let mut extra = valid.extra.clone();
+                extra.insert(
+                    UNGROUNDED_VALID.into(),
+                    serde_json::to_value(&valid).unwrap_or_default(),
+                );
                 Finding::Satisfiable(SatisfiableFinding {
-                    translation: Some(Translation {
-                        premises: Some(stated),
-                        claims: Some(claims),
-                        ..translation.clone()
-                    }),
+                    translation: Some(translation),
                     claims_true_scenario: valid.claims_true_scenario,
                     claims_false_scenario: None,
                     logic_warning: valid.logic_warning,
-                    extra: valid.extra,
+                    extra,
                 })
             }
             other => other,

@@ -59,10 +59,16 @@ pub fn read_guardrail_response(
 /// (the members of its assessments other than the Automated Reasoning policy, and
 /// `actionReason`); `None` when it did not intervene. A guardrail that blocks content has said
 /// the answer must not go out, whatever its reasoning findings say.
+///
+/// An `action` other than NONE and GUARDRAIL_INTERVENED (one a later API adds, or not a string)
+/// is taken as an intervention: nothing says the answer may go out. An absent one is NONE.
 pub fn intervention(body: &serde_json::Value) -> Option<String> {
-    if body.get("action").and_then(serde_json::Value::as_str) != Some("GUARDRAIL_INTERVENED") {
-        return None;
-    }
+    let unknown = match body.get("action") {
+        None | Some(serde_json::Value::Null) => return None,
+        Some(serde_json::Value::String(a)) if a == "NONE" => return None,
+        Some(serde_json::Value::String(a)) if a == "GUARDRAIL_INTERVENED" => None,
+        Some(other) => Some(other.to_string()),
+    };
     let mut policies: Vec<String> = body
         .get("assessments")
         .and_then(serde_json::Value::as_array)
@@ -76,10 +82,17 @@ pub fn intervention(body: &serde_json::Value) -> Option<String> {
     // Each policy once, in a stable order, wherever its assessments come.
     policies.sort();
     policies.dedup();
+    let what = match unknown {
+        None => "the guardrail intervened".to_string(),
+        Some(action) => format!(
+            "the guardrail's action is {action}, which this version does not know: taken as an \
+             intervention"
+        ),
+    };
     let mut reason = if policies.is_empty() {
-        "the guardrail intervened".to_string()
+        what
     } else {
-        format!("the guardrail intervened ({})", policies.join(", "))
+        format!("{what} ({})", policies.join(", "))
     };
     if let Some(why) = body.get("actionReason").and_then(serde_json::Value::as_str) {
         reason.push_str(": ");
@@ -308,6 +321,26 @@ mod tests {
         assert!(read_guardrail_response(&body("NONE", 4), answer, &[]).is_err());
         assert!(read_guardrail_response(&body("NONE", 11), answer, &["arn:p:2".into()]).is_err());
         assert!(read_guardrail_response(&serde_json::json!([1]), answer, &[]).is_err());
+    }
+
+    /// An action this version does not know blocks the answer; an absent one does not.
+    #[test]
+    fn an_unknown_action_is_an_intervention() {
+        let of = |action: serde_json::Value| {
+            intervention(
+                &serde_json::json!({"action": action, "assessments": [{"contentPolicy": {}}]}),
+            )
+        };
+        let why = of("GUARDRAIL_ANONYMIZED".into()).unwrap();
+        assert!(
+            why.contains("GUARDRAIL_ANONYMIZED") && why.contains("contentPolicy"),
+            "{why}"
+        );
+        assert!(of(serde_json::json!(3)).is_some());
+        assert!(of("GUARDRAIL_INTERVENED".into()).is_some());
+        assert_eq!(of("NONE".into()), None);
+        assert_eq!(of(serde_json::Value::Null), None);
+        assert_eq!(intervention(&serde_json::json!({})), None);
     }
 
     /// A blocked response is blocked even when a finding does not read; a response refused

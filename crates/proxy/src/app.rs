@@ -349,21 +349,22 @@ impl App {
             },
             // Bedrock chooses its premises; the thread holds them to the conversation with the
             // policy's vocabulary when the operator configured the policy here too.
-            validator_grounding: match &validator {
-                Validator::Local(_) => None,
+            // Without a local policy the thread holds them with no vocabulary (and the trail
+            // keeps its empty policy itself: no document to name).
+            validator_grounding: match (&validator, policy.as_deref()) {
                 #[cfg(feature = "bedrock")]
-                Validator::Bedrock(_) => Some(proofgate_core::translation::TranslationConfig {
-                    system_prompt_facts: config.validator.system_prompt_facts,
-                    ..proofgate_core::translation::TranslationConfig::new(
-                        &policy
-                            .as_deref()
-                            .map(|p| p.definition().clone())
-                            .unwrap_or_default(),
-                        1,
-                        0,
-                        1.0,
-                    )
-                }),
+                (Validator::Bedrock(_), Some(policy)) => {
+                    Some(proofgate_core::translation::TranslationConfig {
+                        system_prompt_facts: config.validator.system_prompt_facts,
+                        ..proofgate_core::translation::TranslationConfig::new(
+                            policy.definition(),
+                            1,
+                            0,
+                            1.0,
+                        )
+                    })
+                }
+                _ => None,
             },
             failure_mode: match config.failure_mode {
                 FailureMode::Open => proofgate_core::thread::FailureMode::Open,
@@ -839,6 +840,14 @@ impl Saver {
     /// than left for the resumer to finish for no one.
     pub fn ends_if_dropped(&mut self, app: Arc<App>) {
         self.ends_if_dropped = Some(app);
+    }
+
+    /// For a thread its caller has just stored: it is driven here from now on, as after the
+    /// saver's own first save (the resumer leaves it alone; dropped, it is ended).
+    pub fn already_stored(&mut self, app: &App, thread: &Thread) {
+        if self.live.is_none() {
+            self.live = Some(app.live.hold(thread.id()));
+        }
     }
 
     /// Records `owner` with the next write, i.e. before or with the thread's first save.

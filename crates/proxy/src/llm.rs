@@ -342,6 +342,15 @@ impl LlmClient {
                     }))
                 }
             };
+        // OpenAI's 429 for an exhausted quota is the operator's billing, not a rate: retrying
+        // only adds calls, and the client's "retry after" would never come true.
+        if status.as_u16() == 429 && is_quota_exhausted(&text) {
+            return Err(permanent(LlmError::Rejected {
+                endpoint: self.endpoint.base_url.clone(),
+                status: 402,
+                body: crate::http_body::error_body(&text),
+            }));
+        }
         if is_transient_status(status.as_u16()) {
             let error = if status.as_u16() == 429 {
                 LlmError::Throttled {
@@ -402,7 +411,7 @@ impl LlmClient {
         })
     }
 
-    /// One completion in the app's own conversation: `app_request` (the app's chat request,
+    /// One completion in the app's own conversation (see [`REWRITER_KEEPS`]): `app_request` (the app's chat request,
     /// as stored with the thread) with its tools removed and streaming off, plus one user
     /// message, `prompt`. The model is this endpoint's when configured, else the app's. The
     /// conversation's tool calls and results go as text (see [`tool_turns_as_text`]): without
@@ -416,21 +425,11 @@ impl LlmClient {
         let Some(obj) = body.as_object_mut() else {
             return self.complete(&[ChatMessage::user(prompt)]).await;
         };
-        for key in [
-            "tools",
-            "tool_choice",
-            "functions",
-            "function_call",
-            "parallel_tool_calls",
-            "n",
-            "stream",
-            "stream_options",
-            "response_format",
-            "logprobs",
-            "top_logprobs",
-        ] {
-            obj.remove(key);
-        }
+        // Only what makes the app's voice: a client's `stop`, `logit_bias`, `store`, `metadata`
+        // or a vendor's extras reached the rewriter (perhaps another model or vendor), where
+        // they could break every rewrite (failing open, the unchecked draft then went out) or
+        // keep proofgate's prompt, with the policy, in the operator's stored completions.
+        obj.retain(|key, _| REWRITER_KEEPS.contains(&key.as_str()));
         if let Some(t) = self.endpoint.temperature {
             obj.insert("temperature".into(), json!(t));
         }
@@ -629,9 +628,48 @@ fn tool_turns_as_text(messages: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Whether a 429's body says the account's quota is exhausted (OpenAI's
+/// `insufficient_quota`), which no wait ends.
+fn is_quota_exhausted(body: &str) -> bool {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return false;
+    };
+    ["/error/code", "/error/type", "/code", "/type"]
+        .iter()
+        .any(|p| v.pointer(p).and_then(Value::as_str) == Some("insufficient_quota"))
+}
+
+/// The members of the app's request a rewrite keeps ([`LlmClient::complete_in`]): the
+/// conversation, the model, and the parameters that set the answer's style and length.
+pub const REWRITER_KEEPS: &[&str] = &[
+    "model",
+    "messages",
+    "temperature",
+    "top_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "frequency_penalty",
+    "presence_penalty",
+    "seed",
+    "reasoning_effort",
+    "user",
+    "safety_identifier",
+];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exhausted_quota_is_not_a_rate() {
+        assert!(is_quota_exhausted(
+            r#"{"error": {"message": "You exceeded your current quota", "type": "insufficient_quota", "code": "insufficient_quota"}}"#
+        ));
+        assert!(!is_quota_exhausted(
+            r#"{"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}"#
+        ));
+        assert!(!is_quota_exhausted("slow down"));
+    }
     use crate::per_loop::test_support::{each_loop_in_turn, keep_alive_server};
 
     #[test]

@@ -149,6 +149,18 @@ fn official_clients_use_proofgate_as_a_drop_in() {
             "{r}"
         );
         assert!(r["body"].get("tools").is_none(), "{r}");
+        assert_eq!(r["body"]["stream"], false, "{r}");
+        for key in r["body"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .filter(|k| *k != "stream")
+        {
+            assert!(
+                proofgate_proxy::llm::REWRITER_KEEPS.contains(&key.as_str()),
+                "the rewriter got the client's {key}: {r}"
+            );
+        }
         let last = messages.last().unwrap()["content"].as_str().unwrap();
         assert!(
             last.starts_with("[This message is from proofgate"),

@@ -882,6 +882,31 @@ async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
     .await;
     assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
     assert_eq!(r.content(), "Since you are 70, you pay $22.50.");
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert!(trail[0].body.get("policyDocument").is_some());
+
+    // Without a local policy the premises are held with no vocabulary, and the trail names no
+    // policy document: it replays on its own, as before (the review of the first version
+    // found every such trail naming an empty document, which audits then refused).
+    let bare = cfg.replace("policy = \"examples/policies/park-admission.json\"\n", "");
+    assert_ne!(bare, cfg);
+    let proxy = Proxy::start("bedrock-premises-bare", &bare);
+    let r = chat(
+        &proxy,
+        json!([{"role": "user", "content": "I am 70. What is my admission fee?"}]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    let thread = r.header("x-proofgate-thread").to_string();
+    let trail = assert_trail_replays(&proxy, &thread).await;
+    assert!(
+        trail[0].body.get("policyDocument").is_none(),
+        "{}",
+        trail[0].body
+    );
+    assert!(proofgate_core::audit::replay(&trail).ok);
 }
 
 /// A VALID from the guardrail that names no supporting rule is a proof from the premises

@@ -89,9 +89,13 @@ pub fn aggregate_verdict_js(
 /// proxy reads it: `{type: "Blocked", reason}` when the guardrail intervened (the answer must
 /// not go out, whatever its findings say), `{type: "Failed", reason}` when its findings cannot
 /// stand for the whole answer (part of it guarded by nothing, a VALID without a translation,
-/// a VALID resting on a policy version outside `policyArns`), and `{type: "Validated",
-/// findings}` otherwise. Passing the response's findings to `handle` yourself skips those
-/// checks.
+/// a VALID resting on a policy version outside `policyArns`; a finding of such a response
+/// that says the answer is INVALID is still returned, as `Validated`, so the answer is
+/// rewritten), and `{type: "Validated", findings}` otherwise. Passing the response's findings
+/// to `handle` yourself skips those checks. From audit format 10 the thread holds the
+/// premises of a VALID to the conversation; give its configuration `validatorGrounding` (a
+/// translation configuration: its `vocabulary`, the policy's types and variables, and
+/// `systemPromptFacts`) so that premises naming enum values can be borne out.
 #[wasm_bindgen(js_name = readApplyGuardrail, unchecked_return_type = "Input")]
 pub fn read_apply_guardrail_js(
     #[wasm_bindgen(unchecked_param_type = "object | string")] response: JsValue,

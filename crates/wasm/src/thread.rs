@@ -32,6 +32,11 @@ export interface ThreadConfig {
   /** With the local validator: the thread drives the translators (Translate, then Check)
    * instead of asking for whole-text validation (Validate). */
   translation?: TranslationConfig;
+  /** Without translators (Amazon Bedrock validates whole texts): the policy's vocabulary (and
+   * `systemPromptFacts`) that the premises of its VALID findings are held to (audit format 10;
+   * only `vocabulary` and `systemPromptFacts` are read). Absent: no vocabulary, so a premise
+   * naming an enum value is never borne out. Not with `translation`. */
+  validatorGrounding?: TranslationConfig;
   /** What a failure of the LLM or validator ends in (default "CLOSED": ERROR, no answer;
    * "OPEN": the first answer, marked UNVERIFIED). */
   failureMode?: "CLOSED" | "OPEN";

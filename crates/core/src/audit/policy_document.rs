@@ -529,6 +529,10 @@ mod tests {
         DocumentWithoutVocabulary,
         DocumentPolicy(Value),
         DocumentVocabulary(Value),
+        /// The translation renamed to the external validator's grounding (format 10).
+        GroundingInsteadOfTranslation,
+        /// Both holders set.
+        GroundingBesideTranslation,
     }
 
     fn change() -> impl proptest::strategy::Strategy<Value = Change> {
@@ -572,6 +576,8 @@ mod tests {
             Just(Change::DocumentWithoutVocabulary),
             value.clone().prop_map(Change::DocumentPolicy),
             value.prop_map(Change::DocumentVocabulary),
+            Just(Change::GroundingInsteadOfTranslation),
+            Just(Change::GroundingBesideTranslation),
         ]
     }
 
@@ -634,6 +640,21 @@ mod tests {
                             body.get_mut("config").and_then(Value::as_object_mut)
                         {
                             config.remove("translation");
+                        }
+                    }
+                    Change::GroundingInsteadOfTranslation | Change::GroundingBesideTranslation => {
+                        if let Some(config) =
+                            body.get_mut("config").and_then(Value::as_object_mut)
+                        {
+                            let moved = matches!(c, Change::GroundingInsteadOfTranslation);
+                            let t = if moved {
+                                config.remove("translation")
+                            } else {
+                                config.get("translation").cloned()
+                            };
+                            if let Some(t) = t {
+                                config.insert("validatorGrounding".into(), t);
+                            }
                         }
                     }
                     Change::NullTranslation => {

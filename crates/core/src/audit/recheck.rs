@@ -206,6 +206,17 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                 continue;
             }
         };
+        // An outcome's SATISFIABLE made from a validator's VALID with unstated premises
+        // (format 10) is re-checked as that VALID: no solver said its claims can fail. Its
+        // VALIDATED record holds the VALID as it came, and replay confirms the move.
+        let findings: Vec<Finding> = if r.kind == RecordKind::Validated {
+            findings
+        } else {
+            findings
+                .iter()
+                .map(|f| crate::conversation::validator_finding(f).into_owned())
+                .collect()
+        };
         for mut fc in policy.finding_checks(&findings) {
             let kind = findings[fc.finding].kind();
             if !fc.checks.is_empty() {
@@ -375,6 +386,53 @@ mod tests {
         vec![serde_json::from_value(json!({"seq": 0, "prev": "", "at": 0,
             "kind": "THREAD_STARTED", "body": {"formatVersion": 1, "config": config}, "hash": ""}))
         .unwrap()]
+    }
+
+    /// An outcome's SATISFIABLE made from a Bedrock VALID with an unstated premise (format 10)
+    /// is re-checked as the VALID it came from: as a SATISFIABLE, a claim the policy derives
+    /// from the stated premises ("can fail": unsat) failed a genuine trail.
+    #[test]
+    fn an_outcomes_moved_premise_is_rechecked_as_the_validators_valid() {
+        use crate::findings::{Finding, Rule, Statement, Translation, ValidFinding};
+        use crate::thread::{Input, Thread, ThreadConfig};
+        let config = ThreadConfig {
+            max_iterations: 1,
+            ..ThreadConfig::default()
+        };
+        let mut t = Thread::new(config, "moved", "How much do I pay?", 0).unwrap();
+        t.handle(Input::LlmReplied {
+            text: "At 70 you pay $22.50.".into(),
+            model: None,
+            now: 1,
+        })
+        .unwrap();
+        t.handle(Input::Validated {
+            findings: vec![Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    premises: Some(vec![Statement::new("(= customerAge 70)", "70")]),
+                    claims: Some(vec![Statement::new("(>= customerAge 65)", "a senior")]),
+                    ..Default::default()
+                }),
+                supporting_rules: Some(vec![Rule::new("AGENONNEGATI", "v1")]),
+                ..Default::default()
+            })],
+            evidence: None,
+            verdict_rules: None,
+            now: 2,
+        })
+        .unwrap();
+        let trail = t.audit_trail();
+        let last = trail.len() - 1;
+        assert_eq!(trail[last].kind.as_str(), "MAX_ITERATIONS_REACHED");
+        let shown = &trail[last].body["outcome"]["findings"][0];
+        assert!(shown.get("satisfiable").is_some(), "{shown}");
+        let plan = plan_rechecks(trail, &park());
+        let of_outcome: Vec<_> = plan.checks.iter().filter(|c| c.record == last).collect();
+        assert!(!of_outcome.is_empty());
+        assert!(
+            of_outcome.iter().all(|c| c.kind == "VALID"),
+            "{of_outcome:?}"
+        );
     }
 
     /// A trail of format 1 holds the policy it was shown in its first record; it was compared

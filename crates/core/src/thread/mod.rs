@@ -389,6 +389,15 @@ impl Thread {
                 return Err(ThreadError::EmptyAnswer);
             }
         }
+        // One policy document holds one vocabulary: the translators' or, without them, the
+        // one an external validator's premises are held to.
+        if started.config.translation.is_some() && started.config.validator_grounding.is_some() {
+            return Err(ThreadError::InvalidConfig(
+                "a thread has translators (translation) or an external validator \
+                 (validatorGrounding), not both"
+                    .into(),
+            ));
+        }
         if started.given_answer.is_some() && started.tool_call.is_some() {
             return Err(ThreadError::InvalidConfig(
                 "a thread starts from an answer or from tool calls, not both".into(),
@@ -418,10 +427,20 @@ impl Thread {
                         .translation
                         .as_mut()
                         .map(|t| std::mem::take(&mut t.vocabulary));
+                    let grounding_terms = started
+                        .config
+                        .validator_grounding
+                        .as_mut()
+                        .map(|t| std::mem::take(&mut t.vocabulary));
                     body = to_body(&started);
                     audit::policy_document::leave_out_policy_document(&mut body, &name);
                     started.config.policy = policy;
                     if let (Some(t), Some(v)) = (started.config.translation.as_mut(), terms) {
+                        t.vocabulary = v;
+                    }
+                    if let (Some(t), Some(v)) =
+                        (started.config.validator_grounding.as_mut(), grounding_terms)
+                    {
                         t.vocabulary = v;
                     }
                 }

@@ -442,6 +442,10 @@ pub async fn answer_thread(
     // thread known to be live here, so the maintenance does not resume it meanwhile.
     persist(&app, &thread, saved, None).await?;
     let mut saver = crate::app::Saver::new(thread.audit_trail().len());
+    // Dropped before its end is durable (the client left, the deadline passed), the thread is
+    // ended as ERROR, as a chat request's is.
+    saver.already_stored(&app, &thread);
+    saver.ends_if_dropped(app.clone());
     let effect = crate::app::drive_durably(
         &app,
         &caller.id,
