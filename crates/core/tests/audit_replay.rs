@@ -530,6 +530,7 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
         ("policy only", config(), answer),
         ("nothing to share", ThreadConfig::default(), answer),
         ("tool call", translation_config(), tool_call_reply),
+        ("external validator's vocabulary", tiers_config(), answer),
     ] {
         let prepared = PreparedConfig::new(config.clone());
         assert_eq!(

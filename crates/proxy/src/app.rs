@@ -328,6 +328,17 @@ impl App {
                 ))
             }
         };
+        #[cfg(feature = "bedrock")]
+        if matches!(validator, Validator::Bedrock(_))
+            && policy.is_none()
+            && config.validator.system_prompt_facts
+        {
+            tracing::warn!(
+                "[validator] system_prompt_facts has no effect with the Bedrock validator and no \
+                 local [validator] policy: the premises of Bedrock's VALIDs are held to the \
+                 user's and tools' turns only (configure the policy here too)"
+            );
+        }
         let thread_config = ThreadConfig {
             max_iterations: config.rewrite_loop.max_iterations,
             follow_up_questions: if config.rewrite_loop.allow_questions {
@@ -842,12 +853,19 @@ impl Saver {
         self.ends_if_dropped = Some(app);
     }
 
-    /// For a thread its caller has just stored: it is driven here from now on, as after the
-    /// saver's own first save (the resumer leaves it alone; dropped, it is ended).
-    pub fn already_stored(&mut self, app: &App, thread: &Thread) {
-        if self.live.is_none() {
-            self.live = Some(app.live.hold(thread.id()));
+    /// Queues the thread's state and waits until every write is durable, without ending the
+    /// saver's watch (as [`Saver::finish`] does): for a step that must be stored before the
+    /// next call.
+    pub async fn save_now(
+        &mut self,
+        app: &App,
+        thread: &Thread,
+    ) -> Result<(), crate::storage::StorageError> {
+        self.save_soon(app, thread, None).await?;
+        for p in std::mem::take(&mut self.pending) {
+            p.wait().await?;
         }
+        Ok(())
     }
 
     /// Records `owner` with the next write, i.e. before or with the thread's first save.

@@ -347,7 +347,7 @@ impl LlmClient {
         if status.as_u16() == 429 && is_quota_exhausted(&text) {
             return Err(permanent(LlmError::Rejected {
                 endpoint: self.endpoint.base_url.clone(),
-                status: 402,
+                status: 429,
                 body: crate::http_body::error_body(&text),
             }));
         }

@@ -209,7 +209,9 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
         // An outcome's SATISFIABLE made from a validator's VALID with unstated premises
         // (format 10) is re-checked as that VALID: no solver said its claims can fail. Its
         // VALIDATED record holds the VALID as it came, and replay confirms the move.
-        let findings: Vec<Finding> = if r.kind == RecordKind::Validated {
+        let findings: Vec<Finding> = if r.kind == RecordKind::Validated
+            || format < u64::from(super::VALIDATOR_PREMISES_GROUNDED_SINCE)
+        {
             findings
         } else {
             findings

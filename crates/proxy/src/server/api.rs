@@ -440,12 +440,11 @@ pub async fn answer_thread(
     // answers then failed to store, and the trail said the user never answered).
     // Driven as the chat path drives a thread: each step saved ahead of its call, and the
     // thread known to be live here, so the maintenance does not resume it meanwhile.
-    persist(&app, &thread, saved, None).await?;
-    let mut saver = crate::app::Saver::new(thread.audit_trail().len());
     // Dropped before its end is durable (the client left, the deadline passed), the thread is
-    // ended as ERROR, as a chat request's is.
-    saver.already_stored(&app, &thread);
+    // ended as a failed call ends it, as a chat request's is: from its first write on.
+    let mut saver = crate::app::Saver::new(saved);
     saver.ends_if_dropped(app.clone());
+    saver.save_now(&app, &thread).await?;
     let effect = crate::app::drive_durably(
         &app,
         &caller.id,

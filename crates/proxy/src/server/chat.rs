@@ -142,11 +142,18 @@ fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
         }
         // The operator's account (billing, quota), not the client's request: its wording may
         // name the operator's organisation, and the client can do nothing about it.
-        LlmError::Rejected { status: 402, .. } if !client_credentials => ApiError::new(
+        // (A 429 that reaches here is not a rate: it was not retried, for the quota is
+        // exhausted, OpenAI's `insufficient_quota`.)
+        LlmError::Rejected {
+            status: status @ (402 | 429),
+            ..
+        } if !client_credentials => ApiError::new(
             StatusCode::BAD_GATEWAY,
             "upstream_error",
-            "the upstream LLM refused the call for the operator's account (HTTP 402: billing); \
-             the operator must check it",
+            format!(
+                "the upstream LLM refused the call for the operator's account (HTTP {status}: \
+                 billing or quota); the operator must check it"
+            ),
         ),
         LlmError::Rejected { status, body, .. } => {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -814,6 +821,16 @@ mod notice_tests {
             "{}",
             billing.message
         );
+        let quota = upstream_error(
+            LlmError::Rejected {
+                endpoint: "http://u".into(),
+                status: 429,
+                body: r#"{"error": {"message": "org-123456 exceeded its quota", "code": "insufficient_quota"}}"#.into(),
+            },
+            false,
+        );
+        assert_eq!(quota.status, StatusCode::BAD_GATEWAY);
+        assert!(quota.message.contains("HTTP 429") && !quota.message.contains("org-123456"));
         // Ollama's and FastAPI's (vLLM's) shapes.
         assert!(said(r#"{"error": "model not found"}"#).ends_with(": model not found"));
         assert!(said(r#"{"detail": "bad field"}"#).ends_with(": bad field"));
