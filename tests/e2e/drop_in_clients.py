@@ -111,11 +111,14 @@ def openai_checks(url):
         check(verdict_of(raw) == "VALID", f"{case}: {verdict_of(raw)}")
         print(f"openai {case}: VALID")
 
-    # 6. A persistent 5xx still fails closed with the documented error.
+    # 6. A persistent 5xx still fails closed with the documented error, streamed too: the
+    # SDK gets it by its status when it sends the request (it was an SSE event with status
+    # 200, which the SDK neither raised as a status error nor retried by status).
     try:
         client.chat.completions.create(
-            model="m", messages=[{"role": "user", "content": "always-down-case: my class?"}])
-        raise AssertionError("a persistent 5xx returned an answer")
+            model="m", stream=True,
+            messages=[{"role": "user", "content": "always-down-case: my class?"}])
+        raise AssertionError("a persistent 5xx returned an answer or a stream")
     except openai.APIStatusError as e:
         check(e.status_code == 502, f"status {e.status_code}")
         check(e.body["code"] == "upstream_unavailable", f"body {e.body}")

@@ -678,19 +678,22 @@ async fn validator_down_fails_closed_by_default() {
     // Why is in the thread's trail, not in the reply: no endpoint address reaches the client.
     assert!(!message.contains("127.0.0.1"), "{message}");
     assert!(!r.body.to_string().contains(WRONG));
-    // Streaming: an SSE error event, never a silent pass.
-    let text = reqwest::Client::new()
+    // Streaming: the same error with its status, before any stream starts (an SSE event with
+    // status 200 hid the status from the SDKs), never a silent pass.
+    let r = reqwest::Client::new()
         .post(format!("{}/v1/chat/completions", proxy.url))
         .json(&json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}))
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
+    let text = r.text().await.unwrap();
     assert!(text.contains("validator_unavailable"), "{text}");
     assert!(!text.contains(WRONG));
-    assert!(text.trim_end().ends_with("data: [DONE]"));
 }
 
 #[tokio::test]

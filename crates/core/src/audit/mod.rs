@@ -79,7 +79,8 @@ pub use replay::{
 ///   a name must stand before the rest of it ([`OWN_WORDS_SINCE`]).
 /// - 10: an external validator's (Amazon Bedrock's) VALID whose premises no user, system or
 ///   tool turn bears out counts as SATISFIABLE, those premises among its claims
-///   ([`VALIDATOR_PREMISES_GROUNDED_SINCE`]).
+///   ([`VALIDATOR_PREMISES_GROUNDED_SINCE`]); a translator's logic may hold no SMT-LIB comment
+///   ([`NO_COMMENTS_IN_LOGIC_SINCE`]).
 pub const FORMAT_VERSION: u32 = 10;
 
 /// From this format on, the premises an external validator took (Amazon Bedrock translates
@@ -89,6 +90,12 @@ pub const FORMAT_VERSION: u32 = 10;
 /// states ("Since you are 70, you pay $22.50" to a user who gave no age) proved the answer
 /// only for a user nobody described, and is not VALID. Before, it was.
 pub const VALIDATOR_PREMISES_GROUNDED_SINCE: u32 = 10;
+
+/// From this format on, a translator's statement whose logic holds an SMT-LIB comment (`;` to
+/// the end of its line) is an error sent back for repair: `b ; (not b)` was checked as `b`
+/// while the trail and the findings showed all of it, and an auditor read the part no solver
+/// saw.
+pub const NO_COMMENTS_IN_LOGIC_SINCE: u32 = 10;
 
 /// From this format on, grounding ([`crate::grounding`]) closes ways format 8 still took
 /// words that were not the user's statement of a fact about themself as one:

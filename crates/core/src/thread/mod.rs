@@ -1033,6 +1033,7 @@ impl Thread {
             .ok_or(ThreadError::Inconsistent(
                 "translation without a translation config",
             ))?;
+        let format = self.format_version();
         let ThreadState::Translate { round, .. } = &mut self.state else {
             return Err(ThreadError::Inconsistent(
                 "translator input outside translation",
@@ -1050,7 +1051,7 @@ impl Thread {
                         cache.get_or_init(|| std::sync::Arc::new(model))
                     }
                 };
-                round.on_reply(config, vocabulary, translator, attempt, &text)?
+                round.on_reply_of_format(config, vocabulary, translator, attempt, &text, format)?
             }
             Err(reason) => {
                 round.on_failure(translator, attempt, &reason)?;

@@ -23,6 +23,17 @@ pub fn json_part(reply: &str) -> &str {
 
 /// Reads one translator's reply and checks every statement against the policy's vocabulary.
 pub fn parse_reply(vocabulary: &PolicyModel, reply: &str) -> Result<TranslatorOutput, Vec<String>> {
+    parse_reply_of_format(vocabulary, reply, crate::audit::FORMAT_VERSION)
+}
+
+/// [`parse_reply`] by the rules of audit format `format`: from format 10
+/// ([`crate::audit::NO_COMMENTS_IN_LOGIC_SINCE`]) a statement's logic may hold no SMT-LIB
+/// comment, since `b ; (not b)` was checked as `b` while the trail showed all of it.
+pub fn parse_reply_of_format(
+    vocabulary: &PolicyModel,
+    reply: &str,
+    format: u32,
+) -> Result<TranslatorOutput, Vec<String>> {
     let doc = format!("{{\"translations\": [{}]}}", json_part(reply));
     let mut outputs = parse_translations(&doc).map_err(|e| {
         vec![e
@@ -41,6 +52,16 @@ pub fn parse_reply(vocabulary: &PolicyModel, reply: &str) -> Result<TranslatorOu
                 let place = format!("pairs[{i}].{what}[{j}]");
                 match s.logic.as_deref() {
                     None => errors.push(format!("{place}: the statement has no `logic`")),
+                    Some(logic)
+                        if logic.contains(';')
+                            && format >= crate::audit::NO_COMMENTS_IN_LOGIC_SINCE =>
+                    {
+                        errors.push(format!(
+                            "{place}: `;` starts an SMT-LIB comment, and a statement's logic \
+                             may hold none (what is checked must be all that is shown): write \
+                             the statement alone"
+                        ))
+                    }
                     Some(logic) => {
                         if let Err(e) = vocabulary.check_statement(logic) {
                             errors.push(format!("{place}: {e}"));
@@ -61,6 +82,17 @@ pub fn parse_reply(vocabulary: &PolicyModel, reply: &str) -> Result<TranslatorOu
 mod tests {
     use super::*;
     use crate::policy::PolicyDefinition;
+
+    /// From format 10 a comment in a statement's logic is an error to repair: `(= age 70) ;
+    /// (not ...)` was checked as its first part while the trail showed all of it.
+    #[test]
+    fn a_comment_in_logic_is_refused_from_format_10() {
+        let reply =
+            r#"{"pairs": [{"premises": ["(= age 70) ; (= age 30)"], "claims": ["(= fee 5.0)"]}]}"#;
+        let errors = parse_reply(&model(), reply).unwrap_err();
+        assert!(errors[0].contains("comment"), "{errors:?}");
+        assert!(parse_reply_of_format(&model(), reply, 9).is_ok());
+    }
 
     fn model() -> PolicyModel {
         let def = PolicyDefinition::from_json(

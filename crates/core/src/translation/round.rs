@@ -4,7 +4,7 @@
 
 use super::input::TranslatorOutput;
 use super::prompt::{repair_prompt, translator_prompt, ChatTurn, TranslationTexts};
-use super::reply::parse_reply;
+use super::reply::parse_reply_of_format;
 use crate::policy::{PolicyDefinition, PolicyModel};
 use serde::{Deserialize, Serialize};
 
@@ -216,8 +216,29 @@ impl TranslationRound {
         attempt: u32,
         text: &str,
     ) -> Result<Option<TranslatorCall>, RoundError> {
+        self.on_reply_of_format(
+            config,
+            vocabulary,
+            translator,
+            attempt,
+            text,
+            crate::audit::FORMAT_VERSION,
+        )
+    }
+
+    /// [`TranslationRound::on_reply`], reading the reply by the rules of audit format `format`
+    /// (see [`super::reply::parse_reply_of_format`]).
+    pub fn on_reply_of_format(
+        &mut self,
+        config: &TranslationConfig,
+        vocabulary: &PolicyModel,
+        translator: u32,
+        attempt: u32,
+        text: &str,
+        format: u32,
+    ) -> Result<Option<TranslatorCall>, RoundError> {
         let p = self.waiting(translator, attempt)?;
-        match parse_reply(vocabulary, text) {
+        match parse_reply_of_format(vocabulary, text, format) {
             Ok(output) => {
                 p.result = Some(TranslatorResult::Translated { output });
                 Ok(None)

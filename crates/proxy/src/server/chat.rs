@@ -678,7 +678,10 @@ pub(crate) fn named_sse(events: Vec<(String, String)>) -> Response {
 pub(crate) trait WireFormat {
     /// A result as JSON or as a stream.
     fn answered(&self, answered: Answered, stream: bool) -> Response;
-    /// An error, as JSON or (when the client asked for a stream) as its only event.
+    /// An error, as JSON with its status (and `Retry-After`), streamed or not: nothing is
+    /// streamed before verification, so an error always comes before the stream would start,
+    /// where the APIs send theirs too, and the SDKs read (and retry) it by its status. It was
+    /// an SSE event with status 200, which hid the status and `Retry-After` from them.
     fn error(&self, error: ApiError, stream: bool) -> Response;
 }
 
@@ -768,12 +771,8 @@ impl WireFormat for ChatCompletions {
         }
     }
 
-    fn error(&self, e: ApiError, stream: bool) -> Response {
-        if stream {
-            sse(vec![e.body().to_string(), "[DONE]".into()])
-        } else {
-            e.into_response()
-        }
+    fn error(&self, e: ApiError, _stream: bool) -> Response {
+        e.into_response()
     }
 }
 

@@ -47,13 +47,14 @@ impl WireFormat for Messages {
         }
     }
 
-    fn error(&self, e: ApiError, stream: bool) -> Response {
+    fn error(&self, e: ApiError, _stream: bool) -> Response {
         let body = error_body(e.code, &e.message);
-        if stream {
-            named_sse(vec![("error".into(), body.to_string())])
-        } else {
-            (e.status, Json(body)).into_response()
+        let mut r = (e.status, Json(body)).into_response();
+        if let Some(secs) = e.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
         }
+        r
     }
 }
 

@@ -14,7 +14,7 @@ use axum::extract::{Extension, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// The Responses API wire format.
@@ -33,14 +33,8 @@ impl WireFormat for Responses {
         }
     }
 
-    fn error(&self, e: ApiError, stream: bool) -> Response {
-        if stream {
-            let event = json!({"type": "error", "code": e.code, "message": &e.message,
-                               "param": null, "sequence_number": 0});
-            named_sse(vec![("error".into(), event.to_string())])
-        } else {
-            e.into_response()
-        }
+    fn error(&self, e: ApiError, _stream: bool) -> Response {
+        e.into_response()
     }
 }
 
