@@ -795,6 +795,25 @@ async fn upstream_errors_are_passed_on_clearly() {
         .contains("no user message"));
 }
 
+/// The configuration of a proxy with the Bedrock validator at `guardrail` (one attempt per
+/// call, then `bedrock`'s lines) and the scripted `llm` (`top`: top-level settings), with
+/// credentials for its SigV4 signer in the environment.
+#[cfg(feature = "bedrock")]
+fn bedrock_config_with(llm: &Server, guardrail: &Server, top: &str, bedrock: &str) -> String {
+    let tables = format!(
+        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n{bedrock}",
+        guardrail.url()
+    );
+    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
+    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
+    config(&v1(llm), top, &tables).replace("kind = \"local\"", "kind = \"bedrock\"")
+}
+
+#[cfg(feature = "bedrock")]
+fn bedrock_config(llm: &Server, guardrail: &Server) -> String {
+    bedrock_config_with(llm, guardrail, "", "")
+}
+
 #[cfg(feature = "bedrock")]
 #[tokio::test]
 async fn bedrock_guardrail_validator_drives_the_same_loop() {
@@ -855,13 +874,7 @@ async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
                 "supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
         ]}),
     );
-    let tables = format!(
-        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
-        guardrail.url()
-    );
-    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
-    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    let cfg = bedrock_config(&llm, &guardrail);
     let proxy = Proxy::start("bedrock-premises", &cfg);
 
     let r = chat(
@@ -933,13 +946,7 @@ async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
             {"match": "$22.50", "findings": unsupported("(= feeAfterDiscount 22.5)", Value::Null)}
         ]}),
     );
-    let tables = format!(
-        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
-        guardrail.url()
-    );
-    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
-    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
+    let cfg = bedrock_config(&llm, &guardrail);
     let proxy = Proxy::start("unsupported-valid", &cfg);
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     let verdict = r.header("x-proofgate-verdict").to_string();
@@ -991,14 +998,12 @@ async fn a_valid_from_a_policy_version_not_chosen_fails_closed() {
             {"match": "$22.50", "findings": valid("(= feeAfterDiscount 22.5)")}
         ]}),
     );
-    let tables = format!(
-        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\npolicy_arns = [\"{}\"]\n",
-        guardrail.url(),
-        arn("ours")
+    let cfg = bedrock_config_with(
+        &llm,
+        &guardrail,
+        "",
+        &format!("policy_arns = [\"{}\"]\n", arn("ours")),
     );
-    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
-    let cfg = config(&v1(&llm), "", &tables).replace("kind = \"local\"", "kind = \"bedrock\"");
     let proxy = Proxy::start("foreign-policy", &cfg);
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 503, "{:?}", r.body);
@@ -1041,14 +1046,7 @@ async fn an_answer_the_guardrail_blocked_is_never_given() {
              "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}], "confidence": 1.0}, "supportingRules": [{"identifier": "FEEAFTEDISCO"}]}}]}
         ]}),
     );
-    let tables = format!(
-        "[validator.bedrock]\nguardrail_id = \"gr-1\"\nguardrail_version = \"1\"\nregion = \"us-east-1\"\nendpoint_url = \"{}\"\nmax_attempts = 1\n",
-        guardrail.url()
-    );
-    std::env::set_var("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE");
-    std::env::set_var("AWS_SECRET_ACCESS_KEY", "secret");
-    let cfg = config(&v1(&llm), "failure_mode = \"open\"", &tables)
-        .replace("kind = \"local\"", "kind = \"bedrock\"");
+    let cfg = bedrock_config_with(&llm, &guardrail, "failure_mode = \"open\"", "");
     let proxy = Proxy::start("blocked", &cfg);
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 422, "{:?}", r.body);
