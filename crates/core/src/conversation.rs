@@ -376,7 +376,12 @@ pub fn ground_validator_findings(
 ) -> Vec<Finding> {
     let grounds = crate::grounding::Grounds::new(conversation, config, format);
     let grounded = |p: &Statement| {
-        let Some(logic) = p.logic.as_deref() else {
+        // A comment hides part of what the trail shows: never borne out.
+        let Some(logic) = p
+            .logic
+            .as_deref()
+            .filter(|l| !crate::policy::term::holds_comment(l))
+        else {
             return false;
         };
         (1..=conversation.len()).any(|turn| {

@@ -219,6 +219,17 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
                 .map(|f| crate::conversation::validator_finding(f).into_owned())
                 .collect()
         };
+        // From format 10 what a solver reads must be all that the trail shows: a statement
+        // with an SMT-LIB comment (Bedrock's, or one written into a trail) is refused, not
+        // re-checked as the part before the comment.
+        if format >= u64::from(super::NO_COMMENTS_IN_LOGIC_SINCE) {
+            if let Some(at) = findings.iter().position(finding_holds_comment) {
+                plan.problems.push(problem(format!(
+                    "finding {at} holds a statement with an SMT-LIB comment (`;`): its logic \
+                     is not all that a solver would check"
+                )));
+            }
+        }
         for mut fc in policy.finding_checks(&findings) {
             let kind = findings[fc.finding].kind();
             if !fc.checks.is_empty() {
@@ -253,6 +264,23 @@ pub fn plan_rechecks(trail: &[AuditRecord], policy: &PolicyModel) -> RecheckPlan
         }
     }
     plan
+}
+
+/// Whether any statement of a finding (its translation's, or an ambiguous one's options')
+/// holds an SMT-LIB comment.
+fn finding_holds_comment(finding: &Finding) -> bool {
+    let json = serde_json::to_value(finding).unwrap_or_default();
+    fn walk(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(m) => m.iter().any(|(k, v)| {
+                (k == "logic" && v.as_str().is_some_and(crate::policy::term::holds_comment))
+                    || walk(v)
+            }),
+            serde_json::Value::Array(a) => a.iter().any(walk),
+            _ => false,
+        }
+    }
+    walk(&json)
 }
 
 /// Audit format 7 on: every pair the translators wrote must be one a finding of the
@@ -388,6 +416,40 @@ mod tests {
         vec![serde_json::from_value(json!({"seq": 0, "prev": "", "at": 0,
             "kind": "THREAD_STARTED", "body": {"formatVersion": 1, "config": config}, "hash": ""}))
         .unwrap()]
+    }
+
+    /// From format 10 a finding whose logic holds a comment is an audit problem: a solver
+    /// would check less than the trail shows.
+    #[test]
+    fn a_comment_in_a_findings_logic_is_a_problem_from_format_10() {
+        use crate::findings::{Finding, Statement, Translation, ValidFinding};
+        let record = |format: u32| {
+            let started: AuditRecord = serde_json::from_value(json!({"seq": 0, "prev": "", "at": 0,
+                "kind": "THREAD_STARTED", "body": {"formatVersion": format, "config": {}}, "hash": ""}))
+            .unwrap();
+            let finding = Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    premises: Some(vec![Statement::new("(= customerAge 70)", "70")]),
+                    claims: Some(vec![Statement::new(
+                        "(>= customerAge 65) ; (= feeAfterDiscount 0.0)",
+                        "a senior, free",
+                    )]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+            let validated: AuditRecord = serde_json::from_value(json!({"seq": 1, "prev": "", "at": 0,
+                "kind": "VALIDATED", "body": {"type": "VALIDATED", "findings": [finding]}, "hash": ""}))
+            .unwrap();
+            vec![started, validated]
+        };
+        let problems = |format| plan_rechecks(&record(format), &park()).problems;
+        assert!(
+            problems(10).iter().any(|p| p.detail.contains("comment")),
+            "{:?}",
+            problems(10)
+        );
+        assert!(!problems(9).iter().any(|p| p.detail.contains("comment")));
     }
 
     /// An outcome's SATISFIABLE made from a Bedrock VALID with an unstated premise (format 10)

@@ -346,6 +346,18 @@ struct Lexer<'a> {
     pos: usize,
 }
 
+/// Whether SMT-LIB text holds a comment: a `;` outside a `|quoted symbol|`, which hides the
+/// rest of its line from a solver while a reader still sees it.
+pub fn holds_comment(text: &str) -> bool {
+    let mut quoted = false;
+    text.chars().any(|c| {
+        if c == '|' {
+            quoted = !quoted;
+        }
+        c == ';' && !quoted
+    })
+}
+
 impl<'a> Lexer<'a> {
     fn skip_trivia(&mut self) {
         let bytes = self.src.as_bytes();

@@ -53,7 +53,7 @@ pub fn parse_reply_of_format(
                 match s.logic.as_deref() {
                     None => errors.push(format!("{place}: the statement has no `logic`")),
                     Some(logic)
-                        if logic.contains(';')
+                        if crate::policy::term::holds_comment(logic)
                             && format >= crate::audit::NO_COMMENTS_IN_LOGIC_SINCE =>
                     {
                         errors.push(format!(
@@ -92,6 +92,16 @@ mod tests {
         let errors = parse_reply(&model(), reply).unwrap_err();
         assert!(errors[0].contains("comment"), "{errors:?}");
         assert!(parse_reply_of_format(&model(), reply, 9).is_ok());
+    }
+
+    /// A `;` inside a quoted symbol is part of the name, not a comment.
+    #[test]
+    fn a_semicolon_in_a_quoted_symbol_is_no_comment() {
+        use crate::policy::term::holds_comment;
+        assert!(holds_comment("(= age 70) ; (= age 30)"));
+        assert!(holds_comment("(= |a;b| 1) ;x"));
+        assert!(!holds_comment("(= |Sat;Sun| 1)"));
+        assert!(!holds_comment("(= age 70)"));
     }
 
     fn model() -> PolicyModel {

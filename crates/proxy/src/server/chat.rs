@@ -723,7 +723,8 @@ pub(crate) async fn serve_chat<F: WireFormat>(
             r
         }
         Err(e) => {
-            // Nothing unverified has been sent; a stream carries only the error.
+            // Nothing unverified has been sent, and no stream started: the error, with its
+            // status, streamed or not.
             let mut r = format.error(e, stream);
             r.headers_mut()
                 .insert("x-proofgate-verdict", HeaderValue::from_static("ERROR"));

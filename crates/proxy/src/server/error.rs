@@ -55,14 +55,36 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut r = (self.status, Json(self.body())).into_response();
+impl ApiError {
+    /// Whether the same request could succeed later. The SDKs retry 409 and 5xx by status;
+    /// they obey `x-should-retry: false`, sent for what only the operator or the request can
+    /// change (the upstream refusing proofgate's credentials or account, a conflict over a
+    /// waiting thread): each retry ran the whole loop again for nothing.
+    fn worth_retrying(&self) -> bool {
+        !(self.code == "upstream_error" || self.status == StatusCode::CONFLICT)
+    }
+
+    /// Adds `Retry-After` and, for an error a retry cannot mend, `x-should-retry: false` to
+    /// a response carrying this error in any API's shape.
+    pub fn with_retry_headers(&self, mut r: Response) -> Response {
         if let Some(secs) = self.retry_after {
             r.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
         }
+        if !self.worth_retrying() {
+            r.headers_mut().insert(
+                "x-should-retry",
+                axum::http::HeaderValue::from_static("false"),
+            );
+        }
         r
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let r = (self.status, Json(self.body())).into_response();
+        self.with_retry_headers(r)
     }
 }
 
@@ -91,5 +113,29 @@ impl From<crate::app::DriveError> for ApiError {
     fn from(e: crate::app::DriveError) -> Self {
         tracing::error!("{e}");
         ApiError::internal(e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a retry cannot mend says so to the SDKs; the rest carries `Retry-After` when known.
+    #[test]
+    fn errors_tell_the_sdks_whether_to_retry() {
+        let upstream =
+            ApiError::new(StatusCode::BAD_GATEWAY, "upstream_error", "x").into_response();
+        assert_eq!(upstream.headers()["x-should-retry"], "false");
+        assert_eq!(
+            ApiError::conflict("x").into_response().headers()["x-should-retry"],
+            "false"
+        );
+        let throttled = ApiError {
+            retry_after: Some(7),
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "upstream_throttled", "x")
+        }
+        .into_response();
+        assert!(throttled.headers().get("x-should-retry").is_none());
+        assert_eq!(throttled.headers()["retry-after"], "7");
     }
 }

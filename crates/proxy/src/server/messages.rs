@@ -49,12 +49,7 @@ impl WireFormat for Messages {
 
     fn error(&self, e: ApiError, _stream: bool) -> Response {
         let body = error_body(e.code, &e.message);
-        let mut r = (e.status, Json(body)).into_response();
-        if let Some(secs) = e.retry_after {
-            r.headers_mut()
-                .insert(axum::http::header::RETRY_AFTER, secs.max(1).into());
-        }
-        r
+        e.with_retry_headers((e.status, Json(body)).into_response())
     }
 }
 
