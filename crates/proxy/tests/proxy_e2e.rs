@@ -694,6 +694,34 @@ async fn validator_down_fails_closed_by_default() {
     let text = r.text().await.unwrap();
     assert!(text.contains("validator_unavailable"), "{text}");
     assert!(!text.contains(WRONG));
+    // The Messages and Responses APIs alike, each in its own error shape.
+    for (path, body) in [
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": Q1}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "m", "stream": true, "input": Q1}),
+        ),
+    ] {
+        let r = reqwest::Client::new()
+            .post(format!("{}{path}", proxy.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 503, "{path}");
+        let error: Value = r.json().await.unwrap();
+        assert!(
+            error.to_string().contains("validator_unavailable"),
+            "{path}: {error}"
+        );
+        assert!(!error.to_string().contains(WRONG));
+        if path == "/v1/messages" {
+            assert_eq!(error["type"], "error", "{error}");
+        }
+    }
 }
 
 #[tokio::test]
