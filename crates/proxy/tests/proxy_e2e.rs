@@ -804,6 +804,22 @@ async fn upstream_errors_are_passed_on_clearly() {
     );
     assert_eq!(r.header("retry-after"), "7");
 
+    // OpenAI's 429 for an exhausted quota is the operator's billing: asked once (not retried,
+    // with the default 3 retries), a 502 the SDKs are told not to retry, and the upstream's
+    // wording (which names the operator's organisation) stays in the log.
+    let quota = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [{"match": "", "status": 429, "raw": {"prefix":
+            "{\"error\": {\"message\": \"org-123456 exceeded its current quota\", \"type\": \"insufficient_quota\", \"code\": \"insufficient_quota\"}}"}}]}),
+    );
+    let exhausted = Proxy::start("upstream-quota", &config(&v1(&quota), "", ""));
+    let r = chat(&exhausted, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 502, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "upstream_error", "{:?}", r.body);
+    assert_eq!(r.header("x-should-retry"), "false");
+    assert!(!r.body.to_string().contains("org-123456"), "{:?}", r.body);
+    assert_eq!(quota.received().len(), 1, "not retried");
+
     let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
     let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 502);
