@@ -409,7 +409,8 @@ pub struct LlmEndpoint {
     #[serde(default = "default_anthropic_version")]
     pub anthropic_version: String,
     /// For the rewriter: `app` (default) calls it with the app's own request (system prompt,
-    /// history, tool results, model parameters; tools not offered) plus one message with the
+    /// history, tool results, and model parameters unless `model` names another model; tools
+    /// not offered) plus one message with the
     /// findings, so rewrites keep the app's persona, language and format; `minimal` sends
     /// only proofgate's prompt. Ignored for the upstream and translators.
     #[serde(default)]

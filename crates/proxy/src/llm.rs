@@ -421,25 +421,9 @@ impl LlmClient {
         app_request: &Value,
         prompt: &str,
     ) -> Result<LlmReply, LlmError> {
-        let mut body = app_request.clone();
-        let Some(obj) = body.as_object_mut() else {
+        let Some(body) = rewriter_request(&self.endpoint, app_request, prompt) else {
             return self.complete(&[ChatMessage::user(prompt)]).await;
         };
-        // Only what makes the app's voice: a client's `stop`, `logit_bias`, `store`, `metadata`
-        // or a vendor's extras reached the rewriter (perhaps another model or vendor), where
-        // they could break every rewrite (failing open, the unchecked draft then went out) or
-        // keep proofgate's prompt, with the policy, in the operator's stored completions.
-        obj.retain(|key, _| REWRITER_KEEPS.contains(&key.as_str()));
-        if let Some(t) = self.endpoint.temperature {
-            obj.insert("temperature".into(), json!(t));
-        }
-        let mut messages = obj
-            .get("messages")
-            .and_then(Value::as_array)
-            .map(|m| tool_turns_as_text(m))
-            .unwrap_or_default();
-        messages.push(json!({"role": "user", "content": prompt}));
-        obj.insert("messages".into(), Value::Array(messages));
         let resp = self.forward(body, None).await?;
         self.reply_of(&resp, "")
     }
@@ -639,6 +623,48 @@ fn is_quota_exhausted(body: &str) -> bool {
         .any(|p| v.pointer(p).and_then(Value::as_str) == Some("insufficient_quota"))
 }
 
+/// What [`LlmClient::complete_in`] sends to `endpoint`: the app's request cut to
+/// [`REWRITER_KEEPS`] (to [`REWRITER_KEEPS_FOR_ANOTHER_MODEL`] when the endpoint names a model
+/// other than the app's), the endpoint's temperature, the conversation's tool turns as text,
+/// and `prompt` last. None when the app's request is not a JSON object.
+fn rewriter_request(endpoint: &LlmEndpoint, app_request: &Value, prompt: &str) -> Option<Value> {
+    let mut body = app_request.clone();
+    let obj = body.as_object_mut()?;
+    // Only what makes the app's voice: a client's `stop`, `logit_bias`, `store`, `metadata`
+    // or a vendor's extras reached the rewriter (perhaps another model or vendor), where
+    // they could break every rewrite (failing open, the unchecked draft then went out) or
+    // keep proofgate's prompt, with the policy, in the operator's stored completions.
+    let another_model = endpoint
+        .model
+        .as_deref()
+        .is_some_and(|m| obj.get("model").and_then(Value::as_str) != Some(m));
+    // Parameters are the app's model's: a reasoning model refuses `temperature` and
+    // `max_tokens`, most others refuse `reasoning_effort`, and a token limit sized for one
+    // model's answers can cut another's off. Another model gets only the conversation.
+    let keeps = if another_model {
+        REWRITER_KEEPS_FOR_ANOTHER_MODEL
+    } else {
+        REWRITER_KEEPS
+    };
+    obj.retain(|key, _| keeps.contains(&key.as_str()));
+    if let Some(t) = endpoint.temperature {
+        obj.insert("temperature".into(), json!(t));
+    }
+    let mut messages = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|m| tool_turns_as_text(m))
+        .unwrap_or_default();
+    messages.push(json!({"role": "user", "content": prompt}));
+    obj.insert("messages".into(), Value::Array(messages));
+    Some(body)
+}
+
+/// Of the app's request, what a rewriter configured with a model other than the app's gets:
+/// the conversation and who the end user is, none of the app's model's parameters.
+pub const REWRITER_KEEPS_FOR_ANOTHER_MODEL: &[&str] =
+    &["model", "messages", "user", "safety_identifier"];
+
 /// The members of the app's request a rewrite keeps ([`LlmClient::complete_in`]): the
 /// conversation, the model, and the parameters that set the answer's style and length.
 pub const REWRITER_KEEPS: &[&str] = &[
@@ -659,6 +685,53 @@ pub const REWRITER_KEEPS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rewriter_of_another_model_gets_none_of_the_apps_parameters() {
+        let app = json!({"model": "o3", "messages": [{"role": "user", "content": "q"}],
+            "reasoning_effort": "high", "max_completion_tokens": 900, "seed": 7,
+            "user": "u1", "stop": ["x"]});
+        let same = LlmEndpoint {
+            model: Some("o3".into()),
+            ..LlmEndpoint::default()
+        };
+        let body = rewriter_request(&same, &app, "fix it").unwrap();
+        assert_eq!(body["reasoning_effort"], "high");
+        assert_eq!(body["max_completion_tokens"], 900);
+        assert!(body.get("stop").is_none());
+        for endpoint in [
+            LlmEndpoint {
+                model: Some("gpt-4o-mini".into()),
+                temperature: Some(0.2),
+                ..LlmEndpoint::default()
+            },
+            LlmEndpoint {
+                model: Some("gpt-4o-mini".into()),
+                ..LlmEndpoint::default()
+            },
+        ] {
+            let body = rewriter_request(&endpoint, &app, "fix it").unwrap();
+            let mut keys: Vec<&str> = body
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(|k| k.as_str())
+                .collect();
+            keys.sort();
+            let mut want = vec!["messages", "model", "user"];
+            if endpoint.temperature.is_some() {
+                want.push("temperature");
+            }
+            want.sort();
+            assert_eq!(keys, want, "{body}");
+            // The model is set by `forward` from the endpoint.
+            assert_eq!(body["messages"][1]["content"], "fix it");
+        }
+        // Without a model of its own, the rewriter is the app's model.
+        let body = rewriter_request(&LlmEndpoint::default(), &app, "fix it").unwrap();
+        assert_eq!(body["reasoning_effort"], "high");
+        assert!(rewriter_request(&LlmEndpoint::default(), &json!([1]), "p").is_none());
+    }
 
     #[test]
     fn an_exhausted_quota_is_not_a_rate() {
