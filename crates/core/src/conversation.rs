@@ -223,14 +223,30 @@ pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Optio
 /// integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
+/// [`EXACT`] as an integer.
+const EXACT_INTEGER: u128 = 1 << 53;
+
+/// Whether a number a turn states is `value`, a premise's, by the rules of audit format
+/// `format`. From format 11 ([`crate::audit::CORRECTIONS_SINCE`]) within 1e-9 and with both
+/// below 2^53, where every integer is exact: before, the tolerance grew with the number (1e-9
+/// of it), so a turn saying 1000000000 bore out `(= loanAmount 1000000001)`, and past 2^53
+/// a stated 9007199254740992 bore out 9007199254740993.
+pub(crate) fn same_value(stated: f64, value: f64, format: u32) -> bool {
+    if format < crate::audit::CORRECTIONS_SINCE {
+        return (stated - value).abs() <= 1e-9 * value.abs().max(1.0);
+    }
+    stated.abs() < EXACT && value.abs() < EXACT && (stated - value).abs() <= 1e-9
+}
+
 /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals);
 /// `None` for a term that is not a numeral.
 fn numeral(t: &crate::policy::term::Term) -> Option<Option<f64>> {
     use crate::policy::term::TermKind;
     match &t.kind {
-        TermKind::Int(n) => Some((*n as f64 <= EXACT).then_some(*n as f64)),
+        // Compared as integers: `2^53 + 1 as f64` rounds to 2^53, which passed.
+        TermKind::Int(n) => Some((*n <= EXACT_INTEGER).then_some(*n as f64)),
         TermKind::Decimal { digits, scale } => Some(
-            (*digits as f64 <= EXACT && *scale <= 15)
+            (*digits <= EXACT_INTEGER && *scale <= 15)
                 .then(|| *digits as f64 / 10f64.powi(*scale as i32)),
         ),
         _ => None,
@@ -569,6 +585,17 @@ mod tests {
                 assert_eq!(t.claims().len(), 2);
             }
         }
+        // From format 11, a membership a later turn takes back bears out nothing, on any turn.
+        let corrected = vec![
+            ConversationTurn::new(TurnRole::User, "I am a member."),
+            ConversationTurn::new(TurnRole::User, "Sorry, I am not a member. How much?"),
+        ];
+        let member = || valid(vec![statement("member", "The visitor is a member")]);
+        let moved = ground_validator_findings(&corrected, vec![member()], format, &config);
+        assert!(matches!(moved[..], [Finding::Satisfiable(_)]), "{moved:?}");
+        let before = crate::audit::CORRECTIONS_SINCE - 1;
+        let kept = ground_validator_findings(&corrected, vec![member()], before, &config);
+        assert!(matches!(kept[..], [Finding::Valid(_)]), "{kept:?}");
         // Other findings pass as they are.
         let invalid = Finding::Invalid(Default::default());
         let out = ground_validator_findings(&conversation, vec![invalid.clone()], format, &config);

@@ -21,12 +21,17 @@
 //!   a single fact.
 //! - The system prompt grounds nothing unless the operator says it states facts about the
 //!   user ([`crate::translation::TranslationConfig::system_prompt_facts`]).
+//! - From audit format 11, a fact a later user, system or tool turn takes back grounds
+//!   nothing ([`crate::audit::CORRECTIONS_SINCE`]).
 //!
 //! Words are a weak test of meaning, so this only ever takes a premise away: a premise that
 //! fails is checked as a claim, and the answer must prove it or the user is asked.
 
-use crate::conversation::{constant_value, stated_signed_numbers, ConversationTurn, TurnRole};
+use crate::conversation::{
+    constant_value, same_value, stated_signed_numbers, ConversationTurn, TurnRole,
+};
 use crate::policy::term::{parse_term, Op, Term, TermKind};
+use crate::policy::PolicyDefinition;
 use crate::translation::TranslationConfig;
 use std::collections::BTreeSet;
 
@@ -610,6 +615,10 @@ pub(crate) struct Grounds<'a> {
     stricter: bool,
     /// Audit format 9's ([`crate::audit::OWN_WORDS_SINCE`]).
     own_words: bool,
+    /// Audit format 11's ([`crate::audit::CORRECTIONS_SINCE`]).
+    corrections: bool,
+    /// The audit format, for how numbers compare ([`same_value`]).
+    format: u32,
 }
 
 /// A turn's statements (with what a yes or no to the assistant's question states), and the
@@ -624,6 +633,8 @@ struct TurnStatements {
     stricter: bool,
     /// Format 9's.
     own_words: bool,
+    /// The audit format, for how numbers compare ([`same_value`]).
+    format: u32,
 }
 
 impl<'a> Grounds<'a> {
@@ -636,6 +647,8 @@ impl<'a> Grounds<'a> {
         Grounds {
             stricter: format >= crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE,
             own_words: format >= crate::audit::OWN_WORDS_SINCE,
+            corrections: format >= crate::audit::CORRECTIONS_SINCE,
+            format,
             conversation,
             config,
             enum_values: config
@@ -665,6 +678,32 @@ impl<'a> Grounds<'a> {
         facts
             .iter()
             .all(|f| fact_grounded(f, turn, &self.described(f)))
+            && !(self.corrections && facts.iter().any(|f| self.taken_back_after(at, f)))
+    }
+
+    /// Whether a user, system or tool turn after turn `at` takes `fact` back: bears out a fact
+    /// that contradicts it ([`contradictions`]), or, for a number other than 0 and 1, states
+    /// another number in a clause naming the fact's variable ("actually my age is 30"). A
+    /// number alone names no variable ("I'm 30" after "I'm 70" is not caught: the translators
+    /// read the whole conversation, and agree on the age they cite).
+    fn taken_back_after(&self, at: usize, fact: &Fact) -> bool {
+        let opposite = contradictions(fact, &self.config.vocabulary);
+        (at + 1..self.conversation.len()).any(|later| {
+            if self.conversation[later].role == TurnRole::Assistant {
+                return false;
+            }
+            let Some(Some(turn)) = self
+                .turns
+                .get(later)
+                .map(|c| c.get_or_init(|| self.read(later)))
+            else {
+                return false;
+            };
+            opposite
+                .iter()
+                .any(|o| fact_grounded(o, turn, &self.described(o)))
+                || restates_number(fact, turn)
+        })
     }
 
     /// The words (stemmed) of the fact's variable's type's name, which an answer may use
@@ -797,8 +836,73 @@ impl<'a> Grounds<'a> {
             asked,
             stricter,
             own_words,
+            format: self.format,
         })
     }
+}
+
+/// The facts that, stated later, take `fact` back: its negation; for an enum value, each other
+/// value of its variable's type; for a count, the counts it excludes ("no fines" and "one
+/// fine"). None for a number other than 0 and 1, whose negation no turn bears out (see
+/// [`restates_number`]).
+fn contradictions<'a>(fact: &Fact<'a>, vocabulary: &'a PolicyDefinition) -> Vec<Fact<'a>> {
+    let with = |constant, positive| Fact {
+        variable: fact.variable,
+        constant,
+        positive,
+    };
+    match fact.constant {
+        Constant::Truth => vec![with(Constant::Truth, !fact.positive)],
+        Constant::Enum(value) if fact.positive => {
+            let type_name = vocabulary
+                .variables
+                .iter()
+                .find(|v| v.name == fact.variable)
+                .map(|v| v.type_name.as_str());
+            let others = vocabulary
+                .types
+                .iter()
+                .filter(|t| Some(t.name.as_str()) == type_name)
+                .flat_map(|t| t.values.iter().map(|v| v.value.as_str()))
+                .filter(|v| *v != value)
+                .map(|v| with(Constant::Enum(v), true));
+            std::iter::once(with(Constant::Enum(value), false))
+                .chain(others)
+                .collect()
+        }
+        Constant::Enum(value) => vec![with(Constant::Enum(value), true)],
+        Constant::Number(n, op) if n == 0.0 || n == 1.0 => {
+            let none = with(Constant::Number(0.0, Op::Eq), true);
+            let some = with(Constant::Number(0.0, Op::Gt), true);
+            match count_of(n, op, fact.positive) {
+                Some(Count::None) => vec![some, with(Constant::Number(1.0, Op::Eq), true)],
+                Some(Count::Some) | Some(Count::One) => vec![none],
+                None => Vec::new(),
+            }
+        }
+        Constant::Number(..) => Vec::new(),
+    }
+}
+
+/// Whether `turn` states, in a clause naming `fact`'s variable by every word of its name and
+/// without a qualifier ("under", "more than"), a number, none of them the fact's own: "my age
+/// is 30" after "I'm 70". For a fact of a number other than 0 and 1 only.
+fn restates_number(fact: &Fact, turn: &TurnStatements) -> bool {
+    let Constant::Number(n, _) = fact.constant else {
+        return false;
+    };
+    if n == 0.0 || n == 1.0 {
+        return false;
+    }
+    let name = variable_words(fact.variable, turn.stricter);
+    !name.is_empty()
+        && turn.statements.iter().any(|c| {
+            if !c.names(&name) || c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())) {
+                return false;
+            }
+            let stated = stated_signed_numbers(&c.text);
+            !stated.is_empty() && !stated.iter().any(|s| same_value(*s, n, turn.format))
+        })
 }
 
 /// Whether turn `at` (0-based) of `conversation`, which a premise cites, bears out every fact
@@ -955,9 +1059,7 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bo
         Constant::Number(n, op) if n != 0.0 && n != 1.0 => {
             let holds = !matches!(op, Op::Lt | Op::Gt);
             return holds == fact.positive
-                && numbers
-                    .iter()
-                    .any(|s| (s - n).abs() <= 1e-9 * n.abs().max(1.0));
+                && numbers.iter().any(|s| same_value(*s, n, turn.format));
         }
         Constant::Number(n, op) => match count_of(n, op, fact.positive) {
             Some(count) => (variable_words(fact.variable, turn.stricter), Some(count)),
@@ -2011,6 +2113,157 @@ mod tests {
         ];
         let config = config(false);
         Grounds::new(&turns, &config, format).grounded(2, logic)
+    }
+
+    /// Whether `logic`, citing the first of `turns` (the user's, then each later one the
+    /// user's too, or a tool's when it starts with `{`), is borne out by the rules of `format`.
+    fn still_grounded(turns: &[&str], logic: &str, format: u32) -> bool {
+        let turns: Vec<ConversationTurn> = turns
+            .iter()
+            .map(|t| {
+                let role = if t.starts_with('{') {
+                    TurnRole::Tool
+                } else {
+                    TurnRole::User
+                };
+                ConversationTurn::new(role, *t)
+            })
+            .collect();
+        let config = config(false);
+        Grounds::new(&turns, &config, format).grounded(0, logic)
+    }
+
+    /// A review's case: the tolerance grew with the number, so at 10^9 a number one off was
+    /// stated, and past 2^53 two integers read as one.
+    #[test]
+    fn a_number_is_stated_exactly_from_format_11() {
+        let grounded = |turn: &str, logic: &str, format: u32| {
+            Grounds::new(&[user(turn)], &config(false), format).grounded(0, logic)
+        };
+        let now = crate::audit::CORRECTIONS_SINCE;
+        for (turn, logic) in [
+            ("My balance is 1000000000.", "(= balance 1000000001)"),
+            ("My balance is 70000.", "(= balance 70000.00000001)"),
+        ] {
+            assert!(grounded(turn, logic, now - 1), "{turn} {logic}");
+            assert!(!grounded(turn, logic, now), "{turn} {logic}");
+        }
+        // Past 2^53 no f64 tells integers apart: nothing there is stated.
+        assert!(!grounded(
+            "My balance is 9007199254740992.",
+            "(= balance 9007199254740993)",
+            now
+        ));
+        assert!(!grounded(
+            "My balance is 9007199254740993.",
+            "(= balance 9007199254740993)",
+            now
+        ));
+        assert!(!grounded(
+            "My balance is 9007199254740992.",
+            "(= balance 9007199254740992)",
+            now
+        ));
+        // Exact values, and arithmetic on numerals whose f64 is a hair off, still are.
+        assert!(grounded(
+            "My balance is 1000000001.",
+            "(= balance 1000000001)",
+            now
+        ));
+        assert!(grounded(
+            "My balance is 9007199254740991.",
+            "(= balance 9007199254740991)",
+            now
+        ));
+        assert!(grounded(
+            "My balance is 0.3.",
+            "(= balance (+ 0.1 0.2))",
+            now
+        ));
+        assert!(grounded("My balance is 35.40.", "(= balance 35.4)", now));
+        assert!(grounded("I am 70.", "(= customerAge 70)", now));
+    }
+
+    #[test]
+    fn a_fact_a_later_turn_takes_back_grounds_nothing_from_format_11() {
+        let now = crate::audit::CORRECTIONS_SINCE;
+        let before = now - 1;
+        let taken_back: &[(&[&str], &str)] = &[
+            (
+                &["I'm a gold member.", "Sorry, I'm silver."],
+                "(= tier GOLD)",
+            ),
+            (
+                &["I'm a gold member.", "Actually I am not gold."],
+                "(= tier GOLD)",
+            ),
+            (
+                &["I am a member.", "Wait, I'm not a member any more."],
+                "isMember",
+            ),
+            (
+                &["I am not a member.", "Oh, I am a member after all."],
+                "(not isMember)",
+            ),
+            (
+                &[
+                    "I have no outstanding fines.",
+                    "Actually I have one outstanding fine.",
+                ],
+                "(= outstandingFines 0)",
+            ),
+            (
+                &["I am 70.", "Sorry, my customer age is 30."],
+                "(= customerAge 70)",
+            ),
+            (&["I am a member.", r#"{"isMember": false}"#], "isMember"),
+            // Each fact of a conjunction is held to the later turns.
+            (
+                &["I'm a member and I'm gold.", "I'm silver now."],
+                "(and isMember (= tier GOLD))",
+            ),
+        ];
+        for (turns, logic) in taken_back {
+            assert!(still_grounded(turns, logic, before), "{turns:?} {logic}");
+            assert!(!still_grounded(turns, logic, now), "{turns:?} {logic}");
+        }
+        let kept: &[(&[&str], &str)] = &[
+            // Later turns that say nothing against it, or restate it.
+            (
+                &["I'm a gold member.", "How much is the ticket?"],
+                "(= tier GOLD)",
+            ),
+            (
+                &["I'm a gold member.", "Yes, gold, as I said."],
+                "(= tier GOLD)",
+            ),
+            (&["I am 70.", "I have 2 bags."], "(= customerAge 70)"),
+            (
+                &["I am 70.", "My customer age is 70, as I said."],
+                "(= customerAge 70)",
+            ),
+            // Someone else's fact, a question, a condition: not the user's correction.
+            (&["I am a member.", "My wife is not a member."], "isMember"),
+            (&["I am a member.", "Do non-members pay more?"], "isMember"),
+            (
+                &["I'm a gold member.", "If I were silver, what would I pay?"],
+                "(= tier GOLD)",
+            ),
+        ];
+        for (turns, logic) in kept {
+            assert!(still_grounded(turns, logic, now), "{turns:?} {logic}");
+        }
+        // The assistant's own words take nothing back.
+        let turns = [
+            user("I'm a gold member."),
+            ConversationTurn::new(TurnRole::Assistant, "You are silver, I think."),
+            user("How much?"),
+        ];
+        let config = config(false);
+        assert!(Grounds::new(&turns, &config, now).grounded(0, "(= tier GOLD)"));
+        // A premise citing the correction itself is borne out.
+        let turns = [user("I'm a gold member."), user("Sorry, I'm silver.")];
+        assert!(Grounds::new(&turns, &config, now).grounded(1, "(= tier SILVER)"));
     }
 
     #[test]

@@ -887,6 +887,92 @@ fn ungrounded_premises_loop() -> Thread {
     t
 }
 
+/// A thread whose user corrects a fact: a member in the first turn, no longer one in the
+/// last. The translators cite the first turn for `isMember`. Format 10 kept it a premise;
+/// format 11 checks it as a claim, since a later turn takes it back.
+fn corrected_fact_loop() -> Thread {
+    use proofgate_core::conversation::{ConversationTurn, TurnRole};
+    use proofgate_core::thread::ChatbotReply;
+    let t0 = 1_700_000_600_000;
+    let question = "Actually I'm not a member any more. How much is my ticket?";
+    let conversation = vec![
+        ConversationTurn::new(TurnRole::User, "I am a member. Can I bring a guest?"),
+        ConversationTurn::new(TurnRole::Assistant, "Yes, members may bring one guest."),
+        ConversationTurn::new(TurnRole::User, question),
+    ];
+    let reply = json!({"pairs": [{"premises": [
+            {"logic": "isMember", "naturalLanguage": "The visitor is a member (turn 1)"}],
+        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]})
+    .to_string();
+    let mut t = Thread::for_reply(
+        members_config(),
+        "fixture-corrected",
+        question,
+        conversation,
+        ChatbotReply::Answer(given_answer()),
+        t0,
+    )
+    .expect("valid thread");
+    for translator in [0u32, 1] {
+        t.handle(Input::TranslatorReplied {
+            translator,
+            attempt: 0,
+            text: reply.clone(),
+            model: Some("translator".into()),
+            now: t0 + 1 + u64::from(translator),
+        })
+        .expect("reply accepted");
+    }
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: vec![Finding::NoTranslations(Default::default())],
+        evidence: Some(json!({"validator": "local"})),
+        now: t0 + 4,
+    })
+    .expect("accepted");
+    t
+}
+
+/// Format 11: a premise whose fact a later turn takes back is checked as a claim
+/// (`trails-v10.json` holds the same thread as format 10 ran it, the premise kept).
+#[test]
+fn format_11_takes_no_premise_a_later_turn_takes_back() {
+    let premises_of = |trail: &[Value]| {
+        let check = trail
+            .iter()
+            .find(|r| r["body"].get("translations").is_some())
+            .expect("a check record");
+        check["body"]["translations"][0]["pairs"][0]["premises"].clone()
+    };
+    let t = corrected_fact_loop();
+    let trail: Vec<Value> = t
+        .audit_trail()
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    assert_eq!(premises_of(&trail), json!([]));
+    assert!(replay(t.audit_trail()).ok);
+    let v10: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/trails-v10.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let before = v10
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "corrected-fact")
+        .expect("the format 10 run");
+    assert_eq!(
+        premises_of(before["trail"].as_array().unwrap())
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+}
+
 /// Two answers at a limit of two: one INVALID in one pair and TRANSLATION_AMBIGUOUS in
 /// another, then one TOO_COMPLEX.
 fn refuted_at_the_limit() -> Thread {
@@ -1209,6 +1295,10 @@ fn fixture_cases() -> Value {
         "validator-premise",
         as_json(validator_premise_loop().audit_trail()),
     ));
+    cases.push((
+        "corrected-fact",
+        as_json(corrected_fact_loop().audit_trail()),
+    ));
 
     Value::Array(
         cases
@@ -1334,6 +1424,13 @@ fn version_7_trails_keep_replaying_with_their_reports() {
 #[test]
 fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
+}
+
+/// Trails written in format 10, before a fact a later turn takes back stopped grounding a
+/// premise (the fixtures as they were then), with the reports that version produced.
+#[test]
+fn version_10_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(10);
 }
 
 /// Trails written in format 9, before an external validator's VALID had to rest on premises

@@ -81,7 +81,28 @@ pub use replay::{
 ///   tool turn bears out counts as SATISFIABLE, those premises among its claims
 ///   ([`VALIDATOR_PREMISES_GROUNDED_SINCE`]); a translator's logic may hold no SMT-LIB comment
 ///   ([`NO_COMMENTS_IN_LOGIC_SINCE`]).
-pub const FORMAT_VERSION: u32 = 10;
+/// - 11: a fact a later user, system or tool turn takes back (a boolean denied, another value
+///   of an enum, a count contradicted, a number stated anew beside the variable's name) no
+///   longer grounds a premise ([`CORRECTIONS_SINCE`]); the rewriter's prompts carry the
+///   question, answers and follow-up exchanges as fenced, JSON-encoded data
+///   ([`FENCED_PROMPTS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 11;
+
+/// From this format on, a premise's turn bears it out only when no later user, system or tool
+/// turn takes one of its facts back ([`crate::grounding`]): "I'm a gold member" and then "sorry,
+/// I'm silver" grounded `(= tier GOLD)` by the first turn, and an answer for a gold member was
+/// VALID for a user who had said they are not one. A later turn takes a fact back when it
+/// bears out its negation, another value of its enum, a contradicting count ("no fines", then
+/// "one fine"), or states another number in a clause naming the variable ("my age is 30").
+/// Words are a weak test, so this too only ever takes a premise away. Before, a premise could
+/// rest on a fact the user had corrected.
+pub const CORRECTIONS_SINCE: u32 = 11;
+
+/// From this format on, the rewriter's prompts carry the question, the answers and the
+/// follow-up exchanges as quoted data: each JSON-encoded between two lines holding a fence
+/// derived from all of them ([`crate::prompts`]). Before, they stood as they were, so a text
+/// holding "\nPOLICY RULES:" or "\nCHECKER FEEDBACK:" read like proofgate's own sections.
+pub const FENCED_PROMPTS_SINCE: u32 = 11;
 
 /// From this format on, the premises an external validator took (Amazon Bedrock translates
 /// the question and the answer itself, so no translations are recorded before its check) are

@@ -405,7 +405,11 @@ impl Thread {
         }
         let prompt = match (&started.given_answer, &started.tool_call) {
             (Some(_), _) | (_, Some(_)) => String::new(),
-            (None, None) => prompts::initial_answer(&started.question, &started.config.policy),
+            (None, None) => prompts::initial_answer_of_format(
+                &started.question,
+                &started.config.policy,
+                started.format_version,
+            ),
         };
         let mut body;
         if started.format_version >= audit::POLICY_DOCUMENTS_SINCE {
@@ -1246,6 +1250,7 @@ impl Thread {
             policy: &self.config.policy,
             clarifications: &self.clarifications,
             offered: &offered,
+            format: self.format_version(),
         });
         Ok(self.call_llm(
             LlmPurpose::Rewrite,
@@ -1318,6 +1323,7 @@ impl Thread {
             policy: &self.config.policy,
             clarifications: &self.clarifications,
             reason,
+            format: self.format_version(),
         });
         let purpose = match reason {
             RegenerationReason::Clarified => LlmPurpose::RegenerateWithClarifications,

@@ -189,7 +189,8 @@ fn invalid_then_valid() {
     let prompt = expect_llm(&e, LlmPurpose::Rewrite);
     assert!(prompt.contains("Most important problem: INVALID"));
     assert!(prompt.contains("- R1: Visitors aged 65 or more pay 5 dollars."));
-    assert!(prompt.contains("YOUR ANSWER:\nYou pay 10 dollars."));
+    assert!(prompt.contains("YOUR ANSWER (quoted):\n"));
+    assert!(prompt.contains("\n\"You pay 10 dollars.\"\n"));
     assert!(prompt.contains("OTHER FINDINGS:\n- VALID: The fee is 5 dollars."));
     expect_validate(&d.llm(&rewrite("You pay 5 dollars.")), "You pay 5 dollars.");
     let e = d.validated(vec![valid()]);
@@ -235,8 +236,9 @@ fn satisfiable_then_questions_answers_valid() {
         })
         .unwrap();
     let prompt = expect_llm(&e, LlmPurpose::RegenerateWithClarifications);
-    assert!(prompt.contains("Q: When do you travel?\nA: In low season"));
-    assert!(prompt.contains("PREVIOUS ANSWER:\nYou pay 5 dollars."));
+    assert!(prompt.contains("Q: \"When do you travel?\"\nA: \"In low season\""));
+    assert!(prompt.contains("PREVIOUS ANSWER (quoted):\n"));
+    assert!(prompt.contains("\n\"You pay 5 dollars.\"\n"));
     expect_validate(
         &d.llm("In low season you pay 5 dollars."),
         "In low season you pay 5 dollars.",
@@ -266,7 +268,7 @@ fn questions_skipped() {
     let e = d.t.handle(Input::UserSkipped { now }).unwrap();
     let prompt = expect_llm(&e, LlmPurpose::RegenerateAfterSkip);
     assert!(prompt.contains("did not answer your follow-up questions"));
-    assert!(prompt.contains("A: (the user skipped this question)"));
+    assert!(prompt.contains("A (the user skipped this question): \"\""));
     d.llm("You pay 5 dollars.");
     d.validated(vec![valid()]);
     assert_eq!(d.finish().status, OutcomeStatus::Valid);
