@@ -52,6 +52,15 @@ before(async () => {
 
 after(async () => { await env?.stop(); });
 
+/**
+ * The checkpoint the server signs now, as an auditor saves it once a thread is logged: only a
+ * checkpoint that counts a trail's head anchors that trail.
+ */
+async function checkpointNow() {
+  const text = await (await fetch(`${env.url}/api/log/checkpoint`)).text();
+  return { text, size: Number(text.split('\n')[1]) };
+}
+
 /** Re-hashes and re-links every record, as whoever holds the database could. */
 function rebuildChain(trail) {
   for (let i = 0; i < trail.length; i++) {
@@ -233,11 +242,12 @@ test('a genuine bundle of an earlier head of its thread is not a full audit: the
     question: 'I am 70. How much will I pay in total for admission?', answer: 'As a senior you pay $35.75 including tax.',
   })).json();
   assert.equal(started.status, 'awaiting_input', JSON.stringify(started));
-  const earlier = await (await fetch(`${env.url}/api/threads/${started.id}/audit/bundle?from=${savedSize}`)).json();
+  const cp = await checkpointNow();
+  const earlier = await (await fetch(`${env.url}/api/threads/${started.id}/audit/bundle?from=${cp.size}`)).json();
   const answered = await post(`/api/threads/${started.id}/answers`, { answers: ['Low season, and no credits.', 'No credits.'] });
   assert.equal(answered.status, 200, await answered.text());
   await page.goto(`${env.url}/#/verify`);
-  await bringOwn(page);
+  await bringOwn(page, auditKey, cp.text);
   await page.fill('#expected-thread', started.id);
   await page.fill('#trail-text', JSON.stringify(earlier));
   await page.click('[data-action=verify-paste]');
@@ -348,7 +358,8 @@ test('the thread being audited: named by the URL or the auditor, another thread\
   });
   const other = (await res.json()).proofgate.threadId;
   assert.notEqual(other, thread);
-  const otherBundle = await (await fetch(`${env.url}/api/threads/${other}/audit/bundle?from=${savedSize}`)).text();
+  const cp = await checkpointNow();
+  const otherBundle = await (await fetch(`${env.url}/api/threads/${other}/audit/bundle?from=${cp.size}`)).text();
   const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
   // A server that answers the first thread's bundle URL with the other thread's bundle.
   await p.context().route(`**/api/threads/${thread}/audit/bundle*`, (r) => r.fulfill({ status: 200, contentType: 'application/json', body: otherBundle }));
@@ -370,7 +381,7 @@ test('the thread being audited: named by the URL or the auditor, another thread\
   // Pasted, the thread is not known: incomplete, naming the thread the trail is; the auditor
   // names it and the audit passes.
   await p.goto(`${env.url}/#/verify`);
-  await bringOwn(p);
+  await bringOwn(p, auditKey, cp.text);
   await p.fill('#trail-text', otherBundle);
   await p.click('[data-action=verify-paste]');
   const incomplete = await expectIncomplete(p, ['thread']);
@@ -479,7 +490,7 @@ test('a full audit of a thread that did not end VALID names its outcome in the p
   const created = await res.json();
   assert.equal(created.outcome?.status, 'MAX_ITERATIONS', JSON.stringify(created).slice(0, 300));
   await page.goto(`${env.url}/#/verify?url=${encodeURIComponent(`/api/threads/${created.id}/audit/bundle`)}`);
-  await bringOwn(page);
+  await bringOwn(page, auditKey, (await checkpointNow()).text);
   const box = await rerun(page, '[data-action=load-url]');
   assert.equal(await box.getAttribute('data-outcome'), 'pass', await box.textContent());
   assert.match(await box.locator('h3').textContent(), /^✓ Every record passes: the thread ended MAX_ITERATIONS \(the iteration limit was reached; its answer was not verified\)$/);
@@ -533,6 +544,34 @@ test('the proof view runs the server\'s stored scripts apart, and a match is no 
   assert.equal(workers[1].closed, false);
   assert.deepEqual(p.problems, []);
   await p.context().close();
+});
+
+test('a checkpoint saved before the trail was logged does not hold it: incomplete, never a pass', async () => {
+  // A review's case: a log rebuilt from the trail's leaf on still extends a checkpoint saved
+  // before it, so only a checkpoint that counts the trail's head anchors the trail.
+  const before = await (await fetch(`${env.url}/api/log/checkpoint`)).text();
+  const beforeSize = Number(before.split('\n')[1]);
+  const res = await fetch(`${env.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: Q1 }] }),
+  });
+  const id = (await res.json()).proofgate.threadId;
+  const later = await (await fetch(`${env.url}/api/threads/${id}/audit/bundle?from=${beforeSize}`)).json();
+  assert.equal(later.inclusion.leafIndex, beforeSize);
+  await page.goto(`${env.url}/#/verify?thread=${encodeURIComponent(id)}`);
+  await bringOwn(page, auditKey, before);
+  await page.fill('#trail-text', JSON.stringify(later));
+  await page.click('[data-action=verify-paste]');
+  const box = await expectIncomplete(page, ['checkpoint']);
+  assert.match(await box.locator('[data-missing=checkpoint]').textContent(), new RegExp(`our saved checkpoint \\(${beforeSize} leaves\\) predates this trail's head \\(leaf ${beforeSize}\\)`));
+  assert.match(await page.locator('[data-check=consistency]').textContent(), /logged after it/);
+  // The checkpoint the audit offers to save counts the head: with it, the same bundle is a
+  // full audit.
+  const after = await page.locator('#checked-checkpoint').inputValue();
+  await page.fill('#saved-checkpoint', after);
+  const full = await rerun(page, '[data-action=verify-paste]');
+  assert.equal(await full.getAttribute('data-outcome'), 'pass', await full.textContent());
+  assert.deepEqual(page.problems, []);
 });
 
 test('a log cut back after the auditor saved a checkpoint: consistency fails', async () => {

@@ -277,6 +277,9 @@ async function verify(text, source, out, urlThread = null) {
   try {
     gaps = new Set(auditNotChecked(isBundle ? text : trailText, {
       threadNamed: !!expectedThread, policyGiven: !!policy, keyGiven: !!key, checkpointGiven: !!(checkpoint || '').trim(),
+      // A checkpoint holds only the leaves it counts: the core compares its size with the
+      // leaf of the trail's head (read from the bundle).
+      checkpointSize: trust?.savedCheckpoint?.size,
       // Read, whatever it said: a problem fails the audit below.
       logScanned: !!(heads?.latest || heads?.problem),
     }).map((g) => g.id));
@@ -321,7 +324,9 @@ async function verify(text, source, out, urlThread = null) {
   }
   // A server holding its key can rebuild its whole log around a rewritten trail and sign it
   // anew: only a checkpoint saved before shows the log was not rewritten.
-  if (gaps.has('checkpoint')) {
+  if (gaps.has('checkpoint') && (checkpoint || '').trim() && trust?.savedCheckpoint && trust?.headLeaf != null) {
+    notRun.push({ id: 'checkpoint', what: `your saved checkpoint (${trust.savedCheckpoint.size} leaves) predates this trail's head (leaf ${trust.headLeaf}), so it does not hold this trail`, todo: 'save the checkpoint this verification checked (below) and verify the trail again with it later: that shows the trail was not changed since. A checkpoint fixes only the leaves it counts: a server holding its key could have rewritten a trail logged after it and rebuilt the log from there' });
+  } else if (gaps.has('checkpoint')) {
     notRun.push({ id: 'checkpoint', what: 'that the log still extends a checkpoint you saved earlier was not checked', todo: 'paste a log checkpoint you saved before (each verification shows the one it checked, to save for the next): without one, a server holding its key could have rebuilt its log around a rewritten trail' });
   }
 

@@ -427,6 +427,8 @@ pub enum FailedCall {
     Validator,
     /// Not a failure: the validator's guardrail blocked the answer.
     Blocked,
+    /// The policy changed while the thread waited ([`policy_changed`]).
+    PolicyChanged,
 }
 
 /// Time spent waiting on others while driving, to compute proofgate's own overhead.
@@ -475,6 +477,27 @@ fn local_validator(app: &App) -> Result<&LocalValidator, Input> {
     }
 }
 
+/// A thread started under a version of the policy other than the one the local validator
+/// checks against now (it waited across a restart with a new policy): it ends, rather than be
+/// translated by the descriptions it was shown and checked against rules it was not (a
+/// variable whose meaning changed, "10 = 10%" becoming "0.1 = 10%", made an answer VALID that
+/// the new policy does not give, and the trail could pass no audit by either version).
+fn policy_changed(app: &App, thread: &Thread) -> Option<Input> {
+    let first = thread.audit_trail().first()?;
+    let name = proofgate_core::audit::policy_document::referenced_policy_document_of(&first.body)?;
+    if app.policy_documents.get(name).is_some() {
+        return None;
+    }
+    Some(Input::Failed {
+        reason: format!(
+            "the policy changed while this thread waited: it was shown the version {name}, and \
+             the validator now checks against another, so its answers are not checked (ask \
+             again: a new thread is checked against the new version)"
+        ),
+        now: now_ms(),
+    })
+}
+
 /// Translator calls in flight while a thread translates.
 type InFlight = futures::stream::FuturesUnordered<
     std::pin::Pin<Box<dyn std::future::Future<Output = crate::translate::CallResult> + Send>>,
@@ -500,6 +523,12 @@ async fn perform(
                 Ok(l) => l,
                 Err(input) => return Some(input),
             };
+            if in_flight.is_empty() {
+                if let Some(input) = policy_changed(app, thread) {
+                    waits.failed = Some(FailedCall::PolicyChanged);
+                    return Some(input);
+                }
+            }
             for call in calls.iter().cloned() {
                 let clients = local.translators().to_vec();
                 in_flight.push(Box::pin(async move {
@@ -524,6 +553,10 @@ async fn perform(
                 Ok(l) => l,
                 Err(input) => return Some(input),
             };
+            if let Some(input) = policy_changed(app, thread) {
+                waits.failed = Some(FailedCall::PolicyChanged);
+                return Some(input);
+            }
             let started = Instant::now();
             let result = local.check(scope, translations.clone()).await;
             waits.validator += started.elapsed();

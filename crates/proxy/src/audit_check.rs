@@ -218,6 +218,8 @@ pub fn verify(
                 inclusion: missing,
                 consistency: None,
                 checkpoint: None,
+                saved_checkpoint: None,
+                head_leaf: None,
                 ok: false,
             }
         }
@@ -303,6 +305,11 @@ pub fn verify(
         bundle: bundle.is_some(),
         key_given: verifier_key.is_some(),
         checkpoint_given: saved_checkpoint.is_some(),
+        checkpoint_size: trust
+            .as_ref()
+            .and_then(|t| t.saved_checkpoint.as_ref())
+            .map(|c| c.size),
+        head_leaf: trust.as_ref().and_then(|t| t.head_leaf),
         log_scanned,
     };
     for gap in completeness::not_checked(&records, &inputs) {

@@ -719,6 +719,92 @@ async fn each_owner_resumes_and_sees_only_its_own_threads() {
     }
 }
 
+/// A review's case: an end user's name as clients send it, in UTF-8 ("Zoë"), was read as no
+/// end user, so every such user (and every request without one) shared one owner and could
+/// list, read and answer the others' threads. Each is now its own owner; bytes that are not
+/// UTF-8 are refused.
+#[tokio::test]
+async fn an_end_user_named_in_utf8_owns_their_threads_alone() {
+    use reqwest::header::HeaderValue;
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-utf8-users", &secured_config(&v1(&llm), "", ""));
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let send = |method: reqwest::Method, path: String, user: &'static [u8], body: Option<Value>| {
+        let mut req = reqwest::Client::new()
+            .request(method, format!("{}{path}", proxy.url))
+            .bearer_auth(&key);
+        if !user.is_empty() {
+            req = req.header("x-proofgate-user", HeaderValue::from_bytes(user).unwrap());
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let zoe: &[u8] = "Zoë".as_bytes();
+    let jose: &[u8] = "José".as_bytes();
+    let body = json!({"question": Q1, "answer": "You pay $12.", "wait": true});
+    let (status, started) = send(
+        reqwest::Method::POST,
+        "/api/threads".into(),
+        zoe,
+        Some(body),
+    )
+    .await;
+    assert_eq!(status, 201, "{started}");
+    let id = started["id"].as_str().unwrap().to_string();
+    let listed = |v: &Value| -> Vec<String> {
+        v["threads"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, own) = send(reqwest::Method::GET, "/api/threads".into(), zoe, None).await;
+    assert_eq!(listed(&own), std::slice::from_ref(&id));
+    for other in [jose, &b""[..]] {
+        let (status, list) = send(reqwest::Method::GET, "/api/threads".into(), other, None).await;
+        assert_eq!(status, 200);
+        assert!(listed(&list).is_empty(), "{list}");
+        for path in [
+            format!("/api/threads/{id}"),
+            format!("/api/threads/{id}/audit"),
+        ] {
+            let (status, _) = send(reqwest::Method::GET, path.clone(), other, None).await;
+            assert_eq!(status, 404, "{path}");
+        }
+    }
+    let (status, _) = send(
+        reqwest::Method::GET,
+        format!("/api/threads/{id}"),
+        zoe,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    // Not UTF-8: refused, never read as nobody.
+    let (status, refused) =
+        send(reqwest::Method::GET, "/api/threads".into(), b"Zo\xeb", None).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused.to_string().contains("x-proofgate-user"),
+        "{refused}"
+    );
+    let (status, _) = send(
+        reqwest::Method::GET,
+        format!("/api/threads/{id}"),
+        b"\xff",
+        None,
+    )
+    .await;
+    assert_eq!(status, 400);
+}
+
 fn listed_ids(list: &Reply) -> Vec<String> {
     list.body["threads"]
         .as_array()

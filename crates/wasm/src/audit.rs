@@ -21,9 +21,9 @@ export interface RecheckPlan { policyContentHash: string; checks: PlannedCheck[]
 export interface TrustCheck { ok: boolean; detail: string }
 /** `signature` fails too when the trail's records do not hash and link up to the signed head
  * (verifyTrust checks the chain; `proofgate audit` gets that from its replay). */
-export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; ok: boolean }
+export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; savedCheckpoint?: { origin: string; size: number; root: string }; headLeaf?: number; ok: boolean }
 /** What the auditor brought: each left out is a check a full audit makes (`auditNotChecked`). */
-export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; logScanned?: boolean }
+export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; checkpointSize?: number; headLeaf?: number; logScanned?: boolean }
 export type LogHeads = { kind: "latest" } | { kind: "wentOn"; leaf: number; seq: number } | { kind: "problem"; detail: string };
 export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint" | "later-heads"; what: string }
 "#;
@@ -149,8 +149,13 @@ pub fn audit_not_checked_js(
     let (_, bundle) = read_trail_or_bundle(trail.as_bytes())
         .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
     let mut inputs: AuditInputs = crate::thread::from_js(&inputs, "the audit inputs")?;
-    // Whether it is a bundle is the text's to say, not the caller's.
+    // Whether it is a bundle, and which leaf holds its head, is the text's to say, not the
+    // caller's.
     inputs.bundle = bundle.is_some();
+    inputs.head_leaf = bundle
+        .as_ref()
+        .and_then(|b| b.inclusion.as_ref())
+        .map(|i| i.leaf_index);
     to_js(&not_checked(&records(trail)?, &inputs))
 }
 

@@ -227,8 +227,17 @@ test('auditNotChecked names what a full audit checks that this one did not, as p
   const version = replayAudit(trailTextOf(text), bundle.policyDocuments ?? []).formatVersion;
   const ids = (t, inputs) => auditNotChecked(t, inputs).map((g) => g.id);
   const older = version < auditFormatVersion() ? ['older-format'] : [];
-  const full = { threadNamed: true, policyGiven: true, keyGiven: true, checkpointGiven: true, logScanned: true };
+  const leaf = bundle.inclusion.leafIndex;
+  const full = { threadNamed: true, policyGiven: true, keyGiven: true, checkpointGiven: true, checkpointSize: leaf + 1, logScanned: true };
   assert.deepEqual(ids(text, full), older);
+  // A checkpoint holds only the leaves it counts: one saved before the head was logged, or
+  // whose size was not given, anchors nothing of this trail. The head's leaf is the bundle's
+  // to say, not the caller's.
+  for (const checkpointSize of [leaf, 0, undefined]) {
+    assert.deepEqual(ids(text, { ...full, checkpointSize }), [...older, 'checkpoint'], `${checkpointSize}`);
+  }
+  assert.deepEqual(ids(text, { ...full, checkpointSize: leaf, headLeaf: 0 }), [...older, 'checkpoint']);
+  assert.match(auditNotChecked(text, { ...full, checkpointSize: leaf }).at(-1).what, new RegExp(`counts ${leaf} leaves and the trail's head is leaf ${leaf}`));
   assert.deepEqual(ids(text, { ...full, logScanned: false }), [...older, 'later-heads']);
   assert.deepEqual(ids(text, {}), [...older, 'policy', 'thread', 'key']);
   assert.deepEqual(ids(text, { ...full, checkpointGiven: false }), [...older, 'checkpoint']);

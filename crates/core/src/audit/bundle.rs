@@ -146,6 +146,14 @@ pub struct TrustReport {
     /// The bundle's checkpoint, once verified: save it to check later bundles against.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<super::transparency::CheckpointInfo>,
+    /// The auditor's saved checkpoint, once verified: its size is what
+    /// [`super::completeness::AuditInputs::checkpoint_size`] takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_checkpoint: Option<super::transparency::CheckpointInfo>,
+    /// The leaf of the log holding the trail's head, by the bundle's inclusion proof once it
+    /// verified ([`super::completeness::AuditInputs::head_leaf`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub head_leaf: Option<u64>,
     /// All of the above hold.
     pub ok: bool,
 }
@@ -226,11 +234,18 @@ pub fn verify_trust(
             }
         }
     };
+    let head_leaf = bundle
+        .inclusion
+        .as_ref()
+        .filter(|_| inclusion.ok)
+        .map(|i| i.leaf_index);
+    let mut saved_info = None;
     let consistency = saved_checkpoint.map(|saved| {
         let saved = match verify_checkpoint(saved, verifier_key) {
             Ok(s) => s,
             Err(e) => return TrustCheck::fail(format!("saved checkpoint: {e}")),
         };
+        saved_info = Some(saved.clone());
         let Some(Ok(current)) = &checkpoint else {
             return TrustCheck::fail("the bundle has no valid checkpoint to compare");
         };
@@ -246,6 +261,16 @@ pub fn verify_trust(
             }
         };
         match verify_consistency(&saved, current, &proof) {
+            // Extending it says nothing of leaves logged after it.
+            Ok(()) if head_leaf.is_some_and(|leaf| leaf >= saved.size) => {
+                TrustCheck::pass(format!(
+                    "the log of {} leaves extends the saved one of {}, but the trail's head is \
+                     leaf {}, logged after it: the saved checkpoint does not hold this trail",
+                    current.size,
+                    saved.size,
+                    head_leaf.unwrap_or_default()
+                ))
+            }
             Ok(()) => TrustCheck::pass(format!(
                 "the log of {} leaves extends the saved one of {}",
                 current.size, saved.size
@@ -259,6 +284,8 @@ pub fn verify_trust(
         inclusion,
         consistency,
         checkpoint: checkpoint.and_then(Result::ok),
+        saved_checkpoint: saved_info,
+        head_leaf,
         ok,
     }
 }

@@ -26,6 +26,15 @@ pub struct AuditInputs {
     /// A log checkpoint the auditor saved earlier was given.
     #[serde(default)]
     pub checkpoint_given: bool,
+    /// The size of that checkpoint, as its signature check read it (`verifyTrust`'s
+    /// `savedCheckpoint.size`). It holds the trail only when the trail's head is one of its
+    /// leaves ([`AuditInputs::head_leaf`] below it): a log rebuilt after it keeps extending it.
+    #[serde(default)]
+    pub checkpoint_size: Option<u64>,
+    /// The leaf of the log that holds the trail's head (the bundle's inclusion proof). The
+    /// surfaces read it from the bundle themselves.
+    #[serde(default)]
+    pub head_leaf: Option<u64>,
     /// Every leaf of the log up to the checkpoint the server signs now (extending the
     /// bundle's) was read, and every head of the thread among them is in the trail
     /// ([`log_heads`](super::transparency::log_heads) said it is the latest).
@@ -123,6 +132,8 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
              holding its key could have rebuilt its whole log around a rewritten trail"
                 .into(),
         );
+    } else if let Some(why) = checkpoint_misses_head(inputs) {
+        add("checkpoint", why);
     }
     // Apart from the checkpoint: reading the log guards against a database holder with or
     // without a checkpoint saved.
@@ -137,6 +148,28 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
         );
     }
     out
+}
+
+/// Why the saved checkpoint given does not hold the trail's head, if it does not: only the
+/// leaves a checkpoint counts are fixed by it. A head logged after it (a thread started, or
+/// gone on, since) could be rewritten, with the log rebuilt from that leaf on and signed anew,
+/// and the rebuilt log would still extend the checkpoint.
+fn checkpoint_misses_head(inputs: &AuditInputs) -> Option<String> {
+    match (inputs.checkpoint_size, inputs.head_leaf) {
+        (Some(size), Some(leaf)) if leaf < size => None,
+        (Some(size), Some(leaf)) => Some(format!(
+            "that the log held this trail when you saved your checkpoint: the checkpoint given \
+             counts {size} leaves and the trail's head is leaf {leaf}, logged after it, so a \
+             server holding its key could have rewritten the trail and rebuilt the log from \
+             there (save the checkpoint this audit checked, and audit the trail again with it \
+             later: that shows it was not changed since)"
+        )),
+        _ => Some(
+            "that the log held this trail when you saved your checkpoint: the checkpoint's size \
+             or the head's leaf was not read (give the checkpoint as verified, and a bundle)"
+                .into(),
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -172,10 +205,38 @@ mod tests {
             bundle: true,
             key_given: true,
             checkpoint_given: true,
+            checkpoint_size: Some(8),
+            head_leaf: Some(7),
             log_scanned: true,
         };
         let current = trail(FORMAT_VERSION, &["CHECK", "VALIDATED"]);
         assert!(ids(&current, &full).is_empty());
+        // A review's case: a checkpoint saved before the head was logged fixes nothing of it,
+        // nor does one whose size or head was not read.
+        for (size, leaf) in [
+            (Some(8), Some(8)),
+            (Some(0), Some(0)),
+            (Some(1), Some(9)),
+            (None, Some(0)),
+            (Some(8), None),
+        ] {
+            let inputs = AuditInputs {
+                checkpoint_size: size,
+                head_leaf: leaf,
+                ..full.clone()
+            };
+            let gaps = not_checked(&current, &inputs);
+            assert_eq!(
+                gaps.iter().map(|g| g.id).collect::<Vec<_>>(),
+                ["checkpoint"],
+                "{size:?} {leaf:?}"
+            );
+            assert!(
+                gaps[0].what.contains("when you saved your checkpoint"),
+                "{}",
+                gaps[0].what
+            );
+        }
         // Each input left out is named, and only it.
         let without = |change: fn(&mut AuditInputs)| {
             let mut inputs = full.clone();

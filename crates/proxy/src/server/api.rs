@@ -170,9 +170,10 @@ pub(crate) async fn check_access(
     if caller.is_admin() {
         return Ok(());
     }
+    let user = end_user(headers)?;
     let owner = app.store.owner_of(id).await?;
-    if caller.may_access(owner.as_ref(), end_user(headers))
-        && recorded_owner_is(app, id, &caller.owner(end_user(headers))).await?
+    if caller.may_access(owner.as_ref(), user)
+        && recorded_owner_is(app, id, &caller.owner(user)).await?
     {
         Ok(())
     } else {
@@ -252,7 +253,7 @@ pub async fn create_thread(
     let background = background_permit(&app, place.as_deref(), req.wait)?;
     let id = crate::app::new_thread_id();
     let cfg = req.settings.apply(app.thread_config.config().clone())?;
-    let owner = caller.owner(end_user(&headers));
+    let owner = caller.owner(end_user(&headers)?);
     let answer = req.answer.map(|text| GivenAnswer {
         text,
         model: None,
@@ -340,7 +341,7 @@ pub async fn list_threads(
             .thread_summaries(None, limit + 1, after.as_ref())
             .await?
     } else {
-        let owner = caller.owner(end_user(&headers));
+        let owner = caller.owner(end_user(&headers)?);
         app.store
             .thread_summaries(Some(&owner), limit + 1, after.as_ref())
             .await?
@@ -356,7 +357,7 @@ pub async fn list_threads(
     let threads = if caller.is_admin() {
         page
     } else {
-        let owner = caller.owner(end_user(&headers));
+        let owner = caller.owner(end_user(&headers)?);
         let mut mine = Vec::new();
         for t in page {
             // One unreadable thread must not hide the others: it is left out, and logged.

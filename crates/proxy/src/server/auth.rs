@@ -134,13 +134,17 @@ impl Caller {
     }
 }
 
-/// The end user named by a request's [`USER_HEADER`].
-pub fn end_user(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get(USER_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|u| !u.is_empty())
+/// The end user named by a request's [`USER_HEADER`], as UTF-8 text ("José", as clients
+/// send it). A value that is not UTF-8 is refused: read as no end user, every such user shared
+/// one owner, and each could list, read and answer the others' threads.
+pub fn end_user(headers: &HeaderMap) -> Result<Option<&str>, super::error::ApiError> {
+    let Some(value) = headers.get(USER_HEADER) else {
+        return Ok(None);
+    };
+    let text = std::str::from_utf8(value.as_bytes()).map_err(|_| {
+        super::error::ApiError::bad_request(format!("{USER_HEADER} is not UTF-8 text"))
+    })?;
+    Ok(Some(text.trim()).filter(|u| !u.is_empty()))
 }
 
 /// The API key of a request, if it has one: its bearer token, or else its `x-api-key`

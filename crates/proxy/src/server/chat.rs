@@ -595,6 +595,13 @@ pub(crate) async fn answer_chat(
                                 "answer_blocked",
                                 "the validator's guardrail blocked the answer",
                             ),
+                            // Asking again starts a thread under the policy now in force.
+                            Some(FailedCall::PolicyChanged) => (
+                                StatusCode::CONFLICT,
+                                "policy_changed",
+                                "the policy changed while the thread waited for the user's \
+                                 answers; ask again",
+                            ),
                             None => (
                                 StatusCode::INTERNAL_SERVER_ERROR,
                                 "internal_error",
