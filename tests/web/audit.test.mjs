@@ -546,6 +546,35 @@ test('the proof view runs the server\'s stored scripts apart, and a match is no 
   await p.context().close();
 });
 
+test('on the auditor\'s own server, another server\'s bundle: its log is read from the address the auditor gives', async () => {
+  // A review's case: the page read the later heads from its own server's log, so on an
+  // auditor's own `proofgate serve` a genuine bundle of another server failed ("not a log its
+  // checkpoints sign"), and only the audited server's own page, whose script is its word,
+  // could pass it. The log of another key is now not checked (incomplete), and the audited
+  // server's public log is read from its address (its public routes allow any origin).
+  const own = await start({ shotsSubdir: 'audit', keepShots: true });
+  try {
+    const cp = await checkpointNow();
+    const theirs = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle?from=${cp.size}`)).json();
+    const p = await newPage(own, { width: 1280, height: 900 }, [own.url, env.url]);
+    await p.goto(`${own.url}/#/verify?thread=${encodeURIComponent(thread)}`);
+    await p.waitForFunction(() => document.querySelector('#audit-key')?.value);
+    await bringOwn(p, auditKey, cp.text);
+    await p.fill('#trail-text', JSON.stringify(theirs));
+    await p.click('[data-action=verify-paste]');
+    const box = await expectIncomplete(p, ['later-heads']);
+    assert.match(await box.locator('[data-missing=later-heads]').textContent(), /not signed by the verifier key you gave.*give the audited server's address/);
+    await p.fill('#log-server', env.url);
+    const full = await rerun(p, '[data-action=verify-paste]');
+    assert.equal(await full.getAttribute('data-outcome'), 'pass', await full.textContent());
+    assert.match(await p.locator('[data-check=heads]').textContent(), /✓ Latest head/);
+    assert.deepEqual(p.problems, []);
+    await p.context().close();
+  } finally {
+    await own.stop();
+  }
+});
+
 test('a checkpoint saved before the trail was logged does not hold it: incomplete, never a pass', async () => {
   // A review's case: a log rebuilt from the trail's leaf on still extends a checkpoint saved
   // before it, so only a checkpoint that counts the trail's head anchors the trail.

@@ -31,7 +31,7 @@ const view = { source: null, text: null, result: null };
 // What the auditor brings: the policy, the server's verifier key, a checkpoint saved earlier.
 // A policy or key pre-filled from the audited server (`policyServed`, `keyServed`) is that
 // server's word, not the auditor's: the checks run with it, but the audit is not full.
-const auditor = { policy: null, policySource: null, policyServed: false, key: '', keyServed: false, checkpoint: '', thread: '' };
+const auditor = { policy: null, policySource: null, policyServed: false, key: '', keyServed: false, checkpoint: '', thread: '', logServer: '' };
 // Each verification's token: a run superseded while it awaits Z3 (a policy loaded, another
 // trail, another view) must neither write into the page nor announce its outcome.
 let generation = 0;
@@ -67,13 +67,16 @@ function threadOfUrl(u) {
 }
 
 /**
- * Reads this server's log (its current checkpoint, the consistency proof from the bundle's,
- * and every leaf's note) and asks the core what it says of the bundle's trail: `{error}` when
- * the log could not be fetched (not checked), `{problem}` when what was fetched does not hold
- * (not a log the key signs, not extending the bundle's, or contradicting the trail: a failure),
- * `{wentOn: {leaf, seq}}` when the thread went on after the trail, or `{latest: true}`.
+ * Reads the audited server's log (its current checkpoint, the consistency proof from the
+ * bundle's, and every leaf's note) from `base` (the auditor's address for it; empty: this
+ * page's server) and asks the core what it says of the bundle's trail: `{error}` when the log
+ * could not be fetched, or is not one the key signs (another server's, as when this page is
+ * the auditor's own: not checked), `{problem}` when what was fetched is signed but does not
+ * hold (not extending the bundle's, or contradicting the trail: a failure), `{wentOn: {leaf,
+ * seq}}` when the thread went on after the trail, or `{latest: true}`.
  */
-async function latestHead(text, key, own) {
+async function latestHead(text, key, own, base = '') {
+  const where = base ? `the log at ${base}` : 'the log this page\'s server serves';
   let current;
   let proof;
   const notes = [];
@@ -81,9 +84,9 @@ async function latestHead(text, key, own) {
     const get = async (url) => {
       // The public routes are rate-limited per address: wait as told, a few times.
       for (let attempt = 1; ; attempt++) {
-        const res = await fetch(url);
+        const res = await fetch(`${base}${url}`);
         if (res.ok) return res;
-        if (res.status !== 429 || attempt === 8) throw new Error(`GET ${url}: HTTP ${res.status}`);
+        if (res.status !== 429 || attempt === 8) throw new Error(`GET ${base}${url}: HTTP ${res.status}`);
         const wait = Math.min(Math.max(Number(res.headers.get('retry-after')) || 1, 1), 60);
         await new Promise((r) => setTimeout(r, wait * 1000));
       }
@@ -110,7 +113,12 @@ async function latestHead(text, key, own) {
     if (heads.kind === 'wentOn') return { wentOn: heads, size: notes.length };
     return { problem: heads.detail };
   } catch (e) {
-    return { problem: `the log this server serves is not one its checkpoints sign: ${e.message}`, logFault: true };
+    // Not signed by the key: not the audited server's log (the auditor's own server, or a
+    // wrong address). Nothing of it is read: not checked, never a pass.
+    if (/the server's current checkpoint: /.test(e.message)) {
+      return { error: `${where} is not signed by the verifier key you gave (${e.message.replace(/^proofgate: /, '')}): give the audited server's address` };
+    }
+    return { problem: `${where} is not one its checkpoints sign: ${e.message}`, logFault: true };
   }
 }
 
@@ -125,6 +133,8 @@ async function verify(text, source, out, urlThread = null) {
   // What the auditor brought when this verification started: the key field can change while
   // Z3 runs, and the summary must describe the checks that were actually made.
   const { policy, policyServed, key, keyServed, checkpoint } = auditor;
+  // Without a scheme, an address is read as this page's own path: refuse to guess.
+  const logServer = /^https?:\/\/[^/]/.test(auditor.logServer) ? auditor.logServer.replace(/\/+$/, '') : '';
   const ourPolicy = policyServed ? 'the policy this server serves' : 'your policy';
   // The thread being audited: the auditor's, or the one the URL asked for. A bundle shows only
   // that its trail is a logged head of some thread, so a server could hand out another's.
@@ -175,6 +185,9 @@ async function verify(text, source, out, urlThread = null) {
   // policy; the scripts stored in the trail are never run.
   let plan = null;
   let planError = null;
+  // Also for a broken trail, so each record shows what of its logic holds: the core bounds
+  // the checks a trail can ask for (`MAX_COVERAGE_CHECKS`), so a small hostile file cannot
+  // make this tab plan hundreds of thousands.
   if (policy) {
     try { plan = planRechecks(text, policy); } catch (e) { planError = e.message; }
   }
@@ -196,7 +209,7 @@ async function verify(text, source, out, urlThread = null) {
   // thread, or one forked from it, as genuinely signed and logged; only the log's other leaves
   // show the thread went further. They are public, read from this server, and held by the core
   // to checkpoints the key verifies.
-  const heads = trust?.ok && api.serverAvailable() ? await latestHead(text, key, trust.checkpoint) : null;
+  const heads = trust?.ok && (logServer || api.serverAvailable()) ? await latestHead(text, key, trust.checkpoint, logServer) : null;
   if (run !== generation) return;
 
   const summary = h('div', { class: 'verdict-box pending', role: 'status', 'aria-live': 'polite' });
@@ -333,7 +346,7 @@ async function verify(text, source, out, urlThread = null) {
   if (gaps.has('later-heads')) {
     notRun.push(heads?.wentOn
       ? { id: 'later-heads', what: `this is not the thread's latest head: it went on after this trail (leaf ${heads.wentOn.leaf} of the log logs its record ${heads.wentOn.seq})`, todo: 'audit its latest bundle for the rest of the thread, if the server still has it (this trail\'s records are genuine)' }
-      : { id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `this server's log could not be read (${heads.error}), so ` : ''}open the bundle in the verifier of the server it is from (it reads that log's public leaves), or run proofgate audit --log with that server's URL` });
+      : { id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `the log could not be read (${heads.error}), so ` : ''}give the audited server's address (its public log is read from there), or run proofgate audit --log with that server's URL` });
   }
 
   function showSummary(z3State) {
@@ -469,6 +482,8 @@ async function auditorInputs() {
   // server serves, so the same text pasted over it cannot be told from the served one kept.)
   key.addEventListener('input', () => { auditor.key = key.value.trim(); auditor.keyServed = false; showKey(); });
   checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
+  const logServer = h('input', { type: 'url', id: 'log-server', spellcheck: 'false', placeholder: 'https://proofgate.example.com (empty: this page\'s server)', value: auditor.logServer });
+  logServer.addEventListener('input', () => { auditor.logServer = logServer.value.trim(); });
   if (api.serverAvailable()) {
     try {
       if (!auditor.key) {
@@ -493,7 +508,8 @@ async function auditorInputs() {
     h('div', { class: 'source' }, h('label', { for: 'policy-file' }, 'Your copy of the policy (JSON)'), policyFile, policyNote),
     h('div', { class: 'source' }, h('label', { for: 'audit-key' }, 'The server\'s verifier key'), key, keyNote),
     h('div', { class: 'source' }, h('label', { for: 'expected-thread' }, 'The thread you are auditing'), thread),
-    h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (for a full audit)'), checkpoint));
+    h('div', { class: 'source wide' }, h('label', { for: 'saved-checkpoint' }, 'A log checkpoint you saved earlier (for a full audit)'), checkpoint),
+    h('div', { class: 'source wide' }, h('label', { for: 'log-server' }, 'The audited server\'s address, where its public log is read'), logServer));
 }
 
 /** Leaving the verifier: a run still awaiting Z3 must not announce into the next page. */

@@ -417,6 +417,7 @@ fn translated_loop() -> Thread {
     let t0 = 1_700_000_100_000;
     let mut t = translated_thread();
     let reply = |translator: u32, attempt: u32, text: &str, now: u64| Input::TranslatorReplied {
+        translation_rules: None,
         translator,
         attempt,
         text: text.into(),
@@ -499,6 +500,7 @@ fn conversation_loop() -> Thread {
     for (i, input) in [0u32, 1]
         .into_iter()
         .map(|translator| Input::TranslatorReplied {
+            translation_rules: None,
             translator,
             attempt: 0,
             text: reply.into(),
@@ -562,6 +564,7 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
             // The age is in turn 2 of `conversation()`.
             let reply = GOOD_REPLY.replace("(turn 1)", "(turn 2)");
             inputs.extend((0..2).map(|translator| Input::TranslatorReplied {
+                translation_rules: None,
                 translator,
                 attempt: 0,
                 text: reply.clone(),
@@ -703,6 +706,7 @@ fn translator_replies_are_recorded_and_replayed() {
     let mut t = translated_thread();
     let repair = t
         .handle(Input::TranslatorReplied {
+            translation_rules: None,
             translator: 1,
             attempt: 0,
             text: "Sure! The fee is (= fee 5)".into(),
@@ -806,6 +810,7 @@ fn folded_premise_loop() -> Thread {
     for (i, input) in [0u32, 1]
         .into_iter()
         .map(|translator| Input::TranslatorReplied {
+            translation_rules: None,
             translator,
             attempt: 0,
             text: reply.clone(),
@@ -869,6 +874,7 @@ fn ungrounded_premises_loop() -> Thread {
     .expect("valid thread");
     for translator in [0u32, 1] {
         t.handle(Input::TranslatorReplied {
+            translation_rules: None,
             translator,
             attempt: 0,
             text: reply.clone(),
@@ -915,6 +921,7 @@ fn corrected_fact_loop() -> Thread {
     .expect("valid thread");
     for translator in [0u32, 1] {
         t.handle(Input::TranslatorReplied {
+            translation_rules: None,
             translator,
             attempt: 0,
             text: reply.clone(),

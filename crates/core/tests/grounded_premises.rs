@@ -55,6 +55,7 @@ fn translate(t: &mut Thread, reply: &str, now: u64) -> Effect {
     for translator in 0..2 {
         last = Some(
             t.handle(Input::TranslatorReplied {
+                translation_rules: None,
                 translator,
                 attempt: 0,
                 text: reply.into(),

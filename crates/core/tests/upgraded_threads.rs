@@ -134,3 +134,65 @@ fn a_thread_of_this_format_records_no_verdict_rules() {
         .unwrap();
     assert!(record.body.get("verdictRules").is_none(), "{}", record.body);
 }
+
+/// A format 10 thread waiting for its translators when the server is upgraded (the
+/// `corrected-fact` thread of `trails-v10.json`, cut before the replies): the replies this
+/// version feeds it are read, and its premises grounded, by today's rules (a review found
+/// only the verdict rules moved up, so a fact the user took back still grounded a premise).
+/// Its TRANSLATOR_REPLIED records say so (`translationRules`), and the trail replays.
+#[test]
+fn a_thread_waiting_for_its_translators_is_translated_by_todays_rules() {
+    use proofgate_core::audit::{rebuild_json_with, replay_json_with, CORRECTIONS_SINCE};
+    let stored: Value = serde_json::from_str(include_str!("fixtures/trails-v10.json")).unwrap();
+    let case = stored
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "corrected-fact")
+        .unwrap();
+    let documents =
+        PolicyDocuments::from_values(case["policyDocuments"].as_array().unwrap()).unwrap();
+    let trail = case["trail"].as_array().unwrap();
+    let cut = trail
+        .iter()
+        .position(|r| r["kind"] == "TRANSLATOR_REPLIED")
+        .unwrap();
+    let replies: Vec<Value> = trail[cut..]
+        .iter()
+        .filter(|r| r["kind"] == "TRANSLATOR_REPLIED")
+        .map(|r| r["body"].clone())
+        .collect();
+    let waiting = serde_json::to_vec(&trail[..cut]).unwrap();
+    let mut t = rebuild_json_with(&waiting, &documents).unwrap();
+    assert_eq!(t.format_version(), CORRECTIONS_SINCE - 1);
+    for body in replies {
+        let input: Input = serde_json::from_value(body).unwrap();
+        t.handle(input).unwrap();
+    }
+    let records: Vec<Value> = t
+        .audit_trail()
+        .iter()
+        .map(|r| serde_json::to_value(r).unwrap())
+        .collect();
+    for r in records.iter().filter(|r| r["kind"] == "TRANSLATOR_REPLIED") {
+        assert_eq!(r["body"]["translationRules"], FORMAT_VERSION, "{r}");
+    }
+    let check = records.iter().find(|r| r["kind"] == "CHECK").unwrap();
+    // Format 10 kept `isMember` (the user took it back in the last turn); today's rules check
+    // it as a claim.
+    assert_eq!(
+        check["body"]["translations"][0]["pairs"][0]["premises"],
+        serde_json::json!([])
+    );
+    let report = replay_json_with(serde_json::to_vec(&records).unwrap(), &documents);
+    assert!(report.ok, "{report:?}");
+    // A recorded rule older than the thread's format, or newer than this version's, is
+    // refused.
+    for rules in [CORRECTIONS_SINCE - 2, FORMAT_VERSION + 1] {
+        let mut t = rebuild_json_with(&waiting, &documents).unwrap();
+        let mut body = trail[cut]["body"].clone();
+        body["translationRules"] = rules.into();
+        let input: Input = serde_json::from_value(body).unwrap();
+        assert!(t.handle(input).is_err(), "{rules}");
+    }
+}

@@ -35,6 +35,7 @@ impl CallResult {
     pub fn into_input(self, now: u64) -> Input {
         match self.reply {
             Ok((text, model)) => Input::TranslatorReplied {
+                translation_rules: None,
                 translator: self.call.translator,
                 attempt: self.call.attempt,
                 text,
@@ -42,6 +43,7 @@ impl CallResult {
                 now,
             },
             Err(e) => Input::TranslatorFailed {
+                translation_rules: None,
                 translator: self.call.translator,
                 attempt: self.call.attempt,
                 reason: e.to_string(),

@@ -196,9 +196,18 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         report["complete"], false,
         "ok, but not a full audit: {report}"
     );
-    // The bundle audited against the checkpoint saved before, with more arguments.
+    // The checkpoint saved before the thread was logged fixes nothing of it (a review: a key
+    // holder could rewrite the trail and rebuild the log after it): not a full audit.
+    assert!(
+        report["notChecked"].to_string().contains(&format!(
+            "the checkpoint given counts {size_before} leaves and the trail's head is leaf"
+        )),
+        "{report}"
+    );
+    // The bundle audited against a checkpoint saved once the thread was logged, with more
+    // arguments.
     let audit_more =
-        |more: &[&str]| audit_with(&dir, &bundle, &park(), &key, Some(&saved_before), more);
+        |more: &[&str]| audit_with(&dir, &bundle, &park(), &key, Some(&checkpoint), more);
     // A script that must not take a partial audit for a verified trail says so.
     // 3 for an audit that passed but was not complete (1 is a failure, 2 one that could not run).
     let (ok, report, err) = audit_more(&["--require-complete"]);
@@ -687,7 +696,7 @@ async fn a_thread_rolled_back_in_the_store_and_forked_is_found_by_an_audit_that_
         err.contains("log: leaf") && err.contains("forked from an earlier head"),
         "{err}"
     );
-    assert!(!err.contains("not checked"), "the log was read: {err}");
+    assert!(!err.contains("latest head"), "the log was read: {err}");
 }
 
 /// The stored copy of a waiting thread's state (which no signature covers) changed in the
@@ -1414,6 +1423,7 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
             };
             let reply = json!({"pairs": [pair("(= ageClass SENIOR)"), pair("(= ageClass ADULT)")]});
             t.handle(Input::TranslatorReplied {
+                translation_rules: None,
                 translator,
                 attempt: 0,
                 text: reply.to_string(),
@@ -1465,7 +1475,8 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
         .iter()
         .filter(|c| c.kind == "PAIR_COVERED" && !c.ok)
         .collect();
-    assert_eq!(failed.len(), 2, "{:?}", forged.checks);
+    // The pair both translators wrote the same way is checked once.
+    assert_eq!(failed.len(), 1, "{:?}", forged.checks);
     assert!(
         forged
             .failures

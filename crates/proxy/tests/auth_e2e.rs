@@ -1253,6 +1253,38 @@ async fn cors_only_for_configured_origins_and_policies_within_bedrock_limits() {
     .await
     .unwrap();
     assert!(r.headers().get("access-control-allow-origin").is_none());
+    // The public audit material is readable from any page (an auditor's own verifier reads
+    // the audited server's log); nothing else is, without configured origins.
+    for path in [
+        "/api/log/checkpoint",
+        "/.well-known/proofgate/audit-key",
+        "/api/log/leaves?from=0&to=0",
+    ] {
+        let r = client
+            .get(format!("{}{path}", closed.url))
+            .header("origin", "https://auditor.example.org")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.headers()["access-control-allow-origin"], "*", "{path}");
+        assert!(r
+            .headers()
+            .get("access-control-allow-credentials")
+            .is_none());
+    }
+    for path in ["/api/threads", "/api/policies", "/healthz"] {
+        let r = client
+            .get(format!("{}{path}", closed.url))
+            .bearer_auth(ADMIN_KEY)
+            .header("origin", "https://auditor.example.org")
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            r.headers().get("access-control-allow-origin").is_none(),
+            "{path}"
+        );
+    }
 
     let open = Proxy::start(
         "auth-cors-on",

@@ -73,8 +73,8 @@ export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFI
 export type Input =
   | { type: "LlmReplied"; text: string; model?: string; now?: number }
   | { type: "Validated"; findings: Finding[]; evidence?: unknown; verdictRules?: number; now?: number }
-  | { type: "TranslatorReplied"; translator: number; attempt: number; text: string; model?: string; now?: number }
-  | { type: "TranslatorFailed"; translator: number; attempt: number; reason: string; now?: number }
+  | { type: "TranslatorReplied"; translator: number; attempt: number; text: string; model?: string; translationRules?: number; now?: number }
+  | { type: "TranslatorFailed"; translator: number; attempt: number; reason: string; translationRules?: number; now?: number }
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }

@@ -283,6 +283,14 @@ fn finding_holds_comment(finding: &Finding) -> bool {
     walk(&json)
 }
 
+/// The most solver checks an audit plans to show that one validation's findings cover its
+/// translators' pairs. Each uncovered pair is checked against each distinct pair a finding
+/// checks, so a small hostile file (600 distinct pairs against 600 distinct findings: 138 KB)
+/// asked for 361,200 checks, 295 MB of scripts and 26 s of a browser tab's main thread before
+/// anything else ran. proofgate's own trails need a few dozen (k translators' pairs against
+/// the findings of one check); a validation past this bound fails its audit, naming it.
+pub const MAX_COVERAGE_CHECKS: usize = 4_096;
+
 /// Audit format 7 on: every pair the translators wrote must be one a finding of the
 /// validation checks: the same logic (a checked finding's translation, or an option of a
 /// TRANSLATION_AMBIGUOUS one), or else equivalent to one of those without any rule, which a
@@ -351,46 +359,66 @@ fn plan_coverage(
         l.sort();
         l
     };
+    type Key = (Vec<Option<String>>, Vec<Option<String>>);
+    // Each checked pair once, by its logic: the same pair found again checks nothing new.
+    let mut covered_keys: std::collections::HashSet<Key> = std::collections::HashSet::new();
+    covering.retain(|c| covered_keys.insert((logic(c.premises()), logic(c.claims()))));
+    // Each pair no finding checks as it is, once (k translators agreeing write it k times).
+    let mut seen: std::collections::HashSet<Key> = std::collections::HashSet::new();
+    let mut uncovered = Vec::new();
     for (t, output) in outputs.iter().enumerate() {
         for (j, pair) in output.pairs.iter().enumerate() {
-            let (premises, claims) = (logic(&pair.premises), logic(&pair.claims));
-            if covering
-                .iter()
-                .any(|c| logic(c.premises()) == premises && logic(c.claims()) == claims)
-            {
-                continue;
+            let key = (logic(&pair.premises), logic(&pair.claims));
+            if !covered_keys.contains(&key) && seen.insert(key) {
+                uncovered.push((t, j, pair));
             }
-            // One check per pair a finding checks, passing together when any of them does: the
-            // pair must be equivalent to one of them as a whole (one query over all of them
-            // would also take a pair each of whose cases some finding covers).
-            let group = plan.checks.len();
-            let mut planned = false;
-            for (k, covered) in covering.iter().enumerate() {
-                if let Some(c) = policy.coverage_check(&pair.premises, &pair.claims, covered) {
-                    plan.checks.push(PlannedCheck {
-                        record,
-                        finding: findings.len(),
-                        kind: "PAIR_COVERED".into(),
-                        meaning: format!(
-                            "translator {t}'s pair {j} against checked pair {k}: {}",
-                            c.meaning
-                        ),
-                        script: c.script,
-                        expected: c.expected,
-                        any_of: Some(group),
-                    });
-                    planned = true;
-                }
-            }
-            if !planned {
-                plan.problems.push(RecheckProblem {
+        }
+    }
+    let needed = uncovered.len().saturating_mul(covering.len());
+    if needed > MAX_COVERAGE_CHECKS {
+        plan.problems.push(RecheckProblem {
+            record,
+            detail: format!(
+                "{} translated pairs no finding checks as written, against {} checked pairs: \
+                 {needed} solver checks, more than the {MAX_COVERAGE_CHECKS} an audit runs for \
+                 one validation (proofgate writes no such trail)",
+                uncovered.len(),
+                covering.len()
+            ),
+        });
+        return;
+    }
+    for (t, j, pair) in uncovered {
+        // One check per pair a finding checks, passing together when any of them does: the
+        // pair must be equivalent to one of them as a whole (one query over all of them
+        // would also take a pair each of whose cases some finding covers).
+        let group = plan.checks.len();
+        let mut planned = false;
+        for (k, covered) in covering.iter().enumerate() {
+            if let Some(c) = policy.coverage_check(&pair.premises, &pair.claims, covered) {
+                plan.checks.push(PlannedCheck {
                     record,
-                    detail: format!(
-                        "translator {t}'s pair {j} has no finding: no finding of the validation \
-                         checks it or a pair that could be equivalent to it"
+                    finding: findings.len(),
+                    kind: "PAIR_COVERED".into(),
+                    meaning: format!(
+                        "translator {t}'s pair {j} against checked pair {k}: {}",
+                        c.meaning
                     ),
+                    script: c.script,
+                    expected: c.expected,
+                    any_of: Some(group),
                 });
+                planned = true;
             }
+        }
+        if !planned {
+            plan.problems.push(RecheckProblem {
+                record,
+                detail: format!(
+                    "translator {t}'s pair {j} has no finding: no finding of the validation \
+                         checks it or a pair that could be equivalent to it"
+                ),
+            });
         }
     }
 }
@@ -416,6 +444,69 @@ mod tests {
         vec![serde_json::from_value(json!({"seq": 0, "prev": "", "at": 0,
             "kind": "THREAD_STARTED", "body": {"formatVersion": 1, "config": config}, "hash": ""}))
         .unwrap()]
+    }
+
+    /// A review's case: P distinct translated pairs against F distinct findings asked for P×F
+    /// solver checks from a small file. Identical pairs and findings count once, and past
+    /// [`MAX_COVERAGE_CHECKS`] the validation is a problem, planned in no time.
+    #[test]
+    fn coverage_checks_are_bounded_and_each_distinct_pair_counts_once() {
+        use crate::findings::{Finding, Statement, Translation, ValidFinding};
+        use crate::translation::{PairInput, TranslatorOutput};
+        let policy = park();
+        let pair = |age: usize, fee: &str| PairInput {
+            premises: vec![Statement::new(format!("(= customerAge {age})"), "age")],
+            claims: vec![Statement::new(format!("(= feeAfterDiscount {fee})"), "fee")],
+        };
+        let finding = |age: usize| {
+            Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    premises: Some(vec![Statement::new(
+                        format!("(= customerAge {age})"),
+                        "age",
+                    )]),
+                    claims: Some(vec![Statement::new("(= feeAfterDiscount 1.0)", "fee")]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let plan_of = |outputs: &[TranslatorOutput], findings: &[Finding]| {
+            let mut plan = RecheckPlan {
+                policy_content_hash: String::new(),
+                checks: Vec::new(),
+                problems: Vec::new(),
+            };
+            plan_coverage(&mut plan, &policy, 3, outputs, findings);
+            plan
+        };
+        // Three translators writing the same uncovered pair, three identical findings: one
+        // group of one check.
+        let same = TranslatorOutput {
+            pairs: vec![pair(70, "2.0")],
+            ..Default::default()
+        };
+        let plan = plan_of(
+            &[same.clone(), same.clone(), same],
+            &[finding(70), finding(70), finding(70)],
+        );
+        assert_eq!(plan.checks.len(), 1, "{:?}", plan.checks);
+        assert!(plan.problems.is_empty());
+        // 600 distinct pairs against 600 distinct findings: refused, naming the count.
+        let many = TranslatorOutput {
+            pairs: (0..600).map(|i| pair(i, "2.0")).collect(),
+            ..Default::default()
+        };
+        let findings: Vec<Finding> = (1000..1600).map(finding).collect();
+        let plan = plan_of(&[many], &findings);
+        assert!(plan.checks.is_empty());
+        assert_eq!(plan.problems.len(), 1);
+        assert!(
+            plan.problems[0].detail.contains("360000 solver checks"),
+            "{}",
+            plan.problems[0].detail
+        );
+        assert_eq!(plan.problems[0].record, 3);
     }
 
     /// From format 10 a finding whose logic holds a comment is an audit problem: a solver

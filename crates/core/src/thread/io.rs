@@ -75,6 +75,12 @@ pub enum Input {
         /// The model that produced it, for the audit trail.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The audit format whose rules read this reply and ground the round's premises,
+        /// when it is not the thread's own: as `verdictRules` of [`Input::Validated`], set by
+        /// [`crate::Thread::handle`] for a thread started by an older format, so a thread
+        /// that waited across an upgrade is translated by today's rules too.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        translation_rules: Option<u32>,
         /// When the reply arrived.
         now: u64,
     },
@@ -87,6 +93,10 @@ pub enum Input {
         attempt: u32,
         /// What failed.
         reason: String,
+        /// As [`Input::TranslatorReplied`]'s (the round's premises are grounded when its last
+        /// call ends, which may be this one).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        translation_rules: Option<u32>,
         /// When the caller gave up.
         now: u64,
     },

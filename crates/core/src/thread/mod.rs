@@ -564,11 +564,17 @@ impl Thread {
     /// a thread that waited across an upgrade gets no older, weaker reading of what is VALID.
     /// Replay reads the recorded value ([`Thread::handle_replaying`] adds none).
     pub fn handle(&mut self, mut input: Input) -> Result<Effect, ThreadError> {
-        if let Input::Validated {
-            verdict_rules: rules @ None,
-            ..
-        } = &mut input
-        {
+        let rules = match &mut input {
+            Input::Validated { verdict_rules, .. } => Some(verdict_rules),
+            Input::TranslatorReplied {
+                translation_rules, ..
+            }
+            | Input::TranslatorFailed {
+                translation_rules, ..
+            } => Some(translation_rules),
+            _ => None,
+        };
+        if let Some(rules @ None) = rules {
             if self.format_version() < audit::FORMAT_VERSION {
                 *rules = Some(audit::FORMAT_VERSION);
             }
@@ -882,15 +888,17 @@ impl Thread {
                 translator,
                 attempt,
                 text,
+                translation_rules,
                 now,
                 ..
-            } => self.on_translator(translator, attempt, Ok(text), now),
+            } => self.on_translator(translator, attempt, Ok(text), translation_rules, now),
             Input::TranslatorFailed {
                 translator,
                 attempt,
                 reason,
+                translation_rules,
                 now,
-            } => self.on_translator(translator, attempt, Err(reason), now),
+            } => self.on_translator(translator, attempt, Err(reason), translation_rules, now),
         }
     }
 
@@ -1027,8 +1035,12 @@ impl Thread {
         translator: u32,
         attempt: u32,
         reply: Result<String, String>,
+        translation_rules: Option<u32>,
         now: u64,
     ) -> Result<Effect, ThreadError> {
+        // The format whose rules read the reply and ground the premises: the thread's own, or
+        // a later one a newer version continuing the thread recorded (see `Thread::handle`).
+        let format = self.rules_of(translation_rules, "translationRules")?;
         // Borrowed field by field, not cloned: the config holds the policy's vocabulary.
         let config = self
             .config
@@ -1037,7 +1049,6 @@ impl Thread {
             .ok_or(ThreadError::Inconsistent(
                 "translation without a translation config",
             ))?;
-        let format = self.format_version();
         let ThreadState::Translate { round, .. } = &mut self.state else {
             return Err(ThreadError::Inconsistent(
                 "translator input outside translation",
@@ -1072,8 +1083,7 @@ impl Thread {
             return Ok(self.fail(format!("validator: {reason}"), now));
         }
         let mut translations = round.outputs();
-        if self.grounds_premises() {
-            let format = self.format_version();
+        if format >= audit::GROUNDED_PREMISES_SINCE {
             let config = self
                 .config
                 .translation
@@ -1129,6 +1139,24 @@ impl Thread {
         )
     }
 
+    /// The audit format whose rules apply to an input that records `recorded` (its
+    /// `verdictRules` or `translationRules`): the thread's own when it records none; never
+    /// older than that, nor newer than this version's.
+    fn rules_of(&self, recorded: Option<u32>, name: &'static str) -> Result<u32, ThreadError> {
+        match recorded {
+            None => Ok(self.format_version()),
+            Some(r) if (self.format_version()..=audit::FORMAT_VERSION).contains(&r) => Ok(r),
+            Some(r) => Err(ThreadError::Inconsistent(
+                match (name, r > audit::FORMAT_VERSION) {
+                    ("verdictRules", true) => "verdictRules of a format this version does not know",
+                    ("verdictRules", false) => "verdictRules older than the thread's own format",
+                    (_, true) => "translationRules of a format this version does not know",
+                    (_, false) => "translationRules older than the thread's own format",
+                },
+            )),
+        }
+    }
+
     // VALIDATE -> HANDLE_RESULT -> COMPLETED | REWRITING_LOOP
     fn on_validated(
         &mut self,
@@ -1139,17 +1167,7 @@ impl Thread {
     ) -> Result<Effect, ThreadError> {
         // The format whose verdict rules judge these findings: the thread's own, or a later
         // one that a newer version continuing the thread recorded (see `Thread::handle`).
-        let rules = match verdict_rules {
-            None => self.format_version(),
-            Some(r) if (self.format_version()..=audit::FORMAT_VERSION).contains(&r) => r,
-            Some(r) => {
-                return Err(ThreadError::Inconsistent(if r > audit::FORMAT_VERSION {
-                    "verdictRules of a format this version does not know"
-                } else {
-                    "verdictRules older than the thread's own format"
-                }))
-            }
-        };
+        let rules = self.rules_of(verdict_rules, "verdictRules")?;
         let (answer, role, sources) = match &self.state {
             ThreadState::Validate {
                 answer,

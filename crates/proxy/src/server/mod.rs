@@ -227,6 +227,28 @@ fn is_json(r: &Response) -> bool {
         .is_some_and(|v| v.starts_with("application/json"))
 }
 
+/// Lets any page read the public audit material (the verifier key, the log's checkpoints,
+/// leaves and proofs): an auditor's verifier runs on a page of their own, not one the audited
+/// server serves (whose script is that server's word), and needs the server's log to see
+/// whether a trail is its thread's latest head. No credentials go with such reads, and these
+/// routes take none.
+async fn public_audit_cors(req: Request, next: Next) -> Response {
+    let public = matches!(*req.method(), Method::GET | Method::HEAD)
+        && auth::is_audit_material(req.uri().path());
+    let mut response = next.run(req).await;
+    if public {
+        let headers = response.headers_mut();
+        headers
+            .entry(header::ACCESS_CONTROL_ALLOW_ORIGIN)
+            .or_insert(HeaderValue::from_static("*"));
+        // A rate-limited read says when to come back.
+        headers
+            .entry(header::ACCESS_CONTROL_EXPOSE_HEADERS)
+            .or_insert(HeaderValue::from_static("retry-after"));
+    }
+    response
+}
+
 /// CORS for the configured origins; none configured: no CORS headers at all (same origin only).
 fn cors(origins: &[String]) -> Option<CorsLayer> {
     let list: Vec<HeaderValue> = origins
@@ -331,10 +353,11 @@ pub fn router(app: Arc<App>) -> Router {
             HeaderValue::from_static("nosniff"),
         ))
         .with_state(app);
-    match cors {
+    let router = match cors {
         Some(cors) => router.layer(cors),
         None => router,
-    }
+    };
+    router.layer(middleware::from_fn(public_audit_cors))
 }
 
 /// Delivers question timeouts (a `Tick` to threads whose questions are overdue) and deletes
