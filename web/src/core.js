@@ -1,6 +1,6 @@
 // The proofgate core (npm package `proofgate`, wasm), initialised once with its embedded bytes.
 import initWasm, {
-  replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads,
+  replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads, verifyCheckpoint,
 } from 'proofgate';
 import wasmBytes from 'proofgate-wasm';
 
@@ -10,4 +10,4 @@ export function wasm() {
   return ready;
 }
 
-export { replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads };
+export { replayAudit, verifyChain, aggregateVerdict, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads, verifyCheckpoint };

@@ -7,7 +7,7 @@
 // unavailable and the other checks still run.
 import { h, clear, fmtTime, pre, announce } from './util.js';
 import * as api from './api.js';
-import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads } from './core.js';
+import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads, verifyCheckpoint } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
 
 const PROBLEMS = {
@@ -92,8 +92,15 @@ async function latestHead(text, key, own, base = '') {
       }
     };
     current = await (await get('/api/log/checkpoint')).text();
-    // Read only to know what to fetch: the core verifies the checkpoint.
-    const size = Number(current.split('\n')[1]) || 0;
+    // Not signed by the key: not the audited server's log (the auditor's own server, or a
+    // wrong address). Nothing more of it is read (its leaves could be many): not checked,
+    // never a pass.
+    let size;
+    try {
+      size = verifyCheckpoint(current, key).size;
+    } catch (e) {
+      return { error: `${where} is not signed by the verifier key you gave (${e.message.replace(/^proofgate: /, '')}): give the audited server's address` };
+    }
     proof = (await (await get(`/api/log/consistency?from=${Math.min(own?.size ?? 0, size)}&to=${size}`)).json()).hashes || [];
     while (notes.length < size) {
       const page = await (await get(`/api/log/leaves?from=${notes.length}&to=${size}`)).json();
@@ -113,11 +120,6 @@ async function latestHead(text, key, own, base = '') {
     if (heads.kind === 'wentOn') return { wentOn: heads, size: notes.length };
     return { problem: heads.detail };
   } catch (e) {
-    // Not signed by the key: not the audited server's log (the auditor's own server, or a
-    // wrong address). Nothing of it is read: not checked, never a pass.
-    if (/the server's current checkpoint: /.test(e.message)) {
-      return { error: `${where} is not signed by the verifier key you gave (${e.message.replace(/^proofgate: /, '')}): give the audited server's address` };
-    }
     return { problem: `${where} is not one its checkpoints sign: ${e.message}`, logFault: true };
   }
 }

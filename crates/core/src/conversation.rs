@@ -95,21 +95,88 @@ fn is_stated_turn(conversation: &[ConversationTurn], turn: u32) -> bool {
 /// The numbers a text states: runs of digits with an optional fraction (a comma between
 /// digits is a thousands separator), and each also divided by 100 when a percent sign follows.
 fn stated_numbers(text: &str) -> Vec<f64> {
-    scan_numbers(text).into_iter().map(|(n, _)| n).collect()
+    scan_numbers(text).into_iter().map(|(n, _, _)| n).collect()
 }
 
-/// [`stated_numbers`] with their signs (audit format 7 on): a number is negative when a minus
+/// A number a turn states: its value, and (from audit format 11) the exact decimal it was
+/// written as, normalised ([`normal_decimal`]), which an f64 may not tell from its
+/// neighbours.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stated {
+    /// Its value, signed.
+    pub value: f64,
+    /// Its decimal, signed and normalised.
+    pub exact: String,
+}
+
+/// [`stated_numbers`] with their signs and the decimals they were written as (audit format 7 on): a number is negative when a minus
 /// sign stands right before it (or before its currency sign), not after a letter or digit (as
 /// in "COVID-19" or "10-20"), or when the word before it is "minus" or "negative".
-pub(crate) fn stated_signed_numbers(text: &str) -> Vec<f64> {
+pub(crate) fn stated_signed_decimals(text: &str) -> Vec<Stated> {
     scan_numbers(text)
         .into_iter()
-        .map(|(n, negative)| if negative { -n } else { n })
+        .map(|(n, negative, exact)| Stated {
+            value: if negative { -n } else { n },
+            exact: signed_decimal(negative, exact),
+        })
         .collect()
 }
 
+/// `digits` (digits with at most one point) as a normal decimal with the point moved `shift`
+/// places left: no leading zeros before the point, no trailing zeros after it, no point
+/// without a fraction ("007.50" is "7.5", "10" shifted 2 is "0.1").
+pub(crate) fn normal_decimal(digits: &str, shift: usize) -> String {
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    let mut all: String = int.chars().chain(frac.chars()).collect();
+    let mut scale = frac.len() + shift;
+    if all.len() <= scale {
+        all = "0".repeat(scale + 1 - all.len()) + &all;
+    }
+    let (int, frac) = all.split_at(all.len() - scale);
+    let int = int.trim_start_matches('0');
+    let frac = frac.trim_end_matches('0');
+    scale = frac.len();
+    let int = if int.is_empty() { "0" } else { int };
+    if scale == 0 {
+        int.to_string()
+    } else {
+        format!("{int}.{frac}")
+    }
+}
+
+/// A normal decimal with its sign; zero has none.
+fn signed_decimal(negative: bool, normal: String) -> String {
+    if negative && normal != "0" {
+        format!("-{normal}")
+    } else {
+        normal
+    }
+}
+
+/// The exact decimal of a term that is a numeral or a negated numeral, normalised as
+/// [`normal_decimal`]; `None` for anything else (arithmetic, whose value is compared as an
+/// f64).
+pub(crate) fn exact_decimal(t: &crate::policy::term::Term) -> Option<String> {
+    use crate::policy::term::{Op, TermKind};
+    match &t.kind {
+        TermKind::Int(n) => Some(n.to_string()),
+        TermKind::Decimal { digits, scale } => {
+            Some(normal_decimal(&digits.to_string(), *scale as usize))
+        }
+        TermKind::App(Op::Sub, args) if args.len() == 1 => {
+            let inner = exact_decimal(&args[0])?;
+            if inner.starts_with('-') {
+                return None;
+            }
+            Some(signed_decimal(true, inner))
+        }
+        TermKind::App(Op::ToReal, args) if args.len() == 1 => exact_decimal(&args[0]),
+        _ => None,
+    }
+}
+
 /// Each number a text states, with whether it is stated negative.
-fn scan_numbers(text: &str) -> Vec<(f64, bool)> {
+fn scan_numbers(text: &str) -> Vec<(f64, bool, String)> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -137,17 +204,17 @@ fn scan_numbers(text: &str) -> Vec<(f64, bool)> {
             i += 1;
         }
         if let Ok(n) = digits.parse::<f64>() {
-            out.push((n, negative));
+            out.push((n, negative, normal_decimal(&digits, 0)));
             let rest = chars[i..].iter().find(|c| !c.is_whitespace());
             if rest == Some(&'%') {
-                out.push((n / 100.0, negative));
+                out.push((n / 100.0, negative, normal_decimal(&digits, 2)));
             }
         }
     }
     out
 }
 
-/// Whether the number starting at `at` is stated negative (see [`stated_signed_numbers`]).
+/// Whether the number starting at `at` is stated negative (see [`stated_signed_decimals`]).
 fn negative_before(chars: &[char], at: usize) -> bool {
     let mut j = at;
     if j > 0 && matches!(chars[j - 1], '$' | '€' | '£' | '¥') {
@@ -223,19 +290,27 @@ pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Optio
 /// integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
-/// [`EXACT`] as an integer.
-const EXACT_INTEGER: u128 = 1 << 53;
-
-/// Whether a number a turn states is `value`, a premise's, by the rules of audit format
-/// `format`. From format 11 ([`crate::audit::CORRECTIONS_SINCE`]) within 1e-9 and with both
-/// below 2^53, where every integer is exact: before, the tolerance grew with the number (1e-9
-/// of it), so a turn saying 1000000000 bore out `(= loanAmount 1000000001)`, and past 2^53
-/// a stated 9007199254740992 bore out 9007199254740993.
-pub(crate) fn same_value(stated: f64, value: f64, format: u32) -> bool {
+/// Whether a number a turn states is a premise's `value` (`exact`: its decimal, when the
+/// premise writes a numeral; see [`exact_decimal`]), by the rules of audit format `format`.
+/// From format 11 ([`crate::audit::CORRECTIONS_SINCE`]) a numeral must be the decimal the turn
+/// wrote, digit for digit, and the value of arithmetic on numerals must be the stated value to
+/// within a few units of an f64's last place (`(+ 0.1 0.2)` is 0.3), both below 2^53. Before,
+/// the tolerance grew with the number (1e-9 of it), so a turn saying 1000000000 bore out
+/// `(= loanAmount 1000000001)`, "0%" bore out 0.0000000001, and past 2^53 two integers read as
+/// one.
+pub(crate) fn same_value(stated: &Stated, value: f64, exact: Option<&str>, format: u32) -> bool {
     if format < crate::audit::CORRECTIONS_SINCE {
-        return (stated - value).abs() <= 1e-9 * value.abs().max(1.0);
+        return (stated.value - value).abs() <= 1e-9 * value.abs().max(1.0);
     }
-    stated.abs() < EXACT && value.abs() < EXACT && (stated - value).abs() <= 1e-9
+    match exact {
+        Some(exact) => stated.exact == exact,
+        None => {
+            let (s, v) = (stated.value, value);
+            s.abs() < EXACT
+                && v.abs() < EXACT
+                && (s - v).abs() <= 4.0 * f64::EPSILON * s.abs().max(v.abs())
+        }
+    }
 }
 
 /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals);
@@ -243,10 +318,9 @@ pub(crate) fn same_value(stated: f64, value: f64, format: u32) -> bool {
 fn numeral(t: &crate::policy::term::Term) -> Option<Option<f64>> {
     use crate::policy::term::TermKind;
     match &t.kind {
-        // Compared as integers: `2^53 + 1 as f64` rounds to 2^53, which passed.
-        TermKind::Int(n) => Some((*n <= EXACT_INTEGER).then_some(*n as f64)),
+        TermKind::Int(n) => Some((*n as f64 <= EXACT).then_some(*n as f64)),
         TermKind::Decimal { digits, scale } => Some(
-            (*digits <= EXACT_INTEGER && *scale <= 15)
+            (*digits as f64 <= EXACT && *scale <= 15)
                 .then(|| *digits as f64 / 10f64.powi(*scale as i32)),
         ),
         _ => None,
@@ -600,6 +674,36 @@ mod tests {
         let invalid = Finding::Invalid(Default::default());
         let out = ground_validator_findings(&conversation, vec![invalid.clone()], format, &config);
         assert_eq!(out, vec![invalid]);
+    }
+
+    /// A review's case: a validator's premise is asked of every turn, and each turn that
+    /// states it looked at every later one for a take-back: quadratic in the conversation
+    /// (20,000 turns were minutes). The last take-back is now found once per fact.
+    #[test]
+    fn taking_back_is_found_in_linear_time() {
+        use crate::findings::{Rule, ValidFinding};
+        let n = 20_000;
+        let mut conversation: Vec<ConversationTurn> = (0..n)
+            .map(|_| ConversationTurn::new(TurnRole::User, "I am a member."))
+            .collect();
+        conversation.push(ConversationTurn::new(TurnRole::User, "I am not a member."));
+        let config = TranslationConfig::new(&Default::default(), 1, 0, 1.0);
+        let valid = Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                premises: Some(vec![statement("member", "The visitor is a member")]),
+                claims: Some(vec![statement("(= fee 5)", "5 dollars")]),
+                ..Default::default()
+            }),
+            supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+            ..Default::default()
+        });
+        let out = ground_validator_findings(
+            &conversation,
+            vec![valid],
+            crate::audit::FORMAT_VERSION,
+            &config,
+        );
+        assert!(matches!(out[..], [Finding::Satisfiable(_)]), "{out:?}");
     }
 
     #[test]

@@ -485,7 +485,13 @@ fn local_validator(app: &App) -> Result<&LocalValidator, Input> {
 fn policy_changed(app: &App, thread: &Thread) -> Option<Input> {
     let first = thread.audit_trail().first()?;
     let name = proofgate_core::audit::policy_document::referenced_policy_document_of(&first.body)?;
-    if app.policy_documents.get(name).is_some() {
+    // The same policy rendered by another version of proofgate (an upgrade) is no change.
+    if app.policy_documents.get(name).is_some()
+        || proofgate_core::audit::policy_document::same_policy(
+            thread.config(),
+            app.thread_config.config(),
+        )
+    {
         return None;
     }
     Some(Input::Failed {
@@ -563,6 +569,13 @@ async fn perform(
             validated(app, result, waits)
         }
         Effect::CallLlm { prompt, .. } => {
+            // Not a rewrite that could never be checked.
+            if matches!(app.validator, Validator::Local(_)) {
+                if let Some(input) = policy_changed(app, thread) {
+                    waits.failed = Some(FailedCall::PolicyChanged);
+                    return Some(input);
+                }
+            }
             let started = Instant::now();
             // In the app's voice: the app's own request plus one message with the findings.
             let in_app = (app.config.rewriter().context == RewriterContext::App)
@@ -570,9 +583,21 @@ async fn perform(
                 .flatten();
             let reply = match in_app {
                 Some(request) => {
+                    // The model that answered: the upstream's own when it names one.
+                    let answered_by = app.config.upstream.model.as_deref();
+                    let request = match answered_by {
+                        Some(model) => {
+                            let mut r = request.clone();
+                            if let Some(o) = r.as_object_mut() {
+                                o.insert("model".into(), model.into());
+                            }
+                            std::borrow::Cow::Owned(r)
+                        }
+                        None => std::borrow::Cow::Borrowed(request),
+                    };
                     app.rewriter
                         .complete_in(
-                            request,
+                            &request,
                             &proofgate_core::prompts::in_app_conversation(prompt),
                         )
                         .await

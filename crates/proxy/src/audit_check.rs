@@ -253,6 +253,16 @@ pub fn verify(
             Err(e) => failures.push(format!("log: {e}")),
             Ok(own) => match fetch(own.size) {
                 Err(e) => log_gap = Some(format!("the log could not be read ({e})")),
+                // Not signed by the key: another server's log (a wrong --log address), not the
+                // audited server's, which was then not read: not checked, as the browser
+                // verifier says it.
+                Ok(served) if transparency::verify_checkpoint(&served.checkpoint, key).is_err() => {
+                    log_gap = Some(
+                        "the log at the address given is not signed by the verifier key (another \
+                         server's log?): give the audited server's URL"
+                            .into(),
+                    )
+                }
                 Ok(served) => {
                     let read =
                         transparency::newest_log(&own, &served.checkpoint, &served.proof, key)

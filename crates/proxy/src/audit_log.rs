@@ -38,6 +38,14 @@ pub enum AuditLogError {
     /// The log's hashes do not add up (a bug or a tampered database).
     #[error("audit log: {0}")]
     Tlog(String),
+    /// The server refuses to extend or sign a log that was cut back or rewritten in its
+    /// database: a fact about the log, said to whoever reads it (what the operator must do,
+    /// naming files, goes to the operator's log only).
+    #[error("audit log: {0}")]
+    Refused(String),
+    /// A range of sizes or leaves outside the log: the caller's mistake, said to them.
+    #[error("{0}")]
+    Range(String),
 }
 
 fn db(context: &'static str) -> impl Fn(sqlx::Error) -> AuditLogError {
@@ -602,10 +610,10 @@ impl TransparencyLog {
             };
             let e = format!(
                 "the log holds {size} leaves, but this server saw {seen} committed: the \
-                 database's log was cut back, and nothing more is appended or signed{remedy}"
+                 database's log was cut back, and nothing more is appended or signed"
             );
-            tracing::error!("{e}");
-            return Err(AuditLogError::Tlog(e));
+            tracing::error!("{e}{remedy}");
+            return Err(AuditLogError::Refused(e));
         }
         Ok(())
     }
@@ -797,10 +805,10 @@ impl TransparencyLog {
                 let e = format!(
                     "the log holds {size} leaves, but this server signed a checkpoint of, or \
                      appended to, {signed}: the database's log was cut back, and no checkpoint \
-                     is signed for it{remedy}"
+                     is signed for it"
                 );
-                tracing::error!("{e}");
-                return Err(AuditLogError::Tlog(e));
+                tracing::error!("{e}{remedy}");
+                return Err(AuditLogError::Refused(e));
             }
             let prefix =
                 tree_hash(signed, cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
@@ -808,10 +816,10 @@ impl TransparencyLog {
                 let e = format!(
                     "the log's first {signed} leaves no longer hash to the root this server \
                      signed: the database's log was rewritten, and no checkpoint is signed for \
-                     it{remedy}"
+                     it"
                 );
-                tracing::error!("{e}");
-                return Err(AuditLogError::Tlog(e));
+                tracing::error!("{e}{remedy}");
+                return Err(AuditLogError::Refused(e));
             }
             if size == signed {
                 return Ok(());
@@ -1078,7 +1086,7 @@ impl TransparencyLog {
         let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
         let n = Self::size(&mut conn).await?;
         if from > to || to > n {
-            return Err(AuditLogError::Tlog(format!(
+            return Err(AuditLogError::Range(format!(
                 "need 0 <= from <= to <= {n} (the log's size), got from={from} to={to}"
             )));
         }

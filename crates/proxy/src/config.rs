@@ -843,6 +843,27 @@ impl Config {
                 ));
             }
         }
+        // Credentials in an endpoint's address would ride in every error that names the
+        // endpoint: the log, and the failed thread's trail, which read keys see.
+        let endpoints = std::iter::once(("upstream", &self.upstream))
+            .chain(self.rewriter.iter().map(|e| ("rewriter", e)))
+            .chain(
+                self.validator
+                    .translators
+                    .iter()
+                    .map(|e| ("validator.translators", e)),
+            );
+        for (what, endpoint) in endpoints {
+            let has_userinfo = reqwest::Url::parse(&endpoint.base_url)
+                .is_ok_and(|u| !u.username().is_empty() || u.password().is_some());
+            if has_userinfo {
+                return bad(format!(
+                    "{what}: base_url holds a user name or password; give the credential as \
+                     api_key (or its environment variable) instead, so it is never written into \
+                     errors, logs or trails"
+                ));
+            }
+        }
         if self.storage.connection_idle_secs > MAX_CONNECTION_IDLE_SECS {
             return bad(format!(
                 "storage.connection_idle_secs must be at most {MAX_CONNECTION_IDLE_SECS} (a year), got {} (0 keeps connections open)",
@@ -1253,6 +1274,39 @@ mod tests {
         assert!(err.contains("cors_origins"), "{err}");
         c.server.cors_origins = vec!["https://app.example.com".into()];
         assert!(c.check().is_ok());
+    }
+
+    /// A review's case: a password in an endpoint's address was written into every error that
+    /// names the endpoint, and so into failed threads' trails.
+    #[test]
+    fn credentials_in_an_endpoints_address_are_refused() {
+        for (url, ok) in [
+            ("https://user:secret@llm.example.com/v1", false),
+            ("https://token@llm.example.com/v1", false),
+            ("https://llm.example.com/v1", true),
+            ("http://127.0.0.1:8000/v1", true),
+        ] {
+            let mut c = Config::default();
+            c.upstream.base_url = url.into();
+            let err = c.check().err().map(|e| e.to_string()).unwrap_or_default();
+            assert_eq!(
+                !err.contains("base_url holds a user name or password"),
+                ok,
+                "{url}: {err}"
+            );
+            let mut c = Config::default();
+            c.validator.translators = vec![LlmEndpoint {
+                base_url: url.into(),
+                ..LlmEndpoint::default()
+            }];
+            let err = c.check().err().map(|e| e.to_string()).unwrap_or_default();
+            assert_eq!(
+                !err.contains("base_url holds a user name or password"),
+                ok,
+                "{url}: {err}"
+            );
+            assert!(!err.contains("secret"), "{err}");
+        }
     }
 
     #[test]

@@ -341,6 +341,31 @@ impl Store {
         Ok(None)
     }
 
+    /// The key with public id `id`, if there is one (active or not) and its row carries its
+    /// seal, as [`Store::key_by_hash`] reads one.
+    pub async fn key_by_id(
+        &self,
+        id: &str,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        let rows = sqlx::query("SELECT * FROM api_keys WHERE id = $1")
+            .bind(id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(db("looking up a key"))?;
+        for row in &rows {
+            let columns = SealedColumns::of_row(row)?;
+            if seal.holds(&columns) {
+                return row_to_key(row).map(Some);
+            }
+            tracing::error!(
+                "API key {} refused: its row does not carry this server's seal",
+                columns.id
+            );
+        }
+        Ok(None)
+    }
+
     /// Revokes a key at `now_ms`, and seals its row again. `None` when there is no such key;
     /// revoking twice keeps the first time.
     pub async fn revoke_key(

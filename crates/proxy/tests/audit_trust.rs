@@ -250,6 +250,21 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
             .contains("the log could not be read"),
         "{report}"
     );
+    // Another proofgate's log (another key): not the audited server's, so not read: not
+    // checked, never failed nor passed, as the browser verifier says it.
+    let other = Proxy::start(
+        "trust-other-log",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let (ok, report, err) = audit_more(&["--thread", &thread, "--log", &other.url]);
+    assert!(ok && report["complete"] == false, "{report}\n{err}");
+    assert!(
+        report["notChecked"]
+            .to_string()
+            .contains("not signed by the verifier key"),
+        "{report}"
+    );
+    drop(other);
 
     // 1. The answer text rewritten everywhere, the chain rebuilt: the signature fails.
     let mut forged = bundle.clone();

@@ -354,10 +354,16 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     let policy_text = "POLICY RULES";
     for (scopes, sees_policy) in [(&["chat"][..], false), (&["chat", "read"][..], true)] {
         let key = new_key(&proxy, &format!("{scopes:?}"), scopes).await;
-        assert_eq!(
-            get(&proxy, "/api/policies", &key, &[]).await.status,
-            if sees_policy { 200 } else { 403 }
-        );
+        let listed = get(&proxy, "/api/policies", &key, &[]).await;
+        assert_eq!(listed.status, if sees_policy { 200 } else { 403 });
+        if sees_policy {
+            // The policy file's name, not where it lies on the server.
+            assert_eq!(
+                listed.body["policies"][0]["file"], "park-admission.json",
+                "{:?}",
+                listed.body
+            );
+        }
         let body = json!({"question": Q1, "answer": "You pay $12.", "wait": true});
         let started = post(&proxy, "/api/threads", &key, body).await;
         assert_eq!(started.status, 201, "{started:?}");
@@ -2006,6 +2012,64 @@ async fn threads_continued_in_the_background_count_among_their_owners_places() {
     )
     .await;
     assert_eq!(r.status, 202, "a place is left for another key: {r:?}");
+}
+
+/// A review's case: threads a key left waiting were continued in the background after the key
+/// was revoked (the operator paying LLM and solver calls for a key that no longer works). They
+/// end instead, saying why, with no LLM call.
+#[tokio::test]
+async fn a_revoked_keys_waiting_threads_are_not_continued() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "revoked-background",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[loop]\nquestion_timeout_secs = 1\n[server]\nmaintenance_interval_ms = 200\n",
+        ),
+    );
+    let key = new_key(&proxy, "leaving", &["chat", "read"]).await;
+    let r = post(&proxy, "/api/threads", &key, json!({"question": Q2})).await;
+    assert_eq!(r.body["status"], "awaiting_input", "{r:?}");
+    let id = r.body["id"].as_str().unwrap().to_string();
+    let calls_before = llm.received().len();
+    let key_id = get(&proxy, "/api/me", &key, &[]).await.body["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(revoke(&proxy, &key_id).await.status, 200);
+    // The questions time out after 1 s; the maintenance pass ends the thread.
+    let mut status = Value::Null;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let t = get(&proxy, &format!("/api/threads/{id}"), ADMIN_KEY, &[]).await;
+        status = t.body["status"].clone();
+        if status != "awaiting_input" && status != "processing" {
+            break;
+        }
+    }
+    assert_eq!(status, "error");
+    assert_eq!(
+        llm.received().len(),
+        calls_before,
+        "no LLM call after the revocation"
+    );
+    let trail = get(&proxy, &format!("/api/threads/{id}/audit"), ADMIN_KEY, &[]).await;
+    let failed = trail
+        .body
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "FAILED")
+        .cloned();
+    let reason = failed
+        .as_ref()
+        .map(|f| f["body"]["reason"].to_string())
+        .unwrap_or_default();
+    assert!(
+        reason.contains("its key was revoked or has expired"),
+        "{trail:?}"
+    );
 }
 
 /// A NUL character in any text of a request is refused at the door with a 400 that says so:

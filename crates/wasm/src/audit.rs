@@ -23,7 +23,10 @@ export interface TrustCheck { ok: boolean; detail: string }
  * (verifyTrust checks the chain; `proofgate audit` gets that from its replay). */
 export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; consistency?: TrustCheck; checkpoint?: { origin: string; size: number; root: string }; savedCheckpoint?: { origin: string; size: number; root: string }; headLeaf?: number; ok: boolean }
 /** What the auditor brought: each left out is a check a full audit makes (`auditNotChecked`). */
-export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; checkpointSize?: number; headLeaf?: number; logScanned?: boolean }
+/** `checkpointSize`: `verifyTrust(text, key, saved).savedCheckpoint.size`, the size of the checkpoint
+ * you saved as its signature check read it (the bundle's own checkpoint anchors nothing); the
+ * leaf of the trail's head is read from the bundle. */
+export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; checkpointSize?: number; logScanned?: boolean }
 export type LogHeads = { kind: "latest" } | { kind: "wentOn"; leaf: number; seq: number } | { kind: "problem"; detail: string };
 export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint" | "later-heads"; what: string }
 "#;
@@ -198,6 +201,16 @@ pub fn log_heads_js(
         .and_then(serde_json::Value::as_str)
         .unwrap_or("");
     to_js(&log_heads(thread, &trail, &notes, &log).map_err(fail)?)
+}
+
+/// A signed log checkpoint (C2SP tlog-checkpoint) verified against the server's verifier key:
+/// `{origin, size, root}`. Throws when it is not one that key signs. Check a log's checkpoint
+/// with this before reading its leaves: the size an unverified one states is anyone's word.
+#[wasm_bindgen(js_name = verifyCheckpoint, unchecked_return_type = "{ origin: string; size: number; root: string }")]
+pub fn verify_checkpoint_js(checkpoint: &str, verifier_key: &str) -> Result<JsValue, JsError> {
+    let info = proofgate_core::audit::transparency::verify_checkpoint(checkpoint, verifier_key)
+        .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+    to_js(&info)
 }
 
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools

@@ -384,6 +384,36 @@ pub fn referenced_policy_document_of(body: &Value) -> Option<&str> {
     body.get("policyDocument")?.as_str()
 }
 
+/// Whether two thread configurations hold the same policy, however a version of proofgate
+/// rendered it into their documents: the same vocabulary (types, variables and what they
+/// mean, as the policy file gives them), the same variables shown, and the same rules by id,
+/// each the same term once parsed. A rule's English and the printing of its term are
+/// proofgate's own rendering, which a new version may change: a waiting thread whose
+/// document differs only there is still checked against its policy by the running one.
+pub fn same_policy(a: &ThreadConfig, b: &ThreadConfig) -> bool {
+    fn vocabulary(c: &ThreadConfig) -> Option<&PolicyDefinition> {
+        c.translation
+            .as_ref()
+            .or(c.validator_grounding.as_ref())
+            .map(|t| &t.vocabulary)
+    }
+    let same_term = |x: &str, y: &str| {
+        use crate::policy::term::parse_term;
+        match (parse_term(x), parse_term(y)) {
+            (Ok(x), Ok(y)) => x.to_string() == y.to_string(),
+            _ => x == y,
+        }
+    };
+    vocabulary(a) == vocabulary(b)
+        && a.policy.variables == b.policy.variables
+        && a.policy.rules.len() == b.policy.rules.len()
+        && a.policy
+            .rules
+            .iter()
+            .zip(&b.policy.rules)
+            .all(|(x, y)| x.id == y.id && same_term(&x.expression, &y.expression))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,6 +431,44 @@ mod tests {
                 variables: Vec::new(),
             },
             ..ThreadConfig::default()
+        }
+    }
+
+    /// A review's case: an upgrade that renders the same policy another way (a rule's English,
+    /// the spacing of its term) changes the document's name, and every waiting thread ended
+    /// as if the policy had changed. What the policy says is compared instead.
+    #[test]
+    fn the_same_policy_rendered_another_way_is_the_same_policy() {
+        use crate::prompts::PolicyVariableText;
+        let base = || {
+            let mut c = config_with_rule();
+            c.policy.rules[0].expression = "(=> (>= age 65) (= fee 5))".into();
+            c.policy.rules[0].english = Some("Seniors pay 5.".into());
+            c.policy.variables = vec![PolicyVariableText {
+                name: "age".into(),
+                description: "The visitor's age".into(),
+            }];
+            c
+        };
+        let mut rendered = base();
+        rendered.policy.rules[0].expression = "(=>  (>= age 65)\n (= fee 5))".into();
+        rendered.policy.rules[0].english = Some("If the age is at least 65, the fee is 5.".into());
+        assert!(same_policy(&base(), &rendered));
+        assert_ne!(
+            policy_document_of(&base()).unwrap().0,
+            policy_document_of(&rendered).unwrap().0
+        );
+        // What the policy says, changed: not the same.
+        let mut rule = base();
+        rule.policy.rules[0].expression = "(=> (>= age 60) (= fee 5))".into();
+        let mut meaning = base();
+        meaning.policy.variables[0].description = "The visitor's age in months".into();
+        let mut renamed = base();
+        renamed.policy.rules[0].id = "R2".into();
+        let mut more = base();
+        more.policy.rules.push(more.policy.rules[0].clone());
+        for other in [rule, meaning, renamed, more] {
+            assert!(!same_policy(&base(), &other), "{:?}", other.policy);
         }
     }
 

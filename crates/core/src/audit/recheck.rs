@@ -288,8 +288,9 @@ fn finding_holds_comment(finding: &Finding) -> bool {
 /// checks, so a small hostile file (600 distinct pairs against 600 distinct findings: 138 KB)
 /// asked for 361,200 checks, 295 MB of scripts and 26 s of a browser tab's main thread before
 /// anything else ran. proofgate's own trails need a few dozen (k translators' pairs against
-/// the findings of one check); a validation past this bound fails its audit, naming it.
-pub const MAX_COVERAGE_CHECKS: usize = 4_096;
+/// the findings of one check, a hundred uncovered pairs against fifty findings for a very long
+/// answer); a validation past this bound fails its audit, naming it.
+pub const MAX_COVERAGE_CHECKS: usize = 16_384;
 
 /// Audit format 7 on: every pair the translators wrote must be one a finding of the
 /// validation checks: the same logic (a checked finding's translation, or an option of a

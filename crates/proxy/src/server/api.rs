@@ -492,7 +492,8 @@ pub async fn policies(State(app): State<Arc<App>>) -> Json<Value> {
             json!({
                 "versionArn": m.version_arn(),
                 "contentHash": m.definition().content_hash(),
-                "file": app.config.validator.policy.as_ref().map(|p| p.display().to_string()),
+                // Its name, not where it lies on the server (`/api/config`, admins only, says).
+                "file": app.config.validator.policy.as_ref().and_then(|p| p.file_name()).map(|n| n.to_string_lossy().into_owned()),
                 "definition": m.definition(),
                 "rules": m.rules().iter().map(|r| json!({
                     "id": r.id,

@@ -14,8 +14,27 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+/// The client's side of an audit log error. These routes answer anyone: the driver's text,
+/// the database user and the signed-size file's path are for the operator's log only.
 fn log_error(e: crate::audit_log::AuditLogError) -> ApiError {
-    ApiError::internal(e.to_string())
+    use crate::audit_log::AuditLogError as E;
+    match e {
+        E::Range(why) => ApiError::bad_request(why),
+        E::Refused(why) => ApiError::new(
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            "log_refused",
+            format!("the server signs no checkpoint of this log: {why}"),
+        ),
+        E::Storage(e) => e.into(),
+        e => {
+            tracing::error!("{e}");
+            ApiError::new(
+                axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                "log_unavailable",
+                "the audit log could not be read (the server's log says why); ask again later",
+            )
+        }
+    }
 }
 
 /// A query string read, or a JSON 400 saying what was wrong and what is expected (axum's own
@@ -61,7 +80,7 @@ pub async fn consistency(
         .log
         .consistency(&app.store, r.from, to)
         .await
-        .map_err(|e| ApiError::bad_request(e.to_string()))?;
+        .map_err(log_error)?;
     Ok(Json(
         json!({"fromSize": r.from, "toSize": to, "hashes": hashes}),
     ))
@@ -127,4 +146,37 @@ pub async fn bundle(
     Ok(Json(
         serde_json::to_value(bundle).map_err(|e| ApiError::internal(e.to_string()))?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audit_log::AuditLogError;
+
+    /// A review's case: these routes answer anyone, and sent the driver's text (a database
+    /// user, a file's path) with a failure.
+    #[test]
+    fn a_log_failure_tells_the_caller_nothing_of_the_database() {
+        for e in [
+            AuditLogError::Db(
+                "reading leaves: password authentication failed for user \"bob\"".into(),
+            ),
+            AuditLogError::Tlog("/var/lib/proofgate/audit-log.size says 9 leaves".into()),
+            AuditLogError::Key {
+                path: "/etc/proofgate/audit.key".into(),
+                problem: "unreadable".into(),
+            },
+        ] {
+            let api = log_error(e);
+            assert_eq!(api.status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
+            let body = api.body().to_string();
+            assert!(!body.contains("bob") && !body.contains('/'), "{body}");
+        }
+        // A range outside the log is the caller's to fix: said to them.
+        let api = log_error(AuditLogError::Range(
+            "need from <= to, got from=5 to=2".into(),
+        ));
+        assert_eq!(api.status, axum::http::StatusCode::BAD_REQUEST);
+        assert!(api.body().to_string().contains("from=5 to=2"));
+    }
 }

@@ -142,7 +142,10 @@ pub fn end_user(headers: &HeaderMap) -> Result<Option<&str>, super::error::ApiEr
         return Ok(None);
     };
     let text = std::str::from_utf8(value.as_bytes()).map_err(|_| {
-        super::error::ApiError::bad_request(format!("{USER_HEADER} is not UTF-8 text"))
+        super::error::ApiError::bad_request(format!(
+            "{USER_HEADER} is not UTF-8 text: send the end user's name as UTF-8 bytes (some \
+             clients send Latin-1: encode it first)"
+        ))
     })?;
     Ok(Some(text.trim()).filter(|u| !u.is_empty()))
 }

@@ -489,8 +489,14 @@ async fn resume_orphan(
     if !app.store.claim(&stored.id, stored.updated_at, now).await? {
         return Ok(());
     }
-    let (thread, saved) = crate::app::load_thread(app, stored).await?;
-    let effect = thread.pending_effect();
+    let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
+    let effect = match owner_stopped(app, &scope).await? {
+        Some(why) => thread.handle(Input::Failed {
+            reason: format!("not resumed after an interrupted step: {why}"),
+            now: now_ms(),
+        })?,
+        None => thread.pending_effect(),
+    };
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, None);
     Ok(())
@@ -516,6 +522,29 @@ async fn background_scope(app: &App, thread_id: &str) -> Option<String> {
             None
         }
     }
+}
+
+/// Why a thread counted under `scope` (see [`background_scope`]) must not be continued in
+/// the background: its owner's key was revoked, has expired, or is no key (its row gone or
+/// not sealed). Its LLM and solver calls would be paid by the operator for a key that no
+/// longer works (a review: threads left waiting before a revocation were all continued when
+/// their questions timed out). The configured admin key, `anonymous` and threads from before
+/// owners were recorded are not stored keys.
+async fn owner_stopped(
+    app: &App,
+    scope: &str,
+) -> Result<Option<&'static str>, crate::storage::StorageError> {
+    if !scope.starts_with("key_") {
+        return Ok(None);
+    }
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    Ok(
+        match app.store.key_by_id(scope, app.log.key().key_seal()).await? {
+            None => Some("its key is no longer a key of this server"),
+            Some(key) if !key.is_active(now) => Some("its key was revoked or has expired"),
+            Some(_) => None,
+        },
+    )
 }
 
 /// Continues the threads whose questions' deadline has passed, each on a task of its own held
@@ -618,7 +647,13 @@ async fn tick_if_overdue(
     {
         return Ok(Ticked::Left);
     }
-    let effect = thread.handle(Input::Tick { now })?;
+    let effect = match owner_stopped(app, &scope).await? {
+        Some(why) => thread.handle(Input::Failed {
+            reason: format!("not continued after its questions timed out: {why}"),
+            now,
+        })?,
+        None => thread.handle(Input::Tick { now })?,
+    };
     tracing::info!(
         "thread {}: questions timed out, continuing to {}",
         stored.id,
