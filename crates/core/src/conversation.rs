@@ -98,85 +98,114 @@ fn stated_numbers(text: &str) -> Vec<f64> {
     scan_numbers(text).into_iter().map(|(n, _, _)| n).collect()
 }
 
-/// A number a turn states: its value, and (from audit format 11) the exact decimal it was
-/// written as, normalised ([`normal_decimal`]), which an f64 may not tell from its
-/// neighbours.
+/// An exact rational number: numerator and denominator, reduced, the denominator positive
+/// (so two equal numbers are the same pair).
+pub(crate) type Ratio = (i128, i128);
+
+fn gcd(a: i128, b: i128) -> i128 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    i128::try_from(a).unwrap_or(1).max(1)
+}
+
+/// `n / d` reduced; `None` for a zero denominator or past what an i128 holds.
+fn ratio(n: i128, d: i128) -> Option<Ratio> {
+    if d == 0 {
+        return None;
+    }
+    let g = gcd(n, d);
+    let (n, d) = (n / g, d / g);
+    if d < 0 {
+        Some((n.checked_neg()?, d.checked_neg()?))
+    } else {
+        Some((n, d))
+    }
+}
+
+fn add((a, b): Ratio, (c, d): Ratio) -> Option<Ratio> {
+    ratio(
+        a.checked_mul(d)?.checked_add(c.checked_mul(b)?)?,
+        b.checked_mul(d)?,
+    )
+}
+
+fn mul((a, b): Ratio, (c, d): Ratio) -> Option<Ratio> {
+    ratio(a.checked_mul(c)?, b.checked_mul(d)?)
+}
+
+/// The exact value of a numeral, or of arithmetic on numerals alone (`+`, `-`, `*`, `/`,
+/// `to_real`); `None` for anything else, a division by zero, or a value past what the
+/// computation's i128s hold (then no turn bears it out).
+pub(crate) fn exact_value(t: &crate::policy::term::Term) -> Option<Ratio> {
+    use crate::policy::term::{Op, TermKind};
+    match &t.kind {
+        TermKind::Int(n) => ratio(i128::try_from(*n).ok()?, 1),
+        TermKind::Decimal { digits, scale } => {
+            ratio(i128::try_from(*digits).ok()?, 10i128.checked_pow(*scale)?)
+        }
+        TermKind::App(op, args) => {
+            let v: Vec<Ratio> = args.iter().map(exact_value).collect::<Option<_>>()?;
+            let (first, rest) = v.split_first()?;
+            match op {
+                Op::Add => v.iter().try_fold((0, 1), |a, b| add(a, *b)),
+                Op::Sub if rest.is_empty() => ratio(first.0.checked_neg()?, first.1),
+                Op::Sub => rest
+                    .iter()
+                    .try_fold(*first, |a, b| add(a, (b.0.checked_neg()?, b.1))),
+                Op::Mul => v.iter().try_fold((1, 1), |a, b| mul(a, *b)),
+                Op::Div => rest
+                    .iter()
+                    .try_fold(*first, |a, b| mul(a, ratio(b.1, b.0)?)),
+                Op::ToReal if rest.is_empty() => Some(*first),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A number a turn states: its value, and (read from audit format 11) the exact number it
+/// was written as, which an f64 may not tell from its neighbours.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Stated {
     /// Its value, signed.
     pub value: f64,
-    /// Its decimal, signed and normalised.
-    pub exact: String,
+    /// Exactly what it was written as, signed; `None` past what an i128 holds.
+    pub exact: Option<Ratio>,
 }
 
-/// [`stated_numbers`] with their signs and the decimals they were written as (audit format 7 on): a number is negative when a minus
-/// sign stands right before it (or before its currency sign), not after a letter or digit (as
-/// in "COVID-19" or "10-20"), or when the word before it is "minus" or "negative".
+/// [`stated_numbers`] with their signs and the exact numbers they were written as (audit
+/// format 7 on): a number is negative when a minus sign stands right before it (or before its
+/// currency sign), not after a letter or digit (as in "COVID-19" or "10-20"), or when the word
+/// before it is "minus" or "negative".
 pub(crate) fn stated_signed_decimals(text: &str) -> Vec<Stated> {
     scan_numbers(text)
         .into_iter()
         .map(|(n, negative, exact)| Stated {
             value: if negative { -n } else { n },
-            exact: signed_decimal(negative, exact),
+            exact: exact.and_then(|(p, q)| {
+                if negative {
+                    ratio(p.checked_neg()?, q)
+                } else {
+                    Some((p, q))
+                }
+            }),
         })
         .collect()
 }
 
-/// `digits` (digits with at most one point) as a normal decimal with the point moved `shift`
-/// places left: no leading zeros before the point, no trailing zeros after it, no point
-/// without a fraction ("007.50" is "7.5", "10" shifted 2 is "0.1").
-pub(crate) fn normal_decimal(digits: &str, shift: usize) -> String {
+/// `digits` (digits with at most one point) with the point moved `shift` places left, exactly.
+fn decimal_ratio(digits: &str, shift: u32) -> Option<Ratio> {
     let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
-    let mut all: String = int.chars().chain(frac.chars()).collect();
-    let mut scale = frac.len() + shift;
-    if all.len() <= scale {
-        all = "0".repeat(scale + 1 - all.len()) + &all;
-    }
-    let (int, frac) = all.split_at(all.len() - scale);
-    let int = int.trim_start_matches('0');
-    let frac = frac.trim_end_matches('0');
-    scale = frac.len();
-    let int = if int.is_empty() { "0" } else { int };
-    if scale == 0 {
-        int.to_string()
-    } else {
-        format!("{int}.{frac}")
-    }
-}
-
-/// A normal decimal with its sign; zero has none.
-fn signed_decimal(negative: bool, normal: String) -> String {
-    if negative && normal != "0" {
-        format!("-{normal}")
-    } else {
-        normal
-    }
-}
-
-/// The exact decimal of a term that is a numeral or a negated numeral, normalised as
-/// [`normal_decimal`]; `None` for anything else (arithmetic, whose value is compared as an
-/// f64).
-pub(crate) fn exact_decimal(t: &crate::policy::term::Term) -> Option<String> {
-    use crate::policy::term::{Op, TermKind};
-    match &t.kind {
-        TermKind::Int(n) => Some(n.to_string()),
-        TermKind::Decimal { digits, scale } => {
-            Some(normal_decimal(&digits.to_string(), *scale as usize))
-        }
-        TermKind::App(Op::Sub, args) if args.len() == 1 => {
-            let inner = exact_decimal(&args[0])?;
-            if inner.starts_with('-') {
-                return None;
-            }
-            Some(signed_decimal(true, inner))
-        }
-        TermKind::App(Op::ToReal, args) if args.len() == 1 => exact_decimal(&args[0]),
-        _ => None,
-    }
+    let all: String = int.chars().chain(frac.chars()).collect();
+    let scale = u32::try_from(frac.len()).ok()?.checked_add(shift)?;
+    ratio(all.parse::<i128>().ok()?, 10i128.checked_pow(scale)?)
 }
 
 /// Each number a text states, with whether it is stated negative.
-fn scan_numbers(text: &str) -> Vec<(f64, bool, String)> {
+fn scan_numbers(text: &str) -> Vec<(f64, bool, Option<Ratio>)> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -204,10 +233,10 @@ fn scan_numbers(text: &str) -> Vec<(f64, bool, String)> {
             i += 1;
         }
         if let Ok(n) = digits.parse::<f64>() {
-            out.push((n, negative, normal_decimal(&digits, 0)));
+            out.push((n, negative, decimal_ratio(&digits, 0)));
             let rest = chars[i..].iter().find(|c| !c.is_whitespace());
             if rest == Some(&'%') {
-                out.push((n / 100.0, negative, normal_decimal(&digits, 2)));
+                out.push((n / 100.0, negative, decimal_ratio(&digits, 2)));
             }
         }
     }
@@ -290,27 +319,17 @@ pub(crate) fn values_of(term: &crate::policy::term::Term, signed: bool) -> Optio
 /// integers that stay below it; past it, `(- 100000000000000000070 1e20)` would fold to 0.
 const EXACT: f64 = 9_007_199_254_740_992.0;
 
-/// Whether a number a turn states is a premise's `value` (`exact`: its decimal, when the
-/// premise writes a numeral; see [`exact_decimal`]), by the rules of audit format `format`.
-/// From format 11 ([`crate::audit::CORRECTIONS_SINCE`]) a numeral must be the decimal the turn
-/// wrote, digit for digit, and the value of arithmetic on numerals must be the stated value to
-/// within a few units of an f64's last place (`(+ 0.1 0.2)` is 0.3), both below 2^53. Before,
-/// the tolerance grew with the number (1e-9 of it), so a turn saying 1000000000 bore out
-/// `(= loanAmount 1000000001)`, "0%" bore out 0.0000000001, and past 2^53 two integers read as
-/// one.
-pub(crate) fn same_value(stated: &Stated, value: f64, exact: Option<&str>, format: u32) -> bool {
+/// Whether a number a turn states is a premise's `value` (`exact`: the premise's number
+/// exactly, [`exact_value`]), by the rules of audit format `format`. From format 11
+/// ([`crate::audit::CORRECTIONS_SINCE`]) the two must be the same number exactly: `(+ 0.1 0.2)`
+/// is the 0.3 a turn writes, and nothing else is. Before, the tolerance grew with the number
+/// (1e-9 of it), so a turn saying 1000000000 bore out `(= loanAmount 1000000001)`, "0%" bore out
+/// 0.0000000001, and past 2^53 two integers read as one.
+pub(crate) fn same_value(stated: &Stated, value: f64, exact: Option<Ratio>, format: u32) -> bool {
     if format < crate::audit::CORRECTIONS_SINCE {
         return (stated.value - value).abs() <= 1e-9 * value.abs().max(1.0);
     }
-    match exact {
-        Some(exact) => stated.exact == exact,
-        None => {
-            let (s, v) = (stated.value, value);
-            s.abs() < EXACT
-                && v.abs() < EXACT
-                && (s - v).abs() <= 4.0 * f64::EPSILON * s.abs().max(v.abs())
-        }
-    }
+    matches!((stated.exact, exact), (Some(s), Some(v)) if s == v)
 }
 
 /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals);

@@ -28,8 +28,8 @@
 //! fails is checked as a claim, and the answer must prove it or the user is asked.
 
 use crate::conversation::{
-    constant_value, exact_decimal, same_value, stated_signed_decimals, ConversationTurn, Stated,
-    TurnRole,
+    constant_value, exact_value, same_value, stated_signed_decimals, ConversationTurn, Ratio,
+    Stated, TurnRole,
 };
 use crate::policy::term::{parse_term, Op, Term, TermKind};
 use crate::policy::PolicyDefinition;
@@ -894,10 +894,14 @@ fn contradictions<'a>(fact: &Fact<'a>, vocabulary: &'a PolicyDefinition) -> Vec<
         }
         Constant::Enum(value) => vec![with(Constant::Enum(value), true)],
         Constant::Number(n, op) if n == 0.0 || n == 1.0 => {
-            let none = with(Constant::Number(0.0, Op::Eq), true);
-            let some = with(Constant::Number(0.0, Op::Gt), true);
+            let count = |n: f64, op| Fact {
+                exact: Some((n as i128, 1)),
+                ..with(Constant::Number(n, op), true)
+            };
+            let none = count(0.0, Op::Eq);
+            let some = count(0.0, Op::Gt);
             match count_of(n, op, fact.positive) {
-                Some(Count::None) => vec![some, with(Constant::Number(1.0, Op::Eq), true)],
+                Some(Count::None) => vec![some, count(1.0, Op::Eq)],
                 Some(Count::Some) | Some(Count::One) => vec![none],
                 None => Vec::new(),
             }
@@ -926,7 +930,7 @@ fn restates_number(fact: &Fact, turn: &TurnStatements) -> bool {
             !stated.is_empty()
                 && !stated
                     .iter()
-                    .any(|s| same_value(s, n, fact.exact.as_deref(), turn.format))
+                    .any(|s| same_value(s, n, fact.exact, turn.format))
         })
 }
 
@@ -950,9 +954,8 @@ struct Fact<'a> {
     variable: &'a str,
     constant: Constant<'a>,
     positive: bool,
-    /// The decimal the premise wrote its number as, when it wrote a numeral
-    /// ([`exact_decimal`]).
-    exact: Option<String>,
+    /// The premise's number exactly, when it has one ([`exact_value`]).
+    exact: Option<Ratio>,
 }
 
 #[derive(Debug)]
@@ -1047,7 +1050,7 @@ fn facts_of<'a>(
             out.push(Fact {
                 variable: var,
                 exact: matches!(constant, Constant::Number(..))
-                    .then(|| exact_decimal(other))
+                    .then(|| exact_value(other))
                     .flatten(),
                 constant,
                 positive,
@@ -1086,6 +1089,16 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
 /// fact's variable and value mean.
 fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bool {
     let (numbers, statements) = (&turn.numbers, &turn.statements);
+    // From format 11 a number is what it is exactly: one an f64 rounds to 0 or 1
+    // (1.00000000000000000001) is no count of none or one, and no turn states it.
+    if let Constant::Number(n, _) = fact.constant {
+        if turn.format >= crate::audit::CORRECTIONS_SINCE
+            && (n == 0.0 || n == 1.0)
+            && fact.exact != Some((n as i128, 1))
+        {
+            return false;
+        }
+    }
     let (name, want) = match fact.constant {
         // The stated number is taken as the variable's value: the fact must hold of it ("I am
         // 65" grounds `(>= age 65)` and `(not (> age 65))`, never `(> age 65)`).
@@ -1094,7 +1107,7 @@ fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bo
             return holds == fact.positive
                 && numbers
                     .iter()
-                    .any(|s| same_value(s, n, fact.exact.as_deref(), turn.format));
+                    .any(|s| same_value(s, n, fact.exact, turn.format));
         }
         Constant::Number(n, op) => match count_of(n, op, fact.positive) {
             Some(count) => (variable_words(fact.variable, turn.stricter), Some(count)),
@@ -2206,6 +2219,36 @@ mod tests {
             ("My balance is minus 500.", "(= balance (- 500))", true),
             ("My balance is 1,000.50.", "(= balance 1000.5)", true),
             ("My discount is 10%.", "(= balance 0.1)", true),
+            // Arithmetic is its exact value (a third review: a few ulps of tolerance let
+            // 9000000000000000 bear out (+ 9000000000000000 7)).
+            (
+                "My balance is 9000000000000000.",
+                "(= balance (+ 9000000000000000 7))",
+                false,
+            ),
+            (
+                "My balance is 3000000000000000.",
+                "(= balance (* 1 3000000000000001))",
+                false,
+            ),
+            (
+                "My balance is 9007199254740991.",
+                "(= balance (- 9007199254740993 1))",
+                false,
+            ),
+            (
+                "My balance is 9007199254740992.",
+                "(= balance (- 9007199254740993 1))",
+                true,
+            ),
+            ("My balance is 0.3.", "(= balance (+ 0.1 0.2))", true),
+            ("My balance is 0.5.", "(= balance (/ 1 2))", true),
+            ("My balance is 0.33.", "(= balance (/ 1 3))", false),
+            (
+                "I have 1 fine.",
+                "(= outstandingFines 1.00000000000000000001)",
+                false,
+            ),
         ] {
             assert_eq!(grounded(turn, logic, now), ok, "{turn} {logic}");
         }

@@ -583,8 +583,15 @@ async fn perform(
                 .flatten();
             let reply = match in_app {
                 Some(request) => {
-                    // The model that answered: the upstream's own when it names one.
-                    let answered_by = app.config.upstream.model.as_deref();
+                    // The model that answered: the upstream's own when it names one. Only to
+                    // tell whether the rewriter is another model: a separate rewriter with no
+                    // model of its own is called with the client's, as configured.
+                    let answered_by = app.config.upstream.model.as_deref().filter(|_| {
+                        app.config
+                            .rewriter
+                            .as_ref()
+                            .is_none_or(|r| r.model.is_some())
+                    });
                     let request = match answered_by {
                         Some(model) => {
                             let mut r = request.clone();
@@ -1194,7 +1201,10 @@ pub async fn documents_for<'a>(
         .store
         .policy_document(name)
         .await
-        .map_err(|e| e.to_string())?
+        .map_err(|e| {
+            tracing::error!("reading the policy document {name}: {e}");
+            format!("the policy document {name} could not be read (the server's log says why)")
+        })?
         .ok_or_else(|| format!("the policy document {name} is not in the store"))?;
     let mut documents = PolicyDocuments::new();
     let stored_as = documents.insert(document)?;

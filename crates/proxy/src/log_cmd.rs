@@ -107,7 +107,8 @@ async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<r
 /// to the key and to each other: [`proofgate_core::audit::transparency::newest_log`] and
 /// [`proofgate_core::audit::transparency::log_heads`]). `Err` only when they could not be
 /// fetched.
-pub fn served_log(server: &str, from_size: u64) -> Result<ServedLog> {
+pub fn served_log(server: &str, from_size: u64, verifier_key: Option<&str>) -> Result<ServedLog> {
+    let verifier_key = verifier_key.map(str::to_string);
     let base = server.trim_end_matches('/').to_string();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -127,6 +128,17 @@ pub fn served_log(server: &str, from_size: u64) -> Result<ServedLog> {
             }
         };
         let checkpoint = ok_text(format!("{base}/api/log/checkpoint")).await?;
+        // A checkpoint the key does not sign is not the audited server's log: nothing more of
+        // it is read (its leaves could be any number), and the caller says so.
+        if let Some(key) = &verifier_key {
+            if proofgate_core::audit::transparency::verify_checkpoint(&checkpoint, key).is_err() {
+                return Ok(ServedLog {
+                    checkpoint,
+                    proof: Vec::new(),
+                    notes: Vec::new(),
+                });
+            }
+        }
         // Read only to know what to fetch: the caller verifies the note.
         let size = checkpoint
             .lines()

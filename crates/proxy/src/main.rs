@@ -275,7 +275,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 timeout_ms,
                 log.as_ref()
                     .map(|server| {
-                        move |size| log_cmd::served_log(server, size).map_err(|e| format!("{e:#}"))
+                        let key = key.clone();
+                        move |size| {
+                            log_cmd::served_log(server, size, key.as_deref())
+                                .map_err(|e| format!("{e:#}"))
+                        }
                     })
                     .as_ref()
                     .map(|f| f as &proofgate_proxy::audit_check::LogFetch<'_>),

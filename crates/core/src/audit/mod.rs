@@ -83,7 +83,8 @@ pub use replay::{
 ///   ([`NO_COMMENTS_IN_LOGIC_SINCE`]).
 /// - 11: a fact a later user, system or tool turn takes back (a boolean denied, another value
 ///   of an enum, a count contradicted, a number stated anew beside the variable's name) no
-///   longer grounds a premise ([`CORRECTIONS_SINCE`]); the rewriter's prompts carry the
+///   longer grounds a premise, and a number is borne out only by the same number exactly
+///   ([`CORRECTIONS_SINCE`]); the rewriter's prompts carry the
 ///   question, answers and follow-up exchanges as fenced, JSON-encoded data
 ///   ([`FENCED_PROMPTS_SINCE`]).
 pub const FORMAT_VERSION: u32 = 11;

@@ -20,11 +20,22 @@ fn log_error(e: crate::audit_log::AuditLogError) -> ApiError {
     use crate::audit_log::AuditLogError as E;
     match e {
         E::Range(why) => ApiError::bad_request(why),
+        // Until the operator acts: not worth a retry (the CLI retries 429 and 503).
         E::Refused(why) => ApiError::new(
-            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
             "log_refused",
             format!("the server signs no checkpoint of this log: {why}"),
         ),
+        // The database's log does not add up: evidence for an auditor, not a passing outage.
+        E::Tlog(e) => {
+            tracing::error!("audit log: {e}");
+            ApiError::new(
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "log_inconsistent",
+                "the audit log in the server's database does not add up (it was altered, or \
+                 proofgate failed; the server's log says which)",
+            )
+        }
         E::Storage(e) => e.into(),
         e => {
             tracing::error!("{e}");
@@ -141,7 +152,7 @@ pub async fn bundle(
         .log
         .bundle(&app.store, trail, head, q.from)
         .await
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+        .map_err(log_error)?;
     bundle.policy_documents = documents.iter().map(|(_, d)| d.clone()).collect();
     Ok(Json(
         serde_json::to_value(bundle).map_err(|e| ApiError::internal(e.to_string()))?,
@@ -161,7 +172,6 @@ mod tests {
             AuditLogError::Db(
                 "reading leaves: password authentication failed for user \"bob\"".into(),
             ),
-            AuditLogError::Tlog("/var/lib/proofgate/audit-log.size says 9 leaves".into()),
             AuditLogError::Key {
                 path: "/etc/proofgate/audit.key".into(),
                 problem: "unreadable".into(),
@@ -171,6 +181,16 @@ mod tests {
             assert_eq!(api.status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
             let body = api.body().to_string();
             assert!(!body.contains("bob") && !body.contains('/'), "{body}");
+        }
+        // The log not adding up, or refused: said, without the paths, and not as an outage a
+        // retry mends.
+        for e in [
+            AuditLogError::Tlog("/var/lib/proofgate/audit-log.size says 9 leaves".into()),
+            AuditLogError::Refused("the log holds 3 leaves, but this server signed 4".into()),
+        ] {
+            let api = log_error(e);
+            assert_eq!(api.status, axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+            assert!(!api.body().to_string().contains("/var"), "{}", api.body());
         }
         // A range outside the log is the caller's to fix: said to them.
         let api = log_error(AuditLogError::Range(
