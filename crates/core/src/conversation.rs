@@ -329,7 +329,10 @@ pub(crate) fn same_value(stated: &Stated, value: f64, exact: Option<Ratio>, form
     if format < crate::audit::CORRECTIONS_SINCE {
         return (stated.value - value).abs() <= 1e-9 * value.abs().max(1.0);
     }
-    matches!((stated.exact, exact), (Some(s), Some(v)) if s == v)
+    // And within the old tolerance too, so format 11 takes away and never adds: an f64 the
+    // arithmetic rounded far from its exact value bears out no number.
+    (stated.value - value).abs() <= 1e-9 * value.abs().max(1.0)
+        && matches!((stated.exact, exact), (Some(s), Some(v)) if s == v)
 }
 
 /// A numeral's value, when an f64 holds it (integers up to 2^53, at most 15 decimals);
@@ -493,9 +496,12 @@ pub fn ground_validator_findings(
         else {
             return false;
         };
-        (1..=conversation.len()).any(|turn| {
-            is_stated_turn(conversation, turn as u32) && grounds.grounded(turn - 1, logic)
-        })
+        grounds.grounded_at_any(
+            (1..=conversation.len())
+                .filter(|&turn| is_stated_turn(conversation, turn as u32))
+                .map(|turn| turn - 1),
+            logic,
+        )
     };
     findings
         .into_iter()

@@ -670,6 +670,16 @@ impl<'a> Grounds<'a> {
 
     /// Whether turn `at` (0-based), which a premise cites, bears out every fact of `logic`.
     pub(crate) fn grounded(&self, at: usize, logic: &str) -> bool {
+        self.grounded_at_any([at], logic)
+    }
+
+    /// Whether any of turns `ats` bears out every fact of `logic` ([`Grounds::grounded`]),
+    /// the logic read once (an external validator's premise is asked of every turn).
+    pub(crate) fn grounded_at_any(
+        &self,
+        ats: impl IntoIterator<Item = usize>,
+        logic: &str,
+    ) -> bool {
         let Ok(term) = parse_term(logic) else {
             return false;
         };
@@ -677,13 +687,18 @@ impl<'a> Grounds<'a> {
         if !facts_of(&term, true, &self.enum_values, &mut facts) || facts.is_empty() {
             return false;
         }
-        let Some(Some(turn)) = self.turns.get(at).map(|c| c.get_or_init(|| self.read(at))) else {
-            return false;
-        };
-        facts
-            .iter()
-            .all(|f| fact_grounded(f, turn, &self.described(f)))
-            && !(self.corrections && facts.iter().any(|f| self.taken_back_after(at, f)))
+        let described: Vec<Vec<String>> = facts.iter().map(|f| self.described(f)).collect();
+        ats.into_iter().any(|at| {
+            let Some(Some(turn)) = self.turns.get(at).map(|c| c.get_or_init(|| self.read(at)))
+            else {
+                return false;
+            };
+            facts
+                .iter()
+                .zip(&described)
+                .all(|(f, d)| fact_grounded(f, turn, d))
+                && !(self.corrections && facts.iter().any(|f| self.taken_back_after(at, f)))
+        })
     }
 
     /// Whether a user, system or tool turn after turn `at` takes `fact` back: bears out a fact
@@ -1089,12 +1104,12 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
 /// fact's variable and value mean.
 fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bool {
     let (numbers, statements) = (&turn.numbers, &turn.statements);
-    // From format 11 a number is what it is exactly: one an f64 rounds to 0 or 1
-    // (1.00000000000000000001) is no count of none or one, and no turn states it.
+    // From format 11 a number is what it is exactly: a count of none or one is one exactly 0
+    // or 1, not one an f64 rounds to 0 or 1 ((+ 1 1e-18)), nor one an f64 rounds away from
+    // them ((+ 0.7 0.2 0.1) is 0.9999999999999999); such a fact is borne out by no turn.
     if let Constant::Number(n, _) = fact.constant {
         if turn.format >= crate::audit::CORRECTIONS_SINCE
-            && (n == 0.0 || n == 1.0)
-            && fact.exact != Some((n as i128, 1))
+            && (n == 0.0 || n == 1.0) != matches!(fact.exact, Some((0, 1) | (1, 1)))
         {
             return false;
         }
@@ -2245,8 +2260,29 @@ mod tests {
             ("My balance is 0.5.", "(= balance (/ 1 2))", true),
             ("My balance is 0.33.", "(= balance (/ 1 3))", false),
             (
-                "I have 1 fine.",
-                "(= outstandingFines 1.00000000000000000001)",
+                "I have 1 outstanding fine.",
+                "(= outstandingFines (+ 1 (* 0.000000001 0.000000001)))",
+                false,
+            ),
+            // An f64 rounded away from a count: no count (the guard only takes away).
+            (
+                "I have 1 outstanding fine.",
+                "(= outstandingFines (+ 0.7 0.2 0.1))",
+                false,
+            ),
+            (
+                "I have 0 outstanding fines.",
+                "(= outstandingFines (- (+ 0.1 0.2) 0.3))",
+                false,
+            ),
+            (
+                "I have no outstanding fines.",
+                "(= outstandingFines (- 1 1))",
+                true,
+            ),
+            (
+                "My balance is 2.5.",
+                "(= balance (- (+ 9007199254740990 0.5) 9007199254740988))",
                 false,
             ),
         ] {

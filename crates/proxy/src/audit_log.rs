@@ -38,6 +38,9 @@ pub enum AuditLogError {
     /// The log's hashes do not add up (a bug or a tampered database).
     #[error("audit log: {0}")]
     Tlog(String),
+    /// Signing, a lock or the signed-size file failed: the server's trouble, not the log's.
+    #[error("audit log: {0}")]
+    Internal(String),
     /// The server refuses to extend or sign a log that was cut back or rewritten in its
     /// database: a fact about the log, said to whoever reads it (what the operator must do,
     /// naming files, goes to the operator's log only).
@@ -165,10 +168,10 @@ impl AuditKey {
     /// Signs `text` (which must end with a newline) as a signed note.
     pub fn sign(&self, text: &str) -> Result<String, AuditLogError> {
         let mut note = Note::new(text.as_bytes(), &[])
-            .map_err(|e| AuditLogError::Tlog(format!("note: {e}")))?;
+            .map_err(|e| AuditLogError::Internal(format!("note: {e}")))?;
         note.add_sigs(&[&self.signer])
-            .map_err(|e| AuditLogError::Tlog(format!("signing: {e}")))?;
-        String::from_utf8(note.to_bytes()).map_err(|e| AuditLogError::Tlog(e.to_string()))
+            .map_err(|e| AuditLogError::Internal(format!("signing: {e}")))?;
+        String::from_utf8(note.to_bytes()).map_err(|e| AuditLogError::Internal(e.to_string()))
     }
 }
 
@@ -388,7 +391,7 @@ impl LogAppender<'_> {
                 statement.text().as_bytes(),
                 &WithPending(&self.cache, &self.pending),
             )
-            .map_err(|e| AppendError::Failed(AuditLogError::Tlog(e.to_string())))?;
+            .map_err(|e| AppendError::Failed(AuditLogError::Internal(e.to_string())))?;
             let first = stored_hash_index(0, n);
             hash_rows.extend(
                 new.iter()
@@ -631,7 +634,7 @@ impl TransparencyLog {
         let kept = self
             .signed_high
             .lock()
-            .map_err(|_| AuditLogError::Tlog("the signed size's lock is poisoned".into()))?
+            .map_err(|_| AuditLogError::Internal("the signed size's lock is poisoned".into()))?
             .map_or(0, |(n, _)| n);
         if seen <= kept {
             return Ok(None);
@@ -780,7 +783,7 @@ impl TransparencyLog {
         let mut high = *self
             .signed_high
             .lock()
-            .map_err(|_| AuditLogError::Tlog("the signed size's lock is poisoned".into()))?;
+            .map_err(|_| AuditLogError::Internal("the signed size's lock is poisoned".into()))?;
         // Replicas sharing the file: a larger tree one of them signed or appended to counts
         // as this server's own (its copy in memory was read at start).
         if let Some(Ok(Some(kept))) = self.signed_high_file.as_deref().map(read_signed_high) {
@@ -827,7 +830,7 @@ impl TransparencyLog {
         }
         if let Some(path) = &self.signed_high_file {
             write_signed_high(path, size, &root).map_err(|e| {
-                AuditLogError::Tlog(format!(
+                AuditLogError::Internal(format!(
                     "keeping the signed size in {}: {e}",
                     path.display()
                 ))
@@ -1051,9 +1054,9 @@ impl TransparencyLog {
             Err(e) => return Err(e),
         };
         let c = Checkpoint::new(&self.origin, n, root, "")
-            .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            .map_err(|e| AuditLogError::Internal(e.to_string()))?;
         let text =
-            String::from_utf8(c.to_bytes()).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            String::from_utf8(c.to_bytes()).map_err(|e| AuditLogError::Internal(e.to_string()))?;
         let note = self.key.sign(&text)?;
         if let Ok(mut signed) = self.signed.lock() {
             *signed = Some((n, note.clone()));

@@ -103,10 +103,11 @@ async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<r
 
 /// The log as `server` serves it now (`GET /api/log/checkpoint`, `/api/log/consistency` from
 /// `from_size`, and every leaf's note from `/api/log/leaves`; no key needed): its checkpoint
-/// note, the consistency proof and the notes, none of them checked here (the caller holds them
-/// to the key and to each other: [`proofgate_core::audit::transparency::newest_log`] and
-/// [`proofgate_core::audit::transparency::log_heads`]). `Err` only when they could not be
-/// fetched.
+/// note, the consistency proof and the notes (the caller holds them to the key and to each
+/// other: [`proofgate_core::audit::transparency::newest_log`] and
+/// [`proofgate_core::audit::transparency::log_heads`]). With `verifier_key`, a checkpoint that
+/// key does not sign comes back alone, its proof and leaves unread (the caller finds it
+/// unsigned). `Err` only when they could not be fetched.
 pub fn served_log(server: &str, from_size: u64, verifier_key: Option<&str>) -> Result<ServedLog> {
     let verifier_key = verifier_key.map(str::to_string);
     let base = server.trim_end_matches('/').to_string();

@@ -176,11 +176,16 @@ mod tests {
                 path: "/etc/proofgate/audit.key".into(),
                 problem: "unreadable".into(),
             },
+            // A disk full is an outage, not evidence of tampering.
+            AuditLogError::Internal(
+                "keeping the signed size in /var/lib/proofgate/x.signed-size: No space left".into(),
+            ),
         ] {
             let api = log_error(e);
             assert_eq!(api.status, axum::http::StatusCode::SERVICE_UNAVAILABLE);
             let body = api.body().to_string();
             assert!(!body.contains("bob") && !body.contains('/'), "{body}");
+            assert!(!body.contains("altered"), "{body}");
         }
         // The log not adding up, or refused: said, without the paths, and not as an outage a
         // retry mends.
