@@ -851,22 +851,36 @@ fn members_config() -> ThreadConfig {
 /// both stayed premises; format 7 checks them as claims.
 fn ungrounded_premises_loop() -> Thread {
     use proofgate_core::conversation::{ConversationTurn, TurnRole};
-    use proofgate_core::thread::ChatbotReply;
-    let t0 = 1_700_000_500_000;
-    let cfg = members_config();
-    let conversation = vec![
-        ConversationTurn::new(TurnRole::System, "Members over 65 pay 5 dollars."),
-        ConversationTurn::new(TurnRole::User, "How much is my ticket?"),
-    ];
     let reply = json!({"pairs": [{"premises": [
             {"logic": "(>= age 65)", "naturalLanguage": "The visitor is over 65 (turn 1)"},
             {"logic": "isMember", "naturalLanguage": "The visitor is a member (turn 2)"}],
-        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]})
-    .to_string();
-    let mut t = Thread::for_reply(
-        cfg,
+        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]});
+    two_translators_loop(
         "fixture-8",
         "How much is my ticket?",
+        vec![
+            ConversationTurn::new(TurnRole::System, "Members over 65 pay 5 dollars."),
+            ConversationTurn::new(TurnRole::User, "How much is my ticket?"),
+        ],
+        &reply,
+        1_700_000_500_000,
+    )
+}
+
+/// A thread of [`members_config`] answering `question` at the end of `conversation`, whose
+/// two translators both reply `reply`, validated with no translations to check.
+fn two_translators_loop(
+    id: &str,
+    question: &str,
+    conversation: Vec<proofgate_core::conversation::ConversationTurn>,
+    reply: &Value,
+    t0: u64,
+) -> Thread {
+    use proofgate_core::thread::ChatbotReply;
+    let mut t = Thread::for_reply(
+        members_config(),
+        id,
+        question,
         conversation,
         ChatbotReply::Answer(given_answer()),
         t0,
@@ -877,7 +891,7 @@ fn ungrounded_premises_loop() -> Thread {
             translation_rules: None,
             translator,
             attempt: 0,
-            text: reply.clone(),
+            text: reply.to_string(),
             model: Some("translator".into()),
             now: t0 + 1 + u64::from(translator),
         })
@@ -898,46 +912,21 @@ fn ungrounded_premises_loop() -> Thread {
 /// format 11 checks it as a claim, since a later turn takes it back.
 fn corrected_fact_loop() -> Thread {
     use proofgate_core::conversation::{ConversationTurn, TurnRole};
-    use proofgate_core::thread::ChatbotReply;
-    let t0 = 1_700_000_600_000;
     let question = "Actually I'm not a member any more. How much is my ticket?";
-    let conversation = vec![
-        ConversationTurn::new(TurnRole::User, "I am a member. Can I bring a guest?"),
-        ConversationTurn::new(TurnRole::Assistant, "Yes, members may bring one guest."),
-        ConversationTurn::new(TurnRole::User, question),
-    ];
     let reply = json!({"pairs": [{"premises": [
             {"logic": "isMember", "naturalLanguage": "The visitor is a member (turn 1)"}],
-        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]})
-    .to_string();
-    let mut t = Thread::for_reply(
-        members_config(),
+        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "5 dollars"}]}]});
+    two_translators_loop(
         "fixture-corrected",
         question,
-        conversation,
-        ChatbotReply::Answer(given_answer()),
-        t0,
+        vec![
+            ConversationTurn::new(TurnRole::User, "I am a member. Can I bring a guest?"),
+            ConversationTurn::new(TurnRole::Assistant, "Yes, members may bring one guest."),
+            ConversationTurn::new(TurnRole::User, question),
+        ],
+        &reply,
+        1_700_000_600_000,
     )
-    .expect("valid thread");
-    for translator in [0u32, 1] {
-        t.handle(Input::TranslatorReplied {
-            translation_rules: None,
-            translator,
-            attempt: 0,
-            text: reply.clone(),
-            model: Some("translator".into()),
-            now: t0 + 1 + u64::from(translator),
-        })
-        .expect("reply accepted");
-    }
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![Finding::NoTranslations(Default::default())],
-        evidence: Some(json!({"validator": "local"})),
-        now: t0 + 4,
-    })
-    .expect("accepted");
-    t
 }
 
 /// Format 11: a premise whose fact a later turn takes back is checked as a claim

@@ -321,8 +321,31 @@ impl Store {
         hash: &str,
         seal: &KeySeal,
     ) -> Result<Option<ApiKey>, StorageError> {
-        let rows = sqlx::query("SELECT * FROM api_keys WHERE key_hash = $1")
-            .bind(hash)
+        self.sealed_key("SELECT * FROM api_keys WHERE key_hash = $1", hash, seal)
+            .await
+    }
+
+    /// The key with public id `id`, if there is one (active or not) and its row carries its
+    /// seal, as [`Store::key_by_hash`] reads one.
+    pub async fn key_by_id(
+        &self,
+        id: &str,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        self.sealed_key("SELECT * FROM api_keys WHERE id = $1", id, seal)
+            .await
+    }
+
+    /// The key `query` (of `api_keys`, by one column) finds for `value`, if its row carries
+    /// its seal; a row that does not is no key, and is logged.
+    async fn sealed_key(
+        &self,
+        query: &'static str,
+        value: &str,
+        seal: &KeySeal,
+    ) -> Result<Option<ApiKey>, StorageError> {
+        let rows = sqlx::query(query)
+            .bind(value)
             .fetch_all(&self.pool)
             .await
             .map_err(db("looking up a key"))?;
@@ -335,31 +358,6 @@ impl Store {
                 "API key {} refused: its row does not carry this server's seal (it was written \
                  or changed in the database, or made before key rows were sealed: make a new \
                  key)",
-                columns.id
-            );
-        }
-        Ok(None)
-    }
-
-    /// The key with public id `id`, if there is one (active or not) and its row carries its
-    /// seal, as [`Store::key_by_hash`] reads one.
-    pub async fn key_by_id(
-        &self,
-        id: &str,
-        seal: &KeySeal,
-    ) -> Result<Option<ApiKey>, StorageError> {
-        let rows = sqlx::query("SELECT * FROM api_keys WHERE id = $1")
-            .bind(id)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(db("looking up a key"))?;
-        for row in &rows {
-            let columns = SealedColumns::of_row(row)?;
-            if seal.holds(&columns) {
-                return row_to_key(row).map(Some);
-            }
-            tracing::error!(
-                "API key {} refused: its row does not carry this server's seal",
                 columns.id
             );
         }

@@ -493,11 +493,7 @@ async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
     assert_eq!(bundle["policyDocuments"], old["policyDocuments"]);
     assert!(!bundle["policyDocuments"].to_string().contains(described));
     let trail = assert_trail_replays(&proxy, &thread).await;
-    let failed = trail
-        .iter()
-        .find(|r| r.kind.as_str() == "FAILED")
-        .expect("a FAILED record");
-    let reason = failed.body["reason"].as_str().unwrap();
+    let reason = failed_reason(&trail);
     assert!(
         reason.contains("the policy changed while this thread waited")
             && reason.contains(old_name.as_str().unwrap()),
@@ -1030,9 +1026,17 @@ async fn a_guardrail_valid_that_names_no_rule_is_not_verified() {
     assert_eq!(last.body["outcome"]["verified"], false, "{}", last.body);
 }
 
+/// The reason of a trail's FAILED record.
+fn failed_reason(trail: &[AuditRecord]) -> String {
+    let failed = trail
+        .iter()
+        .find(|r| r.kind.as_str() == "FAILED")
+        .expect("a FAILED record");
+    failed.body["reason"].as_str().unwrap().to_string()
+}
+
 /// The thread an error message names ("... the thread's audit trail (ID) records why"): only
 /// answers carry `x-proofgate-thread`.
-#[cfg(feature = "bedrock")]
 fn thread_named_in(message: &str) -> String {
     message
         .split("audit trail (")
@@ -1080,11 +1084,7 @@ async fn a_valid_from_a_policy_version_not_chosen_fails_closed() {
     let message = r.body["error"]["message"].as_str().unwrap();
     let thread = thread_named_in(message);
     let trail = assert_trail_replays(&proxy, &thread).await;
-    let failed = trail
-        .iter()
-        .find(|r| r.kind.as_str() == "FAILED")
-        .expect("a FAILED record");
-    let reason = failed.body["reason"].as_str().unwrap();
+    let reason = failed_reason(&trail);
     assert!(
         reason.contains("policy_arns") && reason.contains("/other:1"),
         "{reason}"
