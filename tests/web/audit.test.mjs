@@ -10,6 +10,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { start, newPage, shot, root } from './harness.mjs';
@@ -82,8 +83,14 @@ async function bringOwn(p, key = auditKey, checkpoint = savedCheckpoint) {
     await p.setInputFiles('#policy-file', POLICY);
     await p.waitForFunction(() => /park-admission\.json \(your copy\)/.test(document.querySelector('#policy-source').textContent));
   }
-  await p.fill('#audit-key', key);
+  await pasteKey(p, key);
   await p.fill('#saved-checkpoint', checkpoint);
+}
+
+/** The auditor clears the key field and pastes the key they hold. */
+async function pasteKey(p, key) {
+  await p.fill('#audit-key', '');
+  await p.fill('#audit-key', key);
 }
 
 /** Clicks `selector` and waits for the verification it starts (a new verdict box) to finish. */
@@ -125,7 +132,20 @@ test('the chat\'s verify link: the policy and key the audited server serves are 
   assert.match(await page.locator('[data-check=signature]').textContent(), /✓ Signature: .*with the key this server serves/);
   assert.match(await page.locator('#policy-source').textContent(), /served by this server/);
   assert.match(await page.locator('#audit-key-source').textContent(), /Served by this server/);
+  // The whole key's digest, to compare with the one the auditor holds.
+  const digest = createHash('sha256').update(auditKey).digest('hex');
+  assert.match(await page.locator('[data-check=key]').textContent(), new RegExp(`SHA-256 ${digest}`));
   await shot(page, 'bundle-served-inputs-incomplete');
+  // A character typed and taken back, or the same key pasted over it, leaves the server's key
+  // the server's (a review: any edit made it count as the auditor's).
+  await page.focus('#audit-key');
+  await page.keyboard.press('End');
+  await page.keyboard.type('x');
+  await page.keyboard.press('Backspace');
+  await page.fill('#audit-key', auditKey);
+  assert.match(await page.locator('#audit-key-source').textContent(), /Served by this server/);
+  const again = await rerun(page, '[data-action=load-url]');
+  assert.deepEqual(await again.locator('[data-missing]').evaluateAll((els) => els.map((e) => e.dataset.missing)), ['policy-served', 'key-served', 'checkpoint']);
 });
 
 test('a genuine bundle with the auditor\'s own policy and key passes: chain, replay, logic, signature, inclusion', async () => {
@@ -281,7 +301,7 @@ test('a bundle verified without the auditor\'s policy is incomplete, never a pas
   await p.goto(`${env.url}/#/verify`);
   await p.waitForFunction(() => /No policy loaded/.test(document.querySelector('#policy-source')?.textContent || '')
     && document.querySelector('#audit-key')?.value);
-  await p.fill('#audit-key', auditKey);
+  await pasteKey(p, auditKey);
   await p.fill('#trail-text', JSON.stringify(bundle));
   await p.click('[data-action=verify-paste]');
   const box = await expectIncomplete(p, ['policy', 'thread', 'checkpoint']);
@@ -334,7 +354,7 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   let box = await expectIncomplete(p, ['z3', 'thread', 'key']);
   assert.match(await box.locator('[data-missing=key]').textContent(), /give the server's verifier key/);
   // With the key, the signature and inclusion pass, and only Z3 is missing.
-  await p.fill('#audit-key', auditKey);
+  await pasteKey(p, auditKey);
   await p.click('[data-action=verify-paste]');
   await p.waitForFunction(() => !document.querySelector('.verdict-box [data-missing=key]'));
   // (A page from a plain static host cannot read the audited server's log either.)

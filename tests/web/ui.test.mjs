@@ -184,6 +184,7 @@ test('load a trail in the verifier and see every record pass', async () => {
   const checked = await page.locator('#checked-checkpoint').inputValue();
   await page.setInputFiles('#policy-file', path.join(root, 'examples/policies/park-admission.json'));
   await page.waitForFunction(() => /your copy/.test(document.querySelector('#policy-source').textContent));
+  await page.fill('#audit-key', '');
   await page.fill('#audit-key', (await (await fetch(`${env.url}/.well-known/proofgate/audit-key`)).text()).trim());
   await page.fill('#saved-checkpoint', checked);
   await page.click('[data-action=load-url]');

@@ -31,7 +31,7 @@ const view = { source: null, text: null, result: null };
 // What the auditor brings: the policy, the server's verifier key, a checkpoint saved earlier.
 // A policy or key pre-filled from the audited server (`policyServed`, `keyServed`) is that
 // server's word, not the auditor's: the checks run with it, but the audit is not full.
-const auditor = { policy: null, policySource: null, policyServed: false, key: '', keyServed: false, checkpoint: '', thread: '', logServer: '' };
+const auditor = { policy: null, policySource: null, policyServed: false, key: '', keyServed: false, servedKey: '', keyCleared: false, checkpoint: '', thread: '', logServer: '' };
 // Each verification's token: a run superseded while it awaits Z3 (a policy loaded, another
 // trail, another view) must neither write into the page nor announce its outcome.
 let generation = 0;
@@ -58,6 +58,14 @@ function recordsOf(data) {
 function mark(state, text) {
   const sym = { pass: '✓', fail: '✗', skip: '–', pending: '…' }[state];
   return h('span', { class: `mark ${state}` }, `${sym} ${text}`);
+}
+
+/** The SHA-256 of `text` in hex, or null where the page has no WebCrypto (a file: page). */
+async function sha256Hex(text) {
+  try {
+    const d = await crypto.subtle.digest('SHA-256', new TextEncoder().encode(text));
+    return [...new Uint8Array(d)].map((b) => b.toString(16).padStart(2, '0')).join('');
+  } catch { return null; }
 }
 
 /** The thread a URL of this server's API names (`/api/threads/<id>/audit...`), or null. */
@@ -207,6 +215,7 @@ async function verify(text, source, out, urlThread = null) {
   if (key && isBundle) {
     try { trust = verifyTrust(text, key, checkpoint || undefined); } catch (e) { trustError = e.message; }
   }
+  const keyPrint = key && isBundle ? await sha256Hex(key) : null;
   // Whether this is its thread's latest head: a server can hand out an earlier head of the
   // thread, or one forked from it, as genuinely signed and logged; only the log's other leaves
   // show the thread went further. They are public, read from this server, and held by the core
@@ -268,6 +277,9 @@ async function verify(text, source, out, urlThread = null) {
     const served = keyServed ? ' (with the key this server serves, not one you hold)' : '';
     const line = (name, label, c) => h('li', { 'data-check': name, class: c.ok ? 'pass' : 'fail' }, `${c.ok ? '✓' : '✗'} ${label}: ${c.detail}${served}`);
     return [
+      // The whole key's digest, to compare with the one held: its name and 4-byte id alone
+      // could be matched by another key.
+      keyPrint ? h('li', { 'data-check': 'key' }, `Verifier key ${key.split('+').slice(0, 2).join('+')}, SHA-256 ${keyPrint}`) : null,
       line('signature', 'Signature', trust.signature),
       line('inclusion', 'Inclusion in the log', trust.inclusion),
       trust.consistency ? line('consistency', 'Consistency with your saved checkpoint', trust.consistency) : null,
@@ -478,11 +490,17 @@ async function auditorInputs() {
   const keyNote = h('p', { class: 'muted small', id: 'audit-key-source' });
   const showKey = () => {
     keyNote.textContent = auditor.key && auditor.keyServed
-      ? 'Served by this server, so it is the server\'s word: paste the key you hold (obtained out of band) for a full audit.' : '';
+      ? 'Served by this server, so it is the server\'s word: clear the field and paste the key you hold (obtained out of band) for a full audit.' : '';
   };
-  // Typed or pasted by the auditor: theirs from now on. (The key they hold is the one an honest
-  // server serves, so the same text pasted over it cannot be told from the served one kept.)
-  key.addEventListener('input', () => { auditor.key = key.value.trim(); auditor.keyServed = false; showKey(); });
+  // The served key stays the server's until the auditor clears the field: a character typed
+  // and taken back, or the same text pasted over it, leaves the server's key in place (a
+  // review: any edit made it count as the auditor's). Once cleared, what is pasted is theirs.
+  key.addEventListener('input', () => {
+    auditor.key = key.value.trim();
+    if (!auditor.key) auditor.keyCleared = true;
+    auditor.keyServed = !auditor.keyCleared && auditor.key === auditor.servedKey;
+    showKey();
+  });
   checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
   const logServer = h('input', { type: 'url', id: 'log-server', spellcheck: 'false', placeholder: 'https://proofgate.example.com (empty: this page\'s server)', value: auditor.logServer });
   logServer.addEventListener('input', () => { auditor.logServer = logServer.value.trim(); });
@@ -490,7 +508,7 @@ async function auditorInputs() {
     try {
       if (!auditor.key) {
         const res = await fetch('/.well-known/proofgate/audit-key');
-        if (res.ok) { auditor.key = (await res.text()).trim(); auditor.keyServed = true; key.value = auditor.key; }
+        if (res.ok) { auditor.key = (await res.text()).trim(); auditor.servedKey = auditor.key; auditor.keyServed = true; auditor.keyCleared = false; key.value = auditor.key; }
       }
       if (!auditor.policy) {
         const list = await api.policies();
