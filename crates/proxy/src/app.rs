@@ -592,19 +592,10 @@ async fn perform(
                             .as_ref()
                             .is_none_or(|r| r.model.is_some())
                     });
-                    let request = match answered_by {
-                        Some(model) => {
-                            let mut r = request.clone();
-                            if let Some(o) = r.as_object_mut() {
-                                o.insert("model".into(), model.into());
-                            }
-                            std::borrow::Cow::Owned(r)
-                        }
-                        None => std::borrow::Cow::Borrowed(request),
-                    };
                     app.rewriter
                         .complete_in(
-                            &request,
+                            request,
+                            answered_by,
                             &proofgate_core::prompts::in_app_conversation(prompt),
                         )
                         .await

@@ -413,15 +413,18 @@ impl LlmClient {
 
     /// One completion in the app's own conversation (see [`REWRITER_KEEPS`]): `app_request` (the app's chat request,
     /// as stored with the thread) with its tools removed and streaming off, plus one user
-    /// message, `prompt`. The model is this endpoint's when configured, else the app's. The
+    /// message, `prompt`. `answered_by` is the model that answered when it is not the app
+    /// request's (the upstream's pinned one). The model is this endpoint's when configured,
+    /// else the app's. The
     /// conversation's tool calls and results go as text (see [`tool_turns_as_text`]): without
     /// the tools, Anthropic's and Bedrock's APIs refuse a conversation holding tool blocks.
     pub async fn complete_in(
         &self,
         app_request: &Value,
+        answered_by: Option<&str>,
         prompt: &str,
     ) -> Result<LlmReply, LlmError> {
-        let Some(body) = rewriter_request(&self.endpoint, app_request, prompt) else {
+        let Some(body) = rewriter_request(&self.endpoint, app_request, answered_by, prompt) else {
             return self.complete(&[ChatMessage::user(prompt)]).await;
         };
         let resp = self.forward(body, None).await?;
@@ -625,11 +628,20 @@ fn is_quota_exhausted(body: &str) -> bool {
 
 /// What [`LlmClient::complete_in`] sends to `endpoint`: the app's request cut to
 /// [`REWRITER_KEEPS`] (to [`REWRITER_KEEPS_FOR_ANOTHER_MODEL`] when the endpoint names a model
-/// other than the app's), the endpoint's temperature, the conversation's tool turns as text,
-/// and `prompt` last. None when the app's request is not a JSON object.
-fn rewriter_request(endpoint: &LlmEndpoint, app_request: &Value, prompt: &str) -> Option<Value> {
+/// other than the one that answered: `answered_by`, else the app's), the endpoint's
+/// temperature, the conversation's tool turns as text, and `prompt` last. None when the app's
+/// request is not a JSON object.
+fn rewriter_request(
+    endpoint: &LlmEndpoint,
+    app_request: &Value,
+    answered_by: Option<&str>,
+    prompt: &str,
+) -> Option<Value> {
     let mut body = app_request.clone();
     let obj = body.as_object_mut()?;
+    if let Some(model) = answered_by {
+        obj.insert("model".into(), model.into());
+    }
     // Only what makes the app's voice: a client's `stop`, `logit_bias`, `store`, `metadata`
     // or a vendor's extras reached the rewriter (perhaps another model or vendor), where
     // they could break every rewrite (failing open, the unchecked draft then went out) or
@@ -695,7 +707,7 @@ mod tests {
             model: Some("o3".into()),
             ..LlmEndpoint::default()
         };
-        let body = rewriter_request(&same, &app, "fix it").unwrap();
+        let body = rewriter_request(&same, &app, None, "fix it").unwrap();
         assert_eq!(body["reasoning_effort"], "high");
         assert_eq!(body["max_completion_tokens"], 900);
         assert!(body.get("stop").is_none());
@@ -710,7 +722,7 @@ mod tests {
                 ..LlmEndpoint::default()
             },
         ] {
-            let body = rewriter_request(&endpoint, &app, "fix it").unwrap();
+            let body = rewriter_request(&endpoint, &app, None, "fix it").unwrap();
             let mut keys: Vec<&str> = body
                 .as_object()
                 .unwrap()
@@ -728,9 +740,22 @@ mod tests {
             assert_eq!(body["messages"][1]["content"], "fix it");
         }
         // Without a model of its own, the rewriter is the app's model.
-        let body = rewriter_request(&LlmEndpoint::default(), &app, "fix it").unwrap();
+        let body = rewriter_request(&LlmEndpoint::default(), &app, None, "fix it").unwrap();
         assert_eq!(body["reasoning_effort"], "high");
-        assert!(rewriter_request(&LlmEndpoint::default(), &json!([1]), "p").is_none());
+        assert!(rewriter_request(&LlmEndpoint::default(), &json!([1]), None, "p").is_none());
+        // The upstream pinned to o3 answered a client that named another model: a rewriter of
+        // o3 is the same model, and keeps the app's parameters (a review: they were dropped).
+        let client = json!({"model": "whatever-the-client-sent", "messages": [],
+            "reasoning_effort": "high"});
+        let body = rewriter_request(&same, &client, Some("o3"), "fix it").unwrap();
+        assert_eq!(body["reasoning_effort"], "high");
+        assert_eq!(body["model"], "o3");
+        let other = LlmEndpoint {
+            model: Some("gpt-4o-mini".into()),
+            ..LlmEndpoint::default()
+        };
+        let body = rewriter_request(&other, &client, Some("o3"), "fix it").unwrap();
+        assert!(body.get("reasoning_effort").is_none(), "{body}");
     }
 
     #[test]

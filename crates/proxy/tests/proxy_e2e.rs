@@ -510,6 +510,14 @@ async fn a_waiting_thread_keeps_the_policy_version_it_started_with() {
         !trail[answered..].iter().any(|r| r.kind.as_str() == "CHECK"),
         "checked after the policy changed"
     );
+    // Nor rewritten: the rewriter is not called (its reply would follow the loop's CALL_LLM)
+    // for an answer that could never be checked.
+    assert!(
+        !trail[answered..]
+            .iter()
+            .any(|r| r.kind.as_str() == "LLM_REPLIED"),
+        "rewritten after the policy changed"
+    );
 
     // `proofgate audit` on the plain trail builds the document from the auditor's policy file:
     // the version the thread was shown rebuilds it; the new version is not that policy, and
@@ -940,29 +948,19 @@ async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
     let cfg = bedrock_config(&llm, &guardrail);
     let proxy = Proxy::start("bedrock-premises", &cfg);
 
-    let r = chat(
-        &proxy,
-        json!([{"role": "user", "content": "What is my admission fee?"}]),
-        &[],
-    )
-    .await;
-    let verdict = r.header("x-proofgate-verdict").to_string();
-    assert_eq!(verdict, "NEEDS_INPUT", "{:?}", r.body);
+    // One question: its reply, checked for `verdict`, and its thread's trail, replayed.
+    async fn asked(proxy: &Proxy, question: &str, verdict: &str) -> (Reply, Vec<AuditRecord>) {
+        let r = chat(proxy, json!([{"role": "user", "content": question}]), &[]).await;
+        assert_eq!(r.header("x-proofgate-verdict"), verdict, "{:?}", r.body);
+        let trail = assert_trail_replays(proxy, r.header("x-proofgate-thread")).await;
+        (r, trail)
+    }
+    let (r, trail) = asked(&proxy, "What is my admission fee?", "NEEDS_INPUT").await;
     assert!(r.content().contains("How old are you?"), "{:?}", r.body);
-    let thread = r.header("x-proofgate-thread").to_string();
-    let trail = assert_trail_replays(&proxy, &thread).await;
     assert!(trail[0].body["formatVersion"].as_u64().unwrap() >= 10);
 
-    let r = chat(
-        &proxy,
-        json!([{"role": "user", "content": "I am 70. What is my admission fee?"}]),
-        &[],
-    )
-    .await;
-    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    let (r, trail) = asked(&proxy, "I am 70. What is my admission fee?", "VALID").await;
     assert_eq!(r.content(), "Since you are 70, you pay $22.50.");
-    let thread = r.header("x-proofgate-thread").to_string();
-    let trail = assert_trail_replays(&proxy, &thread).await;
     assert!(trail[0].body.get("policyDocument").is_some());
 
     // Without a local policy the premises are held with no vocabulary, and the trail names no
@@ -971,15 +969,7 @@ async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
     let bare = cfg.replace("policy = \"examples/policies/park-admission.json\"\n", "");
     assert_ne!(bare, cfg);
     let proxy = Proxy::start("bedrock-premises-bare", &bare);
-    let r = chat(
-        &proxy,
-        json!([{"role": "user", "content": "I am 70. What is my admission fee?"}]),
-        &[],
-    )
-    .await;
-    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
-    let thread = r.header("x-proofgate-thread").to_string();
-    let trail = assert_trail_replays(&proxy, &thread).await;
+    let (_, trail) = asked(&proxy, "I am 70. What is my admission fee?", "VALID").await;
     assert!(
         trail[0].body.get("policyDocument").is_none(),
         "{}",
