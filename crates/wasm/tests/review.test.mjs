@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:cr
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeads } from 'proofgate';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeads, verifyCheckpoint } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
@@ -196,6 +196,17 @@ function signedBundle() {
   bundle.inclusion = { leafIndex: 0, hashes: [] };
   return { bundle, verifierKey, signNote };
 }
+
+test('verifyCheckpoint reads a checkpoint only under the key that signed it', () => {
+  // What the verifier asks before reading a log's leaves: another key's log is not read.
+  const { bundle, verifierKey } = signedBundle();
+  const info = verifyCheckpoint(bundle.checkpoint, verifierKey);
+  assert.equal(info.size, 1);
+  assert.equal(info.origin, 'proofgate.test/log');
+  const other = signer('proofgate.test');
+  assert.throws(() => verifyCheckpoint(bundle.checkpoint, other.verifierKey), /proofgate: /);
+  assert.throws(() => verifyCheckpoint('not a note', verifierKey), /proofgate: /);
+});
 
 test('verifyTrust checks the records under the signed head', () => {
   const { bundle, verifierKey } = signedBundle();
