@@ -6,8 +6,10 @@
 
 use serde_json::{json, Map, Value};
 
-/// `max_tokens` is required by the Messages API; used when the chat request has none.
-pub const DEFAULT_MAX_TOKENS: u64 = 1024;
+/// `max_tokens` is required by the Messages API; used when the chat request has none (an
+/// OpenAI client seldom sends one). Every Claude model can write this many; at 1,024 answers
+/// were cut off where the client had set no limit.
+pub const DEFAULT_MAX_TOKENS: u64 = 4096;
 
 pub(crate) fn text_of_content(content: &Value) -> String {
     match content {
@@ -133,10 +135,18 @@ pub fn request_from_chat(chat: &Value) -> Value {
     if !system.is_empty() {
         out.insert("system".into(), json!(system.join("\n\n")));
     }
-    for key in ["temperature", "top_p", "metadata"] {
+    for key in ["temperature", "top_p"] {
         if let Some(v) = chat.get(key).filter(|v| !v.is_null()) {
             out.insert(key.into(), v.clone());
         }
+    }
+    // The Messages API's metadata holds only `user_id`: OpenAI's `metadata` (a map of the
+    // client's own strings) made the upstream refuse the request; the end user goes there.
+    if let Some(user) = ["user", "safety_identifier"]
+        .iter()
+        .find_map(|k| chat.get(*k).and_then(Value::as_str))
+    {
+        out.insert("metadata".into(), json!({"user_id": user}));
     }
     match chat.get("stop") {
         Some(Value::String(s)) => {
@@ -373,7 +383,9 @@ pub fn chat_from_request(req: &Value) -> Value {
         req,
         messages,
         &[
-            ("max_tokens", "max_tokens"),
+            // OpenAI's reasoning models refuse `max_tokens` (and the Anthropic SDK always
+            // sends a limit); request_from_chat reads either name back.
+            ("max_tokens", "max_completion_tokens"),
             ("temperature", "temperature"),
             ("top_p", "top_p"),
             ("stream", "stream"),
@@ -419,6 +431,24 @@ pub fn chat_from_request(req: &Value) -> Value {
 /// Dropped silently, the app would get an answer made without them; refused with a 400
 /// naming them instead.
 pub fn unsupported_in_request(req: &Value) -> Option<String> {
+    // Refused, not dropped: the client would get an answer made without what it asked for.
+    if let Some(t) = req.get("thinking").filter(|t| !t.is_null()) {
+        if t.get("type").and_then(Value::as_str) != Some("disabled") {
+            return Some(
+                "`thinking` is not supported: the upstream is called with Chat Completions' \
+                 parameters, and a model's reasoning never reaches the app unverified; send the \
+                 request without it"
+                    .into(),
+            );
+        }
+    }
+    if req.get("top_k").is_some_and(|v| !v.is_null()) {
+        return Some(
+            "`top_k` is not supported: the upstream is called with Chat Completions' \
+             parameters, which have none; use `temperature` or `top_p`"
+                .into(),
+        );
+    }
     for tool in req
         .get("tools")
         .and_then(Value::as_array)
@@ -442,8 +472,8 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
     {
         // Named by the client's own index (the converted request also holds `system` as a
         // message, and merges consecutive turns, so its indexes differ).
-        match m.get("role").and_then(Value::as_str) {
-            Some("user" | "assistant") => {}
+        let role = match m.get("role").and_then(Value::as_str) {
+            Some(r @ ("user" | "assistant")) => r,
             Some("system") => {
                 return Some(format!(
                     "messages[{i}] has role `system`: send the system prompt as the request's \
@@ -463,7 +493,7 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
                      turns as assistant"
                 ));
             }
-        }
+        };
         for b in m
             .get("content")
             .and_then(Value::as_array)
@@ -471,6 +501,19 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
             .flatten()
         {
             let kind = b.get("type").and_then(Value::as_str).unwrap_or("");
+            // A block in the other party's turn was dropped without a word: a tool result the
+            // answer should have been verified against, or a call no tool result follows.
+            let belongs_to = match kind {
+                "tool_use" | "thinking" | "redacted_thinking" => "assistant",
+                "tool_result" => "user",
+                _ => role,
+            };
+            if belongs_to != role {
+                return Some(format!(
+                    "messages[{i}] is a {role} turn with a `{kind}` block, which only {belongs_to} \
+                     turns hold"
+                ));
+            }
             // A tool result is passed on as its text: an image or document in it would be
             // dropped, and the answer verified against a result without it.
             if kind == "tool_result" {
@@ -622,7 +665,7 @@ pub fn tool_use_message(
                     )
                 })?;
                 let id = (c.id.as_deref())
-                    .filter(|id| crate::openai::is_identifier(id))
+                    .filter(|id| crate::openai::is_short_id(id))
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                 blocks.push(json!({
@@ -745,6 +788,38 @@ mod tests {
         assert!(super::unsupported_in_request(&in_result)
             .unwrap()
             .contains("tool_result content blocks of type `image`"));
+        // A block in the other party's turn, and parameters the upstream call cannot carry,
+        // are refused by name rather than dropped.
+        for (req, says) in [
+            (
+                json!({"messages": [{"role": "assistant", "content": [
+                {"type": "tool_result", "tool_use_id": "t", "content": "$0"}]}]}),
+                "messages[0] is a assistant turn with a `tool_result` block",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": [
+                {"type": "tool_use", "id": "t", "name": "f", "input": {}}]}]}),
+                "only assistant turns hold",
+            ),
+            (
+                json!({"messages": [{"role": "user", "content": [
+                {"type": "thinking", "thinking": "the user is 70"}]}]}),
+                "`thinking` block",
+            ),
+            (
+                json!({"messages": [], "thinking": {"type": "enabled", "budget_tokens": 2048}}),
+                "`thinking` is not supported",
+            ),
+            (
+                json!({"messages": [], "top_k": 5}),
+                "`top_k` is not supported",
+            ),
+        ] {
+            let why = super::unsupported_in_request(&req).unwrap_or_default();
+            assert!(why.contains(says), "{req}: {why}");
+        }
+        let off = json!({"messages": [], "thinking": {"type": "disabled"}});
+        assert_eq!(super::unsupported_in_request(&off), None);
         let text_result = json!({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
             "content": [{"type": "text", "text": "$30"}]}]}]});
         assert_eq!(super::unsupported_in_request(&text_result), None);
@@ -859,9 +934,18 @@ mod tests {
         assert_eq!(chat["messages"][3]["role"], "tool");
         assert_eq!(chat["messages"][3]["content"], "$30");
         assert_eq!(chat["tools"][0]["function"]["name"], "price");
+        assert_eq!(chat["max_completion_tokens"], 300);
         let back = request_from_chat(&chat);
         assert_eq!(back["system"], "Be brief.");
         assert_eq!(back["max_tokens"], 300);
+        // OpenAI's `metadata` is the client's own map; the Messages API takes only a user id.
+        let openai = json!({"model": "claude", "messages": [{"role": "user", "content": "hi"}],
+                            "metadata": {"app": "kiosk"}, "user": "u-7"});
+        let sent = request_from_chat(&openai);
+        assert_eq!(sent["metadata"], json!({"user_id": "u-7"}));
+        assert_eq!(sent["max_tokens"], DEFAULT_MAX_TOKENS);
+        let anonymous = request_from_chat(&json!({"messages": [], "metadata": {"a": "b"}}));
+        assert!(anonymous.get("metadata").is_none(), "{anonymous}");
         assert_eq!(back["messages"][1]["content"][0]["input"]["age"], 70);
         assert_eq!(back["messages"][2]["content"][0]["tool_use_id"], "toolu_1");
         assert_eq!(back["tools"][0]["input_schema"]["type"], "object");

@@ -19,6 +19,9 @@ use tlog_tiles::{
 use tokio::sync::Mutex;
 
 /// Why the audit key or log failed.
+/// Most leaves one read returns: the route is public, and its reply is built in memory.
+pub const MAX_LEAVES_PER_READ: i64 = 1000;
+
 #[derive(Debug, thiserror::Error)]
 pub enum AuditLogError {
     /// The signing key could not be read, created or parsed.
@@ -1102,19 +1105,33 @@ impl TransparencyLog {
         Ok(p.iter().map(Hash::to_string).collect())
     }
 
-    /// Leaves `from..to` (at most 1,000 at a time).
+    /// Leaves `from..to` (at most [`MAX_LEAVES_PER_READ`] at a time).
     pub async fn leaves(
         &self,
         store: &Store,
         from: u64,
         to: u64,
     ) -> Result<Vec<LeafRow>, AuditLogError> {
-        let to = to.min(from.saturating_add(1000));
+        // Checked before the database sees them: `as i64` wrapped 2^63 round to i64::MIN, and
+        // `from=2^63&to=2^63-1` then read every leaf into one public response.
+        let Ok(from) = i64::try_from(from) else {
+            return Err(AuditLogError::Range(format!(
+                "leaf indexes go up to {}, got from={from}",
+                i64::MAX
+            )));
+        };
+        let to = i64::try_from(to).unwrap_or(i64::MAX);
+        if from > to {
+            return Err(AuditLogError::Range(format!(
+                "need from <= to, got from={from} to={to}"
+            )));
+        }
+        let to = to.min(from.saturating_add(MAX_LEAVES_PER_READ));
         let rows = sqlx::query(
             "SELECT idx, note FROM log_leaves WHERE idx >= $1 AND idx < $2 ORDER BY idx",
         )
-        .bind(from as i64)
-        .bind(to as i64)
+        .bind(from)
+        .bind(to)
         .fetch_all(&store.pool)
         .await
         .map_err(db("reading log leaves"))?;

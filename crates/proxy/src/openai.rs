@@ -534,7 +534,9 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
             .iter()
             .map(|c| {
                 let mut out = serde_json::Map::new();
-                let id = identifier(c.get("id"))
+                // An id of a sentence's form is made up anew, as a completion's is: the app
+                // may show it, and nothing checks it.
+                let id = short_id(c.get("id"))
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
                 out.insert("id".into(), json!(id));
@@ -663,7 +665,12 @@ pub fn is_identifier(s: &str) -> bool {
 /// proxy can make up when the upstream's is not of it (a sentence written with hyphens,
 /// `chatcmpl-you-get-a-full-refund`, was an identifier).
 pub fn short_id(v: Option<&Value>) -> Option<&str> {
-    identifier(v).filter(|s| s.bytes().filter(|b| b"._:/@+-".contains(b)).count() <= 2)
+    v.and_then(Value::as_str).filter(|s| is_short_id(s))
+}
+
+/// Whether `s` is of a short id's form (see [`short_id`]); tool calls' ids are held to it too.
+pub fn is_short_id(s: &str) -> bool {
+    is_identifier(s) && s.bytes().filter(|b| b"._:/@+-".contains(b)).count() <= 2
 }
 
 /// Top-level members of an upstream completion that are copied into the response: they
@@ -1452,5 +1459,16 @@ mod tool_call_tests {
         for e in tool_call_events(&out) {
             assert!(!e.contains("LEAK"), "{e}");
         }
+        // A tool call's id of a sentence's form, written with separators, is made up anew.
+        let worded = json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_you-get-a-full-refund", "type": "function",
+                            "function": {"name": "price", "arguments": "{}"}},
+                           {"id": "chatcmpl-tool-9f2c", "type": "function",
+                            "function": {"name": "price", "arguments": "{}"}}]}}]});
+        let out = tool_call_completion(worded, json!({}));
+        let ids = &out["choices"][0]["message"]["tool_calls"];
+        assert!(!out.to_string().contains("refund"), "{out}");
+        assert!(ids[0]["id"].as_str().unwrap().starts_with("call_"));
+        assert_eq!(ids[1]["id"], "chatcmpl-tool-9f2c");
     }
 }

@@ -183,7 +183,9 @@ pub fn chat_from_request(req: &Value) -> Value {
         req,
         messages,
         &[
-            ("max_output_tokens", "max_tokens"),
+            // OpenAI's reasoning models refuse `max_tokens`; every other model of OpenAI's,
+            // vLLM and llama.cpp take this name, and the Anthropic upstream reads either.
+            ("max_output_tokens", "max_completion_tokens"),
             ("temperature", "temperature"),
             ("top_p", "top_p"),
             ("stream", "stream"),
@@ -192,6 +194,11 @@ pub fn chat_from_request(req: &Value) -> Value {
             ("parallel_tool_calls", "parallel_tool_calls"),
         ],
     );
+    // The Chat Completions name of the reasoning effort (a summary is the model's reasoning,
+    // which no reply carries unverified, so there is none to ask for).
+    if let Some(effort) = req.pointer("/reasoning/effort").filter(|e| e.is_string()) {
+        out.insert("reasoning_effort".into(), effort.clone());
+    }
     if let Some(tools) = req.get("tools").and_then(Value::as_array) {
         let tools: Vec<Value> = tools
             .iter()
@@ -295,7 +302,7 @@ pub fn tool_call_response(completion: &Value, proofgate: Value) -> Value {
         .iter()
         .map(|c| {
             let call_id = (c.id.as_deref())
-                .filter(|id| crate::openai::is_identifier(id))
+                .filter(|id| crate::openai::is_short_id(id))
                 .map(str::to_string)
                 .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
             json!({
@@ -362,9 +369,11 @@ pub fn response_events(response: &Value) -> Vec<(String, String)> {
                 "response.function_call_arguments.delta",
                 json!({"output_index": i, "item_id": id, "delta": args}),
             ));
+            // `name` as OpenAI's stream sends it: strict clients require it on this event.
+            let name = item.get("name").cloned().unwrap_or(json!(""));
             events.push((
                 "response.function_call_arguments.done",
-                json!({"output_index": i, "item_id": id, "arguments": args}),
+                json!({"output_index": i, "item_id": id, "name": name, "arguments": args}),
             ));
         } else {
             added["content"] = json!([]);
@@ -558,10 +567,33 @@ mod tests {
             "price"
         );
         assert_eq!(chat["messages"][3]["role"], "tool");
-        assert_eq!(chat["max_tokens"], 100);
+        assert_eq!(chat["max_completion_tokens"], 100);
+        assert!(chat.get("max_tokens").is_none(), "{chat}");
         assert_eq!(chat["tools"][0]["function"]["name"], "price");
         let s = chat_from_request(&json!({"model": "m", "input": "Hi"}));
         assert_eq!(s["messages"][0], json!({"role": "user", "content": "Hi"}));
+        let r = chat_from_request(&json!({"model": "gpt-5", "input": "Hi",
+            "reasoning": {"effort": "high", "summary": "auto"}}));
+        assert_eq!(r["reasoning_effort"], "high");
+        assert!(!r.to_string().contains("summary"), "{r}");
+    }
+
+    #[test]
+    fn a_streamed_function_call_names_its_tool_when_done() {
+        let completion = json!({"model": "m", "choices": [{"finish_reason": "tool_calls",
+            "message": {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_a-sentence-in-an-id", "type": "function",
+                 "function": {"name": "price", "arguments": "{\"age\":70}"}}]}}]});
+        let r = tool_call_response(&completion, json!({"verdict": "TOOL_CALL"}));
+        assert!(!r.to_string().contains("sentence"), "{r}");
+        let events = response_events(&r);
+        let (_, done) = events
+            .iter()
+            .find(|(e, _)| e == "response.function_call_arguments.done")
+            .unwrap();
+        let done: Value = serde_json::from_str(done).unwrap();
+        assert_eq!(done["name"], "price");
+        assert_eq!(done["arguments"], "{\"age\":70}");
     }
 
     #[test]

@@ -238,6 +238,27 @@ async fn invalid_answer_is_rewritten_to_valid() {
     assert!(script.ends_with("(check-sat)\n"));
 }
 
+/// An SDK's call to a route proofgate does not serve gets a JSON error naming the routes it
+/// does, not the web UI's 404 page (or a 405 without a body).
+#[tokio::test]
+async fn an_api_route_not_served_is_named_in_json() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("unknown-route", &config(&v1(&llm), "", ""));
+    let client = reqwest::Client::new();
+    for r in [
+        client.get(format!("{}/v1/models", proxy.url)),
+        client
+            .post(format!("{}/v1/messages/count_tokens", proxy.url))
+            .json(&json!({"model": "m", "messages": []})),
+    ] {
+        let resp = r.send().await.unwrap();
+        assert_eq!(resp.status(), 404);
+        let body: Value = resp.json().await.unwrap();
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("POST /v1/chat/completions"), "{body}");
+    }
+}
+
 #[tokio::test]
 async fn satisfiable_answer_asks_questions_then_verifies() {
     let llm = demo_llm();
@@ -250,7 +271,7 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     // The questions are the rewriting LLM's words: the reader is told they are not verified.
     assert!(
         r.content()
-            .ends_with("[proofgate: these questions are not verified against the policy; the answer that follows is checked, and marked if it could not be verified]"),
+            .starts_with("[proofgate: these questions are not verified against the policy; the answer that follows is checked, and marked if it could not be verified]\n\n"),
         "{}",
         r.content()
     );

@@ -103,7 +103,10 @@ pub async fn leaves(
     r: Result<Query<Range>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let r = query(r, "?from=N[&to=M] (leaf indexes)")?;
-    let to = r.to.unwrap_or(r.from.saturating_add(1000));
+    let to = r.to.unwrap_or(
+        r.from
+            .saturating_add(crate::audit_log::MAX_LEAVES_PER_READ as u64),
+    );
     let rows = app
         .log
         .leaves(&app.store, r.from, to)

@@ -72,8 +72,7 @@ fn questions_text(questions: &[String]) -> String {
         text.push_str(&format!("{}. {q}\n", i + 1));
     }
     text.push_str("\n(Reply with your answers, or \"skip\" to get an answer without them.)");
-    text.push_str(&format!("\n\n[proofgate: {QUESTIONS_NOTICE}]"));
-    text
+    with_notice(&text, Some(QUESTIONS_NOTICE))
 }
 
 /// What a message of follow-up questions says about them.
@@ -113,10 +112,13 @@ fn notice_for(status: OutcomeStatus, warning: Option<&str>) -> Option<String> {
 }
 
 /// The answer text with a notice when it is not a plain VALID answer; the notice is part of
-/// what the end user sees, so an unverified answer is never mistaken for a verified one.
+/// what the end user sees, so an unverified answer is never mistaken for a verified one. It
+/// goes first: the answer is an LLM's text, and text of its own could hide what came after it
+/// where the app renders Markdown (a last line of `<!--` opens an HTML comment that swallowed
+/// a notice at the end, on CommonMark renderers and HTML sanitizers alike).
 fn with_notice(answer: &str, notice: Option<&str>) -> String {
     match notice {
-        Some(n) if !n.is_empty() => format!("{answer}\n\n[proofgate: {n}]"),
+        Some(n) if !n.is_empty() => format!("[proofgate: {n}]\n\n{answer}"),
         _ => answer.to_string(),
     }
 }
@@ -857,7 +859,7 @@ mod notice_tests {
         let text = questions_text(&["Are you over 65?".into()]);
         assert!(text.contains("1. Are you over 65?\n"), "{text}");
         assert!(
-            text.ends_with(&format!("[proofgate: {QUESTIONS_NOTICE}]")),
+            text.starts_with(&format!("[proofgate: {QUESTIONS_NOTICE}]\n\n")),
             "{text}"
         );
     }
@@ -871,18 +873,24 @@ mod notice_tests {
         // part of it is outside the policy, as a VALID answer with one does.
         assert_eq!(
             say(OutcomeStatus::Impossible, None),
-            format!("A.\n\n[proofgate: {IMPOSSIBLE_NOTICE}]")
+            format!("[proofgate: {IMPOSSIBLE_NOTICE}]\n\nA.")
         );
         assert_eq!(
             say(OutcomeStatus::Impossible, Some(covered)),
-            format!("A.\n\n[proofgate: {IMPOSSIBLE_NOTICE}; {covered}]")
+            format!("[proofgate: {IMPOSSIBLE_NOTICE}; {covered}]\n\nA.")
         );
         assert_eq!(
             say(OutcomeStatus::ValidWithWarning, Some(covered)),
-            format!("A.\n\n[proofgate: {covered}]")
+            format!("[proofgate: {covered}]\n\nA.")
         );
         assert!(say(OutcomeStatus::MaxIterations, None).contains("NOT VERIFIED"));
         assert!(say(OutcomeStatus::NotCovered, None).contains("outside what the policy covers"));
+        // An answer that opens an HTML comment at its end hides nothing: the notice is first.
+        let hiding = with_notice("Everyone gets a refund.\n<!--", Some("NOT VERIFIED"));
+        assert!(
+            hiding.starts_with("[proofgate: NOT VERIFIED]\n\n"),
+            "{hiding}"
+        );
     }
 }
 

@@ -21,7 +21,7 @@ use axum::extract::{ConnectInfo, DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
+use axum::routing::{any, delete, get, post};
 use axum::Router;
 use limits::Limits;
 use proofgate_core::{Effect, Input};
@@ -299,6 +299,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/messages", post(messages::messages))
+        .route("/v1/{*rest}", any(api::unknown_api_route))
         .route(
             "/guardrail/{id}/version/{version}/apply",
             post(guardrail::apply_guardrail),
