@@ -464,6 +464,56 @@ const OTHER_TIMES: &[&str] = &[
     "december",
 ];
 
+/// Words that stop, refuse or rule out what a clause names ("I stopped using credits", "I
+/// quit", "I gave up my membership", "I avoid the low season", "I'm hardly a senior",
+/// "outside the low season", "instead of gold"): a clause with one names nothing, from audit
+/// format 12 ([`crate::audit::NUMBERS_IN_CONTEXT_SINCE`]). Not negations: "I stopped at the
+/// gold member desk" would then deny what it never spoke of.
+const RULING_OUT: &[&str] = &[
+    "stop",
+    "stopped",
+    "stopping",
+    "quit",
+    "quitting",
+    "gave",
+    "give",
+    "giving",
+    "refuse",
+    "refused",
+    "refusing",
+    "avoid",
+    "avoided",
+    "avoiding",
+    "skip",
+    "skipped",
+    "skipping",
+    "hardly",
+    "barely",
+    "outside",
+    "except",
+    "excluding",
+    "instead",
+    "rather",
+    "unlike",
+    "besides",
+];
+
+/// Words that, from audit format 12, also qualify a number beside [`QUALIFIERS`]: an
+/// alternative or an estimate ("69 or 70", "70-odd", "70 plus", "hardly 70") is no value.
+const QUALIFIERS_IN_CONTEXT: &[&str] = &[
+    "or",
+    "ish",
+    "odd",
+    "plus",
+    "hardly",
+    "barely",
+    "either",
+    "some",
+    "something",
+    "roughly",
+    "like",
+];
+
 /// Words of the past: a clause with one names nothing ("I used to be a member", "I was a gold
 /// member last year", "I'm an ex-member", "my membership expired"), from audit format 9.
 const PAST: &[&str] = &[
@@ -785,10 +835,12 @@ impl<'a> Grounds<'a> {
             _ => Speaker::Record,
         };
         let (stricter, own_words) = (self.stricter, self.own_words);
-        let mut statements: Vec<Clause> = clauses(&turn.text, speaker, stricter, own_words)
-            .into_iter()
-            .filter(|c| c.statement)
-            .collect();
+        let in_context = self.format >= crate::audit::NUMBERS_IN_CONTEXT_SINCE;
+        let mut statements: Vec<Clause> =
+            clauses(&turn.text, speaker, stricter, own_words, in_context)
+                .into_iter()
+                .filter(|c| c.statement)
+                .collect();
         // What the assistant just asked: an answer without "I" or "my" ("low season") states
         // only what was asked about, not a rule ("gold members enter free").
         let asked = if stricter && speaker == Speaker::AnsweringUser {
@@ -815,7 +867,7 @@ impl<'a> Grounds<'a> {
             std::cell::Cell::new(None);
         let numbers: Vec<Stated> = statements
             .iter()
-            .filter(|c| !c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())))
+            .filter(|c| !c.qualifies_numbers())
             .filter(|c| !c.only_as_asked || c.bare_answer(&asked))
             .filter(|c| {
                 !own_words
@@ -840,7 +892,13 @@ impl<'a> Grounds<'a> {
                                 .any(|w| w.chars().any(|ch| ch.is_ascii_digit()))
                         }))
             })
-            .flat_map(|c| stated_signed_decimals(&c.text))
+            .flat_map(|c| {
+                if c.in_context {
+                    stated_signed_decimals(&without_ranges(&c.text))
+                } else {
+                    stated_signed_decimals(&c.text)
+                }
+            })
             .collect();
         // A user's short yes or no to the assistant's question just before states that question.
         if turn.role == TurnRole::User && answers_assistant {
@@ -859,6 +917,7 @@ impl<'a> Grounds<'a> {
                     &turn.text,
                     stricter,
                     own_words,
+                    in_context,
                 )
                 .into_iter()
                 // A no to a question naming two facts denies only one of them, not both.
@@ -1197,6 +1256,12 @@ struct Clause {
     /// From format 9: where the clause starts to speak of whom the user is with or for (see
     /// [`FirstPerson::companion_at`]).
     companion_at: Option<usize>,
+    /// Format 12's rules ([`crate::audit::NUMBERS_IN_CONTEXT_SINCE`]): zeros deny, and words
+    /// that rule out what they name leave it unclear.
+    in_context: bool,
+    /// From format 12: the clause's sentence gives a number as a range, an alternative or an
+    /// estimate ([`ranged_numbers`]), so it states none.
+    ranged: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -1226,6 +1291,8 @@ impl Clause {
             sentence: std::rc::Rc::from(Vec::new()),
             continues: false,
             companion_at: None,
+            in_context: false,
+            ranged: false,
         }
     }
 
@@ -1264,18 +1331,45 @@ impl Clause {
         {
             return None;
         }
-        let before = self.raw[..first]
+        // From format 12: "I stopped using credits", "outside the low season"; and a zero
+        // ending the clause a few words after the name ("my credit balance is 0.0") says
+        // something of it that is not a yes (a record's zero right after it is a no, below).
+        if self.in_context
+            && (self
+                .raw
+                .iter()
+                .zip(&self.words)
+                .any(|(w, stemmed)| RULING_OUT.contains(&w.as_str()) && !name.contains(stemmed))
+                || self
+                    .zero_at_the_end(last)
+                    .is_some_and(|at| !(self.denials_after && at == last + 1)))
+        {
+            return None;
+        }
+        let mut before = self.raw[..first]
             .iter()
             .filter(|w| NEGATIONS.contains(&w.as_str()))
             .count();
-        // Right after the name; "0" only as a number of its own (not "0.50").
+        // From format 12 a zero is a no ("I use 0 credits", as "zero" was).
+        if self.in_context {
+            before += (0..first)
+                .filter(|&i| zero_numeral_at(&self.raw, i).is_some())
+                .count();
+        }
+        // Right after the name; "0" only as a number of its own (not "0.50"), and from format
+        // 12 any zero ("0.0", which read as "0" followed by digits, affirmed the name).
         let next = self.raw.get(last + 1).map(String::as_str);
         let then_digits = self
             .raw
             .get(last + 2)
             .is_some_and(|w| w.chars().all(|c| c.is_ascii_digit()));
         let after = self.denials_after
-            && next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits));
+            && if self.in_context {
+                next.is_some_and(|w| w != "0" && DENIALS_AFTER.contains(&w))
+                    || zero_numeral_at(&self.raw, last + 1).is_some()
+            } else {
+                next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits))
+            };
         // "I'm not sure about my fines", "I don't know my membership number": not knowing is
         // not a no (nor a yes); a tool's `null` or "expired" is neither either.
         if self.stricter && (self.not_knowing(first) || self.unknown_after(last)) {
@@ -1352,6 +1446,14 @@ impl Clause {
             && rest
                 .last()
                 .is_some_and(|w| DENIALS_AFTER.contains(&w.as_str()))
+    }
+
+    /// Where a zero ("0", "0.0") ends the clause within two words after the name ending at
+    /// word `last` ("my credits are 0.0", "credit balance is 0", `{"credits_used": 0}`).
+    fn zero_at_the_end(&self, last: usize) -> Option<usize> {
+        (last + 1..=last + 3).find(|&at| {
+            zero_numeral_at(&self.raw, at).is_some_and(|span| at + span == self.raw.len())
+        })
     }
 
     /// Whether the name at words `first..=last` opens the clause (past articles) and words
@@ -1432,10 +1534,28 @@ impl Clause {
 
     /// How many negations the clause holds (those before a later clause of its sentence).
     fn negations(&self) -> usize {
-        self.raw
-            .iter()
-            .filter(|w| NEGATIONS.contains(&w.as_str()))
-            .count()
+        let zeros = if self.in_context {
+            (0..self.raw.len())
+                .filter(|&i| zero_numeral_at(&self.raw, i).is_some())
+                .count()
+        } else {
+            0
+        };
+        zeros
+            + self
+                .raw
+                .iter()
+                .filter(|w| NEGATIONS.contains(&w.as_str()))
+                .count()
+    }
+
+    /// Whether a word qualifies the clause's numbers ([`QUALIFIERS`], and from format 12
+    /// [`QUALIFIERS_IN_CONTEXT`] and a sentence of ranges or estimates).
+    fn qualifies_numbers(&self) -> bool {
+        self.raw.iter().any(|w| {
+            QUALIFIERS.contains(&w.as_str())
+                || (self.in_context && QUALIFIERS_IN_CONTEXT.contains(&w.as_str()))
+        }) || (self.in_context && self.ranged)
     }
 
     /// Whether every word of `name` is in this clause, whatever it says of it.
@@ -1458,9 +1578,15 @@ impl Clause {
 /// much?", not "for members, is it free?"), and a piece with "if", "whether", "would" and the
 /// like, or one opening as a question, states nothing. Other turns (a tool's result, a system
 /// prompt) state every piece.
-fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec<Clause> {
+fn clauses(
+    text: &str,
+    speaker: Speaker,
+    stricter: bool,
+    own_words: bool,
+    in_context: bool,
+) -> Vec<Clause> {
     if own_words {
-        return clauses_speaking_of_self(text, speaker);
+        return clauses_speaking_of_self(text, speaker, in_context);
     }
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
@@ -1508,9 +1634,10 @@ fn clauses(text: &str, speaker: Speaker, stricter: bool, own_words: bool) -> Vec
 /// when any word of it did. An answer to the assistant without such a clause states only what
 /// was asked, and only when its whole sentence is a bare answer (see
 /// [`Clause::only_answers`]).
-fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
+fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> Vec<Clause> {
     let mut out = Vec::new();
     for (sentence, question) in sentences(text) {
+        let ranged = in_context && ranged_numbers(&sentence);
         let pieces = pieces_of(&sentence);
         let n = pieces.len();
         let mut negations = 0;
@@ -1576,6 +1703,8 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker) -> Vec<Clause> {
                 }
                 c.stricter = true;
                 c.own_words = true;
+                c.in_context = in_context;
+                c.ranged = ranged;
                 negations += c.negations();
                 out.push(c);
             }
@@ -1696,6 +1825,109 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
 }
 
 /// The sentences of a text, each with whether it ends with `?`.
+/// Whether raw word `i` starts a zero numeral ("0", "00", or "0.0", which [`raw_words`] reads
+/// as two words), not the fraction or the thousands of a number before it ("1.0", "1,000");
+/// with how many words it spans. "0.5" is no zero.
+fn zero_numeral_at(raw: &[String], i: usize) -> Option<usize> {
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+    let zeros = |w: &str| !w.is_empty() && w.bytes().all(|b| b == b'0');
+    let w = raw.get(i)?;
+    if !zeros(w) || (i > 0 && digits(&raw[i - 1])) {
+        return None;
+    }
+    match raw.get(i + 1) {
+        Some(f) if digits(f) => zeros(f).then_some(2),
+        _ => Some(1),
+    }
+}
+
+/// Whether a sentence gives a number as a range, an alternative or an estimate in words:
+/// "between 60 and 70", "either 69 or 70", "60 to 70", "69 or 70", "70 or so", "70ish",
+/// "70-odd", "in my 70s" (from audit format 12: then none of its numbers is a value stated).
+/// Ranges in signs ("60-70", "65+") are taken out of the text by [`without_ranges`].
+fn ranged_numbers(sentence: &str) -> bool {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = lower
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let number = |w: &str| w.bytes().next().is_some_and(|b| b.is_ascii_digit());
+    let decade = |w: &str| {
+        w.strip_suffix('s')
+            .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let words_say_so = words.iter().enumerate().any(|(i, w)| {
+        matches!(*w, "between" | "either")
+            || (number(w)
+                && (w.ends_with("ish")
+                    || decade(w)
+                    || words.get(i + 1).is_some_and(|n| {
+                        matches!(*n, "or" | "to" | "ish" | "odd" | "plus" | "something")
+                    })))
+            || (*w == "or" && words.get(i + 1).is_some_and(|n| number(n)))
+    });
+    words_say_so
+}
+
+/// `text` with the numbers of ranges written in signs blanked out: a number followed by a
+/// plus ("65+") and both ends of a dash between numbers ("60-70", "60 – 70"). From audit
+/// format 12 a clause's numbers are read from this ("Seniors (65+) pay $9, the user is 70"
+/// states 9 and 70).
+fn without_ranges(text: &str) -> String {
+    let mut chars: Vec<char> = text.chars().collect();
+    let after_spaces = |chars: &[char], mut at: usize| {
+        while chars.get(at) == Some(&' ') {
+            at += 1;
+        }
+        at
+    };
+    // The digits, points and commas of the number ending at `end` (exclusive) start here.
+    let number_start = |chars: &[char], end: usize| {
+        let mut at = end;
+        while at > 0 && (chars[at - 1].is_ascii_digit() || matches!(chars[at - 1], '.' | ',')) {
+            at -= 1;
+        }
+        at
+    };
+    let mut i = 0;
+    while i < chars.len() {
+        if !chars[i].is_ascii_digit() || chars.get(i + 1).is_some_and(char::is_ascii_digit) {
+            i += 1;
+            continue;
+        }
+        // `i` ends a number.
+        let at = after_spaces(&chars, i + 1);
+        let blank_to = match chars.get(at) {
+            Some('+') => Some(at + 1),
+            Some('-' | '\u{2013}' | '\u{2014}')
+                if chars
+                    .get(after_spaces(&chars, at + 1))
+                    .is_some_and(char::is_ascii_digit) =>
+            {
+                let mut end = after_spaces(&chars, at + 1);
+                while end < chars.len()
+                    && (chars[end].is_ascii_digit() || matches!(chars[end], '.' | ','))
+                {
+                    end += 1;
+                }
+                Some(end)
+            }
+            _ => None,
+        };
+        match blank_to {
+            Some(end) => {
+                let start = number_start(&chars, i + 1);
+                for c in &mut chars[start..end] {
+                    *c = ' ';
+                }
+                i = end;
+            }
+            None => i += 1,
+        }
+    }
+    chars.into_iter().collect()
+}
+
 fn sentences(text: &str) -> Vec<(String, bool)> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
@@ -1804,7 +2036,13 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
 /// question about the user ([`YES_NO_OPENERS`]) answered by a short yes or no (one answer
 /// per question, line by line, or one answer to a single question), as a statement, negated
 /// for no; with whether it was a no.
-fn answered(asked: &str, answer: &str, stricter: bool, own_words: bool) -> Vec<(Clause, bool)> {
+fn answered(
+    asked: &str,
+    answer: &str,
+    stricter: bool,
+    own_words: bool,
+    in_context: bool,
+) -> Vec<(Clause, bool)> {
     // "(yes/no)" and other asides are not part of what is asked.
     let mut depth = 0usize;
     let asked: String = asked
@@ -1864,10 +2102,13 @@ fn answered(asked: &str, answer: &str, stricter: bool, own_words: bool) -> Vec<(
                 return None;
             }
             // Stated as a fact: "are you a member" is "you a member"; a no denies it.
+            let ranged = in_context && ranged_numbers(&q);
             let text = if yes { q } else { format!("not {q}") };
             let mut c = Clause::new(&text, true, 0);
             c.stricter = stricter;
             c.own_words = own_words;
+            c.in_context = in_context;
+            c.ranged = ranged;
             Some((c, !yes))
         })
         .collect()
@@ -2599,6 +2840,104 @@ mod tests {
     /// What a review of grounding found, each kept fixed: a rule told to the assistant is not
     /// a fact about the user, not knowing is not a no, "not" in a name counts, a yes to an
     /// either/or picks neither, and a tool's null or "expired" affirms nothing.
+    /// A review of format 11 found these: a zero read as a yes, ranges and estimates read as
+    /// the number, and words that rule a fact out read as stating it (format 12).
+    #[test]
+    fn a_zero_is_a_no_and_a_range_states_no_number_from_format_12() {
+        let by = |turn: ConversationTurn, logic: &str, format: u32| {
+            let config = config(false);
+            Grounds::new(&[turn], &config, format).grounded(0, logic)
+        };
+        let tool = |t: &str| ConversationTurn::new(TurnRole::Tool, t);
+        let (was, now) = (
+            crate::audit::CORRECTIONS_SINCE,
+            crate::audit::NUMBERS_IN_CONTEXT_SINCE,
+        );
+        // A tool's "0.0" right after the name affirmed it: `usesCredits` for no credits.
+        assert!(by(tool(r#"{"credits": 0.0}"#), "usesCredits", was));
+        assert!(!by(tool(r#"{"credits": 0.0}"#), "usesCredits", now));
+        assert!(by(tool(r#"{"credits": 0.0}"#), "(not usesCredits)", now));
+        assert!(by(tool(r#"{"credits": 0}"#), "(not usesCredits)", now));
+        assert!(!by(tool(r#"{"credits": 0.5}"#), "(not usesCredits)", now));
+        assert!(by(tool(r#"{"credits": 0.5}"#), "usesCredits", now));
+        assert!(!by(tool(r#"{"credits_used": 0}"#), "usesCredits", now));
+        // A user's zero before the name is a no, and one ending the clause after it no yes.
+        assert!(by(user("I use 0 credits."), "usesCredits", was));
+        for text in [
+            "I use 0 credits.",
+            "My credits are 0.0.",
+            "My credit balance is 0.",
+        ] {
+            assert!(!by(user(text), "usesCredits", now), "{text}");
+        }
+        assert!(by(
+            user("I have 0 outstanding fines."),
+            "(= outstandingFines 0)",
+            now
+        ));
+        assert!(!by(
+            user("I have 0 outstanding fines."),
+            "(> outstandingFines 0)",
+            now
+        ));
+        assert!(by(user("I have 10 fines."), "(= outstandingFines 10)", now));
+        assert!(by(user("I'm a member with 0 fines."), "isMember", now));
+        // A range, an alternative or an estimate states none of its numbers.
+        assert!(by(
+            user("I am between 60 and 70."),
+            "(= customerAge 70)",
+            was
+        ));
+        for text in [
+            "I am between 60 and 70.",
+            "I am either 69 or 70.",
+            "I am 60 to 70.",
+            "I am 60-70.",
+            "I am 69 or 70.",
+            "I am 70 or so.",
+            "I am 70ish.",
+            "I am 70-odd.",
+            "I'm 70+.",
+            "I'm in my 70s.",
+        ] {
+            assert!(!by(user(text), "(= customerAge 70)", now), "{text}");
+        }
+        assert!(by(user("I am 70."), "(= customerAge 70)", now));
+        assert!(by(
+            user("I'm 70 and I visit in the low season."),
+            "(= customerAge 70)",
+            now
+        ));
+        assert!(!by(
+            user("I was in ward B-12 for 10-12 days."),
+            "(= balance 10)",
+            now
+        ));
+        // Words that stop, refuse or rule out what the clause names.
+        assert!(by(user("I stopped using credits."), "usesCredits", was));
+        for (text, logic) in [
+            ("I stopped using credits.", "usesCredits"),
+            ("I quit using credits.", "usesCredits"),
+            ("I gave up my credits.", "usesCredits"),
+            ("I refuse to use credits.", "usesCredits"),
+            ("I am visiting outside the low season.", "isLowSeason"),
+            (
+                "I visit in the high season rather than the low season.",
+                "isLowSeason",
+            ),
+            ("I avoid the low season.", "isLowSeason"),
+            ("I am hardly a gold member.", "(= tier GOLD)"),
+        ] {
+            assert!(!by(user(text), logic, now), "{text}");
+        }
+        assert!(by(user("I am a gold member."), "(= tier GOLD)", now));
+        assert!(by(
+            user("My flight was cancelled."),
+            "(= reason CANCELLATION)",
+            now
+        ));
+    }
+
     #[test]
     fn a_review_of_grounding_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {

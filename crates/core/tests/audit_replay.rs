@@ -1422,6 +1422,14 @@ fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
 }
 
+/// Trails written in format 11, before a zero counted as a no and a range, an alternative or
+/// an estimate stopped stating its numbers (the fixtures as they were then), with the reports
+/// that version produced.
+#[test]
+fn version_11_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(11);
+}
+
 /// Trails written in format 10, before a fact a later turn takes back stopped grounding a
 /// premise (the fixtures as they were then), with the reports that version produced.
 #[test]

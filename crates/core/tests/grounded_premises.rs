@@ -330,3 +330,25 @@ fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
         assert_eq!(logic(&pair.premises), want, "{answer}: {premise}");
     }
 }
+
+/// Audit format 12: a range states none of its numbers, so a translator reading "between 60 and
+/// 70" as 70 gets that premise moved to the claims, and the fee is not proved for a user who
+/// gave no age; the season, stated plainly in the same sentence, stays a premise.
+#[test]
+fn a_range_the_user_gave_grounds_no_number() {
+    let mut t = thread(
+        "I am between 60 and 70 and I visit in the low season. How much is my ticket?",
+        "You pay 5 dollars.",
+    );
+    t.start();
+    let reply = r#"{"pairs": [{"premises": [
+        {"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 1)"},
+        {"logic": "isLowSeason", "naturalLanguage": "It is the low season (turn 1)"}],
+        "claims": [{"logic": "(= fee 5)", "naturalLanguage": "You pay 5 dollars"}]}]}"#;
+    let effect = translate(&mut t, reply, 1_700_000_000_001);
+    for output in checked(&effect) {
+        let pair = &output.pairs[0];
+        assert_eq!(logic(&pair.premises), ["isLowSeason"]);
+        assert_eq!(logic(&pair.claims), ["(= fee 5)", "(= age 70)"]);
+    }
+}
