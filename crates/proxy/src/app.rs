@@ -854,9 +854,16 @@ async fn end_abandoned(app: Arc<App>, mut rest: Saver) {
         return;
     };
     let outcome = async {
+        // A queued write that failed wrote nothing (each is one transaction): the thread is
+        // ended from what is stored, on a fresh chain, since the request's chain refuses every
+        // write after a failed one. Before, a storage error left it `processing`, and the
+        // resumer later finished it for no one.
         for p in std::mem::take(&mut rest.pending) {
-            p.wait().await?;
+            if let Err(e) = p.wait().await {
+                tracing::warn!("thread {id}: a write of the abandoned request failed ({e})");
+            }
         }
+        rest.chain = crate::journal::Chain::new();
         let Some(stored) = app.store.thread(&id).await? else {
             return Ok(false);
         };

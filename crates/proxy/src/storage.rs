@@ -1138,18 +1138,39 @@ impl Store {
         Ok(ended)
     }
 
-    /// The finished threads last updated before `cutoff_ms`: those whose trails audit
-    /// retention deletes.
-    pub async fn trails_past_retention(&self, cutoff_ms: i64) -> Result<Vec<String>, StorageError> {
+    /// Up to `limit` finished threads last updated before `cutoff_ms` (those whose trails
+    /// audit retention deletes), oldest first, after `after` (the last one of the page before,
+    /// as its update time and id): a page at a time, since a first pass over a large store
+    /// would otherwise list and delete every old thread before the pass's other work.
+    pub async fn trails_past_retention(
+        &self,
+        cutoff_ms: i64,
+        after: Option<&(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<(i64, String)>, StorageError> {
+        let (after_at, after_id) = after
+            .map(|(at, id)| (*at, id.as_str()))
+            .unwrap_or((i64::MIN, ""));
         Ok(sqlx::query(
-            "SELECT id FROM threads WHERE updated_at < $1 AND status IN ('done', 'error', 'expired')",
+            "SELECT id, updated_at FROM threads WHERE updated_at < $1 \
+             AND status IN ('done', 'error', 'expired') \
+             AND (updated_at > $2 OR (updated_at = $2 AND id > $3)) \
+             ORDER BY updated_at, id LIMIT $4",
         )
         .bind(cutoff_ms)
+        .bind(after_at)
+        .bind(after_id)
+        .bind(limit)
         .fetch_all(&self.pool)
         .await
         .map_err(db("finding trails past retention"))?
         .iter()
-        .filter_map(|r| r.try_get::<String, _>("id").ok())
+        .filter_map(|r| {
+            Some((
+                r.try_get::<i64, _>("updated_at").ok()?,
+                r.try_get::<String, _>("id").ok()?,
+            ))
+        })
         .collect())
     }
 
@@ -1689,8 +1710,26 @@ mod tests {
             assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
             // Only retention deletes a trail: in the caller's transaction (which logs its
             // deletion), saying which head it deleted; rolled back, nothing is gone.
-            let past = store.trails_past_retention(-500_000).await.unwrap();
+            let past: Vec<String> = store
+                .trails_past_retention(-500_000, None, 100)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|(_, id)| id)
+                .collect();
             assert!(past.contains(&old) && !past.contains(&new), "{url}");
+            // Paged after the last one listed: nothing comes after the only one due.
+            let (at, _) = store
+                .trails_past_retention(-500_000, None, 1)
+                .await
+                .unwrap()
+                .pop()
+                .unwrap();
+            let next = store
+                .trails_past_retention(-500_000, Some(&(at, old.clone())), 1)
+                .await
+                .unwrap();
+            assert!(next.iter().all(|(_, id)| id != &old), "{url}: {next:?}");
             let mut tx = store.pool.begin().await.unwrap();
             let head = store
                 .delete_trail_in(&mut tx, &old, -500_000)

@@ -1235,6 +1235,95 @@ async fn the_deadline_and_a_client_that_leaves_stop_the_work() {
     }
 }
 
+/// A request whose write fails (the database locked past its busy timeout) is a 503, and its
+/// thread still ends as ERROR from what is stored: the request's queued write failed, and the
+/// thread was left `processing`, for the resumer to finish later for no one (a review found
+/// it: the ending waited on the failed write and gave up).
+#[tokio::test]
+async fn a_thread_whose_write_failed_still_ends_and_is_not_resumed() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": "You translate", "reply": "{\"pairs\": []}", "delay_ms": 3000},
+            {"match": "What is my admission fee", "reply": "Seniors get 40% off the $50 fee, so you pay $30 after the discount."}
+        ], "default": "DECISION: REWRITE\nANSWER: x"}),
+    );
+    let proxy = Proxy::start(
+        "auth-write-failed",
+        // Every step written ahead at once: the thread is stored before the lock is taken.
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[server]\nresume_after_ms = 1000\nmaintenance_interval_ms = 200\n",
+        )
+        .replace("[storage]\n", "[storage]\nwrite_ahead_after_ms = 0\n"),
+    );
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let db = proxy.dir().join("proofgate.sqlite");
+    let request = {
+        let (url, key) = (proxy.url.clone(), key.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .post(format!("{url}/v1/chat/completions"))
+                .bearer_auth(&key)
+                .json(&json!({"model": "m", "messages": [{"role": "user", "content": Q1}]}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    // Once the thread is stored (its translation step written ahead), SQLite's write lock is
+    // held for 15 s: the translators' replies (at 3 s) cannot be written within the 5 s busy
+    // timeout.
+    let stored = || proxy::sqlite_query(&db, "SELECT count(*) FROM threads;");
+    for _ in 0..250 {
+        if stored().trim() == "1" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(stored().trim(), "1");
+    let locker = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys,time\n\
+             c=sqlite3.connect(sys.argv[1],isolation_level=None)\n\
+             c.execute('BEGIN IMMEDIATE')\ntime.sleep(15)\nc.execute('COMMIT')",
+        ])
+        .arg(&db)
+        .spawn()
+        .unwrap();
+    assert_eq!(request.await.unwrap(), 503, "the storage error");
+    let mut locker = locker;
+    assert!(locker.wait().unwrap().success());
+    let translations = |received: &[Value]| {
+        received
+            .iter()
+            .filter(|r| r.to_string().contains("You translate"))
+            .count()
+    };
+    let asked = translations(&llm.received());
+    // Past the resumer's 1 s: the thread is ended, not resumed.
+    tokio::time::sleep(std::time::Duration::from_millis(3000)).await;
+    let listed = get(&proxy, "/api/threads", &key, &[]).await;
+    let threads = listed.body["threads"].as_array().unwrap().clone();
+    assert_eq!(threads.len(), 1, "{listed:?}");
+    assert_eq!(threads[0]["status"], "error", "{listed:?}");
+    let id = threads[0]["id"].as_str().unwrap();
+    let one = get(&proxy, &format!("/api/threads/{id}"), &key, &[]).await;
+    assert!(
+        one.body.to_string().contains("ended before the thread did"),
+        "{one:?}"
+    );
+    assert_eq!(
+        translations(&llm.received()),
+        asked,
+        "the thread was resumed"
+    );
+}
+
 /// CORS is off unless origins are configured; then only those get it, preflight included.
 #[tokio::test]
 async fn cors_only_for_configured_origins_and_policies_within_bedrock_limits() {

@@ -388,63 +388,96 @@ pub async fn maintain(app: Arc<App>, every: Duration) {
     }
 }
 
-/// Deletes the trails past `[audit] retention_days` (none when unset), logging each deletion.
+/// Threads a retention pass lists at a time.
+const RETENTION_PAGE: i64 = 64;
+
+/// How long one pass deletes before the pass's other work (question timeouts, resumes) has its
+/// turn; the next pass goes on with what is left. A first pass over a large store deleted
+/// every old thread, each a read, a check and a durable commit, while no question timed out.
+const RETENTION_BUDGET: Duration = Duration::from_secs(2);
+
+/// Deletes the trails past `[audit] retention_days` (none when unset), logging each deletion:
+/// the oldest first, for at most [`RETENTION_BUDGET`] a pass. A thread that cannot be deleted
+/// is logged and skipped, so that it does not hold up the others.
 async fn apply_retention(app: &App) -> Result<(), Box<dyn std::error::Error>> {
     let Some(days) = app.config.audit.retention_days else {
         return Ok(());
     };
     let keep_ms = days.saturating_mul(86_400_000);
     let cutoff = i64::try_from(now_ms().saturating_sub(keep_ms)).unwrap_or(0);
-    for thread_id in app.store.trails_past_retention(cutoff).await? {
-        // The columns that listed it are unsigned: the trail's own last record decides, once
-        // the trail passes the checks a view makes (whoever holds the database could
-        // otherwise have any trail deleted, its deletion logged as ordinary retention).
-        // A thread refused is not read again (nor logged again) for ten minutes: an altered
-        // trail would otherwise be read every pass, and a storage error is tried again later.
-        static REFUSED: std::sync::LazyLock<
-            std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
-        > = std::sync::LazyLock::new(Default::default);
-        const REFUSED_FOR: Duration = Duration::from_secs(600);
-        let refuse = |why: String| {
-            let mut refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
-            if refused.len() >= 10_000 {
-                refused.retain(|_, at| at.elapsed() < REFUSED_FOR);
-            }
-            refused.insert(thread_id.clone(), std::time::Instant::now());
-            tracing::error!("retention: thread {thread_id} is not deleted: {why}");
+    let started = std::time::Instant::now();
+    let mut after: Option<(i64, String)> = None;
+    loop {
+        let page = app
+            .store
+            .trails_past_retention(cutoff, after.as_ref(), RETENTION_PAGE)
+            .await?;
+        let Some(last) = page.last().cloned() else {
+            return Ok(());
         };
-        if REFUSED
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&thread_id)
-            .is_some_and(|at| at.elapsed() < REFUSED_FOR)
-        {
-            continue;
-        }
-        match crate::app::signed_last_activity(app, &thread_id).await {
-            Ok(Some(at)) if i64::try_from(at).unwrap_or(i64::MAX) >= cutoff => {
-                refuse(format!(
-                    "it is listed as past retention, but its trail's last record is from {at} \
-                     (ms since the epoch): the store was altered"
-                ));
-                continue;
+        for (_, thread_id) in page {
+            if started.elapsed() >= RETENTION_BUDGET {
+                return Ok(());
             }
-            Ok(_) => {}
-            Err(e) => {
-                refuse(e);
-                continue;
-            }
+            delete_past_retention(app, &thread_id, cutoff).await;
         }
-        match app.log.delete_trail(&app.store, &thread_id, cutoff).await? {
-            Some(leaf) => tracing::info!(
-                "retention: deleted the trail of thread {thread_id} (log leaf {leaf})"
-            ),
-            None => tracing::debug!(
-                "retention: thread {thread_id} had no trail, or was continued since it was listed"
-            ),
+        after = Some(last);
+    }
+}
+
+/// Deletes thread `thread_id`'s trail if it is past retention, logging why not otherwise.
+async fn delete_past_retention(app: &App, thread_id: &str, cutoff: i64) {
+    let thread_id = thread_id.to_string();
+    // The columns that listed it are unsigned: the trail's own last record decides, once
+    // the trail passes the checks a view makes (whoever holds the database could
+    // otherwise have any trail deleted, its deletion logged as ordinary retention).
+    // A thread refused is not read again (nor logged again) for ten minutes: an altered
+    // trail would otherwise be read every pass, and a storage error is tried again later.
+    static REFUSED: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    > = std::sync::LazyLock::new(Default::default);
+    const REFUSED_FOR: Duration = Duration::from_secs(600);
+    let refuse = |why: String| {
+        let mut refused = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+        if refused.len() >= 10_000 {
+            refused.retain(|_, at| at.elapsed() < REFUSED_FOR);
+        }
+        refused.insert(thread_id.clone(), std::time::Instant::now());
+        tracing::error!("retention: thread {thread_id} is not deleted: {why}");
+    };
+    if REFUSED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&thread_id)
+        .is_some_and(|at| at.elapsed() < REFUSED_FOR)
+    {
+        return;
+    }
+    match crate::app::signed_last_activity(app, &thread_id).await {
+        Ok(Some(at)) if i64::try_from(at).unwrap_or(i64::MAX) >= cutoff => {
+            refuse(format!(
+                "it is listed as past retention, but its trail's last record is from {at} \
+                 (ms since the epoch): the store was altered"
+            ));
+            return;
+        }
+        Ok(_) => {}
+        Err(e) => {
+            refuse(e);
+            return;
         }
     }
-    Ok(())
+    match app.log.delete_trail(&app.store, &thread_id, cutoff).await {
+        Ok(Some(leaf)) => {
+            tracing::info!("retention: deleted the trail of thread {thread_id} (log leaf {leaf})")
+        }
+        Ok(None) => tracing::debug!(
+            "retention: thread {thread_id} had no trail, or was continued since it was listed"
+        ),
+        // Skipped for a while, as a thread refused: one failing deletion stopped the pass
+        // at it, every pass.
+        Err(e) => refuse(format!("deleting it failed: {e}")),
+    }
 }
 
 /// Resumes background threads whose server stopped mid-step: the step that was in flight has
