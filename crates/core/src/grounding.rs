@@ -496,6 +496,33 @@ const RULING_OUT: &[&str] = &[
     "rather",
     "unlike",
     "besides",
+    "cancel",
+    "cancelled",
+    "canceled",
+    "dropped",
+    "ended",
+    "terminated",
+    "ceased",
+    "lapse",
+    "lapsed",
+    "lost",
+    "rarely",
+    "seldom",
+];
+
+/// Words after a name that end what it names ("my membership lapsed", "I let my membership
+/// lapse", "my gold status was cancelled"): from audit format 12, a clause with one names
+/// nothing after it (as [`RULING_OUT`] before it).
+const ENDED_AFTER: &[&str] = &[
+    "lapse",
+    "lapsed",
+    "ended",
+    "cancelled",
+    "canceled",
+    "terminated",
+    "ceased",
+    "revoked",
+    "suspended",
 ];
 
 /// Words that, from audit format 12, also qualify a number beside [`QUALIFIERS`]: an
@@ -787,6 +814,7 @@ impl<'a> Grounds<'a> {
                 .iter()
                 .any(|(o, described)| fact_grounded(o, turn, described))
                 || restates_number(fact, turn)
+                || ruled_out_in(fact, turn)
         });
         self.taken_back.borrow_mut().insert(key, last);
         last.is_some_and(|last| last > at)
@@ -984,6 +1012,21 @@ fn contradictions<'a>(fact: &Fact<'a>, vocabulary: &'a PolicyDefinition) -> Vec<
     }
 }
 
+/// From audit format 12, whether `turn` names `fact` (a boolean as it stands, or an enum
+/// value) after a word that rules it out ("I stopped using credits", "I cancelled my gold
+/// membership"): that takes back an earlier "I use credits".
+fn ruled_out_in(fact: &Fact, turn: &TurnStatements) -> bool {
+    if turn.format < crate::audit::NUMBERS_IN_CONTEXT_SINCE || !fact.positive {
+        return false;
+    }
+    let name = match fact.constant {
+        Constant::Enum(value) => name_words(value, turn.stricter),
+        Constant::Truth => variable_words(fact.variable, turn.stricter),
+        Constant::Number(..) => return false,
+    };
+    !name.is_empty() && turn.statements.iter().any(|c| c.rules_out(&name))
+}
+
 /// Whether `turn` states, in a clause naming `fact`'s variable by every word of its name and
 /// without a qualifier ("under", "more than"), a number, none of them the fact's own: "my age
 /// is 30" after "I'm 70". For a fact of a number other than 0 and 1 only.
@@ -997,7 +1040,18 @@ fn restates_number(fact: &Fact, turn: &TurnStatements) -> bool {
     let name = variable_words(fact.variable, turn.stricter);
     !name.is_empty()
         && turn.statements.iter().any(|c| {
-            if !c.names(&name) || c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())) {
+            if !c.names(&name) {
+                return false;
+            }
+            // From format 12 a number stated with doubt beside the name ("my age is 69 or
+            // 70", "my age is 60-70") takes back the one stated before.
+            if c.in_context
+                && (c.qualifies_numbers() || without_ranges(&c.text) != c.text)
+                && !stated_signed_decimals(&c.text).is_empty()
+            {
+                return true;
+            }
+            if c.raw.iter().any(|w| QUALIFIERS.contains(&w.as_str())) {
                 return false;
             }
             let stated = stated_signed_decimals(&c.text);
@@ -1331,30 +1385,15 @@ impl Clause {
         {
             return None;
         }
-        // From format 12: "I stopped using credits", "outside the low season"; and a zero
-        // ending the clause a few words after the name ("my credit balance is 0.0") says
-        // something of it that is not a yes (a record's zero right after it is a no, below).
-        if self.in_context
-            && (self
-                .raw
-                .iter()
-                .zip(&self.words)
-                .any(|(w, stemmed)| RULING_OUT.contains(&w.as_str()) && !name.contains(stemmed))
-                || self
-                    .zero_at_the_end(last)
-                    .is_some_and(|at| !(self.denials_after && at == last + 1)))
-        {
-            return None;
-        }
         let mut before = self.raw[..first]
             .iter()
             .filter(|w| NEGATIONS.contains(&w.as_str()))
             .count();
-        // From format 12 a zero is a no ("I use 0 credits", as "zero" was).
         if self.in_context {
-            before += (0..first)
-                .filter(|&i| zero_numeral_at(&self.raw, i).is_some())
-                .count();
+            match self.in_context_negations(name, first, last) {
+                Some(n) => before = n,
+                None => return None,
+            }
         }
         // Right after the name; "0" only as a number of its own (not "0.50"), and from format
         // 12 any zero ("0.0", which read as "0" followed by digits, affirmed the name).
@@ -1448,12 +1487,95 @@ impl Clause {
                 .is_some_and(|w| DENIALS_AFTER.contains(&w.as_str()))
     }
 
-    /// Where a zero ("0", "0.0") ends the clause within two words after the name ending at
-    /// word `last` ("my credits are 0.0", "credit balance is 0", `{"credits_used": 0}`).
-    fn zero_at_the_end(&self, last: usize) -> Option<usize> {
-        (last + 1..=last + 3).find(|&at| {
-            zero_numeral_at(&self.raw, at).is_some_and(|span| at + span == self.raw.len())
-        })
+    /// By audit format 12's rules, how many negations before the name at words
+    /// `first..=last` deny it; `None` when the clause leaves it unclear:
+    /// - a word that stops, refuses or rules out what follows it stands before the name ("I
+    ///   stopped using credits", "rather than gold"; not the name's own word, and not a
+    ///   correction before it: "I'm silver rather than gold" names silver), or "no more" or
+    ///   "anything but" does;
+    /// - a zero or a "no" before the name that does not count the name itself ("I've had 0
+    ///   issues as a gold member", "no warnings before these fines": before, a no of another
+    ///   thing denied the name), or any zero when the sentence gives a range or an
+    ///   alternative ("0 or 1 fines");
+    /// - a zero after the name ("my credits are 0.0", "I use credits 0 times"), except a
+    ///   record's right after it, which denies it below (`{"credits": 0.0}`).
+    ///
+    /// Otherwise verbal negations ("not", "don't", "never", ...) count wherever they stand
+    /// before the name, and a "no", "zero", "nil" or zero counts when it counts the name, at
+    /// most one word before it ("I use 0 credits", "no outstanding fines").
+    fn in_context_negations(&self, name: &[String], first: usize, last: usize) -> Option<usize> {
+        let ended_after = self
+            .raw
+            .iter()
+            .zip(&self.words)
+            .skip(first + 1)
+            .any(|(w, stemmed)| ENDED_AFTER.contains(&w.as_str()) && !name.contains(stemmed));
+        if ended_after
+            || self.ruled_out_before(name, last)
+            || self.raw.windows(2).any(|p| {
+                matches!(
+                    (p[0].as_str(), p[1].as_str()),
+                    ("no", "more") | ("anything", "but")
+                )
+            })
+        {
+            return None;
+        }
+        let zero_after = (last + 1..self.raw.len())
+            .find(|&at| zero_numeral_at(&self.raw, at).is_some())
+            .is_some_and(|at| !(self.denials_after && at == last + 1));
+        if zero_after
+            || (self.ranged && (0..self.raw.len()).any(|i| zero_numeral_at(&self.raw, i).is_some()))
+        {
+            return None;
+        }
+        let counts_the_name = |end: usize| end == first || end + 1 == first;
+        let mut negations = 0;
+        let mut i = 0;
+        while i < first {
+            let w = self.raw[i].as_str();
+            if let Some(span) = zero_numeral_at(&self.raw, i) {
+                if !counts_the_name(i + span) {
+                    return None;
+                }
+                negations += 1;
+                i += span;
+                continue;
+            }
+            if matches!(w, "no" | "zero" | "nil") {
+                if !counts_the_name(i + 1) {
+                    return None;
+                }
+                negations += 1;
+            } else if NEGATIONS.contains(&w) {
+                negations += 1;
+            }
+            i += 1;
+        }
+        Some(negations)
+    }
+
+    /// Whether a word that stops, refuses or rules out what follows it ([`RULING_OUT`]), not
+    /// one of the name's own, stands before word `last`, the name's last ("in the high season
+    /// rather than the low season": the name's words are found first in "high season").
+    fn ruled_out_before(&self, name: &[String], last: usize) -> bool {
+        self.raw[..last]
+            .iter()
+            .zip(&self.words[..last])
+            .any(|(w, stemmed)| RULING_OUT.contains(&w.as_str()) && !name.contains(stemmed))
+    }
+
+    /// Whether every word of `name` is in this clause after a word that rules it out ("I
+    /// stopped using credits"): from format 12 that takes back an earlier "I use credits".
+    fn rules_out(&self, name: &[String]) -> bool {
+        let mut last = 0;
+        for n in name {
+            match self.words.iter().position(|w| w == n) {
+                Some(at) => last = last.max(at),
+                None => return false,
+            }
+        }
+        self.in_context && self.ruled_out_before(name, last)
     }
 
     /// Whether the name at words `first..=last` opens the clause (past articles) and words
@@ -1534,19 +1656,10 @@ impl Clause {
 
     /// How many negations the clause holds (those before a later clause of its sentence).
     fn negations(&self) -> usize {
-        let zeros = if self.in_context {
-            (0..self.raw.len())
-                .filter(|&i| zero_numeral_at(&self.raw, i).is_some())
-                .count()
-        } else {
-            0
-        };
-        zeros
-            + self
-                .raw
-                .iter()
-                .filter(|w| NEGATIONS.contains(&w.as_str()))
-                .count()
+        self.raw
+            .iter()
+            .filter(|w| NEGATIONS.contains(&w.as_str()))
+            .count()
     }
 
     /// Whether a word qualifies the clause's numbers ([`QUALIFIERS`], and from format 12
@@ -1666,6 +1779,12 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> V
             // one ("gold members, my wife and I").
             let mut parts = Vec::new();
             let mut carried = String::new();
+            // "anything but" is one word of ruling out, not a cut at "but" (format 12).
+            let piece = if in_context {
+                anything_but_as_one(&piece)
+            } else {
+                piece
+            };
             for part in clauses_of(&piece) {
                 if raw_words(&part)
                     .iter()
@@ -1825,6 +1944,22 @@ fn first_person_forms(raw: &[String]) -> FirstPerson {
 }
 
 /// The sentences of a text, each with whether it ends with `?`.
+/// `piece` with each "anything but" written "anything-but", which [`clauses_of`] does not cut
+/// ("I'm anything but a gold member" is not "I'm anything" and "a gold member").
+fn anything_but_as_one(piece: &str) -> String {
+    let words: Vec<&str> = piece.split(' ').collect();
+    let mut out = String::with_capacity(piece.len());
+    for (i, w) in words.iter().enumerate() {
+        if i > 0 {
+            let joined =
+                words[i - 1].eq_ignore_ascii_case("anything") && w.eq_ignore_ascii_case("but");
+            out.push(if joined { '-' } else { ' ' });
+        }
+        out.push_str(w);
+    }
+    out
+}
+
 /// Whether raw word `i` starts a zero numeral ("0", "00", or "0.0", which [`raw_words`] reads
 /// as two words), not the fraction or the thousands of a number before it ("1.0", "1,000");
 /// with how many words it spans. "0.5" is no zero.
@@ -1856,14 +1991,72 @@ fn ranged_numbers(sentence: &str) -> bool {
         w.strip_suffix('s')
             .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
     };
+    let said = |phrase: &[&str]| words.windows(phrase.len()).any(|p| p == phrase);
+    if [
+        &["give", "or", "take"][..],
+        &["more", "or", "less"],
+        &["or", "so"],
+        &["and", "up"],
+        &["and", "over"],
+        &["and", "older"],
+        &["or", "older"],
+        &["or", "younger"],
+    ]
+    .iter()
+    .any(|p| said(p))
+    {
+        return true;
+    }
+    // A digit, then a dash and a digit ("60 - 70": a spaced dash also splits the sentence
+    // into pieces, so no one clause sees both), a slash and a digit ("60/70"), or a sign of
+    // an estimate or a bound beside a number ("~70", "70 ± 2", ">= 70", "≥ 70").
+    let chars: Vec<char> = lower.chars().collect();
+    let skip_spaces = |mut at: usize| {
+        while chars.get(at) == Some(&' ') {
+            at += 1;
+        }
+        at
+    };
+    let digit_at = |at: usize| chars.get(at).is_some_and(char::is_ascii_digit);
+    let signs = chars.iter().enumerate().any(|(i, c)| match c {
+        '-' | '\u{2013}' | '\u{2014}' | '/' => {
+            let mut back = i;
+            while back > 0 && chars[back - 1] == ' ' {
+                back -= 1;
+            }
+            back > 0 && chars[back - 1].is_ascii_digit() && digit_at(skip_spaces(i + 1))
+        }
+        '~' | '\u{b1}' | '<' | '>' | '\u{2264}' | '\u{2265}' | '\u{2248}' => true,
+        _ => false,
+    });
+    if signs {
+        return true;
+    }
     let words_say_so = words.iter().enumerate().any(|(i, w)| {
-        matches!(*w, "between" | "either")
-            || (number(w)
-                && (w.ends_with("ish")
-                    || decade(w)
-                    || words.get(i + 1).is_some_and(|n| {
-                        matches!(*n, "or" | "to" | "ish" | "odd" | "plus" | "something")
-                    })))
+        matches!(
+            *w,
+            "between"
+                | "either"
+                | "roughly"
+                | "approximately"
+                | "approx"
+                | "nearly"
+                | "almost"
+                | "est"
+                | "thereabouts"
+                | "maybe"
+                | "perhaps"
+                | "probably"
+                | "pushing"
+                | "through"
+                | "thru"
+                | "plus"
+        ) || (number(w)
+            && (w.ends_with("ish")
+                || decade(w)
+                || words.get(i + 1).is_some_and(|n| {
+                    matches!(*n, "or" | "to" | "ish" | "odd" | "plus" | "something")
+                })))
             || (*w == "or" && words.get(i + 1).is_some_and(|n| number(n)))
     });
     words_say_so
@@ -2825,7 +3018,8 @@ mod tests {
         assert!(ok("My balance is minus 500.", "(= balance (- 500))"));
         assert!(!ok("My balance is -500.", "(= balance 500)"));
         // A hyphen after a word or number is no minus sign.
-        assert!(ok("I was in ward B-12 for 10-12 days.", "(= balance 12)"));
+        assert!(ok("I was in ward B-12.", "(= balance 12)"));
+        assert!(!ok("I was in ward B-12.", "(= balance (- 12))"));
         assert!(!ok("I am 70.", "(= customerAge (- 1))"));
         // A question's numbers are not the user's facts.
         assert!(!ok(
@@ -2881,7 +3075,44 @@ mod tests {
             now
         ));
         assert!(by(user("I have 10 fines."), "(= outstandingFines 10)", now));
-        assert!(by(user("I'm a member with 0 fines."), "isMember", now));
+        // A zero after a name is no yes of it, whatever it counts (a review: "I use credits 0
+        // times a month" affirmed `usesCredits`): a recall loss for "a member with 0 fines".
+        assert!(!by(
+            user("I use credits 0 times a month."),
+            "usesCredits",
+            now
+        ));
+        assert!(!by(user("I'm a member with 0 fines."), "isMember", now));
+        // A zero, or a no, counts only what it stands before (a second review: "0 issues as
+        // a gold member" denied gold, "0 warnings before these fines" granted no fines).
+        assert!(by(
+            user("I've had 0 issues as a gold member."),
+            "(= tier GOLD)",
+            was
+        ));
+        for (text, logic) in [
+            ("I've had 0 issues as a gold member.", "(not (= tier GOLD))"),
+            ("I get 0% interest as a member.", "(not isMember)"),
+            ("I arrived at 00:00 as a member.", "(not isMember)"),
+            (
+                "I got 0 warnings before these outstanding fines.",
+                "(= outstandingFines 0)",
+            ),
+            (
+                "I have no warnings before these outstanding fines.",
+                "(= outstandingFines 0)",
+            ),
+            ("I have 0 or 1 outstanding fines.", "(= outstandingFines 0)"),
+            ("I have 0 to 2 outstanding fines.", "(= outstandingFines 0)"),
+            (
+                "I have 0 or more outstanding fines.",
+                "(= outstandingFines 0)",
+            ),
+        ] {
+            assert!(!by(user(text), logic, now), "{text}");
+        }
+        assert!(by(user("I have nil credits."), "(not usesCredits)", now));
+        assert!(!by(user("I have nil credits."), "usesCredits", now));
         // A range, an alternative or an estimate states none of its numbers.
         assert!(by(
             user("I am between 60 and 70."),
@@ -2899,6 +3130,22 @@ mod tests {
             "I am 70-odd.",
             "I'm 70+.",
             "I'm in my 70s.",
+            "I am 60 - 70.",
+            "I am 60 \u{2013} 70.",
+            "I'm 70, roughly.",
+            "I'm 70, give or take.",
+            "I'm 70, more or less.",
+            "I'm 70, maybe 71.",
+            "I'm 70 (est).",
+            "I'm 70 \u{b1} 2.",
+            "I'm 60 through 70.",
+            "I'm 60/70.",
+            "I'm 60~70.",
+            "I'm \u{2265} 70.",
+            "I'm >= 70.",
+            "I'm pushing 70.",
+            "I'm 70 and up.",
+            "I'm 70 or older.",
         ] {
             assert!(!by(user(text), "(= customerAge 70)", now), "{text}");
         }
@@ -2927,9 +3174,57 @@ mod tests {
             ),
             ("I avoid the low season.", "isLowSeason"),
             ("I am hardly a gold member.", "(= tier GOLD)"),
+            ("I cancelled my gold membership.", "(= tier GOLD)"),
+            ("I let my membership lapse.", "isMember"),
+            ("I'm anything but a gold member.", "(= tier GOLD)"),
+            ("I'm a gold member no more.", "(= tier GOLD)"),
+            ("I rarely use credits.", "usesCredits"),
+            ("I ceased using credits.", "usesCredits"),
         ] {
             assert!(!by(user(text), logic, now), "{text}");
         }
+        // A correction before such a word still names what it corrects to.
+        assert!(by(
+            user("I'm silver rather than gold."),
+            "(= tier SILVER)",
+            now
+        ));
+        // Take-backs still take back (a second review found a zero's carried count and a
+        // ruling-out word blocking them), and a fact ruled out or a number restated with
+        // doubt takes one back too.
+        let gold = "(= tier GOLD)";
+        for (later, logic) in [
+            (r#"{"fines": 0, "tier": "SILVER"}"#, gold),
+            (r#"{"credits": 0.0, "tier": "SILVER"}"#, gold),
+            ("Sorry, I have 0 points and I'm actually silver.", gold),
+            ("Sorry, I'm actually silver instead of gold.", gold),
+            ("I'm silver rather than gold.", gold),
+        ] {
+            assert!(
+                !still_grounded(&["I'm a gold member.", later], logic, now),
+                "{later}"
+            );
+        }
+        assert!(still_grounded(
+            &["I use credits.", "I stopped using credits."],
+            "usesCredits",
+            was
+        ));
+        assert!(!still_grounded(
+            &["I use credits.", "I stopped using credits."],
+            "usesCredits",
+            now
+        ));
+        assert!(!still_grounded(
+            &["I'm 70.", "Actually my age is 69 or 70."],
+            "(= customerAge 70)",
+            now
+        ));
+        assert!(still_grounded(
+            &["I'm 70.", "I visit in the low season."],
+            "(= customerAge 70)",
+            now
+        ));
         assert!(by(user("I am a gold member."), "(= tier GOLD)", now));
         assert!(by(
             user("My flight was cancelled."),

@@ -87,24 +87,25 @@ pub use replay::{
 ///   ([`CORRECTIONS_SINCE`]); the rewriter's prompts carry the
 ///   question, answers and follow-up exchanges as fenced, JSON-encoded data
 ///   ([`FENCED_PROMPTS_SINCE`]).
-/// - 12: a zero is a no ("I use 0 credits", a tool's `{"credits": 0.0}`), and a number given as
-///   a range, an alternative or an estimate ("between 60 and 70", "69 or 70", "70ish") or
-///   beside words that stop, refuse or rule out what they name ("I quit using credits",
-///   "outside the low season") states nothing ([`NUMBERS_IN_CONTEXT_SINCE`]).
+/// - 12: a zero counting a name is a no ("I use 0 credits", a tool's `{"credits": 0.0}`), a
+///   number given as a range, an alternative or an estimate ("between 60 and 70", "69 or 70",
+///   "70ish") states nothing, and words that stop, refuse or rule out what they name ("I quit
+///   using credits", "outside the low season") name nothing and take it back
+///   ([`NUMBERS_IN_CONTEXT_SINCE`]).
 pub const FORMAT_VERSION: u32 = 12;
 
-/// From this format on, grounding reads a number in its context ([`crate::grounding`]): a zero
-/// before a name denies it as "no" does ("I use 0 credits"), and one at the end of a short
-/// clause after the name leaves it unclear ("my credit balance is 0.0"; a tool's "0.0" right
-/// after the name denies it, as its "0" did); a sentence that gives a number as a range, an
-/// alternative or an estimate ("between 60 and 70", "60-70", "69 or 70", "70 or so", "70ish",
-/// "70+", "in my 70s") states none of its numbers; and a clause with a word that stops,
-/// refuses or rules out what it names ("stopped", "quit", "gave up", "refuse", "avoid",
-/// "hardly", "outside", "except", "instead", "rather") names nothing. Before, "0.0" after a
-/// name and "0" before it affirmed the name (`usesCredits` for a user with no credits, and the
-/// answer built on it VALID), "I am between 60 and 70" stated 70, and "I stopped using
-/// credits" affirmed `usesCredits`. Like format 11's rule, this only takes premises away, but
-/// for a zero that now denies a name, as "no" does.
+/// From this format on, grounding reads a number in its context ([`crate::grounding`]): a zero,
+/// "no" or "nil" counting the name denies it ("I use 0 credits"; a tool's "0.0" right after the
+/// name, as its "0" did), one counting something else or a zero after the name leaves it
+/// unclear; a sentence that gives a number as a range, an alternative or an estimate
+/// ("between 60 and 70", "60 - 70", "69 or 70", "70 or so", "70ish", "~70", "in my 70s") states
+/// none of its numbers, and "65+" is none; a word that stops, refuses or rules out what it
+/// names ("stopped", "quit", "cancelled", "rather than", "anything but") makes a clause name
+/// it not at all, and a later turn saying so takes it back, as does a number restated with
+/// doubt beside its name. Before, "0.0" after a name and "0" before it affirmed the name
+/// (`usesCredits` for a user with no credits, and the answer built on it VALID), "I am between
+/// 60 and 70" stated 70, "I stopped using credits" affirmed `usesCredits`, and a "no" of
+/// another thing in the clause denied the name.
 pub const NUMBERS_IN_CONTEXT_SINCE: u32 = 12;
 
 /// From this format on, a premise's turn bears it out only when no later user, system or tool
