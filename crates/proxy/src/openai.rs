@@ -77,7 +77,9 @@ pub enum RequestError {
 }
 
 /// The structured-output setting a request makes, if any: `response_format` of a type other
-/// than `text`, or one of vLLM's guided-decoding parameters.
+/// than `text`, or a server's own constrained-decoding parameter (vLLM's `guided_*` and
+/// `structured_outputs`, llama.cpp's `grammar` and `json_schema`, SGLang's `regex` and `ebnf`,
+/// Ollama's `format`): each reached the upstream unchanged, and the answer came back as JSON.
 fn structured_output(body: &Value) -> Option<String> {
     match body.get("response_format") {
         None | Some(Value::Null) => {}
@@ -96,6 +98,11 @@ fn structured_output(body: &Value) -> Option<String> {
         "guided_choice",
         "guided_grammar",
         "structured_outputs",
+        "grammar",
+        "json_schema",
+        "regex",
+        "ebnf",
+        "format",
     ]
     .into_iter()
     .find(|k| body.get(*k).is_some_and(|v| !v.is_null()))
@@ -1249,6 +1256,12 @@ mod tests {
                 json!({"regex": "a+"}),
                 "structured_outputs",
             ),
+            // Other servers' own (a review found each reached the upstream unchanged).
+            ("grammar", json!("root ::= \"{\" .* \"}\""), "`grammar`"),
+            ("json_schema", json!({"type": "object"}), "`json_schema`"),
+            ("regex", json!("[0-9]+"), "`regex`"),
+            ("ebnf", json!("root ::= x"), "`ebnf`"),
+            ("format", json!("json"), "`format`"),
         ] {
             let mut body = base.clone();
             body[field] = value.clone();
