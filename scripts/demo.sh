@@ -57,9 +57,17 @@ echo "   rebuilt from the auditor's own copy of the policy and run by an indepen
 echo "   the server's Ed25519 signature on each trail's head and its inclusion in the append-only log"
 key=$("$pg" audit-key --config examples/demo/proofgate.toml)
 echo "   verifier key: $key"
+# The auditor saves the log's signed checkpoint (public): this audit holds each trail to it,
+# and a later audit with it finds any rewrite of what it counts.
+python3 -c 'import sys,urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1] + "/api/log/checkpoint").read().decode())' \
+  "$url" > "$work/checkpoint.txt"
+echo "   log checkpoint saved to $work/checkpoint.txt; each trail is read as its thread's, and the"
+echo "   server's whole log (public leaves) is read to find any other head of the same thread"
 for trail in "$work"/trail-*.json; do
+  thread=$(basename "$trail" .json); thread=${thread#trail-}
   "$pg" audit "$trail" --policy examples/policies/park-admission.json --public-key "$key" \
-    > "$trail.verified" 2>/dev/null || true
+    --thread "$thread" --log "$url" --checkpoint "$work/checkpoint.txt" \
+    > "$trail.verified" 2> "$trail.audit.log" || true
   python3 scripts/demo_summary.py "$trail.verified" "$(basename "$trail")"
 done
 echo
