@@ -244,8 +244,10 @@ impl App {
             // A SQLite database's file used to be the key's, which every database in the
             // directory shared: taken over when it is this log's, and refused when it is not
             // and no other database sits there (then this log was cut back or rewritten).
+            // PostgreSQL's was every database's beside the key too, and which database wrote
+            // it cannot be told: one not this log's is left (logged), not refused.
             let ours = crate::storage::sqlite_file(&config.storage.url).map(std::path::Path::new);
-            let others = other_sqlite_databases_beside(&legacy, ours);
+            let others = ours.is_none() || other_sqlite_databases_beside(&legacy, ours);
             log.adopt_signed_size(&store, &legacy, others)
                 .await
                 .map_err(|e| other(&e))?;

@@ -349,7 +349,18 @@ impl AuditConfig {
         }
         match crate::storage::sqlite_file(storage_url) {
             Some(db) => PathBuf::from(format!("{db}.signed-size")),
-            None => Self::shared_signed_size_path(key_path),
+            // PostgreSQL: one per database (server, port and name) beside the key. One file
+            // beside the key for every database made one deployment's log look cut back to
+            // another sharing the directory, and refused its commits.
+            None => match postgres_database_tag(storage_url) {
+                Some(tag) => key_path.with_file_name(format!(
+                    "{}.{tag}.signed-size",
+                    key_path
+                        .file_stem()
+                        .map_or_else(|| "proofgate-audit".into(), |s| s.to_string_lossy())
+                )),
+                None => Self::shared_signed_size_path(key_path),
+            },
         }
     }
     /// The signed-size file next to the key, every database's default before it moved beside
@@ -543,6 +554,36 @@ impl Default for ValidatorConfig {
             bedrock: None,
         }
     }
+}
+
+/// A PostgreSQL database's server, port and name, as a file name's part (`db-5432-proofgate`),
+/// without the user, password or parameters; `None` for a URL that is not PostgreSQL's.
+fn postgres_database_tag(url: &str) -> Option<String> {
+    let parsed = reqwest::Url::parse(url).ok()?;
+    if !matches!(parsed.scheme(), "postgres" | "postgresql") {
+        return None;
+    }
+    // A Unix socket's directory comes as `?host=/run/postgresql`.
+    let host = match parsed.host_str() {
+        Some(h) if !h.is_empty() => h.to_string(),
+        _ => parsed
+            .query_pairs()
+            .find(|(k, _)| k == "host")
+            .map_or_else(|| "local".to_string(), |(_, v)| v.into_owned()),
+    };
+    let port = parsed.port().unwrap_or(5432);
+    let name = parsed.path().trim_start_matches('/');
+    let tag: String = format!("{host}-{port}-{name}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Some(tag)
 }
 
 /// More reasoner workers than this is taken for a typo: each is a thread, and a Z3 context
@@ -1216,7 +1257,7 @@ mod tests {
 
     /// Two SQLite databases in one directory share the key but not the signed-size file (a
     /// shared one made the database with the shorter log refuse every commit); PostgreSQL's
-    /// replicas share it beside the key.
+    /// replicas of one database share one beside the key.
     #[test]
     fn each_sqlite_database_keeps_its_own_signed_size() {
         let audit = AuditConfig::default();
@@ -1236,10 +1277,23 @@ mod tests {
             assert!(crate::storage::sqlite_in_memory(memory), "{memory}");
         }
         assert!(!crate::storage::sqlite_in_memory("sqlite://x.db?mode=rwc"));
-        let pg = "postgres://u@db/proofgate";
+        // PostgreSQL: one per database beside the key, whoever connects (a review: one file
+        // for every database made two deployments sharing a directory refuse each other's
+        // logs as cut back).
+        let pg = "postgres://u:secret@db/proofgate";
         assert_eq!(
             audit.signed_size_path(&audit.key_path(pg), pg),
-            PathBuf::from("proofgate-audit.signed-size")
+            PathBuf::from("proofgate-audit.db-5432-proofgate.signed-size")
+        );
+        let other = "postgres://v@db:5433/proofgate?sslmode=require";
+        assert_eq!(
+            audit.signed_size_path(&audit.key_path(other), other),
+            PathBuf::from("proofgate-audit.db-5433-proofgate.signed-size")
+        );
+        let socket = "postgres:///proofgate?host=/run/postgresql";
+        assert_eq!(
+            audit.signed_size_path(&audit.key_path(socket), socket),
+            PathBuf::from("proofgate-audit._run_postgresql-5432-proofgate.signed-size")
         );
     }
 
