@@ -156,6 +156,49 @@ fn second_turn(questions: &str, user: Option<&str>) -> Value {
     b
 }
 
+/// A chat-only key reads the answer of a thread it ran in the background, its own only, and no
+/// list nor trail (before, it started threads whose answers it could never read).
+#[tokio::test]
+async fn a_chat_key_reads_the_answer_of_its_own_background_thread() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-chat-reads", &secured_config(&v1(&llm), "", ""));
+    let chatter = new_key(&proxy, "chatter", &["chat"]).await;
+    let started = post(
+        &proxy,
+        "/api/threads",
+        &chatter,
+        json!({"question": Q1, "wait": false}),
+    )
+    .await;
+    assert_eq!(started.status, 202, "{started:?}");
+    let id = started.body["id"].as_str().unwrap().to_string();
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        let r = get(&proxy, &format!("/api/threads/{id}"), &chatter, &[]).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        view = r.body;
+        if view["status"] != "processing" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(view["status"], "done", "{view}");
+    for path in [
+        "/api/threads".to_string(),
+        format!("/api/threads/{id}/audit"),
+    ] {
+        let r = get(&proxy, &path, &chatter, &[]).await;
+        assert_eq!(r.status, 403, "{path}: {r:?}");
+        assert!(r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`read`"));
+    }
+    let other = new_key(&proxy, "other-chatter", &["chat"]).await;
+    let r = get(&proxy, &format!("/api/threads/{id}"), &other, &[]).await;
+    assert_eq!(r.status, 404, "{r:?}");
+}
+
 #[tokio::test]
 async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     let llm = demo_llm();
@@ -295,7 +338,6 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     .await;
     assert_eq!(r.status, 403);
     assert_eq!(get(&proxy, "/api/threads", &reader, &[]).await.status, 200);
-
     // Keys are listed without secrets and revoked at once.
     let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
     assert_eq!(keys.status, 200);

@@ -3,7 +3,7 @@
 use super::auth::{end_user, Caller};
 use super::error::ApiError;
 use super::limits::Place;
-use super::summary::{thread_view, thread_view_for};
+use super::summary::thread_view_for;
 use crate::app::{drive, now_ms, persist, status_of, App, Waits};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -390,7 +390,8 @@ pub async fn get_thread(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let thread = load(&app, &caller, &headers, &id, false).await?;
-    Ok(Json(thread_view(&thread, status_of(&thread))))
+    // A `chat` key without `read` sees its own thread as its replies showed it.
+    Ok(Json(thread_view_for(&caller, &thread, status_of(&thread))))
 }
 
 /// `POST /api/threads/{id}/answers`.

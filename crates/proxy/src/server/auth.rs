@@ -23,6 +23,8 @@ pub enum Access {
     AnyKey,
     /// A key with this scope (or `admin`).
     Needs(Scope),
+    /// A key with either scope (or `admin`).
+    NeedsEither(Scope, Scope),
 }
 
 /// The access rule of every route, in one place.
@@ -40,6 +42,11 @@ pub fn access(method: &Method, path: &str) -> Access {
         Access::Needs(Scope::Chat)
     } else if path == "/api/me" {
         Access::AnyKey
+    } else if reading && is_one_thread(path) {
+        // A thread's view is also the answer of a thread a `chat` key ran in the background
+        // (`wait: false`): it may read its own (each view is the owner's only). Before, such a
+        // key started threads whose answers it could never read.
+        Access::NeedsEither(Scope::Read, Scope::Chat)
     } else if under("/api/threads") {
         // Reading threads is `read`; starting or answering one runs the LLM loop, as chat does.
         Access::Needs(if reading { Scope::Read } else { Scope::Chat })
@@ -50,6 +57,12 @@ pub fn access(method: &Method, path: &str) -> Access {
     } else {
         Access::Public
     }
+}
+
+/// Whether `path` is one thread's view, `/api/threads/{id}` (not its trail, nor the list).
+fn is_one_thread(path: &str) -> bool {
+    path.strip_prefix("/api/threads/")
+        .is_some_and(|id| !id.is_empty() && !id.contains('/'))
 }
 
 /// The audit log's public material: its signing key and the log's checkpoints, leaves and
@@ -263,17 +276,18 @@ pub fn unauthorized(headers: &HeaderMap) -> ApiError {
     ApiError::new(StatusCode::UNAUTHORIZED, code, message)
 }
 
-/// 403: a valid key without the scope a route needs.
-pub fn forbidden(caller: &Caller, needs: Scope) -> ApiError {
+/// 403: a valid key without the scope a route needs (any of `needs`).
+pub fn forbidden(caller: &Caller, needs: &[Scope]) -> ApiError {
     let has: Vec<&str> = caller.scopes.iter().map(|s| s.as_str()).collect();
+    let needs: Vec<String> = needs.iter().map(|s| format!("`{}`", s.as_str())).collect();
     ApiError::new(
         StatusCode::FORBIDDEN,
         "insufficient_scope",
         format!(
-            "key {:?} has scopes [{}]; this route needs `{}`",
+            "key {:?} has scopes [{}]; this route needs {}",
             caller.name,
             has.join(", "),
-            needs.as_str()
+            needs.join(" or ")
         ),
     )
 }
@@ -307,6 +321,12 @@ mod tests {
             ),
             (&get, "/api/threads", Access::Needs(Scope::Read)),
             (&get, "/api/threads/abc/audit", Access::Needs(Scope::Read)),
+            (
+                &get,
+                "/api/threads/abc",
+                Access::NeedsEither(Scope::Read, Scope::Chat),
+            ),
+            (&get, "/api/threads/", Access::Needs(Scope::Read)),
             (&post, "/api/threads", Access::Needs(Scope::Chat)),
             (
                 &post,

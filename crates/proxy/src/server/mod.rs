@@ -111,10 +111,14 @@ async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
         }
         Err(r) => return r,
     };
-    if let Access::Needs(scope) = access {
-        if !caller.has(scope) {
-            return auth::forbidden(&caller, scope).into_response();
+    match access {
+        Access::Needs(scope) if !caller.has(scope) => {
+            return auth::forbidden(&caller, &[scope]).into_response();
         }
+        Access::NeedsEither(a, b) if !caller.has(a) && !caller.has(b) => {
+            return auth::forbidden(&caller, &[a, b]).into_response();
+        }
+        _ => {}
     }
     // Without keys (auth off), each client address has its own quota.
     let rate_key = match caller.via {
