@@ -525,6 +525,64 @@ const ENDED_AFTER: &[&str] = &[
     "suspended",
 ];
 
+/// Words between a zero and the name it counts ("0 outstanding fines", "0 unpaid credits"),
+/// from audit format 12; any other word between makes the zero another thing's count.
+const COUNT_ADJECTIVES: &[&str] = &[
+    "outstanding",
+    "unpaid",
+    "late",
+    "unused",
+    "remaining",
+    "open",
+    "overdue",
+    "pending",
+    "active",
+    "current",
+    "prior",
+    "previous",
+    "more",
+    "other",
+];
+
+/// Words that may follow a name a zero or a "no" counts ("0 credits on my card", "no fines
+/// yet"), from audit format 12; another word there is what it counts ("0 gold coins").
+const AFTER_A_COUNT: &[&str] = &[
+    "on",
+    "in",
+    "at",
+    "for",
+    "to",
+    "of",
+    "from",
+    "with",
+    "left",
+    "remaining",
+    "today",
+    "now",
+    "yet",
+    "right",
+    "so",
+    "and",
+    "or",
+    "but",
+    "please",
+    "currently",
+    "anymore",
+    "either",
+    "this",
+    "that",
+    "here",
+    "there",
+    "thanks",
+];
+
+/// Words before a zero that make it a label's number, not a count ("level 0", "tier 0",
+/// "room 0"), from audit format 12.
+const ZERO_LABELS: &[&str] = &[
+    "level", "tier", "room", "gate", "zone", "class", "number", "no", "grade", "floor", "row",
+    "seat", "step", "stage", "version", "v", "id", "code",
+];
+
 /// Words that, from audit format 12, also qualify a number beside [`QUALIFIERS`]: an
 /// alternative or an estimate ("69 or 70", "70-odd", "70 plus", "hardly 70") is no value.
 const QUALIFIERS_IN_CONTEXT: &[&str] = &[
@@ -688,6 +746,10 @@ pub(crate) struct Grounds<'a> {
     config: &'a TranslationConfig,
     enum_values: BTreeSet<&'a str>,
     turns: Vec<std::cell::OnceCell<Option<TurnStatements>>>,
+    /// From format 12, each turn as format 11 read it, for take-backs only: a later turn takes
+    /// a fact back when either reading says so (a take-back only ever removes a premise, and
+    /// format 12's unclear readings, "a silver member with 0 points", took none back).
+    turns_as_before: Vec<std::cell::OnceCell<Option<TurnStatements>>>,
     /// Audit format 8's rules ([`crate::audit::ANSWERS_GROUNDED_AS_ASKED_SINCE`]); a trail of
     /// an earlier format replays by its own.
     stricter: bool,
@@ -740,6 +802,9 @@ impl<'a> Grounds<'a> {
                 .flat_map(|t| t.values.iter().map(|v| v.value.as_str()))
                 .collect(),
             turns: (0..conversation.len())
+                .map(|_| Default::default())
+                .collect(),
+            turns_as_before: (0..conversation.len())
                 .map(|_| Default::default())
                 .collect(),
         }
@@ -810,11 +875,25 @@ impl<'a> Grounds<'a> {
             else {
                 return false;
             };
-            opposite
-                .iter()
-                .any(|(o, described)| fact_grounded(o, turn, described))
-                || restates_number(fact, turn)
-                || ruled_out_in(fact, turn)
+            let takes_back = |turn: &TurnStatements| {
+                opposite
+                    .iter()
+                    .any(|(o, described)| fact_grounded(o, turn, described))
+                    || restates_number(fact, turn)
+                    || ruled_out_in(fact, turn)
+            };
+            takes_back(turn)
+                || (self.format >= crate::audit::NUMBERS_IN_CONTEXT_SINCE
+                    && self
+                        .turns_as_before
+                        .get(later)
+                        .map(|c| {
+                            c.get_or_init(|| {
+                                self.read_by(later, crate::audit::NUMBERS_IN_CONTEXT_SINCE - 1)
+                            })
+                        })
+                        .and_then(Option::as_ref)
+                        .is_some_and(takes_back))
         });
         self.taken_back.borrow_mut().insert(key, last);
         last.is_some_and(|last| last > at)
@@ -852,6 +931,12 @@ impl<'a> Grounds<'a> {
 
     /// What turn `at` states; `None` for a system prompt the operator did not say states facts.
     fn read(&self, at: usize) -> Option<TurnStatements> {
+        self.read_by(at, self.format)
+    }
+
+    /// [`Grounds::read`] by the rules of audit format `format` (this one's, or format 11's for
+    /// take-backs).
+    fn read_by(&self, at: usize, format: u32) -> Option<TurnStatements> {
         let turn = &self.conversation[at];
         if turn.role == TurnRole::System && !self.config.system_prompt_facts {
             return None;
@@ -863,7 +948,7 @@ impl<'a> Grounds<'a> {
             _ => Speaker::Record,
         };
         let (stricter, own_words) = (self.stricter, self.own_words);
-        let in_context = self.format >= crate::audit::NUMBERS_IN_CONTEXT_SINCE;
+        let in_context = format >= crate::audit::NUMBERS_IN_CONTEXT_SINCE;
         let mut statements: Vec<Clause> =
             clauses(&turn.text, speaker, stricter, own_words, in_context)
                 .into_iter()
@@ -959,7 +1044,7 @@ impl<'a> Grounds<'a> {
             asked,
             stricter,
             own_words,
-            format: self.format,
+            format,
         })
     }
 }
@@ -1316,6 +1401,9 @@ struct Clause {
     /// From format 12: the clause's sentence gives a number as a range, an alternative or an
     /// estimate ([`ranged_numbers`]), so it states none.
     ranged: bool,
+    /// From format 12: an earlier clause of its sentence says the writer does not know ("I'm
+    /// not sure, but I have 0 credits"), so this one names nothing.
+    hedged_before: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -1347,6 +1435,7 @@ impl Clause {
             companion_at: None,
             in_context: false,
             ranged: false,
+            hedged_before: false,
         }
     }
 
@@ -1504,13 +1593,17 @@ impl Clause {
     /// before the name, and a "no", "zero", "nil" or zero counts when it counts the name, at
     /// most one word before it ("I use 0 credits", "no outstanding fines").
     fn in_context_negations(&self, name: &[String], first: usize, last: usize) -> Option<usize> {
+        // A word ending what the name names within three words after it ("my membership was
+        // cancelled", "I let my membership lapse").
         let ended_after = self
             .raw
             .iter()
             .zip(&self.words)
-            .skip(first + 1)
+            .skip(last + 1)
+            .take(3)
             .any(|(w, stemmed)| ENDED_AFTER.contains(&w.as_str()) && !name.contains(stemmed));
         if ended_after
+            || self.hedged_before
             || self.ruled_out_before(name, last)
             || self.raw.windows(2).any(|p| {
                 matches!(
@@ -1521,47 +1614,88 @@ impl Clause {
         {
             return None;
         }
+        let any_zero = || (0..self.raw.len()).any(|i| zero_numeral_at(&self.raw, i).is_some());
         let zero_after = (last + 1..self.raw.len())
             .find(|&at| zero_numeral_at(&self.raw, at).is_some())
             .is_some_and(|at| !(self.denials_after && at == last + 1));
+        // A record's value that is no plain yes: nothing ("credits": "", []), or a zero with
+        // more digits ("0/100", "0.5").
+        let record_value_unclear = self.denials_after
+            && (last + 1 >= self.raw.len()
+                || (self.raw[last + 1] == "0"
+                    && zero_numeral_at(&self.raw, last + 1).is_none()
+                    && self
+                        .raw
+                        .get(last + 2)
+                        .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))));
+        // A zero written as a rate or a compound ("0%", "0-fee") counts that, not the name.
+        let zero_of_something_else = self
+            .text
+            .as_bytes()
+            .windows(2)
+            .any(|p| p[0] == b'0' && matches!(p[1], b'%' | b'-'));
         if zero_after
-            || (self.ranged && (0..self.raw.len()).any(|i| zero_numeral_at(&self.raw, i).is_some()))
+            || record_value_unclear
+            || (self.ranged && any_zero())
+            || (zero_of_something_else && any_zero())
         {
             return None;
         }
-        let counts_the_name = |end: usize| end == first || end + 1 == first;
-        let mut negations = 0;
+        // A zero counts the name when it stands right before it, or before a word of a count
+        // ("0 outstanding fines"); a "no" as format 11 read it, at most one word before.
+        // ... and when the name ends its count: "0 gold coins" counts coins, not gold.
+        let ends_the_count = self
+            .raw
+            .get(last + 1)
+            .is_none_or(|w| AFTER_A_COUNT.contains(&w.as_str()));
+        let counts_the_name = |end: usize, zero: bool| {
+            ends_the_count
+                && (end == first
+                    || (end + 1 == first
+                        && (!zero || COUNT_ADJECTIVES.contains(&self.raw[end].as_str()))))
+        };
+        let (mut counted, mut verbal) = (0, 0);
         let mut i = 0;
         while i < first {
             let w = self.raw[i].as_str();
             if let Some(span) = zero_numeral_at(&self.raw, i) {
-                if !counts_the_name(i + span) {
+                // A record's zero before a name is the value of the field before it
+                // (`fines=0 member=true`), and a label's number is no count ("level 0").
+                let labelled = i > 0 && ZERO_LABELS.contains(&self.raw[i - 1].as_str());
+                if self.denials_after || labelled || !counts_the_name(i + span, true) {
                     return None;
                 }
-                negations += 1;
+                counted += 1;
                 i += span;
                 continue;
             }
             if matches!(w, "no" | "zero" | "nil") {
-                if !counts_the_name(i + 1) {
+                if !counts_the_name(i + 1, false) {
                     return None;
                 }
-                negations += 1;
+                counted += 1;
             } else if NEGATIONS.contains(&w) {
-                negations += 1;
+                verbal += 1;
             }
             i += 1;
         }
-        Some(negations)
+        // "It's not that I don't have 0 credits": a count's no under a verbal one is unclear.
+        if counted > 0 && verbal > 0 {
+            return None;
+        }
+        Some(counted + verbal)
     }
 
     /// Whether a word that stops, refuses or rules out what follows it ([`RULING_OUT`]), not
     /// one of the name's own, stands before word `last`, the name's last ("in the high season
     /// rather than the low season": the name's words are found first in "high season").
     fn ruled_out_before(&self, name: &[String], last: usize) -> bool {
-        self.raw[..last]
+        // Within four words of it: "stopped using credits", "outside the low season"; not
+        // "instead of cash I use credits".
+        let from = last.saturating_sub(4);
+        self.raw[from..last]
             .iter()
-            .zip(&self.words[..last])
+            .zip(&self.words[from..last])
             .any(|(w, stemmed)| RULING_OUT.contains(&w.as_str()) && !name.contains(stemmed))
     }
 
@@ -1760,6 +1894,7 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> V
         let sentence_words: std::rc::Rc<[(String, String)]> =
             sentence_raw.iter().map(|w| (w.clone(), stem(w))).collect();
         let mut spoke_of_self = false;
+        let mut hedged = false;
         for (i, piece) in pieces.into_iter().enumerate() {
             let raw = raw_words(&piece);
             let stating = !raw
@@ -1824,6 +1959,8 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> V
                 c.own_words = true;
                 c.in_context = in_context;
                 c.ranged = ranged;
+                c.hedged_before = in_context && hedged;
+                hedged |= c.not_knowing(c.raw.len());
                 negations += c.negations();
                 out.push(c);
             }
@@ -2001,6 +2138,8 @@ fn ranged_numbers(sentence: &str) -> bool {
         &["and", "older"],
         &["or", "older"],
         &["or", "younger"],
+        &["and", "change"],
+        &["if", "not"],
     ]
     .iter()
     .any(|p| said(p))
@@ -2026,7 +2165,17 @@ fn ranged_numbers(sentence: &str) -> bool {
             }
             back > 0 && chars[back - 1].is_ascii_digit() && digit_at(skip_spaces(i + 1))
         }
-        '~' | '\u{b1}' | '<' | '>' | '\u{2264}' | '\u{2265}' | '\u{2248}' => true,
+        '~' | '\u{b1}' | '\u{2264}' | '\u{2265}' | '\u{2248}' => true,
+        // A bound before a number ("< 70", ">= 70"), not any angle bracket (HTML, "->").
+        '<' | '>' => {
+            let at = skip_spaces(i + 1);
+            let at = if chars.get(at) == Some(&'=') {
+                skip_spaces(at + 1)
+            } else {
+                at
+            };
+            digit_at(at)
+        }
         _ => false,
     });
     if signs {
@@ -2051,11 +2200,24 @@ fn ranged_numbers(sentence: &str) -> bool {
                 | "through"
                 | "thru"
                 | "plus"
+                | "think"
+                | "guess"
+                | "believe"
+                | "suppose"
+                | "reckon"
+                | "circa"
+                | "likely"
+                | "estimated"
+                | "tops"
+                | "upwards"
         ) || (number(w)
             && (w.ends_with("ish")
                 || decade(w)
                 || words.get(i + 1).is_some_and(|n| {
-                    matches!(*n, "or" | "to" | "ish" | "odd" | "plus" | "something")
+                    matches!(
+                        *n,
+                        "or" | "to" | "ish" | "odd" | "plus" | "something" | "s" | "tops"
+                    )
                 })))
             || (*w == "or" && words.get(i + 1).is_some_and(|n| number(n)))
     });
@@ -3053,7 +3215,9 @@ mod tests {
         assert!(by(tool(r#"{"credits": 0.0}"#), "(not usesCredits)", now));
         assert!(by(tool(r#"{"credits": 0}"#), "(not usesCredits)", now));
         assert!(!by(tool(r#"{"credits": 0.5}"#), "(not usesCredits)", now));
-        assert!(by(tool(r#"{"credits": 0.5}"#), "usesCredits", now));
+        // "0.5" reads as "0" and "5", as "0/100" does: a record's zero with more digits is no
+        // plain yes either.
+        assert!(!by(tool(r#"{"credits": 0.5}"#), "usesCredits", now));
         assert!(!by(tool(r#"{"credits_used": 0}"#), "usesCredits", now));
         // A user's zero before the name is a no, and one ending the clause after it no yes.
         assert!(by(user("I use 0 credits."), "usesCredits", was));
@@ -3225,6 +3389,112 @@ mod tests {
             "(= customerAge 70)",
             now
         ));
+        // A second review of format 12 found these.
+        // A record's zero before a name is the field before it's; a label's zero no count.
+        for (turn, logic) in [
+            (tool("fines=0 member=true"), "(not isMember)"),
+            (tool("Fines: 0 Member: yes"), "(not isMember)"),
+            (tool("Found 0 gold members"), "(not (= tier GOLD))"),
+            (user("I use 0% interest credits."), "(not usesCredits)"),
+            (user("I use 0-fee credits."), "(not usesCredits)"),
+            (user("I'm a level 0 gold member."), "(not (= tier GOLD))"),
+            (user("I'm a tier 0 member."), "(not isMember)"),
+            (
+                user("I have 0 gold coins but I'm a gold member."),
+                "(not (= tier GOLD))",
+            ),
+            (user("I pay 0 credit card fees."), "(not usesCredits)"),
+            // Under a hedge earlier in the sentence, or another negation, a zero is no no.
+            (
+                user("I have no idea, 0 outstanding fines."),
+                "(= outstandingFines 0)",
+            ),
+            (
+                user("I'm not sure, but I have 0 credits."),
+                "(not usesCredits)",
+            ),
+            (
+                user("It's not that I don't have 0 credits."),
+                "(not usesCredits)",
+            ),
+            // A record's empty value or a zero with more digits is no yes.
+            (tool(r#"{"credits": ""}"#), "usesCredits"),
+            (tool(r#"{"credits": "0/100"}"#), "usesCredits"),
+            (
+                tool(r#"{"outstanding_fines": []}"#),
+                "(> outstandingFines 0)",
+            ),
+        ] {
+            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
+        }
+        assert!(by(user("I use 0 credits."), "(not usesCredits)", now));
+        assert!(by(tool(r#"{"credits": 0}"#), "(not usesCredits)", now));
+        assert!(by(
+            user("I have 0 unpaid outstanding fines."),
+            "(= outstandingFines 0)",
+            now
+        ));
+        for text in [
+            "I'm 70 I think.",
+            "I think I'm 70.",
+            "I'm 70 I guess.",
+            "I believe I'm 70.",
+            "I'm circa 70.",
+            "I'm likely 70.",
+            "I'm an estimated 70.",
+            "I'm 70 tops.",
+            "I'm upwards of 70.",
+            "I'm 70 and change.",
+            "I'm 70, if not older.",
+            "I'm in my 70's.",
+        ] {
+            assert!(!by(user(text), "(= customerAge 70)", now), "{text}");
+        }
+        // Take-backs format 11 made, which format 12's unclear readings no longer made: a
+        // later turn takes a fact back when either format's reading says so.
+        for (turns, logic) in [
+            (
+                &[
+                    "I'm a gold member.",
+                    "Sorry, I'm a silver member with 0 points.",
+                ][..],
+                gold,
+            ),
+            (
+                &["I'm a gold member.", r#"{"tier": "SILVER", "fines": 0}"#],
+                gold,
+            ),
+            (
+                &["I'm a member.", r#"{"member": false, "fines": 0}"#],
+                "isMember",
+            ),
+            (
+                &["I'm a member.", "Oops, I'm not a member: 0 visits."],
+                "isMember",
+            ),
+            (
+                &["I'm not a gold member.", "I'm a gold member with 0 fines."],
+                "(not (= tier GOLD))",
+            ),
+            (
+                &[
+                    "I'm a gold member.",
+                    "Sorry, I'm silver now since my gold membership was cancelled.",
+                ],
+                gold,
+            ),
+            (
+                &["I don't use credits.", "Instead of cash I use credits."],
+                "(not usesCredits)",
+            ),
+            (
+                &["I'm not gold.", "Rather than silver I'm gold."],
+                "(not (= tier GOLD))",
+            ),
+        ] {
+            assert!(still_grounded(&turns[..1], logic, now), "{turns:?}");
+            assert!(!still_grounded(turns, logic, now), "{turns:?} {logic}");
+        }
         assert!(by(user("I am a gold member."), "(= tier GOLD)", now));
         assert!(by(
             user("My flight was cancelled."),
