@@ -531,17 +531,11 @@ const COUNT_ADJECTIVES: &[&str] = &[
     "outstanding",
     "unpaid",
     "late",
-    "unused",
-    "remaining",
     "open",
     "overdue",
     "pending",
     "active",
     "current",
-    "prior",
-    "previous",
-    "more",
-    "other",
 ];
 
 /// Words that may follow a name a zero or a "no" counts ("0 credits on my card", "no fines
@@ -550,30 +544,19 @@ const AFTER_A_COUNT: &[&str] = &[
     "on",
     "in",
     "at",
-    "for",
     "to",
-    "of",
     "from",
     "with",
     "left",
-    "remaining",
     "today",
     "now",
     "yet",
     "right",
     "so",
-    "and",
-    "or",
-    "but",
     "please",
     "currently",
     "anymore",
     "either",
-    "this",
-    "that",
-    "here",
-    "there",
-    "thanks",
 ];
 
 /// Words before a zero that make it a label's number, not a count ("level 0", "tier 0",
@@ -1404,6 +1387,9 @@ struct Clause {
     /// From format 12: an earlier clause of its sentence says the writer does not know ("I'm
     /// not sure, but I have 0 credits"), so this one names nothing.
     hedged_before: bool,
+    /// From format 12: the clause ends its sentence (not cut from the rest at "and" or a
+    /// comma), so a name ending it ends what a zero before it counts.
+    ends_sentence: bool,
 }
 
 /// Who wrote a turn, as far as what it states goes.
@@ -1436,6 +1422,7 @@ impl Clause {
             in_context: false,
             ranged: false,
             hedged_before: false,
+            ends_sentence: false,
         }
     }
 
@@ -1494,7 +1481,7 @@ impl Clause {
         let after = self.denials_after
             && if self.in_context {
                 next.is_some_and(|w| w != "0" && DENIALS_AFTER.contains(&w))
-                    || zero_numeral_at(&self.raw, last + 1).is_some()
+                    || zero_value_at(&self.raw, last + 1).is_some()
             } else {
                 next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits))
             };
@@ -1509,6 +1496,18 @@ impl Clause {
             (b, _, false) if b % 2 == 1 => Some(true),
             _ => None,
         }
+    }
+
+    /// Whether the clause says the writer does not know ("not sure", "no idea", "unsure"), in
+    /// one pass (a user's, not a record's).
+    fn says_not_knowing(&self) -> bool {
+        let mut negated = false;
+        !self.denials_after
+            && self.raw.iter().any(|w| {
+                let knowing = w == "unsure" || (negated && NOT_KNOWING.contains(&w.as_str()));
+                negated |= NEGATIONS.contains(&w.as_str());
+                knowing
+            })
     }
 
     /// Whether the words before `first` say the writer does not know ("I'm not sure about",
@@ -1615,19 +1614,20 @@ impl Clause {
             return None;
         }
         let any_zero = || (0..self.raw.len()).any(|i| zero_numeral_at(&self.raw, i).is_some());
-        let zero_after = (last + 1..self.raw.len())
-            .find(|&at| zero_numeral_at(&self.raw, at).is_some())
-            .is_some_and(|at| !(self.denials_after && at == last + 1));
-        // A record's value that is no plain yes: nothing ("credits": "", []), or a zero with
-        // more digits ("0/100", "0.5").
+        // Right after the name, a zero is its value even after the name's own digits ("over
+        // 65: 0"); further on, one of its own.
+        let zero_next = zero_value_at(&self.raw, last + 1).is_some();
+        let zero_after = (zero_next && !self.denials_after)
+            || (last + 2..self.raw.len()).any(|at| zero_numeral_at(&self.raw, at).is_some());
+        // A record's value that is no plain yes: nothing ("credits": "", []), a zero with more
+        // digits ("0/100", "0.5"), or a negation before the name, which is the field before
+        // it's (`fines=none member=true`).
         let record_value_unclear = self.denials_after
             && (last + 1 >= self.raw.len()
-                || (self.raw[last + 1] == "0"
-                    && zero_numeral_at(&self.raw, last + 1).is_none()
-                    && self
-                        .raw
-                        .get(last + 2)
-                        .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))));
+                || (self.raw[last + 1] == "0" && !zero_next)
+                || self.raw[..first]
+                    .iter()
+                    .any(|w| NEGATIONS.contains(&w.as_str())));
         // A zero written as a rate or a compound ("0%", "0-fee") counts that, not the name.
         let zero_of_something_else = self
             .text
@@ -1643,11 +1643,14 @@ impl Clause {
         }
         // A zero counts the name when it stands right before it, or before a word of a count
         // ("0 outstanding fines"); a "no" as format 11 read it, at most one word before.
-        // ... and when the name ends its count: "0 gold coins" counts coins, not gold.
-        let ends_the_count = self
-            .raw
-            .get(last + 1)
-            .is_none_or(|w| AFTER_A_COUNT.contains(&w.as_str()));
+        // ... and when the name, its words together, ends its count: "0 gold coins" counts
+        // coins, "0 gold and silver coins" too, "0 outstanding questions about my fines"
+        // questions (a clause cut at "and" or a comma does not end its count).
+        let ends_the_count = last + 1 - first == name.len()
+            && match self.raw.get(last + 1) {
+                Some(w) => AFTER_A_COUNT.contains(&w.as_str()),
+                None => self.ends_sentence,
+            };
         let counts_the_name = |end: usize, zero: bool| {
             ends_the_count
                 && (end == first
@@ -1802,7 +1805,12 @@ impl Clause {
         self.raw.iter().any(|w| {
             QUALIFIERS.contains(&w.as_str())
                 || (self.in_context && QUALIFIERS_IN_CONTEXT.contains(&w.as_str()))
-        }) || (self.in_context && self.ranged)
+        }) || (self.in_context
+            && (self.ranged
+                || self
+                    .raw
+                    .windows(2)
+                    .any(|p| p[0] == "anything" && p[1] == "but")))
     }
 
     /// Whether every word of `name` is in this clause, whatever it says of it.
@@ -1935,8 +1943,10 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> V
             if !carried.is_empty() {
                 parts.push((carried.trim_end_matches(" and ").to_string(), true));
             }
-            for (part, merged) in parts {
+            let parts_count = parts.len();
+            for (k, (part, merged)) in parts.into_iter().enumerate() {
                 let mut c = Clause::new(&part, false, negations);
+                c.ends_sentence = i + 1 == n && k + 1 == parts_count;
                 let person = first_person_forms(&c.raw);
                 let hearsay = c.raw.iter().any(|w| HEARSAY.contains(&w.as_str()));
                 // Someone else's clause states nothing of the user, unless the user is one of
@@ -1960,7 +1970,7 @@ fn clauses_speaking_of_self(text: &str, speaker: Speaker, in_context: bool) -> V
                 c.in_context = in_context;
                 c.ranged = ranged;
                 c.hedged_before = in_context && hedged;
-                hedged |= c.not_knowing(c.raw.len());
+                hedged |= in_context && c.says_not_knowing();
                 negations += c.negations();
                 out.push(c);
             }
@@ -2095,6 +2105,21 @@ fn anything_but_as_one(piece: &str) -> String {
         out.push_str(w);
     }
     out
+}
+
+/// [`zero_numeral_at`] for the word right after a name, which may end in digits of its own
+/// ("over 65: 0"): a zero there is the name's value, whatever stands before it.
+fn zero_value_at(raw: &[String], i: usize) -> Option<usize> {
+    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
+    let zeros = |w: &str| !w.is_empty() && w.bytes().all(|b| b == b'0');
+    let w = raw.get(i)?;
+    if !zeros(w) {
+        return None;
+    }
+    match raw.get(i + 1) {
+        Some(f) if digits(f) => zeros(f).then_some(2),
+        _ => Some(1),
+    }
 }
 
 /// Whether raw word `i` starts a zero numeral ("0", "00", or "0.0", which [`raw_words`] reads
@@ -2464,6 +2489,7 @@ fn answered(
             c.own_words = own_words;
             c.in_context = in_context;
             c.ranged = ranged;
+            c.ends_sentence = true;
             Some((c, !yes))
         })
         .collect()
@@ -3450,6 +3476,48 @@ mod tests {
         ] {
             assert!(!by(user(text), "(= customerAge 70)", now), "{text}");
         }
+        // A third review found these.
+        for (turn, logic) in [
+            // A record's zero right after a name ending in digits is its value, a no.
+            (tool(r#"{"tier_1": 0}"#), "(= tier TIER_1)"),
+            // A zero counts a name only where the name ends the count, its words together.
+            (
+                user("I have 0 gold or silver coins."),
+                "(not (= tier GOLD))",
+            ),
+            (
+                user("I won 0 gold and 2 silver medals."),
+                "(not (= tier GOLD))",
+            ),
+            (
+                user("I have 0 gold, silver or bronze coins."),
+                "(not (= tier GOLD))",
+            ),
+            (user("I have 0 unused credits."), "(not usesCredits)"),
+            (
+                user("I have 1 outstanding fine and 0 other outstanding fines."),
+                "(= outstandingFines 0)",
+            ),
+            (
+                user("I have 0 outstanding questions about my fines."),
+                "(= outstandingFines 0)",
+            ),
+            (user("I've spoken to 0 members of staff."), "(not isMember)"),
+            // A record's negation before a name is the field before it's.
+            (tool("fines=none member=true"), "(not isMember)"),
+            // "anything but" a number states none.
+            (
+                user("70 is anything but old in my book."),
+                "(= customerAge 70)",
+            ),
+            (user("I'm anything but 70."), "(= customerAge 70)"),
+        ] {
+            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
+        }
+        // Reading whether a sentence says the writer does not know is one pass: a long run
+        // of "sure" after "not" is read at once.
+        let long = format!("I'm not {}, I use 0 credits.", "sure ".repeat(50_000));
+        assert!(!by(user(&long), "(not usesCredits)", now));
         // Take-backs format 11 made, which format 12's unclear readings no longer made: a
         // later turn takes a fact back when either format's reading says so.
         for (turns, logic) in [
