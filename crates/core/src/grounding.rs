@@ -2126,16 +2126,14 @@ fn zero_value_at(raw: &[String], i: usize) -> Option<usize> {
 /// as two words), not the fraction or the thousands of a number before it ("1.0", "1,000");
 /// with how many words it spans. "0.5" is no zero.
 fn zero_numeral_at(raw: &[String], i: usize) -> Option<usize> {
-    let digits = |w: &str| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit());
-    let zeros = |w: &str| !w.is_empty() && w.bytes().all(|b| b == b'0');
-    let w = raw.get(i)?;
-    if !zeros(w) || (i > 0 && digits(&raw[i - 1])) {
+    let after_digits = i > 0
+        && raw
+            .get(i - 1)
+            .is_some_and(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_digit()));
+    if after_digits {
         return None;
     }
-    match raw.get(i + 1) {
-        Some(f) if digits(f) => zeros(f).then_some(2),
-        _ => Some(1),
-    }
+    zero_value_at(raw, i)
 }
 
 /// Whether a sentence gives a number as a range, an alternative or an estimate in words:
