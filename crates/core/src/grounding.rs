@@ -560,10 +560,10 @@ const AFTER_A_COUNT: &[&str] = &[
 ];
 
 /// Words before a zero that make it a label's number, not a count ("level 0", "tier 0",
-/// "room 0"), from audit format 12.
+/// "room 0"), or a range's start ("from 0 fines to 3"), from audit format 12.
 const ZERO_LABELS: &[&str] = &[
-    "level", "tier", "room", "gate", "zone", "class", "number", "no", "grade", "floor", "row",
-    "seat", "step", "stage", "version", "v", "id", "code",
+    "from", "between", "level", "tier", "room", "gate", "zone", "class", "number", "no", "grade",
+    "floor", "row", "seat", "step", "stage", "version", "v", "id", "code",
 ];
 
 /// Words that, from audit format 12, also qualify a number beside [`QUALIFIERS`]: an
@@ -1481,7 +1481,7 @@ impl Clause {
         let after = self.denials_after
             && if self.in_context {
                 next.is_some_and(|w| w != "0" && DENIALS_AFTER.contains(&w))
-                    || zero_value_at(&self.raw, last + 1).is_some()
+                    || self.zero_value_after(last)
             } else {
                 next.is_some_and(|w| DENIALS_AFTER.contains(&w) && !(w == "0" && then_digits))
             };
@@ -1513,12 +1513,14 @@ impl Clause {
     /// Whether the words before `first` say the writer does not know ("I'm not sure about",
     /// "I don't know", "no idea", "unsure"): a user's, not a record's.
     fn not_knowing(&self, first: usize) -> bool {
-        let before = &self.raw[..first];
+        // One pass, a negation seen so far carried (each word's rescan of the words before it
+        // was quadratic in a long clause); the same answer for every format.
+        let mut negated = false;
         !self.denials_after
-            && before.iter().enumerate().any(|(i, w)| {
-                w == "unsure"
-                    || (NOT_KNOWING.contains(&w.as_str())
-                        && before[..i].iter().any(|n| NEGATIONS.contains(&n.as_str())))
+            && self.raw[..first].iter().any(|w| {
+                let knowing = w == "unsure" || (negated && NOT_KNOWING.contains(&w.as_str()));
+                negated |= NEGATIONS.contains(&w.as_str());
+                knowing
             })
     }
 
@@ -1616,7 +1618,7 @@ impl Clause {
         let any_zero = || (0..self.raw.len()).any(|i| zero_numeral_at(&self.raw, i).is_some());
         // Right after the name, a zero is its value even after the name's own digits ("over
         // 65: 0"); further on, one of its own.
-        let zero_next = zero_value_at(&self.raw, last + 1).is_some();
+        let zero_next = self.zero_value_after(last);
         let zero_after = (zero_next && !self.denials_after)
             || (last + 2..self.raw.len()).any(|at| zero_numeral_at(&self.raw, at).is_some());
         // A record's value that is no plain yes: nothing ("credits": "", []), a zero with more
@@ -1661,9 +1663,12 @@ impl Clause {
         let mut i = 0;
         while i < first {
             let w = self.raw[i].as_str();
-            if let Some(span) = zero_numeral_at(&self.raw, i) {
+            // "nil" is read as a zero (format 11 did not read it at all).
+            let zero = zero_numeral_at(&self.raw, i).or((w == "nil").then_some(1));
+            if let Some(span) = zero {
                 // A record's zero before a name is the value of the field before it
-                // (`fines=0 member=true`), and a label's number is no count ("level 0").
+                // (`fines=0 member=true`), and a label's number is no count ("level 0"), nor
+                // one that starts a range ("from 0 fines to 3").
                 let labelled = i > 0 && ZERO_LABELS.contains(&self.raw[i - 1].as_str());
                 if self.denials_after || labelled || !counts_the_name(i + span, true) {
                     return None;
@@ -1672,7 +1677,7 @@ impl Clause {
                 i += span;
                 continue;
             }
-            if matches!(w, "no" | "zero" | "nil") {
+            if matches!(w, "no" | "zero") {
                 if !counts_the_name(i + 1, false) {
                     return None;
                 }
@@ -1682,11 +1687,28 @@ impl Clause {
             }
             i += 1;
         }
-        // "It's not that I don't have 0 credits": a count's no under a verbal one is unclear.
-        if counted > 0 && verbal > 0 {
+        // "It's not that I don't have 0 credits": a count's no under a verbal one, in this
+        // clause or an earlier one of its sentence, is unclear.
+        if counted > 0 && (verbal > 0 || self.negations_before > 0) {
             return None;
         }
         Some(counted + verbal)
+    }
+
+    /// Whether a zero is the value right after the name ending at word `last`: a zero of its
+    /// own ("credits 0", "0.0"), or after a name ending in digits ("over 65: 0") a lone "0"
+    /// only (in "over 65,000" and "tier 2.00" the zeros are the number's).
+    fn zero_value_after(&self, last: usize) -> bool {
+        let name_ends_in_digits = self.raw[last].bytes().all(|b| b.is_ascii_digit());
+        if name_ends_in_digits {
+            self.raw.get(last + 1).is_some_and(|w| w == "0")
+                && !self
+                    .raw
+                    .get(last + 2)
+                    .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))
+        } else {
+            zero_value_at(&self.raw, last + 1).is_some()
+        }
     }
 
     /// Whether a word that stops, refuses or rules out what follows it ([`RULING_OUT`]), not
@@ -2174,7 +2196,7 @@ fn ranged_numbers(sentence: &str) -> bool {
     // an estimate or a bound beside a number ("~70", "70 ± 2", ">= 70", "≥ 70").
     let chars: Vec<char> = lower.chars().collect();
     let skip_spaces = |mut at: usize| {
-        while chars.get(at) == Some(&' ') {
+        while chars.get(at).is_some_and(|c| c.is_whitespace()) {
             at += 1;
         }
         at
@@ -2183,7 +2205,7 @@ fn ranged_numbers(sentence: &str) -> bool {
     let signs = chars.iter().enumerate().any(|(i, c)| match c {
         '-' | '\u{2013}' | '\u{2014}' | '/' => {
             let mut back = i;
-            while back > 0 && chars[back - 1] == ' ' {
+            while back > 0 && chars[back - 1].is_whitespace() {
                 back -= 1;
             }
             back > 0 && chars[back - 1].is_ascii_digit() && digit_at(skip_spaces(i + 1))
@@ -2254,7 +2276,7 @@ fn ranged_numbers(sentence: &str) -> bool {
 fn without_ranges(text: &str) -> String {
     let mut chars: Vec<char> = text.chars().collect();
     let after_spaces = |chars: &[char], mut at: usize| {
-        while chars.get(at) == Some(&' ') {
+        while chars.get(at).is_some_and(|c| c.is_whitespace()) {
             at += 1;
         }
         at
@@ -2296,7 +2318,8 @@ fn without_ranges(text: &str) -> String {
             Some(end) => {
                 let start = number_start(&chars, i + 1);
                 for c in &mut chars[start..end] {
-                    *c = ' ';
+                    // Not a space: "minus 65+ 5" must not read as "minus 5".
+                    *c = '_';
                 }
                 i = end;
             }
@@ -3512,6 +3535,36 @@ mod tests {
         ] {
             assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
         }
+        // A fifth review found these.
+        for (turn, logic) in [
+            // "nil" is read as a zero: no record's, and only right before the name.
+            (
+                tool("{Coupon:<nil> Tier:GOLD OnHold:false}"),
+                "(not (= tier GOLD))",
+            ),
+            (
+                user("I have 1 outstanding fine and nil other outstanding fines."),
+                "(= outstandingFines 0)",
+            ),
+            // A zero that starts a range, or under a negation earlier in the sentence.
+            (
+                user("I went from 0 outstanding fines to 3."),
+                "(= outstandingFines 0)",
+            ),
+            (
+                user("It isn't true that, right now, I have 0 outstanding fines."),
+                "(= outstandingFines 0)",
+            ),
+            // Right after a name ending in digits, only a lone "0" is its value.
+            (tool(r#"{"tier": 2.00}"#), "(not (= tier TIER_2))"),
+            // A range blanked out leaves no sign to the number after it.
+            (user("My balance is minus 65+ 5."), "(= balance (- 5))"),
+        ] {
+            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
+        }
+        assert!(by(tool(r#"{"tier_2": 0}"#), "(not (= tier TIER_2))", now));
+        let long = format!("My {} gold tier.", "sure ".repeat(60_000));
+        assert!(!by(user(&long), "(not (= tier GOLD))", now));
         // Reading whether a sentence says the writer does not know is one pass: a long run
         // of "sure" after "not" is read at once.
         let long = format!("I'm not {}, I use 0 credits.", "sure ".repeat(50_000));
