@@ -1670,7 +1670,20 @@ impl Clause {
                 // (`fines=0 member=true`), and a label's number is no count ("level 0"), nor
                 // one that starts a range ("from 0 fines to 3").
                 let labelled = i > 0 && ZERO_LABELS.contains(&self.raw[i - 1].as_str());
-                if self.denials_after || labelled || !counts_the_name(i + span, true) {
+                // A bound's zero is no count ("more than 0 fines", "at least 0 credits").
+                let bounded = i > 0 && {
+                    let before = self.raw[i - 1].as_str();
+                    QUALIFIERS.contains(&before) || matches!(before, "greater" | "fewer")
+                };
+                // A zero counts things: the name's last word is a plural ("0 credits"); a
+                // singular one is a label's ("a Day 0 member", "Nil Gold").
+                let plural = self.raw[last].len() > 2 && self.raw[last].ends_with('s');
+                if self.denials_after
+                    || labelled
+                    || bounded
+                    || !plural
+                    || !counts_the_name(i + span, true)
+                {
                     return None;
                 }
                 counted += 1;
@@ -1707,7 +1720,17 @@ impl Clause {
                     .get(last + 2)
                     .is_some_and(|w| w.bytes().all(|b| b.is_ascii_digit()))
         } else {
-            zero_value_at(&self.raw, last + 1).is_some()
+            match zero_value_at(&self.raw, last + 1) {
+                // "0" and "0" are one value only when the text writes one ("0.0"): a table's
+                // two columns (`| GOLD | 0 | 0 |`) are not.
+                Some(2) => self
+                    .text
+                    .as_bytes()
+                    .windows(3)
+                    .any(|w| w[0] == b'0' && matches!(w[1], b'.' | b',') && w[2] == b'0'),
+                Some(_) => true,
+                None => false,
+            }
         }
     }
 
@@ -3563,6 +3586,23 @@ mod tests {
             assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
         }
         assert!(by(tool(r#"{"tier_2": 0}"#), "(not (= tier TIER_2))", now));
+        // A sixth review found these: a bound's zero, a label's (any singular name after a
+        // zero), and a table's two zero columns read as one "0.0".
+        for (turn, logic) in [
+            (
+                user("I have more than 0 outstanding fines."),
+                "(= outstandingFines 0)",
+            ),
+            (user("I have more than 0 credits."), "(not usesCredits)"),
+            (user("I have at least 0 credits."), "(not usesCredits)"),
+            (user("I have greater than 0 credits."), "(not usesCredits)"),
+            (user("I'm a Day 0 member."), "(not isMember)"),
+            (user("My name is Nil Gold."), "(not (= tier GOLD))"),
+            (tool("| Alice | GOLD | 0 | 0 |"), "(not (= tier GOLD))"),
+            (tool("Alice\tGOLD\t0\t0"), "(not (= tier GOLD))"),
+        ] {
+            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
+        }
         let long = format!("My {} gold tier.", "sure ".repeat(60_000));
         assert!(!by(user(&long), "(not (= tier GOLD))", now));
         // Reading whether a sentence says the writer does not know is one pass: a long run
