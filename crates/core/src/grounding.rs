@@ -1676,12 +1676,13 @@ impl Clause {
                     QUALIFIERS.contains(&before) || matches!(before, "greater" | "fewer")
                 };
                 // A zero counts things: the name's last word is a plural ("0 credits"); a
-                // singular one is a label's ("a Day 0 member", "Nil Gold").
-                let plural = self.raw[last].len() > 2 && self.raw[last].ends_with('s');
+                // singular one is a label's ("a Day 0 member", "Nil Gold", "a Day 0 pass"), as
+                // is a zero after a capitalised word or a capitalised "Nil" ("Nil Plus").
                 if self.denials_after
                     || labelled
                     || bounded
-                    || !plural
+                    || !is_plural(&self.raw[last])
+                    || self.capitalised_label()
                     || !counts_the_name(i + span, true)
                 {
                     return None;
@@ -1706,6 +1707,22 @@ impl Clause {
             return None;
         }
         Some(counted + verbal)
+    }
+
+    /// Whether the text writes a zero after a capitalised word ("Day 0", "Gen 0") or a
+    /// capitalised "Nil": a label's, not a count.
+    fn capitalised_label(&self) -> bool {
+        let mut previous_capitalised = false;
+        self.text
+            .split(|c: char| c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .any(|w| {
+                let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
+                let zero = !bare.is_empty() && bare.bytes().all(|b| b == b'0');
+                let labelled = (zero && previous_capitalised) || bare == "Nil";
+                previous_capitalised = bare.chars().next().is_some_and(char::is_uppercase);
+                labelled
+            })
     }
 
     /// Whether a zero is the value right after the name ending at word `last`: a zero of its
@@ -2150,6 +2167,34 @@ fn anything_but_as_one(piece: &str) -> String {
         out.push_str(w);
     }
     out
+}
+
+/// Whether `word` reads as a plural ("credits", "fines"), which a zero counts; not a singular
+/// ending in "s" ("pass", "status", "plus", "bonus").
+fn is_plural(word: &str) -> bool {
+    const SINGULAR: &[&str] = &[
+        "gas",
+        "yes",
+        "this",
+        "its",
+        "has",
+        "was",
+        "news",
+        "series",
+        "always",
+        "perhaps",
+        "lens",
+        "canvas",
+        "atlas",
+        "alias",
+        "chaos",
+        "christmas",
+        "bias",
+    ];
+    word.len() > 2
+        && word.ends_with('s')
+        && !["ss", "us", "is", "os"].iter().any(|e| word.ends_with(e))
+        && !SINGULAR.contains(&word)
 }
 
 /// [`zero_numeral_at`] for the word right after a name, which may end in digits of its own
@@ -3600,6 +3645,10 @@ mod tests {
             (user("My name is Nil Gold."), "(not (= tier GOLD))"),
             (tool("| Alice | GOLD | 0 | 0 |"), "(not (= tier GOLD))"),
             (tool("Alice\tGOLD\t0\t0"), "(not (= tier GOLD))"),
+            // A seventh: a singular ending in "s" after a label's zero, a capitalised Nil.
+            (user("I have a day 0 season pass."), "(not hasSeasonPass)"),
+            (user("I use Gen 0 credits."), "(not usesCredits)"),
+            (user("I hold Nil Credits."), "(not usesCredits)"),
         ] {
             assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
         }
