@@ -68,7 +68,7 @@ for trail in "$work"/trail-*.json; do
   "$pg" audit "$trail" --policy examples/policies/park-admission.json --public-key "$key" \
     --thread "$thread" --log "$url" --checkpoint "$work/checkpoint.txt" \
     > "$trail.verified" 2> "$trail.audit.log" || true
-  python3 scripts/demo_summary.py "$trail.verified" "$(basename "$trail")"
+  python3 scripts/demo_summary.py "$trail.verified" "$(basename "$trail")" "$trail.audit.log"
 done
 echo
 echo "   Trails can also be replayed in Node or a browser with the npm package (just wasm):"

@@ -3,7 +3,13 @@
 import json
 import sys
 
-v = json.load(open(sys.argv[1]))
+try:
+    v = json.load(open(sys.argv[1]))
+except ValueError:
+    # The audit could not run: say why (its own message), not a JSON parser's traceback.
+    why = open(sys.argv[3]).read().strip() if len(sys.argv) > 3 else ""
+    print(f"   {sys.argv[2]}: the audit did not run: {why or 'no report'}  <-- NOT VERIFIED")
+    sys.exit(1)
 r = v["replay"]
 good = sum(c["ok"] for c in v["checks"])
 state = "ok" if r["ok"] else "FAILED at record %s" % r.get("failure", {}).get("index")

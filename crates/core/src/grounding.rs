@@ -3324,6 +3324,12 @@ mod tests {
             crate::audit::CORRECTIONS_SINCE,
             crate::audit::NUMBERS_IN_CONTEXT_SINCE,
         );
+        // Each case's premise is borne out by no turn of format 12.
+        let never = |cases: &[(ConversationTurn, &str)]| {
+            for (turn, logic) in cases {
+                assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
+            }
+        };
         // A tool's "0.0" right after the name affirmed it: `usesCredits` for no credits.
         assert!(by(tool(r#"{"credits": 0.0}"#), "usesCredits", was));
         assert!(!by(tool(r#"{"credits": 0.0}"#), "usesCredits", now));
@@ -3506,7 +3512,7 @@ mod tests {
         ));
         // A second review of format 12 found these.
         // A record's zero before a name is the field before it's; a label's zero no count.
-        for (turn, logic) in [
+        never(&[
             (tool("fines=0 member=true"), "(not isMember)"),
             (tool("Fines: 0 Member: yes"), "(not isMember)"),
             (tool("Found 0 gold members"), "(not (= tier GOLD))"),
@@ -3539,9 +3545,7 @@ mod tests {
                 tool(r#"{"outstanding_fines": []}"#),
                 "(> outstandingFines 0)",
             ),
-        ] {
-            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
-        }
+        ]);
         assert!(by(user("I use 0 credits."), "(not usesCredits)", now));
         assert!(by(tool(r#"{"credits": 0}"#), "(not usesCredits)", now));
         assert!(by(
@@ -3566,7 +3570,7 @@ mod tests {
             assert!(!by(user(text), "(= customerAge 70)", now), "{text}");
         }
         // A third review found these.
-        for (turn, logic) in [
+        never(&[
             // A record's zero right after a name ending in digits is its value, a no.
             (tool(r#"{"tier_1": 0}"#), "(= tier TIER_1)"),
             // A zero counts a name only where the name ends the count, its words together.
@@ -3600,11 +3604,9 @@ mod tests {
                 "(= customerAge 70)",
             ),
             (user("I'm anything but 70."), "(= customerAge 70)"),
-        ] {
-            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
-        }
+        ]);
         // A fifth review found these.
-        for (turn, logic) in [
+        never(&[
             // "nil" is read as a zero: no record's, and only right before the name.
             (
                 tool("{Coupon:<nil> Tier:GOLD OnHold:false}"),
@@ -3627,13 +3629,11 @@ mod tests {
             (tool(r#"{"tier": 2.00}"#), "(not (= tier TIER_2))"),
             // A range blanked out leaves no sign to the number after it.
             (user("My balance is minus 65+ 5."), "(= balance (- 5))"),
-        ] {
-            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
-        }
+        ]);
         assert!(by(tool(r#"{"tier_2": 0}"#), "(not (= tier TIER_2))", now));
         // A sixth review found these: a bound's zero, a label's (any singular name after a
         // zero), and a table's two zero columns read as one "0.0".
-        for (turn, logic) in [
+        never(&[
             (
                 user("I have more than 0 outstanding fines."),
                 "(= outstandingFines 0)",
@@ -3649,9 +3649,7 @@ mod tests {
             (user("I have a day 0 season pass."), "(not hasSeasonPass)"),
             (user("I use Gen 0 credits."), "(not usesCredits)"),
             (user("I hold Nil Credits."), "(not usesCredits)"),
-        ] {
-            assert!(!by(turn.clone(), logic, now), "{turn:?} {logic}");
-        }
+        ]);
         let long = format!("My {} gold tier.", "sure ".repeat(60_000));
         assert!(!by(user(&long), "(not (= tier GOLD))", now));
         // Reading whether a sentence says the writer does not know is one pass: a long run
