@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """proofgate in front of an ordinary modern chatbot, with the official clients (issue 13).
 
-    drop_in_clients.py OPENAI_PROXY_URL ANTHROPIC_PROXY_URL
+    drop_in_clients.py OPENAI_PROXY_URL ANTHROPIC_PROXY_URL UNPINNED_OPENAI UNPINNED_ANTHROPIC
 
 OPENAI_PROXY_URL is a proofgate whose upstream is OpenAI-shaped, ANTHROPIC_PROXY_URL one whose
-upstream is Anthropic-shaped (both scripted: crates/proxy/tests/drop_in.rs). Every check
+upstream is Anthropic-shaped (both scripted: crates/proxy/tests/drop_in.rs); both pin the
+upstream's model. The last two are the same without a model pinned (their model lists are
+the upstream's). Every check
 prints one line; any failure raises. The clients never retry (max_retries=0): a retry that
 happens is proofgate's.
 """
@@ -256,9 +258,52 @@ def anthropic_checks(url):
     print("anthropic tool result: VALID")
 
 
+def model_list_checks(pinned_openai, pinned_anthropic, upstream_openai, upstream_anthropic):
+    """`models.list()` / `retrieve()`, which chat UIs call on connecting: the pinned model, or
+    the upstream's list, in the shape of the SDK that asks."""
+    def openai_client(url):
+        return openai.OpenAI(base_url=url + "/v1", api_key="unused-no-auth", max_retries=0)
+
+    def anthropic_client(url):
+        return anthropic.Anthropic(base_url=url, api_key="unused-no-auth", max_retries=0)
+
+    ids = [m.id for m in openai_client(pinned_openai).models.list()]
+    check(ids == ["recorded-chatbot"], f"pinned openai list {ids}")
+    ids = [m.id for m in anthropic_client(pinned_openai).models.list()]
+    check(ids == ["recorded-chatbot"], f"pinned list for the anthropic client {ids}")
+    ids = [m.id for m in anthropic_client(pinned_anthropic).models.list()]
+    check(ids == ["claude-recorded"], f"pinned anthropic list {ids}")
+    try:
+        openai_client(pinned_openai).models.retrieve("gpt-4o")
+        raise AssertionError("a model not served was found")
+    except openai.NotFoundError as e:
+        check("gpt-4o" in str(e), str(e))
+    print("models, pinned: the pinned model only, in both SDKs' shapes")
+
+    models = list(openai_client(upstream_openai).models.list())
+    check([m.id for m in models] == ["recorded", "org/recorded-2"], f"relayed list {models}")
+    check(models[1].model_extra.get("max_model_len") == 8192, f"{models[1]}")
+    got = openai_client(upstream_openai).models.retrieve("org/recorded-2")
+    check(got.id == "org/recorded-2" and got.created == 1739923200, f"{got}")
+    claude = list(anthropic_client(upstream_openai).models.list())
+    check([m.id for m in claude] == ["recorded", "org/recorded-2"], f"{claude}")
+    check(claude[0].created_at.year == 2025, f"{claude[0]}")
+    print("models, openai upstream: its list, to both SDKs")
+
+    claude = list(anthropic_client(upstream_anthropic).models.list())
+    check([m.id for m in claude] == ["claude-recorded-1"], f"{claude}")
+    check(claude[0].display_name == "Claude Recorded", f"{claude[0]}")
+    gpts = list(openai_client(upstream_anthropic).models.list())
+    check([(m.id, m.created) for m in gpts] == [("claude-recorded-1", 1739923200)], f"{gpts}")
+    got = anthropic_client(upstream_anthropic).models.retrieve("claude-recorded-1")
+    check(got.display_name == "Claude Recorded", f"{got}")
+    print("models, anthropic upstream: its list, to both SDKs")
+
+
 def main():
     openai_checks(sys.argv[1])
     anthropic_checks(sys.argv[2])
+    model_list_checks(*sys.argv[1:5])
     print("all drop-in checks passed")
 
 

@@ -133,8 +133,23 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/").endswith("/_requests"):
             with LOCK:
                 self.send(200, json.dumps(RECEIVED))
-        elif self.path.rstrip("/").endswith("/models"):
-            self.send(200, json.dumps({"object": "list", "data": [{"id": "recorded", "object": "model"}]}))
+        elif self.path.split("?")[0].rstrip("/").endswith("/models"):
+            # Each API's own list: Anthropic's (asked with `anthropic-version`) pages.
+            with LOCK:
+                RECEIVED.append({"path": self.path, "method": "GET",
+                                 "authorization": self.headers.get("authorization"),
+                                 "x-api-key": self.headers.get("x-api-key"),
+                                 "anthropic-version": self.headers.get("anthropic-version")})
+            if self.headers.get("anthropic-version"):
+                models = [{"type": "model", "id": "claude-recorded-1", "display_name": "Claude Recorded",
+                           "created_at": "2025-02-19T00:00:00Z"}]
+                self.send(200, json.dumps({"data": models, "has_more": False,
+                                           "first_id": models[0]["id"], "last_id": models[-1]["id"]}))
+            else:
+                self.send(200, json.dumps({"object": "list", "data": [
+                    {"id": "recorded", "object": "model", "created": 1739923200, "owned_by": "scripted"},
+                    {"id": "org/recorded-2", "object": "model", "created": 1739923200,
+                     "owned_by": "scripted", "max_model_len": 8192}]}))
         else:
             self.send(404, json.dumps({"error": {"message": "not found"}}))
 

@@ -298,11 +298,50 @@ impl LlmClient {
         body: &Value,
         client_auth: Option<&str>,
     ) -> Result<Value, HttpAttempt> {
-        let mut req = match &self.url {
+        let req = match &self.url {
             Some(url) => self.http.get().post(url.clone()),
             None => self.http.get().post(completions_url(&self.endpoint)),
         }
         .json(body);
+        self.send_once(req, client_auth).await
+    }
+
+    /// The endpoint's list of models (`GET {base_url}/models` with `query`), as the endpoint
+    /// words it: OpenAI's `{"object": "list", "data": [...]}`, or Anthropic's `{"data": [...],
+    /// "has_more", ...}` (see [`crate::server::models`]). Bedrock's Converse has no such list.
+    pub async fn list_models(
+        &self,
+        query: &[(String, String)],
+        client_auth: Option<&str>,
+    ) -> Result<Value, LlmError> {
+        if self.endpoint.kind == LlmKind::Bedrock {
+            return Err(LlmError::Misconfigured(
+                "a Bedrock upstream has no model list: set [upstream] model".into(),
+            ));
+        }
+        let mut url = reqwest::Url::parse(&format!(
+            "{}/models",
+            self.endpoint.base_url.trim_end_matches('/')
+        ))
+        .map_err(|e| LlmError::Misconfigured(format!("[upstream] base_url: {e}")))?;
+        if !query.is_empty() {
+            url.query_pairs_mut().extend_pairs(query);
+        }
+        self.retry
+            .run(&self.label, || {
+                self.send_once(self.http.get().get(url.clone()), client_auth)
+            })
+            .await
+            .map_err(|a| a.error)
+    }
+
+    /// Sends `req` once with the endpoint's credentials; its JSON reply, or how it failed and
+    /// whether a retry may help.
+    async fn send_once(
+        &self,
+        mut req: reqwest::RequestBuilder,
+        client_auth: Option<&str>,
+    ) -> Result<Value, HttpAttempt> {
         match self.endpoint.kind {
             LlmKind::Anthropic => {
                 req = req.header("anthropic-version", &self.endpoint.anthropic_version);

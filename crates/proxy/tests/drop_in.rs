@@ -110,11 +110,25 @@ fn official_clients_use_proofgate_as_a_drop_in() {
     let anthropic_config = anthropic_config(&llm.url());
     assert!(anthropic_config.contains("kind = \"anthropic\""));
     let anthropic_proxy = Proxy::start("drop-in-anthropic", &anthropic_config);
+    // The same two with no model pinned: their model lists are the upstream's.
+    let pinned = "\nmodel = \"recorded-chatbot\"\n\n[rewriter]";
+    let openai_config = config(&format!("{}/v1", llm.url()), "", "");
+    assert!(openai_config.contains(pinned));
+    let unpinned_openai = Proxy::start(
+        "drop-in-openai-unpinned",
+        &openai_config.replacen(pinned, "\n\n[rewriter]", 1),
+    );
+    let unpinned_anthropic = Proxy::start(
+        "drop-in-anthropic-unpinned",
+        &anthropic_config.replacen("\nmodel = \"claude-recorded\"", "", 1),
+    );
 
     let out = std::process::Command::new("python3")
         .arg(repo_root().join("tests/e2e/drop_in_clients.py"))
         .arg(&openai_proxy.url)
         .arg(&anthropic_proxy.url)
+        .arg(&unpinned_openai.url)
+        .arg(&unpinned_anthropic.url)
         .output()
         .expect("python3 runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -123,6 +137,20 @@ fn official_clients_use_proofgate_as_a_drop_in() {
     assert!(stdout.contains("all drop-in checks passed"), "{stdout}");
 
     let received = llm.received();
+    // The model lists were asked for with the upstream's own credentials and API version.
+    let lists: Vec<&Value> = received.iter().filter(|r| r["method"] == "GET").collect();
+    assert!(
+        lists
+            .iter()
+            .any(|r| r["x-api-key"] == "sk-ant-test" && r["anthropic-version"].is_string()),
+        "{lists:?}"
+    );
+    assert!(
+        lists
+            .iter()
+            .all(|r| r["x-api-key"].is_string() || r["authorization"] == "Bearer unused-no-auth"),
+        "{lists:?}"
+    );
     // The translators received the tool result and the earlier turn.
     let translators: Vec<&Value> = received
         .iter()

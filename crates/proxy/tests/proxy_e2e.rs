@@ -246,7 +246,7 @@ async fn an_api_route_not_served_is_named_in_json() {
     let proxy = Proxy::start("unknown-route", &config(&v1(&llm), "", ""));
     let client = reqwest::Client::new();
     for r in [
-        client.get(format!("{}/v1/models", proxy.url)),
+        client.get(format!("{}/v1/embeddings", proxy.url)),
         client
             .post(format!("{}/v1/messages/count_tokens", proxy.url))
             .json(&json!({"model": "m", "messages": []})),

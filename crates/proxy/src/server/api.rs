@@ -510,12 +510,12 @@ pub async fn policies(State(app): State<Arc<App>>) -> Json<Value> {
 }
 
 /// Any other `/v1/...` path: a JSON error naming the routes served, where an SDK's call to a
-/// route proofgate does not serve (`/v1/models`, `/v1/messages/count_tokens`) got the web
+/// route proofgate does not serve (`/v1/embeddings`, `/v1/messages/count_tokens`) got the web
 /// UI's 404 page or a 405 without a body.
 pub async fn unknown_api_route(uri: axum::http::Uri) -> ApiError {
     ApiError::not_found(format!(
         "{} is not served by proofgate: its API routes are POST /v1/chat/completions, \
-         /v1/responses and /v1/messages",
+         /v1/responses and /v1/messages, and GET /v1/models",
         uri.path()
     ))
 }

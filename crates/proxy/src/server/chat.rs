@@ -128,7 +128,7 @@ fn with_notice(answer: &str, notice: Option<&str>) -> String {
 /// message is passed on for a 4xx, which is about the request the client sent, except when the
 /// upstream refused proofgate's own credentials (401/403 with the configured key): that is the
 /// operator's to fix, and as a 401 the client's SDK would report the client's key as wrong.
-fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
+pub(super) fn upstream_error(e: LlmError, client_credentials: bool) -> ApiError {
     tracing::warn!("upstream LLM call failed: {e}");
     match e {
         LlmError::Rejected { status, .. } if matches!(status, 401 | 403) && !client_credentials => {

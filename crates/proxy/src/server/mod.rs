@@ -11,6 +11,7 @@ pub mod guardrail;
 pub mod keys;
 pub mod limits;
 pub mod messages;
+pub mod models;
 pub mod policies;
 pub mod responses;
 pub mod summary;
@@ -303,6 +304,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/v1/chat/completions", post(chat::chat_completions))
         .route("/v1/responses", post(responses::responses))
         .route("/v1/messages", post(messages::messages))
+        .route("/v1/models", get(models::list))
+        .route("/v1/models/{*id}", get(models::retrieve))
         .route("/v1/{*rest}", any(api::unknown_api_route))
         .route(
             "/guardrail/{id}/version/{version}/apply",
