@@ -980,6 +980,21 @@ impl Store {
 
     /// Takes over a thread if it was last saved at `seen_updated_at` (no other replica or task
     /// has touched it since): marks it updated at `now` and returns true.
+    /// The database server's clock, in ms since the epoch. Each replica stamps `updated_at`
+    /// with its own clock and reads another's stamps as how long ago a thread was saved, so
+    /// replicas compare their clocks with this one (see `server::clock_problem`).
+    pub async fn clock_ms(&self) -> Result<i64, StorageError> {
+        let sql = if self.sqlite {
+            "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+        } else {
+            "SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)"
+        };
+        sqlx::query_scalar::<_, i64>(sql)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(db("reading the database's clock"))
+    }
+
     pub async fn claim(
         &self,
         id: &str,
@@ -1367,6 +1382,16 @@ mod tests {
             grown > 200 * 2000,
             "the database grew by only {grown} bytes"
         );
+    }
+
+    #[tokio::test]
+    async fn the_databases_clock_is_read_in_ms_since_the_epoch() {
+        for (store, url) in stores("clock").await {
+            let now = i64::try_from(crate::app::now_ms()).unwrap();
+            let db = store.clock_ms().await.unwrap();
+            // The test's database runs on this machine: the same clock, to within a second.
+            assert!((db - now).abs() < 1000, "{url}: {db} against {now}");
+        }
     }
 
     #[tokio::test]

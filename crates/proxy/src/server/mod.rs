@@ -386,13 +386,68 @@ pub async fn maintain(app: Arc<App>, every: Duration) {
         if let Err(e) = apply_retention(&app).await {
             tracing::warn!("audit retention: {e}");
         }
-        if let Err(e) = tick_overdue(&app).await {
-            tracing::warn!("question timeouts: {e}");
-        }
-        if let Err(e) = resume_orphans(&app).await {
-            tracing::warn!("resuming threads: {e}");
+        // Both read other replicas' `updated_at` stamps against this one's clock: a clock
+        // ahead would time questions out early, and take over threads another replica is
+        // still driving (two would drive one, each signing its own steps into the trail).
+        if clock_agrees(&app).await {
+            if let Err(e) = tick_overdue(&app).await {
+                tracing::warn!("question timeouts: {e}");
+            }
+            if let Err(e) = resume_orphans(&app).await {
+                tracing::warn!("resuming threads: {e}");
+            }
         }
     }
+}
+
+/// Whether this server's clock is close enough to the database's for it to judge by other
+/// replicas' `updated_at` stamps which threads are overdue or orphaned. SQLite's clock is
+/// this machine's, as is every replica's on that file. When the clocks disagree the error is
+/// logged (once a minute) and the pass's timeouts and resumes wait until they agree.
+async fn clock_agrees(app: &App) -> bool {
+    if app.store.sqlite {
+        return true;
+    }
+    static LOGGED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let before = now_ms();
+    let db = app.store.clock_ms().await;
+    let after = now_ms();
+    let problem = match db {
+        Ok(db) => clock_problem(before, db, after, app.config.server.resume_after_ms),
+        Err(e) => Some(e.to_string()),
+    };
+    let Some(problem) = problem else {
+        return true;
+    };
+    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+    if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+        *logged = Some(std::time::Instant::now());
+        tracing::error!(
+            "question timeouts and resumes of interrupted threads are held back: {problem}"
+        );
+    }
+    false
+}
+
+/// What is wrong when this server's clock, read at `before` and `after`, is further from the
+/// database's (`db`, read between) than a quarter of `resume_after_ms` (at least a second),
+/// beyond what the round trip leaves unknown. Two replicas each within that are within half
+/// of `resume_after_ms` of each other, so neither takes a thread saved by the other within
+/// the last half of it for orphaned.
+fn clock_problem(before: u64, db: i64, after: u64, resume_after_ms: u64) -> Option<String> {
+    let allowed = i128::from((resume_after_ms / 4).max(1000));
+    let (before, after) = (i128::from(before), i128::from(after));
+    let unknown = (after - before).max(0) / 2 + 1;
+    let skew = i128::from(db) - (before + after) / 2;
+    (skew.abs() - unknown > allowed).then(|| {
+        format!(
+            "this server's clock is {} ms {} the database's, more than the {allowed} ms allowed \
+             (a quarter of server.resume_after_ms): other replicas' threads would look \
+             orphaned or overdue to it, or its own to them; synchronise the clocks (NTP)",
+            skew.abs(),
+            if skew > 0 { "behind" } else { "ahead of" }
+        )
+    })
 }
 
 /// Threads a retention pass lists at a time.
@@ -811,6 +866,29 @@ pub fn run(
         };
         served.map_err(|e| StartError::Other(format!("server: {e}")))
     })
+}
+
+#[cfg(test)]
+mod clock_tests {
+    use super::clock_problem;
+
+    #[test]
+    fn a_clock_further_from_the_databases_than_a_quarter_of_the_resume_time_holds_back_resumes() {
+        let resume = 30_000;
+        // Within 7.5 s either way, or within what a slow round trip leaves unknown: fine.
+        assert_eq!(clock_problem(100_000, 100_005, 100_010, resume), None);
+        assert_eq!(clock_problem(100_000, 107_000, 100_000, resume), None);
+        assert_eq!(clock_problem(100_000, 93_000, 100_000, resume), None);
+        assert_eq!(clock_problem(100_000, 112_000, 110_000, resume), None);
+        // Beyond it: this clock is behind, or ahead.
+        let behind = clock_problem(100_000, 108_000, 100_000, resume).unwrap();
+        assert!(behind.contains("8000 ms behind"), "{behind}");
+        let ahead = clock_problem(100_000, 60_000, 100_010, resume).unwrap();
+        assert!(ahead.contains("ahead of"), "{ahead}");
+        // A short resume time still allows a second.
+        assert_eq!(clock_problem(100_000, 100_900, 100_000, 100), None);
+        assert!(clock_problem(100_000, 101_200, 100_000, 100).is_some());
+    }
 }
 
 #[cfg(test)]
