@@ -13,7 +13,7 @@ const state = {
   busy: null, // thread id while answers are being processed
   pollTimer: null,
   tickTimer: null,
-  health: null,
+  identity: null,
   policies: null,
   rules: {},
   lastConfig: null,
@@ -40,7 +40,7 @@ async function refreshList() {
 }
 
 async function loadServerInfo() {
-  if (!state.health) state.health = await api.healthz().catch((e) => ({ error: e.message }));
+  if (!state.identity) state.identity = await api.me().catch((e) => ({ error: e.message }));
   if (!state.policies) state.policies = await api.policies().catch((e) => ({ error: e.message }));
   if (!state.serverConfig) state.serverConfig = await api.serverConfig().catch(() => null);
   state.rules = await api.ruleIndex();
@@ -74,7 +74,7 @@ function configPanel(thread) {
     h('summary', {}, 'Configuration'),
     h('dl', {},
       row('Policy', pol ? [pol.file ? h('div', {}, pol.file) : null, h('code', { class: 'arn' }, pol.versionArn)] : state.policies?.error),
-      row('Validator', state.serverConfig?.validator?.kind ?? state.health?.validator),
+      row('Validator', state.serverConfig?.validator?.kind ?? state.identity?.validator),
       row('LLM model', models.length ? models.join(', ') : null),
       row('LLM endpoint', state.serverConfig ? `${state.serverConfig.rewriter.baseUrl}${state.serverConfig.rewriter.model ? ` (${state.serverConfig.rewriter.model})` : ''}` : null),
       row('Max iterations', cfg?.maxIterations),

@@ -102,10 +102,12 @@ pub async fn revoke(
     Ok(Json(serde_json::to_value(key).unwrap_or(Value::Null)))
 }
 
-/// `GET /api/me`: who the caller is and what its key allows (for the web UI).
+/// `GET /api/me`: who the caller is, what its key allows, and which validator answers it (for
+/// the web UI; `/healthz`, which takes no key, says no more than that the server is up).
 pub async fn me(State(app): State<Arc<App>>, Extension(caller): Extension<Caller>) -> Json<Value> {
     Json(json!({
         "authRequired": app.config.auth.required,
+        "validator": format!("{:?}", app.config.validator.kind).to_lowercase(),
         "id": caller.id,
         "name": caller.name,
         "scopes": caller.scopes,
