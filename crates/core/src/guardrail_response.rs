@@ -3,8 +3,8 @@
 //! it the same way: a response whose guardrail intervened blocks the answer, and findings that
 //! do not stand for the whole answer (part of it guarded by nothing, a VALID that shows no
 //! translation, a VALID resting on a policy version not chosen) are refused, so the validation
-//! fails closed instead of counting them, unless one of them says the answer is INVALID: that
-//! refutation is kept, and the answer rewritten.
+//! fails closed instead of counting them, unless one of them refutes the answer (INVALID, or
+//! IMPOSSIBLE): that refutation is kept, and the answer rewritten.
 
 use crate::findings::{ApplyGuardrailResponse, Finding};
 use serde::Deserialize;
@@ -43,11 +43,17 @@ pub fn read_guardrail_response(
         return Ok(GuardrailReading::Findings(findings));
     };
     // Findings that do not stand for the whole answer still refute it where they say it is
-    // INVALID: those are kept, so the answer is rewritten (and failing open never sends out an
-    // answer a finding refuted), and the rest are not counted.
+    // INVALID or IMPOSSIBLE: those are kept, so the answer is rewritten (and failing open never
+    // sends out an answer a finding refuted), and the rest are not counted. IMPOSSIBLE was
+    // dropped with the rest: an answer built on facts the policy rules out went out UNVERIFIED.
     let refuting: Vec<Finding> = findings
         .into_iter()
-        .filter(|f| f.kind() == crate::FindingKind::Invalid)
+        .filter(|f| {
+            matches!(
+                f.kind(),
+                crate::FindingKind::Invalid | crate::FindingKind::Impossible
+            )
+        })
         .collect();
     if refuting.is_empty() {
         return Err(why);
@@ -380,6 +386,28 @@ mod tests {
         let short = body(serde_json::json!([invalid]), 3);
         assert!(matches!(
             read_guardrail_response(&short, answer, &[]),
+            Ok(GuardrailReading::Findings(f)) if f.len() == 1
+        ));
+        // An IMPOSSIBLE refutes as an INVALID does: kept beside it, and kept alone.
+        let impossible = serde_json::json!({"impossible": {"translation": {"premises": [{"logic": "(= age 200)"}],
+            "claims": [{"logic": "(= fee 30)"}]},
+            "contradictingRules": [{"identifier": "R2", "policyVersionArn": "arn:p:1"}]}});
+        let Ok(GuardrailReading::Findings(kept)) = read_guardrail_response(
+            &body(
+                serde_json::json!([valid_elsewhere, impossible, invalid]),
+                12,
+            ),
+            answer,
+            &["arn:p:1".into()],
+        ) else {
+            panic!("the refutations are kept");
+        };
+        assert_eq!(
+            kept.iter().map(crate::Finding::kind).collect::<Vec<_>>(),
+            [crate::FindingKind::Impossible, crate::FindingKind::Invalid]
+        );
+        assert!(matches!(
+            read_guardrail_response(&body(serde_json::json!([impossible]), 3), answer, &[]),
             Ok(GuardrailReading::Findings(f)) if f.len() == 1
         ));
         // With nothing refuting, still refused.
