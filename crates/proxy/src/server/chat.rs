@@ -86,17 +86,29 @@ pub(crate) const QUESTIONS_NOTICE: &str = "these questions are not verified agai
 pub(crate) const IMPOSSIBLE_NOTICE: &str =
     "the facts given contradict the policy; beyond that, this explanation is not verified";
 
+/// An IMPOSSIBLE outcome's notice when the explanation's own validation was VALID (its
+/// `verified` is true): every claim it makes was proved, and saying it was not contradicted
+/// the outcome a client reads.
+pub(crate) const IMPOSSIBLE_VERIFIED_NOTICE: &str = "the facts given contradict the policy";
+
 /// The notice an answer of `status` goes out with: none for VALID; for IMPOSSIBLE what was and
-/// was not checked, with the outcome's warning (an explanation with parts outside the policy,
-/// from format 3 on); otherwise the outcome's warning when it has one, or what the status
-/// means for the end user.
-fn notice_for(status: OutcomeStatus, warning: Option<&str>) -> Option<String> {
+/// was not checked (`verified`: the explanation's own claims were proved), with the outcome's
+/// warning (an explanation with parts outside the policy, from format 3 on); otherwise the
+/// outcome's warning when it has one, or what the status means for the end user.
+fn notice_for(status: OutcomeStatus, warning: Option<&str>, verified: bool) -> Option<String> {
     match status {
         OutcomeStatus::Valid => None,
-        OutcomeStatus::Impossible => Some(match warning {
-            Some(w) => format!("{IMPOSSIBLE_NOTICE}; {w}"),
-            None => IMPOSSIBLE_NOTICE.to_string(),
-        }),
+        OutcomeStatus::Impossible => {
+            let notice = if verified {
+                IMPOSSIBLE_VERIFIED_NOTICE
+            } else {
+                IMPOSSIBLE_NOTICE
+            };
+            Some(match warning {
+                Some(w) => format!("{notice}; {w}"),
+                None => notice.to_string(),
+            })
+        }
         _ => Some(
             warning
                 .unwrap_or(match status {
@@ -635,7 +647,8 @@ pub(crate) async fn answer_chat(
                     (
                         with_notice(
                             &answer,
-                            notice_for(status, outcome.warning.as_deref()).as_deref(),
+                            notice_for(status, outcome.warning.as_deref(), outcome.verified)
+                                .as_deref(),
                         ),
                         status.as_str().to_string(),
                         None,
@@ -867,10 +880,11 @@ mod notice_tests {
     #[test]
     fn only_a_plain_valid_answer_goes_out_without_a_notice() {
         let covered = proofgate_core::verdict::NOT_COVERED_WARNING;
-        let say = |status, warning| with_notice("A.", notice_for(status, warning).as_deref());
+        let say =
+            |status, warning| with_notice("A.", notice_for(status, warning, false).as_deref());
         assert_eq!(say(OutcomeStatus::Valid, None), "A.");
-        // An IMPOSSIBLE explanation's claims are never checked: it says so, and also when a
-        // part of it is outside the policy, as a VALID answer with one does.
+        // An IMPOSSIBLE explanation whose claims were not proved says so, and also when a part
+        // of it is outside the policy, as a VALID answer with one does.
         assert_eq!(
             say(OutcomeStatus::Impossible, None),
             format!("[proofgate: {IMPOSSIBLE_NOTICE}]\n\nA.")
@@ -878,6 +892,14 @@ mod notice_tests {
         assert_eq!(
             say(OutcomeStatus::Impossible, Some(covered)),
             format!("[proofgate: {IMPOSSIBLE_NOTICE}; {covered}]\n\nA.")
+        );
+        // One whose own claims were all proved is not said to be unverified.
+        assert_eq!(
+            with_notice(
+                "A.",
+                notice_for(OutcomeStatus::Impossible, None, true).as_deref()
+            ),
+            format!("[proofgate: {IMPOSSIBLE_VERIFIED_NOTICE}]\n\nA.")
         );
         assert_eq!(
             say(OutcomeStatus::ValidWithWarning, Some(covered)),
