@@ -451,6 +451,54 @@ fn translated_loop() -> Thread {
     t
 }
 
+/// A thread whose two translators gave nothing usable: one's endpoint failed, the other's reply
+/// stayed unusable after its repair. From format 13 the validation fails (fail-closed: ERROR).
+fn translated_nothing_loop() -> Thread {
+    let t0 = 1_700_000_100_000;
+    let mut t = translated_thread();
+    let reply = |attempt: u32, now: u64| Input::TranslatorReplied {
+        translation_rules: None,
+        translator: 1,
+        attempt,
+        text: "Sure! The fee is (= fee 5)".into(),
+        model: Some("translator".into()),
+        now,
+    };
+    for input in [
+        Input::TranslatorFailed {
+            translation_rules: None,
+            translator: 0,
+            attempt: 0,
+            reason: "HTTP 429 after 3 retries".into(),
+            now: t0 + 1,
+        },
+        reply(0, t0 + 2),
+        reply(1, t0 + 3),
+    ] {
+        t.handle(input).expect("accepted");
+    }
+    t
+}
+
+/// An answer that no translator could translate was checked by nothing: from format 13 the
+/// validation fails (here fail-closed, so no answer), where format 12 sent it out as
+/// NOT_COVERED with the notice that it was outside the policy.
+#[test]
+fn a_round_that_translated_nothing_fails_the_validation_from_format_13() {
+    let t = translated_nothing_loop();
+    let outcome = t.outcome().expect("the thread ended");
+    assert_eq!(outcome.status, proofgate_core::OutcomeStatus::Error);
+    assert_eq!(outcome.answer, None);
+    let reason = outcome.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.contains("no translator gave a usable translation")
+            && reason.contains("translator 1 did not answer: HTTP 429")
+            && reason.contains("translator 2's reply stayed unusable"),
+        "{reason}"
+    );
+    assert!(replay(t.audit_trail()).ok);
+}
+
 fn conversation() -> Vec<ConversationTurn> {
     vec![
         ConversationTurn::new(TurnRole::System, "You are the park's friendly assistant."),
@@ -1295,6 +1343,10 @@ fn fixture_cases() -> Value {
         "corrected-fact",
         as_json(corrected_fact_loop().audit_trail()),
     ));
+    cases.push((
+        "translated-nothing",
+        as_json(translated_nothing_loop().audit_trail()),
+    ));
 
     Value::Array(
         cases
@@ -1420,6 +1472,14 @@ fn version_7_trails_keep_replaying_with_their_reports() {
 #[test]
 fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
+}
+
+/// Trails written in format 12, before a round in which no translator gave a usable
+/// translation failed the validation (the fixtures as they were then), with the reports that
+/// version produced.
+#[test]
+fn version_12_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(12);
 }
 
 /// Trails written in format 11, before a zero counted as a no and a range, an alternative or

@@ -107,7 +107,7 @@ pub async fn translate(
             }
         }
     }
-    if let Some(reason) = round.all_unavailable() {
+    if let Some(reason) = round.all_unavailable().or_else(|| round.none_translated()) {
         return Err(TranslateError::Unavailable(reason));
     }
     // As in a thread: a premise must cite the question, the one turn there is.

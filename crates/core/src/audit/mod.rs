@@ -92,7 +92,18 @@ pub use replay::{
 ///   "70ish") states nothing, and words that stop, refuse or rule out what they name ("I quit
 ///   using credits", "outside the low season") name nothing and take it back
 ///   ([`NUMBERS_IN_CONTEXT_SINCE`]).
-pub const FORMAT_VERSION: u32 = 12;
+/// - 13: a round in which no translator gave a usable translation (each unavailable, or
+///   unusable after its repairs) fails the validation, as one in which none answered does
+///   ([`NOTHING_TRANSLATED_FAILS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 13;
+
+/// From this format on, a translation round in which no translator gave a usable translation
+/// (each one's endpoint failed, or its reply stayed unusable after the repairs) fails the
+/// validation: the thread ends as a failed check ends (ERROR, or UNVERIFIED under fail-open).
+/// Before, only a round in which every endpoint failed did; one translator's unusable reply
+/// beside the others' failures checked nothing, and the answer went out as NOT_COVERED with
+/// the notice that it was outside the policy, which nothing had shown.
+pub const NOTHING_TRANSLATED_FAILS_SINCE: u32 = 13;
 
 /// From this format on, grounding reads a number in its context ([`crate::grounding`]): a zero,
 /// "no" or "nil" counting the name denies it ("I use 0 credits"; a tool's "0.0" right after the

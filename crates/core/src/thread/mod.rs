@@ -1079,7 +1079,12 @@ impl Thread {
         if !round.is_complete() {
             return Ok(Effect::Translate { calls: Vec::new() });
         }
-        if let Some(reason) = round.all_unavailable() {
+        let failed = round.all_unavailable().or_else(|| {
+            (format >= audit::NOTHING_TRANSLATED_FAILS_SINCE)
+                .then(|| round.none_translated())
+                .flatten()
+        });
+        if let Some(reason) = failed {
             return Ok(self.fail(format!("validator: {reason}"), now));
         }
         let mut translations = round.outputs();

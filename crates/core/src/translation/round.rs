@@ -291,6 +291,30 @@ impl TranslationRound {
         Some(format!("no translator answered: {}", reasons.join("; ")))
     }
 
+    /// The reason, when no translator gave a usable translation: each one's endpoint failed or
+    /// its reply stayed unusable after the repairs (from audit format 13, the validation fails
+    /// then, as with [`TranslationRound::all_unavailable`]).
+    pub fn none_translated(&self) -> Option<String> {
+        let mut reasons = Vec::new();
+        for (i, p) in self.translators.iter().enumerate() {
+            match &p.result {
+                Some(TranslatorResult::Unavailable { reason }) => {
+                    reasons.push(format!("translator {} did not answer: {reason}", i + 1))
+                }
+                Some(TranslatorResult::Broken { errors }) => reasons.push(format!(
+                    "translator {}'s reply stayed unusable: {}",
+                    i + 1,
+                    errors.join(", ")
+                )),
+                _ => return None,
+            }
+        }
+        Some(format!(
+            "no translator gave a usable translation: {}",
+            reasons.join("; ")
+        ))
+    }
+
     /// One output per translator, in order; a broken or unavailable translator translated
     /// nothing, so it cannot agree with the others: soundness over recall.
     pub fn outputs(&self) -> Vec<TranslatorOutput> {
