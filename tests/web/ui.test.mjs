@@ -245,6 +245,52 @@ test('load the same trail with one altered record and see that record flagged', 
   noProblems(page);
 });
 
+test('a slow load, a poll or a changed input never leaves another result on screen', async () => {
+  // The verifier: a load of one thread's bundle held back, then a tampered trail pasted. The
+  // held load, when it comes, is superseded: the paste's failure stays (it used to be replaced
+  // by the other thread's pass).
+  const trail = await trailOf(threads.q2);
+  const tampered = structuredClone(trail);
+  tampered[1].hash = '0'.repeat(64);
+  await page.goto(`${env.url}/#/verify`);
+  let release;
+  const held = new Promise((r) => { release = r; });
+  const bundles = '**/api/threads/*/audit/bundle*';
+  await page.route(bundles, async (route) => { await held; await route.continue(); });
+  await page.fill('#trail-url', `/api/threads/${encodeURIComponent(threads.q1)}/audit/bundle`);
+  await page.click('[data-action=load-url]');
+  await page.fill('#trail-text', JSON.stringify(tampered));
+  await page.click('[data-action=verify-paste]');
+  await page.locator('.verdict-box[data-outcome=fail]').waitFor({ timeout: Z3_TIMEOUT });
+  release();
+  await page.waitForTimeout(2000);
+  assert.deepEqual(await page.locator('.verdict-box').evaluateAll((els) => els.map((e) => e.dataset.outcome)), ['fail']);
+  await page.unroute(bundles);
+  // What the auditor brings changes: the result reached without it is taken down.
+  await page.fill('#expected-thread', 'another-thread');
+  assert.equal(await page.locator('.verdict-box').count(), 0);
+  assert.match(await page.locator('[data-stale]').textContent(), /verify it again/);
+
+  // The chat: a draw still fetching its thread when the verifier opens paints nothing over it
+  // (a poll's draw used to replace the verifier, the URL still naming it).
+  await page.goto(`${env.url}/#/chat/${encodeURIComponent(threads.q1)}`);
+  await page.locator('[data-testid=final-answer]').waitFor();
+  let releaseThread;
+  const heldThread = new Promise((r) => { releaseThread = r; });
+  const one = `**/api/threads/${encodeURIComponent(threads.q1)}`;
+  await page.route(one, async (route) => { await heldThread; await route.continue(); });
+  await page.evaluate(() => { location.hash = `${location.hash}/proof`; });
+  await page.waitForTimeout(300);
+  await page.evaluate(() => { location.hash = '#/verify'; });
+  await page.locator('#verify-title').waitFor();
+  releaseThread();
+  await page.waitForTimeout(1500);
+  assert.equal(await page.locator('#verify-title').count(), 1);
+  assert.equal(await page.locator('.chat-layout').count(), 0);
+  await page.unroute(one);
+  noProblems(page);
+});
+
 test('the verifier works offline from the static files (no server, no COOP/COEP)', async () => {
   const trail = await trailOf(threads.q1);
   const file = path.join(env.work, 'trail.json');

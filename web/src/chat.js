@@ -231,12 +231,26 @@ function conversation(thread, showProof) {
 
 let root = null;
 let currentRoute = null;
+// Each draw's number: a draw whose fetches a later draw overtook (a poll of the thread left,
+// say) must not paint its thread over the later one.
+let drawn = 0;
 
 async function rerender(opts = {}) {
   if (root && currentRoute) await draw(root, currentRoute, opts);
 }
 
+/** Leaving the chat: its polls stop, and a draw still fetching paints nothing (a review found
+ * a poll's draw replacing the verifier, and another thread's VALID answer shown under the
+ * thread the URL names). */
+export function leaveChat() {
+  stopTimers();
+  drawn++;
+  currentRoute = null;
+}
+
 async function draw(main, r, opts) {
+  const mine = ++drawn;
+  const stale = () => mine !== drawn || currentRoute !== r;
   const selected = r.parts[0] || null;
   const showProof = r.parts[1] === 'proof';
   let thread = null;
@@ -249,8 +263,10 @@ async function draw(main, r, opts) {
       loadError = e.message;
     }
   }
+  if (stale()) return;
   // The threads list follows a thread the server is working on, and its final status.
   if (thread && (thread.status === 'processing' || state.polling === thread.id)) await refreshList();
+  if (stale()) return;
   const center = h('div', { class: 'center' });
   if (state.pendingAsk) center.appendChild(processingView());
   else if (!selected && !allows('chat')) {
@@ -311,5 +327,6 @@ export async function renderChat(main, r, { sameView }) {
   }
   await Promise.all([refreshList(), loadServerInfo()]);
   void sameView;
+  if (currentRoute !== r) return; // left, or another thread chosen, while loading
   await draw(main, r, { focusHeading: true });
 }

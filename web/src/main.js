@@ -1,7 +1,7 @@
 // The page: a hash router over four views (chat with debug panel and proof view, audit
 // verifier, policy viewer). The `proofgate` wasm package is initialised once, up front.
 import { wasm } from './core.js';
-import { renderChat } from './chat.js';
+import { renderChat, leaveChat } from './chat.js';
 import { renderVerifier, leaveVerifier } from './verify.js';
 import { renderPolicy } from './policy.js';
 import { loadIdentity, renderKeyPage } from './keys.js';
@@ -29,6 +29,7 @@ async function route() {
   }
   const sameView = lastView === r.view;
   if (r.view !== 'verify') leaveVerifier();
+  if (r.view !== 'chat') leaveChat();
   lastView = r.view;
   try {
     if (r.view === 'verify') {

@@ -287,7 +287,7 @@ async function verify(text, source, out, urlThread = null) {
         heads.problem ? `✗ Latest head: ${heads.problem}`
           : heads.error ? `Latest head not checked: ${heads.error}`
             : heads.wentOn ? `Latest head: not this one; the thread went on after this trail (leaf ${heads.wentOn.leaf} logs its record ${heads.wentOn.seq})`
-              : `✓ Latest head: no later head of this thread among the log's ${heads.size} leaves`) : null,
+              : `✓ Latest head: no later head of this thread among the log's ${heads.size} leaves, the log as the server signs it now (one holding the key could sign an older view of it: compare its checkpoint with other auditors' to rule that out)`) : null,
     ];
   }
 
@@ -486,7 +486,7 @@ async function auditorInputs() {
     if (view.text) await verify(view.text, view.source, document.getElementById('verify-out'), view.urlThread);
   });
   const thread = h('input', { type: 'text', id: 'expected-thread', spellcheck: 'false', placeholder: 'the thread id (a loaded /api/threads/<id>/audit/bundle URL names it)', value: auditor.thread });
-  thread.addEventListener('input', () => { auditor.thread = thread.value.trim(); });
+  thread.addEventListener('input', () => { auditor.thread = thread.value.trim(); markStale(); });
   const keyNote = h('p', { class: 'muted small', id: 'audit-key-source' });
   const showKey = () => {
     keyNote.textContent = auditor.key && auditor.keyServed
@@ -500,10 +500,11 @@ async function auditorInputs() {
     if (!auditor.key) auditor.keyCleared = true;
     auditor.keyServed = !auditor.keyCleared && auditor.key === auditor.servedKey;
     showKey();
+    markStale();
   });
-  checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; });
+  checkpoint.addEventListener('input', () => { auditor.checkpoint = checkpoint.value; markStale(); });
   const logServer = h('input', { type: 'url', id: 'log-server', spellcheck: 'false', placeholder: 'https://proofgate.example.com (empty: this page\'s server)', value: auditor.logServer });
-  logServer.addEventListener('input', () => { auditor.logServer = logServer.value.trim(); });
+  logServer.addEventListener('input', () => { auditor.logServer = logServer.value.trim(); markStale(); });
   if (api.serverAvailable()) {
     try {
       if (!auditor.key) {
@@ -535,6 +536,29 @@ async function auditorInputs() {
 /** Leaving the verifier: a run still awaiting Z3 must not announce into the next page. */
 export function leaveVerifier() {
   generation++;
+  loads++;
+}
+
+// Each load's number (a URL, a file, a paste): a slower earlier load must not verify, and show
+// its result, after a later one (a review found thread A's pass replacing B's failure while the
+// URL field named B).
+let loads = 0;
+
+/** Starts a load: any run or load before it is superseded, and its result taken down. */
+function startLoad() {
+  generation++;
+  const out = document.getElementById('verify-out');
+  if (out) clear(out);
+  return ++loads;
+}
+
+/** What the auditor brings changed: the result on screen was reached without it. */
+function markStale() {
+  const out = document.getElementById('verify-out');
+  if (!out || !out.firstChild || out.querySelector('[data-stale]')) return;
+  generation++; // a run still going used the old inputs
+  clear(out).appendChild(h('p', { class: 'warning', 'data-stale': 'true', role: 'status' },
+    'What you bring changed since this trail was verified: load or verify it again for a result that uses it.'));
 }
 
 export async function renderVerifier(main, r) {
@@ -552,22 +576,30 @@ export async function renderVerifier(main, r) {
     const f = file.files?.[0];
     if (!f) return;
     err.textContent = '';
-    await verify(await f.text(), f.name, out);
+    const mine = startLoad();
+    const text = await f.text();
+    if (mine === loads) await verify(text, f.name, out);
   });
   async function fromUrl(ev) {
     ev?.preventDefault();
     err.textContent = '';
     const u = url.value.trim();
     if (!u) { err.textContent = 'Give a URL first.'; url.focus(); return; }
+    const mine = startLoad();
     try {
       // With a saved checkpoint, ask for the consistency proof from its size.
       const savedSize = Number((auditor.checkpoint || '').split('\n')[1]);
       const withProof = savedSize > 0 && !/[?&]from=/.test(u) ? `${u}${u.includes('?') ? '&' : '?'}from=${savedSize}` : u;
       // This server's trails need the tab's key; it is never sent to another origin.
       const res = await api.fetchWithKey(withProof);
+      if (mine !== loads) return;
       if (!res.ok) throw new Error(`HTTP ${res.status}`);
-      await verify(await res.text(), u, out, threadOfUrl(u));
+      const text = await res.text();
+      if (mine !== loads) return;
+      await verify(text, u, out, threadOfUrl(u));
     } catch (e) {
+      if (mine !== loads) return;
+      clear(out); // no earlier result stays under a failed load
       err.textContent = `Could not load ${u}: ${e.message}`;
     }
   }
@@ -584,7 +616,7 @@ export async function renderVerifier(main, r) {
         h('button', { type: 'submit', 'data-action': 'load-url' }, 'Load and verify')),
       h('form', {
         class: 'source wide',
-        onsubmit: async (ev) => { ev.preventDefault(); err.textContent = ''; if (!paste.value.trim()) { err.textContent = 'Paste a trail first.'; paste.focus(); return; } await verify(paste.value, 'pasted text', out); },
+        onsubmit: async (ev) => { ev.preventDefault(); err.textContent = ''; if (!paste.value.trim()) { err.textContent = 'Paste a trail first.'; paste.focus(); return; } startLoad(); await verify(paste.value, 'pasted text', out); },
       },
       h('label', { for: 'trail-text' }, 'Or paste a trail (JSON)'), paste,
       h('button', { type: 'submit', class: 'primary', 'data-action': 'verify-paste' }, 'Verify pasted trail'))),
