@@ -80,15 +80,22 @@ async fn errors_are_sent_back_and_the_repair_is_used() {
 async fn without_repairs_a_bad_reply_is_a_failure_not_a_translation() {
     let llm = Server::python("scripted_llm.py", &script());
     let model = park();
-    let out = translate(
+    // The one translator's reply stays unusable: nothing was translated, which is a failure
+    // of the validation (from audit format 13), not an answer outside the policy.
+    let err = translate(
         &clients(&format!("{}/v1", llm.url()), 1).await,
         &config(&model, 1, 0),
         "I am 70.",
         "You are a senior.",
     )
     .await
-    .unwrap();
-    assert!(out[0].pairs.is_empty());
+    .unwrap_err();
+    assert!(
+        err.to_string().contains(
+            "no translator gave a usable translation: translator 1's reply stayed unusable"
+        ),
+        "{err}"
+    );
     assert_eq!(llm.received().len(), 1, "no repair was asked for");
 }
 

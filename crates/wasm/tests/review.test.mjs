@@ -9,7 +9,7 @@ import { createHash, createPrivateKey, generateKeyPairSync, sign } from 'node:cr
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeads, verifyCheckpoint } from 'proofgate';
+import { aggregateVerdict, prioritizeFindings, Thread, verifyTrust, replayAudit, auditNotChecked, trailTextOf, auditFormatVersion, logHeads, verifyCheckpoint, policyDocumentsOf } from 'proofgate';
 
 const here = (p) => fileURLToPath(new URL(p, import.meta.url));
 const invalid = { invalid: { contradictingRules: [{ identifier: 'R1' }] } };
@@ -313,4 +313,31 @@ test('logHeads tells a later head of the thread in a newer log, and trusts no pa
   assert.throws(() => logHeads(text, verifierKey, current, [], [signNote(head), signNote(later)]), /does not extend the bundle's/);
   assert.throws(() => logHeads(text, signer('other').verifierKey, current, proof, []), /checkpoint/);
   assert.throws(() => logHeads(JSON.stringify(bundle.trail), verifierKey, current, proof, []), /plain trail/);
+});
+
+test('a VALID beside text the translators left untranslated must say so (a review: verified, and the audit passed)', () => {
+  const policyText = readFileSync(here('../../../examples/policies/park-admission.json'), 'utf8');
+  const doc = policyDocumentsOf(policyText)[0];
+  const config = { policy: doc.policy, translation: { translators: 2, repairAttempts: 0, requiredAgreement: 2, vocabulary: JSON.parse(policyText) } };
+  const pair = { premises: [], claims: [{ logic: '(= baseFee 50.0)', naturalLanguage: 'The regular fee is $50' }] };
+  const reply = JSON.stringify({ pairs: [pair], untranslatedPremises: [], untranslatedClaims: ['Seniors pay $5.'] });
+  const proved = { valid: { translation: { ...pair, confidence: 1 }, supportingRules: [{ identifier: 'BASEFEE00000' }] } };
+  const translated = () => {
+    let now = 1_700_000_000_000;
+    const t = new Thread(config, 'What is the regular fee?', 'untranslated', now);
+    t.start();
+    t.handle({ type: 'LlmReplied', text: 'The regular fee is $50. Seniors pay $5.', now: (now += 1000) });
+    t.handle({ type: 'TranslatorReplied', translator: 0, attempt: 0, text: reply, now: (now += 1000) });
+    t.handle({ type: 'TranslatorReplied', translator: 1, attempt: 0, text: reply, now: (now += 1000) });
+    return [t, now];
+  };
+  // Findings without the untranslated text: refused, and the thread still waits for findings.
+  const [t, now] = translated();
+  assert.throws(() => t.handle({ type: 'Validated', findings: [proved], now: now + 1 }),
+    /left text untranslated \("Seniors pay \$5\."\).*no NO_TRANSLATIONS finding/);
+  // With it, as the proxy's reasoner reports it: a VALID with the not-covered warning.
+  const done = t.handle({ type: 'Validated', findings: [proved, { noTranslations: {} }], now: now + 2 });
+  assert.equal(done.status, 'VALID_WITH_WARNING');
+  assert.match(done.warning, /not covered by the policy/);
+  assert.equal(replayAudit(JSON.stringify(t.auditTrail()), t.policyDocuments()).ok, true);
 });

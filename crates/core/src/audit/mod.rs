@@ -94,7 +94,8 @@ pub use replay::{
 ///   ([`NUMBERS_IN_CONTEXT_SINCE`]).
 /// - 13: a round in which no translator gave a usable translation (each unavailable, or
 ///   unusable after its repairs) fails the validation, as one in which none answered does
-///   ([`NOTHING_TRANSLATED_FAILS_SINCE`]).
+///   ([`NOTHING_TRANSLATED_FAILS_SINCE`]); findings that hold a VALID must report the text the
+///   translators left untranslated ([`UNTRANSLATED_REPORTED_SINCE`]).
 pub const FORMAT_VERSION: u32 = 13;
 
 /// From this format on, a translation round in which no translator gave a usable translation
@@ -104,6 +105,15 @@ pub const FORMAT_VERSION: u32 = 13;
 /// beside the others' failures checked nothing, and the answer went out as NOT_COVERED with
 /// the notice that it was outside the policy, which nothing had shown.
 pub const NOTHING_TRANSLATED_FAILS_SINCE: u32 = 13;
+
+/// From this format on, a thread with translators refuses findings (FindingsMismatch) that hold
+/// a VALID but neither a NO_TRANSLATIONS finding nor untranslated claims in a finding's own
+/// translation, when its translators reported text they left untranslated
+/// ([`crate::translation::check_untranslated_reported`]). The proxy's reasoner always adds
+/// that finding; an app of the npm package computing findings with its own checker could drop
+/// it, and got a plain VALID, verified, for an answer whose untranslated claim nothing checked
+/// (the audit passed it too).
+pub const UNTRANSLATED_REPORTED_SINCE: u32 = 13;
 
 /// From this format on, grounding reads a number in its context ([`crate::grounding`]): a zero,
 /// "no" or "nil" counting the name denies it ("I use 0 credits"; a tool's "0.0" right after the

@@ -65,7 +65,9 @@ use crate::conversation::{ground_premises, premise_sources, ConversationTurn, Tu
 use crate::decision::{parse_decision, DecisionKind};
 use crate::findings::{Finding, FindingKind};
 use crate::prompts::{self, RegenerateRequest, RegenerationReason, RewriteRequest};
-use crate::translation::{check_findings, TranslationRound, TranslationTexts};
+use crate::translation::{
+    check_findings, check_untranslated_reported, TranslationRound, TranslationTexts,
+};
 use crate::verdict::{top_finding, Verdict};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -1183,6 +1185,10 @@ impl Thread {
                 {
                     check_findings(config, translations, &findings)
                         .map_err(ThreadError::FindingsMismatch)?;
+                    if rules >= audit::UNTRANSLATED_REPORTED_SINCE {
+                        check_untranslated_reported(translations, &findings)
+                            .map_err(ThreadError::FindingsMismatch)?;
+                    }
                 }
                 // By the rules judging these findings, so a thread that waited across an
                 // upgrade is held to them too (and says so: `verdictRules`).

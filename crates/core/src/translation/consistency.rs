@@ -74,6 +74,39 @@ pub fn check_findings(
     Ok(())
 }
 
+/// Checks that `findings` say what the translators left untranslated (from audit format 13,
+/// [`crate::audit::UNTRANSLATED_REPORTED_SINCE`]): when any translator reported text it could
+/// not translate, a VALID must stand beside a NO_TRANSLATIONS finding (as the proxy's reasoner
+/// adds one, carrying that text), or carry untranslated claims in its own translation, so
+/// that the outcome is VALID_WITH_WARNING. The thread holds the translators' replies and can
+/// tell without a solver; an app computing findings with its own checker that dropped the text
+/// got a plain VALID, verified, for an answer with a claim nothing checked.
+pub fn check_untranslated_reported(
+    translations: &[TranslatorOutput],
+    findings: &[Finding],
+) -> Result<(), String> {
+    let left = translations
+        .iter()
+        .flat_map(|t| t.untranslated_claims.iter().chain(&t.untranslated_premises))
+        .next();
+    let Some(left) = left else {
+        return Ok(());
+    };
+    let valid = findings.iter().any(|f| f.kind() == FindingKind::Valid);
+    let reported = findings
+        .iter()
+        .any(|f| f.kind() == FindingKind::NoTranslations)
+        || crate::verdict::leaves_claims_untranslated(findings);
+    if valid && !reported {
+        return Err(format!(
+            "the translators left text untranslated (\"{}\"), but the findings hold a VALID and \
+             no NO_TRANSLATIONS finding for it: nothing checked that text",
+            left.chars().take(80).collect::<String>()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,5 +155,51 @@ mod tests {
         let e = check_findings(&c, &one_broken, &[valid("(= age 70)", "(= fee 9.0)", 1.0)])
             .unwrap_err();
         assert!(e.contains("only 1 of 2"), "{e}");
+    }
+
+    #[test]
+    fn a_valid_beside_untranslated_text_must_report_it() {
+        let mut outputs = parse_translations(
+            r#"{"translations": [[{"premises": ["(= age 70)"], "claims": ["(= fee 9.0)"]}],
+                                 [{"premises": ["(= age 70)"], "claims": ["(= fee 9.0)"]}]]}"#,
+        )
+        .unwrap();
+        let proved = valid("(= age 70)", "(= fee 9.0)", 1.0);
+        // Nothing left untranslated: a VALID alone is fine.
+        assert_eq!(
+            check_untranslated_reported(&outputs, std::slice::from_ref(&proved)),
+            Ok(())
+        );
+        outputs[1].untranslated_claims = vec!["Seniors pay $5.".into()];
+        let e = check_untranslated_reported(&outputs, std::slice::from_ref(&proved)).unwrap_err();
+        assert!(
+            e.contains("Seniors pay $5.") && e.contains("NO_TRANSLATIONS"),
+            "{e}"
+        );
+        // Reported beside it, or in the VALID's own translation: accepted.
+        let none = Finding::NoTranslations(Default::default());
+        assert_eq!(
+            check_untranslated_reported(&outputs, &[proved.clone(), none]),
+            Ok(())
+        );
+        let mut carrying = proved.clone();
+        if let Finding::Valid(v) = &mut carrying {
+            v.translation.as_mut().unwrap().untranslated_claims =
+                Some(vec![crate::findings::InputTextReference {
+                    text: Some("Seniors pay $5.".into()),
+                    ..Default::default()
+                }]);
+        }
+        assert_eq!(check_untranslated_reported(&outputs, &[carrying]), Ok(()));
+        // No VALID (a TOO_COMPLEX, say): nothing to hide.
+        let too_complex = Finding::TooComplex(Default::default());
+        assert_eq!(
+            check_untranslated_reported(&outputs, &[too_complex]),
+            Ok(())
+        );
+        // An untranslated premise counts too.
+        outputs[1].untranslated_claims.clear();
+        outputs[0].untranslated_premises = vec!["the weather".into()];
+        assert!(check_untranslated_reported(&outputs, &[proved]).is_err());
     }
 }

@@ -16,7 +16,7 @@ pub mod prompt;
 pub mod reply;
 pub mod round;
 
-pub use consistency::check_findings;
+pub use consistency::{check_findings, check_untranslated_reported};
 pub use input::{parse_translations, InputError, PairInput, TranslatorOutput};
 pub use prompt::{question_as_conversation, reply_schema, ChatTurn, TranslationTexts};
 pub use reply::{json_part, parse_reply};
