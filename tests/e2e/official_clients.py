@@ -13,6 +13,7 @@ import os
 import sys
 
 import boto3
+import botocore.exceptions
 import openai
 
 URL = sys.argv[1]
@@ -71,3 +72,34 @@ try:
 except bedrock.exceptions.ValidationException as e:
     assert "guard_content" in str(e), e
 print("boto3 apply_guardrail: malformed request refused with ValidationException")
+
+# The guard's own refusals (a key, a NUL) are AWS-shaped too: boto3 names their type and
+# message (it showed only "An error occurred (401)" for proofgate's own error shape).
+os.environ["AWS_BEARER_TOKEN_BEDROCK"] = "pg_not_a_key"
+stranger = boto3.client("bedrock-runtime", endpoint_url=URL, region_name="us-east-1",
+                        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+os.environ["AWS_BEARER_TOKEN_BEDROCK"] = KEY
+keyed = boto3.client("bedrock-runtime", endpoint_url=URL, region_name="us-east-1",
+                     aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret")
+for client, text, code, words in [
+        (stranger, "Q?", "UnrecognizedClientException", "API key"),
+        (keyed, "Q\u0000?", "ValidationException", "NUL")]:
+    try:
+        client.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1", source="OUTPUT",
+                               content=[{"text": {"text": text, "qualifiers": ["guard_content"]}}])
+        raise AssertionError(f"{code} expected")
+    except botocore.exceptions.ClientError as e:
+        assert e.response["Error"]["Code"] == code, e.response
+        assert words in e.response["Error"]["Message"], e.response
+print("boto3 apply_guardrail: the guard's refusals as UnrecognizedClientException and ValidationException")
+
+# An image, which nothing here checks, is refused rather than skipped under a full coverage.
+try:
+    keyed.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1", source="OUTPUT",
+                          content=[{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}},
+                                   {"text": {"text": "The fee is $50.", "qualifiers": ["guard_content"]}}])
+    raise AssertionError("an image block must be refused")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "ValidationException", e.response
+    assert "`image`" in e.response["Error"]["Message"], e.response
+print("boto3 apply_guardrail: an image block refused with ValidationException")

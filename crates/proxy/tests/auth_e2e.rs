@@ -259,6 +259,16 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     for (method, path, body) in &routes {
         let r = call(&proxy, method.clone(), path, None, body.clone(), &[]).await;
         assert_eq!(r.status, 401, "{method} {path}: {r:?}");
+        if path.starts_with("/guardrail/") {
+            // In AWS's shape, as boto3 reads it.
+            assert_eq!(
+                r.header("x-amzn-errortype"),
+                "UnrecognizedClientException",
+                "{r:?}"
+            );
+            assert!(r.body["message"].as_str().unwrap().contains("Bearer"));
+            continue;
+        }
         assert_eq!(r.code(), "missing_api_key", "{method} {path}");
         assert!(r.body["error"]["message"]
             .as_str()
@@ -2300,7 +2310,13 @@ async fn a_thread_holding_a_nul_from_the_llm_is_still_listed_on_postgres() {
     };
     let llm = Server::python(
         "scripted_llm.py",
-        &json!({"rules": [{"match": "", "reply": "You pay \u{0}$35.75."}]}),
+        // The translators answer (nothing in the answer is the policy's): from audit format
+        // 13 a round no translator translated fails the validation, and the reply names no
+        // thread.
+        &json!({"rules": [
+            {"match": "You translate", "reply": json!({"pairs": [], "untranslatedPremises": [],
+                "untranslatedClaims": ["You pay $35.75."]}).to_string()},
+            {"match": "", "reply": "You pay \u{0}$35.75."}]}),
     );
     let cfg = secured_config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg);
     let proxy = Proxy::start("nul-listing", &cfg);

@@ -24,6 +24,9 @@ struct TextBlock {
 #[derive(Debug, Deserialize)]
 struct ContentBlock {
     text: Option<TextBlock>,
+    /// Any other member (AWS's `image`): named in the refusal.
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -39,6 +42,52 @@ fn aws_error(status: StatusCode, kind: &str, message: impl Into<String>) -> Resp
         r.headers_mut().insert("x-amzn-errortype", v);
     }
     r
+}
+
+/// An error the guard in front of every route answered (a missing key, a scope, a rate, a
+/// size, a deadline) in AWS's shape, as this route's own errors are: boto3 reads the error's
+/// type from `x-amzn-errortype` and its message from `message`, and showed only the status
+/// (`ClientError: An error occurred (401)`) for proofgate's `{"error": {...}}`. A response
+/// that already has a type, or is no error, passes unchanged.
+pub async fn in_aws_shape(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error())
+        || response.headers().contains_key("x-amzn-errortype")
+    {
+        return response;
+    }
+    let kind = match status.as_u16() {
+        401 => "UnrecognizedClientException",
+        403 => "AccessDeniedException",
+        404 => "ResourceNotFoundException",
+        429 => "ThrottlingException",
+        503 | 504 => "ServiceUnavailableException",
+        500 => "InternalServerException",
+        _ => "ValidationException",
+    };
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let message = serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| {
+            v.pointer("/error/message")
+                .and_then(|m| m.as_str())
+                .map(String::from)
+        })
+        .unwrap_or_else(|| format!("HTTP {status}"));
+    let mut aws = aws_error(status, kind, message);
+    // What the guard said besides the body: when to retry, how to authenticate.
+    for name in [
+        axum::http::header::RETRY_AFTER,
+        axum::http::header::WWW_AUTHENTICATE,
+    ] {
+        if let Some(v) = parts.headers.get(&name) {
+            aws.headers_mut().insert(name, v.clone());
+        }
+    }
+    aws
 }
 
 /// `GuardrailUsage`: the six counters AWS marks required (no such policies here, so 0) and the
@@ -78,6 +127,28 @@ pub async fn apply_guardrail(
             StatusCode::BAD_REQUEST,
             "ValidationException",
             format!("source must be INPUT or OUTPUT, got {:?}", req.source),
+        );
+    }
+    // Only text is checked: an image block was skipped while the coverage (text characters
+    // only) said everything was guarded, so findings about the text seemed to speak for it.
+    if let Some((i, block)) = req
+        .content
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.text.is_none())
+    {
+        let what = block
+            .other
+            .keys()
+            .next()
+            .map_or("no `text`".to_string(), |k| format!("`{k}`"));
+        return aws_error(
+            StatusCode::BAD_REQUEST,
+            "ValidationException",
+            format!(
+                "content block {i} holds {what}: proofgate's ApplyGuardrail checks text only, so \
+                 give text blocks alone"
+            ),
         );
     }
     #[allow(irrefutable_let_patterns)] // only one validator without the `bedrock` feature

@@ -67,7 +67,17 @@ fn rate_key(peer: Option<SocketAddr>) -> String {
 /// the audit log's public material and lookups in the storage that find no key (made-up
 /// keys). Public routes other than the health check are also bounded by the deadline and by
 /// places in flight of their own (so they cannot take the keyed requests' places).
-async fn guard(State(gate): State<Gate>, req: Request, next: Next) -> Response {
+async fn guard(state: State<Gate>, req: Request, next: Next) -> Response {
+    let aws = req.uri().path().starts_with("/guardrail/");
+    let response = guard_request(state, req, next).await;
+    if aws {
+        guardrail::in_aws_shape(response).await
+    } else {
+        response
+    }
+}
+
+async fn guard_request(State(gate): State<Gate>, req: Request, next: Next) -> Response {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     // A path's ids are stored text: PostgreSQL refuses a NUL in one (a 500, not a 404).
