@@ -363,6 +363,10 @@ async function verify(text, source, out, urlThread = null) {
       : { id: 'later-heads', what: 'that this is the thread\'s latest head was not checked (the log\'s leaves were not read)', todo: `${heads?.error ? `the log could not be read (${heads.error}), so ` : ''}give the audited server's address (its public log is read from there), or run proofgate audit --log with that server's URL` });
   }
 
+  if (gaps.has('unfinished')) {
+    notRun.push({ id: 'unfinished', what: 'that the thread ends here was not checked (it had not ended at this trail\'s last record)', todo: 'verify it again once it has ended: until then, a copy of the log from before it went on (old responses replayed to you, no signature needed) would show no later head' });
+  }
+
   function showSummary(z3State) {
     const failures = rows.map((r, i) => ({ r, i })).filter((x) => x.r.state === 'fail');
     const first = failures[0];

@@ -56,6 +56,11 @@ pub struct AuditVerification {
     /// Signature, inclusion and consistency, when a verifier key was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trust: Option<TrustReport>,
+    /// The checkpoint `--log` read (the log as the server signed it when it was read), once
+    /// its signature held: what the thread's latest head was judged at. Save it, and compare
+    /// it with other auditors': a copy of an older one, replayed, would hide later heads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_checkpoint: Option<String>,
     /// Every failure, one line each, naming the record.
     pub failures: Vec<String>,
     /// What this audit did not check, and what would check it (empty for a full audit): a
@@ -242,6 +247,7 @@ pub fn verify(
     // (a checkpoint not extending the bundle's, leaves not hashing to it) fails.
     let mut log_scanned = false;
     let mut log_gap: Option<String> = None;
+    let mut log_checkpoint = None;
     let trusted = trust.as_ref().is_some_and(|t| t.ok);
     if let (Some(fetch), Some(b), Some(key), true) = (log, &bundle, verifier_key, trusted) {
         let own = b
@@ -264,6 +270,7 @@ pub fn verify(
                     )
                 }
                 Ok(served) => {
+                    log_checkpoint = Some(served.checkpoint.clone());
                     let read =
                         transparency::newest_log(&own, &served.checkpoint, &served.proof, key)
                             .and_then(|log| {
@@ -329,7 +336,15 @@ pub fn verify(
             "bundle" if verifier_key.is_none() => {
                 ": audit the bundle, with --public-key (the server's verifier key)"
             }
+            "checkpoint" if saved_checkpoint.is_some() => {
+                ": save the checkpoint this audit checked (trust.checkpoint) and audit again \
+                 with it later"
+            }
             "checkpoint" => ": give --checkpoint (a checkpoint you saved earlier)",
+            "unfinished" => {
+                ": audit the thread again once it has ended (its questions answered, skipped or \
+                 timed out)"
+            }
             "later-heads" => match &log_gap {
                 Some(why) => {
                     not_checked.push(format!("{}: {why}", gap.what));
@@ -352,6 +367,7 @@ pub fn verify(
         problems: plan.problems,
         checks,
         trust,
+        log_checkpoint,
         failures,
         not_checked,
         ok,

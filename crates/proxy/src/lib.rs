@@ -29,5 +29,6 @@ pub mod retry;
 pub mod server;
 pub mod sql_batch;
 pub mod storage;
+pub mod terminal;
 pub mod translate;
 pub mod validator;

@@ -11,6 +11,7 @@ use proofgate_core::audit::transparency::{
     CheckpointInfo, LogStatement,
 };
 use proofgate_proxy::audit_check::ServedLog;
+use proofgate_proxy::terminal::printable;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -60,10 +61,13 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
     println!("{}", serde_json::to_string_pretty(&report)?);
     let failures = report["failures"].as_array().map_or(0, Vec::len);
     for f in report["failures"].as_array().into_iter().flatten() {
-        eprintln!("log: {}", f.as_str().unwrap_or_default());
+        eprintln!("log: {}", printable(f.as_str().unwrap_or_default()));
     }
     for n in report["notChecked"].as_array().into_iter().flatten() {
-        eprintln!("log: not checked: {}", n.as_str().unwrap_or_default());
+        eprintln!(
+            "log: not checked: {}",
+            printable(n.as_str().unwrap_or_default())
+        );
     }
     Ok(if failures > 0 {
         ExitCode::from(1)
@@ -123,7 +127,10 @@ pub fn served_log(server: &str, from_size: u64, verifier_key: Option<&str>) -> R
                 let status = resp.status();
                 let text = resp.text().await.with_context(|| format!("GET {url}"))?;
                 if !status.is_success() {
-                    bail!("GET {url}: HTTP {status}: {text}");
+                    bail!(
+                        "GET {url}: HTTP {status}: {}",
+                        proofgate_proxy::http_body::truncate(&text, 300)
+                    );
                 }
                 Ok::<_, anyhow::Error>(text)
             }
@@ -191,7 +198,10 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
     if !status.is_success() {
         // The server refuses to sign a log that does not extend the one it signed before (cut
         // back or rewritten in its database): its reason is the finding.
-        bail!("the server signs no checkpoint (HTTP {status}): {current_note}");
+        bail!(
+            "the server signs no checkpoint (HTTP {status}): {}",
+            proofgate_proxy::http_body::truncate(&current_note, 300)
+        );
     }
     let current = match verify_checkpoint(&current_note, key) {
         Ok(c) => c,

@@ -10,6 +10,7 @@ use proofgate_core::{
     aggregate_verdict, parse_decision, prioritize, ApplyGuardrailResponse, Finding,
 };
 use proofgate_proxy::authoring::cli as authoring;
+use proofgate_proxy::terminal::printable;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -286,10 +287,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             );
             println!("{}", serde_json::to_string_pretty(&v)?);
             for f in &v.failures {
-                eprintln!("audit: {f}");
+                eprintln!("audit: {}", printable(f));
             }
             for n in &v.not_checked {
-                eprintln!("audit: not checked: {n}");
+                eprintln!("audit: not checked: {}", printable(n));
             }
             if !v.ok {
                 return Ok(ExitCode::from(1));
@@ -405,7 +406,7 @@ fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("proofgate: {e:#}");
+            eprintln!("proofgate: {}", printable(&format!("{e:#}")));
             ExitCode::from(2)
         }
     }

@@ -640,6 +640,57 @@ async fn a_thread_rolled_back_in_the_store_and_forked_is_found_by_an_audit_that_
             .contains("the thread went on after this trail"),
         "{report}"
     );
+    // The log read is in the report, to save and compare with other auditors'.
+    assert!(
+        report["logCheckpoint"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("proofgate")),
+        "{report}"
+    );
+    // The same bundle with the log as it was when it was handed out (the server's old
+    // responses replayed by a cache or anyone between, no signature needed): the log shows no
+    // later head, but the trail ends before its thread did, so the audit is still not full.
+    let own_size = earlier["checkpoint"]
+        .as_str()
+        .and_then(|c| c.lines().nth(1))
+        .unwrap()
+        .to_string();
+    let replayed = Server::python(
+        "replayed_log.py",
+        &json!({
+            "/api/log/checkpoint": saved_then,
+            "/api/log/consistency": text(
+                &proxy,
+                &format!("/api/log/consistency?from={own_size}&to={size_then}")
+            )
+            .await,
+            "/api/log/leaves": text(&proxy, &format!("/api/log/leaves?from=0&to={size_then}")).await,
+        }),
+    );
+    let (ok, report, err) = audit_with(
+        &dir,
+        &earlier,
+        &park(),
+        &key,
+        Some(&saved_then),
+        &[
+            "--thread",
+            &id,
+            "--log",
+            &replayed.url(),
+            "--require-complete",
+        ],
+    );
+    assert!(
+        !ok && err.ends_with("[exit code Some(3)]"),
+        "a log replayed as it was made a cut-back trail a full audit: {report}\n{err}"
+    );
+    assert_eq!(report["ok"], true, "{report}");
+    let gaps = report["notChecked"].to_string();
+    assert!(
+        gaps.contains("had not ended") && !gaps.contains("went on after this trail"),
+        "{report}"
+    );
     let saved = text(&proxy, "/api/log/checkpoint").await;
     let genuine = json_get(&proxy, &format!("/api/threads/{id}/audit/bundle")).await;
     let full = [

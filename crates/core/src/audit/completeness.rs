@@ -46,7 +46,7 @@ pub struct AuditInputs {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NotChecked {
     /// Stable id: `older-format`, `policy`, `thread`, `validator-premises`, `bundle`, `key`,
-    /// `checkpoint` or `later-heads`.
+    /// `checkpoint`, `later-heads` or `unfinished`.
     pub id: &'static str,
     /// What was not checked, and why, in a sentence.
     pub what: String,
@@ -147,6 +147,20 @@ pub fn not_checked(records: &[AuditRecord], inputs: &AuditInputs) -> Vec<NotChec
                 .into(),
         );
     }
+    // A trail cut back to an earlier head ends before its thread's final record. The log read
+    // shows no later head only as of the checkpoint it was read at, and a copy of the log as
+    // it was (old responses replayed, no signature needed) shows none: only a thread that
+    // ended can be audited whole. A final record is the thread's last, so no earlier head of
+    // a finished thread ends in one.
+    if records.last().is_some_and(|r| !r.kind.is_final()) {
+        add(
+            "unfinished",
+            "that the thread ends here: it had not ended at this trail's last record, and \
+             whether a later head exists is known only from the log as it was read (a copy \
+             of the log from before the thread went on, replayed to you, shows none)"
+                .into(),
+        );
+    }
     out
 }
 
@@ -184,8 +198,15 @@ mod tests {
         .unwrap()
     }
 
-    /// A trail of `kinds` after a THREAD_STARTED of format `v`.
+    /// A trail of `kinds` after a THREAD_STARTED of format `v`, ended by a final record.
     fn trail(v: u32, kinds: &[&str]) -> Vec<AuditRecord> {
+        let mut records = open_trail(v, kinds);
+        records.push(record("VALID_RESPONSE"));
+        records
+    }
+
+    /// The same, with no final record: the thread had not ended.
+    fn open_trail(v: u32, kinds: &[&str]) -> Vec<AuditRecord> {
         let mut first = record("THREAD_STARTED");
         first.body = json!({"formatVersion": v});
         std::iter::once(first)
@@ -262,8 +283,17 @@ mod tests {
         assert_eq!(ids(&older, &full), ["older-format"]);
         let bedrock = trail(FORMAT_VERSION, &["VALIDATED"]);
         assert_eq!(ids(&bedrock, &full), ["validator-premises"]);
-        // Nothing validated (a thread still open): nothing to hold premises to.
+        // Nothing validated: nothing to hold premises to.
         assert!(ids(&trail(FORMAT_VERSION, &[]), &full).is_empty());
+        // A thread that had not ended (or a trail cut back to an earlier head): however full
+        // the audit, a copy of the log from before it went on would show no later head.
+        let open = open_trail(FORMAT_VERSION, &["CHECK", "VALIDATED", "ASK_USER"]);
+        let gaps = not_checked(&open, &full);
+        assert_eq!(
+            gaps.iter().map(|g| g.id).collect::<Vec<_>>(),
+            ["unfinished"]
+        );
+        assert!(gaps[0].what.contains("had not ended"), "{}", gaps[0].what);
     }
 
     #[test]

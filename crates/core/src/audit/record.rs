@@ -131,6 +131,20 @@ impl RecordKind {
         }
     }
 
+    /// Whether this kind ends its thread (a final record: nothing is recorded after it).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            RecordKind::ValidResponse
+                | RecordKind::MaxIterationsReached
+                | RecordKind::ImpossibleResponse
+                | RecordKind::NotCovered
+                | RecordKind::Unverified
+                | RecordKind::Error
+                | RecordKind::ToolCall
+        )
+    }
+
     /// Whether this kind records an input (what replay feeds to the machine).
     pub fn is_input(self) -> bool {
         matches!(
