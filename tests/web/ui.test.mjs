@@ -270,6 +270,24 @@ test('a slow load, a poll or a changed input never leaves another result on scre
   await page.fill('#expected-thread', 'another-thread');
   assert.equal(await page.locator('.verdict-box').count(), 0);
   assert.match(await page.locator('[data-stale]').textContent(), /verify it again/);
+  // Changed while a verification still reads the log (nothing drawn yet): marked as well, and
+  // that run, when the log comes, draws nothing.
+  let releaseLeaves;
+  const heldLeaves = new Promise((r) => { releaseLeaves = r; });
+  const leaves = '**/api/log/leaves*';
+  await page.route(leaves, async (route) => { await heldLeaves; await route.continue(); });
+  await page.fill('#expected-thread', '');
+  await page.fill('#trail-url', `/api/threads/${encodeURIComponent(threads.q1)}/audit/bundle`);
+  const reading = page.waitForRequest((req) => req.url().includes('/api/log/leaves'));
+  await page.click('[data-action=load-url]');
+  await reading;
+  await page.fill('#expected-thread', 'yet-another-thread');
+  assert.equal(await page.locator('[data-stale]').count(), 1);
+  releaseLeaves();
+  await page.waitForTimeout(2000);
+  assert.equal(await page.locator('.verdict-box').count(), 0);
+  assert.equal(await page.locator('[data-stale]').count(), 1);
+  await page.unroute(leaves);
 
   // The chat: a draw still fetching its thread when the verifier opens paints nothing over it
   // (a poll's draw used to replace the verifier, the URL still naming it).

@@ -18,8 +18,11 @@ function parseRoute() {
 }
 
 let lastView = null;
+// Each route's number: one still awaiting the server when another began paints nothing.
+let routed = 0;
 
 async function route() {
+  const mine = ++routed;
   announce('');
   const main = document.getElementById('main');
   const r = parseRoute();
@@ -43,6 +46,7 @@ async function route() {
     // The chat and the policy viewer talk to the server: without a key it would take, ask.
     if (serverAvailable()) {
       const me = await loadIdentity().catch(() => undefined);
+      if (mine !== routed) return;
       if (me === null) {
         await renderKeyPage(main, { reason: 'This server needs an API key: enter one to continue.' });
         return;

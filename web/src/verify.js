@@ -132,7 +132,20 @@ async function latestHead(text, key, own, base = '') {
   }
 }
 
+// Verifications under way: what the auditor brings may change while one awaits the log or
+// Z3, before it has drawn anything.
+let running = 0;
+
 async function verify(text, source, out, urlThread = null) {
+  running++;
+  try {
+    await verifyRun(text, source, out, urlThread);
+  } finally {
+    running--;
+  }
+}
+
+async function verifyRun(text, source, out, urlThread) {
   const run = ++generation;
   await wasm();
   if (run !== generation) return;
@@ -559,14 +572,15 @@ function startLoad() {
 /** What the auditor brings changed: the result on screen was reached without it. */
 function markStale() {
   const out = document.getElementById('verify-out');
-  if (!out || !out.firstChild || out.querySelector('[data-stale]')) return;
+  // Drawn already, or still being reached (a run awaiting the log draws nothing until then).
+  if (!out || (!out.firstChild && !running) || out.querySelector('[data-stale]')) return;
   generation++; // a run still going used the old inputs
   clear(out).appendChild(h('p', { class: 'warning', 'data-stale': 'true', role: 'status' },
     'What you bring changed since this trail was verified: load or verify it again for a result that uses it.'));
 }
 
 export async function renderVerifier(main, r) {
-  generation++; // a run still awaiting Z3 belongs to the page being replaced
+  const visit = ++generation; // a run still awaiting Z3 belongs to the page being replaced
   const out = h('div', { class: 'verify-out', id: 'verify-out' });
   const file = h('input', { type: 'file', id: 'trail-file', accept: '.json,application/json' });
   const paste = h('textarea', { id: 'trail-text', rows: '6', spellcheck: 'false', placeholder: '[{"seq": 0, "prev": "000…", "kind": "THREAD_STARTED", …}, …]' });
@@ -575,6 +589,7 @@ export async function renderVerifier(main, r) {
   auditor.thread = r.query.get('thread') || '';
   const url = h('input', { type: 'text', id: 'trail-url', placeholder: '/api/threads/<id>/audit/bundle', value: r.query.get('url') || '' });
   const inputs = await auditorInputs();
+  if (visit !== generation) return; // left while the server's key and policy were read
   const err = h('p', { class: 'error', role: 'alert' });
   file.addEventListener('change', async () => {
     const f = file.files?.[0];

@@ -33,12 +33,34 @@ pub enum StartError {
     Other(String),
 }
 
-/// Milliseconds since the epoch.
+/// How far this server's clock is from the database's (ms, added to it), as the maintenance
+/// measured it on PostgreSQL ([`set_clock_offset`]); 0 on SQLite, whose clock is this machine's.
+static CLOCK_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+/// The latest time [`now_ms`] gave: it never goes back.
+static LAST_NOW_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Milliseconds since the epoch, by the database's clock where the maintenance measured this
+/// server's to be off from it, and never earlier than a time given before. Replicas stamp
+/// `updated_at` with it and read each other's stamps against it (resumes, question timeouts,
+/// expiry), and trail records take their `at` from it: with each replica's own clock, one
+/// behind by more than `resume_after_ms` had its threads taken over by the others while it
+/// still drove them.
 pub fn now_ms() -> u64 {
-    SystemTime::now()
+    use std::sync::atomic::Ordering::Relaxed;
+    let system = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
+        .unwrap_or(0);
+    let now = system.saturating_add_signed(CLOCK_OFFSET_MS.load(Relaxed));
+    LAST_NOW_MS.fetch_max(now, Relaxed).max(now)
+}
+
+/// Moves [`now_ms`] by `by` ms (the skew the maintenance measured against the database's
+/// clock); returns the offset now applied.
+pub fn correct_clock_by(by: i64) -> i64 {
+    use std::sync::atomic::Ordering::Relaxed;
+    CLOCK_OFFSET_MS.fetch_add(by, Relaxed).saturating_add(by)
 }
 
 /// The policy as the rewriting LLM sees it: rules with their English, variables with meaning.
@@ -1042,9 +1064,15 @@ pub fn new_thread_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
-/// A translator failure that ends the thread is the validator's.
+/// A translator failure that ends the thread is the validator's: an endpoint that failed, or
+/// (from audit format 13) a round whose last reply left no translator with a usable
+/// translation. Taken as the validator's until a later call's failure says otherwise; it is
+/// read only when the thread ends as a failure.
 fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
-    if matches!(input, Input::TranslatorFailed { .. }) && matches!(effect, Effect::Translate { .. })
+    if matches!(
+        input,
+        Input::TranslatorFailed { .. } | Input::TranslatorReplied { .. }
+    ) && matches!(effect, Effect::Translate { .. })
     {
         waits.failed = Some(FailedCall::Validator);
     }

@@ -305,10 +305,6 @@ pub const MAINTENANCE_PAGE: usize = 32;
 /// Ends the waiting conversations (with migration 0006's `threads_status`, through the
 /// repeated IN), rather than walking every thread older than the cutoff with the write lock
 /// held, as one statement with an OR did.
-const EXPIRE_WAITING: &str = "UPDATE threads SET conversation_key = NULL, status = 'expired' \
-    WHERE status = 'awaiting_input' AND status IN ('processing', 'awaiting_input') \
-    AND updated_at < $1";
-
 /// Ends the other conversations with a key (through `threads_conversation`; the unary `+`
 /// keeps SQLite off the `updated_at` index, which it would otherwise pick).
 const EXPIRE_KEYS: &str = "UPDATE threads SET conversation_key = NULL \
@@ -978,8 +974,6 @@ impl Store {
         rows.iter().map(Self::row_to_thread).collect()
     }
 
-    /// Takes over a thread if it was last saved at `seen_updated_at` (no other replica or task
-    /// has touched it since): marks it updated at `now` and returns true.
     /// The database server's clock, in ms since the epoch. Each replica stamps `updated_at`
     /// with its own clock and reads another's stamps as how long ago a thread was saved, so
     /// replicas compare their clocks with this one (see `server::clock_problem`).
@@ -995,6 +989,8 @@ impl Store {
             .map_err(db("reading the database's clock"))
     }
 
+    /// Takes over a thread if it was last saved at `seen_updated_at` (no other replica or task
+    /// has touched it since): marks it updated at `now` and returns true.
     pub async fn claim(
         &self,
         id: &str,
@@ -1130,8 +1126,10 @@ impl Store {
     }
 
     /// Ends the conversations last updated before `cutoff_ms`: they can no longer be resumed
-    /// (no conversation key; waiting ones become `expired`). Threads, owners and audit trails
-    /// are kept. Returns how many conversations ended.
+    /// (no conversation key). Threads, owners and audit trails are kept; a thread still waiting
+    /// for answers is ended with its final record by the maintenance (not here, where it was
+    /// marked `expired` with its trail stopped at the question). Returns how many
+    /// conversations ended.
     pub async fn expire(&self, cutoff_ms: i64) -> Result<u64, StorageError> {
         let mut tx = self
             .pool
@@ -1139,7 +1137,10 @@ impl Store {
             .await
             .map_err(db("ending expired conversations"))?;
         let mut ended = 0;
-        for sql in [EXPIRE_WAITING, EXPIRE_KEYS] {
+        // Threads waiting for answers are ended one by one, each with its final record
+        // (`server::expire_waiting`): marked expired here, their trails stopped at the question
+        // for good, which no audit could tell from a trail cut back.
+        for sql in [EXPIRE_KEYS] {
             ended += sqlx::query(sql)
                 .bind(cutoff_ms)
                 .execute(&mut *tx)
@@ -1631,11 +1632,6 @@ mod tests {
         let owned = plan(&store, THREADS_OWNED, &["k", "u", "200"]).await;
         assert!(owned.contains("INDEX thread_owners_owner"), "{owned}");
         assert!(!owned.contains("TEMP B-TREE"), "{owned}");
-        let waiting = plan(&store, EXPIRE_WAITING, &["5"]).await;
-        assert!(
-            waiting.contains("INDEX threads_status (status=? AND updated_at<?)"),
-            "{waiting}"
-        );
         let keys = plan(&store, EXPIRE_KEYS, &["5"]).await;
         assert!(keys.contains("INDEX threads_conversation"), "{keys}");
         // What a finished thread adds to the indexes: nothing (it has neither a key nor an
@@ -1703,9 +1699,9 @@ mod tests {
                 .await
                 .unwrap();
             store.save(&thread(&new, "done", 100), &[]).await.unwrap();
-            // An old conversation still processing loses its key and keeps its status; an old
-            // waiting thread without a key (none is saved so, but the expiry must not depend
-            // on it) is expired; a recent waiting one is left alone.
+            // An old conversation, processing or waiting, loses its key and keeps its status
+            // (a waiting one is ended with a final record by the maintenance, its trail
+            // saying so); a recent waiting one is left alone.
             let (busy, keyless, recent) = (id("busy"), id("keyless"), id("recent"));
             store
                 .save(&thread(&busy, "processing", -1_000_000), &[])
@@ -1718,9 +1714,9 @@ mod tests {
                 .save(&thread(&recent, "awaiting_input", -100), &[])
                 .await
                 .unwrap();
-            assert_eq!(store.expire(-500_000).await.unwrap(), 3, "{url}");
+            assert_eq!(store.expire(-500_000).await.unwrap(), 2, "{url}");
             let expired = store.thread(&old).await.unwrap().unwrap();
-            assert_eq!(expired.status, "expired");
+            assert_eq!(expired.status, "awaiting_input");
             assert_eq!(expired.conversation_key, None);
             let busy = store.thread(&busy).await.unwrap().unwrap();
             assert_eq!(
@@ -1728,11 +1724,17 @@ mod tests {
                 ("processing", None)
             );
             let keyless = store.thread(&keyless).await.unwrap().unwrap();
-            assert_eq!(keyless.status, "expired");
+            assert_eq!(keyless.status, "awaiting_input");
             let recent = store.thread(&recent).await.unwrap().unwrap();
             assert_eq!(recent.status, "awaiting_input");
             assert!(recent.conversation_key.is_some());
             assert_eq!(store.audit_trail(&old).await.unwrap().len(), 1, "{url}");
+            // Ended since (as the maintenance ends a waiting thread whose conversation
+            // expired, with its final record), the old thread's trail is retention's.
+            store
+                .save(&thread(&old, "done", -1_000_000), &[])
+                .await
+                .unwrap();
             // Only retention deletes a trail: in the caller's transaction (which logs its
             // deletion), saying which head it deleted; rolled back, nothing is gone.
             let past: Vec<String> = store

@@ -1085,12 +1085,42 @@ async fn expired_conversations_keep_their_trails() {
     let r = ask(&proxy, Q1).await;
     assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
     let thread = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    // A thread waiting for answers when its conversation expires is ended with its final
+    // record (it was marked `expired` in the store alone, its trail stopped at the question,
+    // which no audit can tell from a trail cut back).
+    let (_, waiting) = post(
+        &proxy,
+        "/api/threads",
+        json!({"question": "I am 70. How much will I pay in total for admission?",
+               "answer": "As a senior you pay $35.75 including tax."}),
+    )
+    .await;
+    let waiting: Value = serde_json::from_str(&waiting).unwrap();
+    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
+    let waiting = waiting["id"].as_str().unwrap().to_string();
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     let bundle = assert_trail_audits(&proxy, &thread, "ttl-audit").await;
     assert!(bundle["trail"].as_array().unwrap().len() > 5, "{bundle}");
     assert!(text(&proxy, &format!("/api/threads/{thread}/audit"))
         .await
         .contains(REWRITTEN));
+    let ended = json_get(&proxy, &format!("/api/threads/{waiting}/audit/bundle")).await;
+    let last = ended["trail"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "ERROR", "{last}");
+    assert!(
+        last.to_string().contains("its conversation expired"),
+        "{last}"
+    );
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let (ok, report, err) = audit(&temp_dir("ttl-waiting"), &ended, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+    assert!(
+        !report["notChecked"].to_string().contains("had not ended"),
+        "{report}"
+    );
 }
 
 /// `proofgate log verify` against `proxy` with its verifier key and a checkpoint saved in

@@ -714,6 +714,29 @@ fn dead_translators() -> &'static str {
     "[[validator.translators]]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"t\"\ntimeout_ms = 2000\n"
 }
 
+/// Translators that answer, but never with a usable translation (after their repairs): the
+/// answer was checked by nothing, which (from audit format 13) is the validator failing, a
+/// 503 `validator_unavailable` as for translators that do not answer (it was a 500
+/// `internal_error` when the round's last input was a reply).
+#[tokio::test]
+async fn translators_that_never_translate_fail_closed_as_the_validator() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": "You translate", "reply": "I cannot help with that."},
+            {"match": "", "reply": "You pay $50."}]}),
+    );
+    let proxy = Proxy::start("never-translated", &config(&v1(&llm), "", ""));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert_eq!(
+        r.body["error"]["code"], "validator_unavailable",
+        "{:?}",
+        r.body
+    );
+    assert!(!r.body.to_string().contains("You pay $50."), "{:?}", r.body);
+}
+
 #[tokio::test]
 async fn validator_down_fails_closed_by_default() {
     let llm = demo_llm();

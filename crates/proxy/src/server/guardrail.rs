@@ -135,7 +135,7 @@ pub async fn apply_guardrail(
         .content
         .iter()
         .enumerate()
-        .find(|(_, c)| c.text.is_none())
+        .find(|(_, c)| c.text.is_none() || !c.other.is_empty())
     {
         let what = block
             .other

@@ -383,25 +383,33 @@ pub fn router(app: Arc<App>) -> Router {
 pub async fn maintain(app: Arc<App>, every: Duration) {
     loop {
         tokio::time::sleep(every).await;
-        // Conversation expiry ends only the live conversation (0: never); trails stay.
-        let ttl_ms = app.config.storage.thread_ttl_secs.saturating_mul(1000);
-        if ttl_ms > 0 {
-            let cutoff = i64::try_from(now_ms().saturating_sub(ttl_ms)).unwrap_or(0);
-            match app.store.expire(cutoff).await {
-                Ok(0) => {}
-                Ok(n) => tracing::info!("ended {n} stale conversation(s); their trails are kept"),
-                Err(e) => tracing::warn!("expiring conversations: {e}"),
-            }
-        }
         if let Err(e) = apply_retention(&app).await {
             tracing::warn!("audit retention: {e}");
         }
-        // Both read other replicas' `updated_at` stamps against this one's clock: a clock
-        // ahead would time questions out early, and take over threads another replica is
-        // still driving (two would drive one, each signing its own steps into the trail).
+        // These read other replicas' `updated_at` stamps against this one's clock: a clock
+        // ahead would time questions out and expire conversations early, and take over
+        // threads another replica is still driving (two would drive one, each signing its own
+        // steps into the trail).
         if clock_agrees(&app).await {
             if let Err(e) = tick_overdue(&app).await {
                 tracing::warn!("question timeouts: {e}");
+            }
+            // Conversation expiry (0: never) ends the live conversation; trails stay. After
+            // the question timeouts, so that a thread whose questions are overdue goes on
+            // rather than expire.
+            let ttl_ms = app.config.storage.thread_ttl_secs.saturating_mul(1000);
+            if ttl_ms > 0 {
+                let cutoff = i64::try_from(now_ms().saturating_sub(ttl_ms)).unwrap_or(0);
+                if let Err(e) = expire_waiting(&app, cutoff).await {
+                    tracing::warn!("ending expired conversations' waiting threads: {e}");
+                }
+                match app.store.expire(cutoff).await {
+                    Ok(0) => {}
+                    Ok(n) => {
+                        tracing::info!("ended {n} stale conversation(s); their trails are kept")
+                    }
+                    Err(e) => tracing::warn!("expiring conversations: {e}"),
+                }
             }
             if let Err(e) = resume_orphans(&app).await {
                 tracing::warn!("resuming threads: {e}");
@@ -410,54 +418,151 @@ pub async fn maintain(app: Arc<App>, every: Duration) {
     }
 }
 
-/// Whether this server's clock is close enough to the database's for it to judge by other
-/// replicas' `updated_at` stamps which threads are overdue or orphaned. SQLite's clock is
-/// this machine's, as is every replica's on that file. When the clocks disagree the error is
-/// logged (once a minute) and the pass's timeouts and resumes wait until they agree.
+/// Ends each thread waiting for answers whose conversation expired (last saved before
+/// `cutoff`) with its final record, as a failed check ends (no LLM or solver call): before, it
+/// was marked `expired` in the store alone, and its trail, stopped at the question for good,
+/// was one no audit could tell from a trail cut back to an earlier head. One that cannot be
+/// ended (its stored trail altered, say) is logged and skipped. Each is a load and a durable
+/// commit: a pass ends them for at most [`RETENTION_BUDGET`], and the next goes on.
+async fn expire_waiting(app: &Arc<App>, cutoff: i64) -> Result<(), Box<dyn std::error::Error>> {
+    let started = std::time::Instant::now();
+    let mut after = None;
+    while started.elapsed() < RETENTION_BUDGET {
+        let page = app
+            .store
+            .threads_with_status(crate::storage::Unfinished::AwaitingInput, cutoff, after)
+            .await?;
+        let Some(last) = page.last() else {
+            return Ok(());
+        };
+        after = Some((last.updated_at, last.id.clone()));
+        for stored in &page {
+            if app.live.contains(&stored.id) {
+                continue;
+            }
+            if let Err(e) = expire_one(app, stored).await {
+                tracing::error!("thread {}: its expiry failed: {e}", stored.id);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn expire_one(
+    app: &Arc<App>,
+    stored: &crate::storage::StoredThread,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let now = now_ms();
+    if !app
+        .store
+        .claim(&stored.id, stored.updated_at, i64::try_from(now)?)
+        .await?
+    {
+        return Ok(());
+    }
+    let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
+    let effect = thread.handle(Input::Failed {
+        reason: format!(
+            "its conversation expired (storage.thread_ttl_secs = {}) while its questions waited \
+             for answers",
+            app.config.storage.thread_ttl_secs
+        ),
+        now,
+    })?;
+    if !matches!(effect, Effect::Finish(_)) {
+        return Err(format!("expired, it went on to {}", effect_name(&effect)).into());
+    }
+    crate::app::persist(app, &thread, saved, None).await?;
+    tracing::info!(
+        "thread {}: its conversation expired while it waited",
+        stored.id
+    );
+    Ok(())
+}
+
+/// Whether this server's time ([`now_ms`]) is known to be close enough to the database's for
+/// it to judge by other replicas' `updated_at` stamps which threads are overdue or orphaned,
+/// and for its own stamps to be read right by them. On PostgreSQL the database's clock is read
+/// each pass: a skew beyond what the round trip leaves unknown is corrected (this server's
+/// times are then the database's, logged once a minute), and when the clock cannot be read,
+/// or the round trip is too slow to tell, the pass's timeouts, expiry and resumes wait.
+/// SQLite's clock is this machine's, as is every replica's on that file.
 async fn clock_agrees(app: &App) -> bool {
     if app.store.sqlite {
         return true;
     }
     static LOGGED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let log_once_a_minute = |say: &dyn Fn()| {
+        let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+        if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+            *logged = Some(std::time::Instant::now());
+            say();
+        }
+    };
     let before = now_ms();
     let db = app.store.clock_ms().await;
     let after = now_ms();
-    let problem = match db {
-        Ok(db) => clock_problem(before, db, after, app.config.server.resume_after_ms),
-        Err(e) => Some(e.to_string()),
-    };
-    let Some(problem) = problem else {
-        return true;
-    };
-    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
-    if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
-        *logged = Some(std::time::Instant::now());
-        tracing::error!(
-            "question timeouts and resumes of interrupted threads are held back: {problem}"
-        );
+    let reading = db
+        .map_err(|e| e.to_string())
+        .and_then(|db| clock_skew(before, db, after, app.config.server.resume_after_ms));
+    match reading {
+        Ok(None) => true,
+        Ok(Some(skew)) => {
+            let offset = crate::app::correct_clock_by(skew);
+            log_once_a_minute(&|| {
+                tracing::warn!(
+                    "this server's clock is {} ms {} the database's: its times are now taken \
+                     from the database's clock (moved by {skew} ms, {offset} ms in all); \
+                     synchronise the clocks (NTP)",
+                    skew.abs(),
+                    if skew > 0 { "behind" } else { "ahead of" }
+                )
+            });
+            true
+        }
+        Err(problem) => {
+            log_once_a_minute(&|| {
+                tracing::error!(
+                    "question timeouts, conversation expiry and resumes of interrupted threads \
+                     are held back: {problem}"
+                )
+            });
+            false
+        }
     }
-    false
 }
 
-/// What is wrong when this server's clock, read at `before` and `after`, is further from the
-/// database's (`db`, read between) than a quarter of `resume_after_ms` (at least a second),
-/// beyond what the round trip leaves unknown. Two replicas each within that are within half
-/// of `resume_after_ms` of each other, so neither takes a thread saved by the other within
-/// the last half of it for orphaned.
-fn clock_problem(before: u64, db: i64, after: u64, resume_after_ms: u64) -> Option<String> {
+/// How far the database's clock (`db`, read between `before` and `after` on this server's) is
+/// ahead of this server's: `None` when within what the round trip leaves unknown (and half a
+/// second), the skew to correct otherwise. An error when the round trip itself leaves more
+/// unknown than a quarter of `resume_after_ms` (at least a second): two replicas each that far
+/// off would be half of it apart, and neither could tell the other's live threads from
+/// orphaned ones.
+fn clock_skew(
+    before: u64,
+    db: i64,
+    after: u64,
+    resume_after_ms: u64,
+) -> Result<Option<i64>, String> {
     let allowed = i128::from((resume_after_ms / 4).max(1000));
     let (before, after) = (i128::from(before), i128::from(after));
     let unknown = (after - before).max(0) / 2 + 1;
+    if unknown > allowed {
+        return Err(format!(
+            "reading the database's clock took {} ms, too long to tell this server's clock \
+             from it within {allowed} ms (a quarter of server.resume_after_ms)",
+            after - before
+        ));
+    }
     let skew = i128::from(db) - (before + after) / 2;
-    (skew.abs() - unknown > allowed).then(|| {
-        format!(
-            "this server's clock is {} ms {} the database's, more than the {allowed} ms allowed \
-             (a quarter of server.resume_after_ms): other replicas' threads would look \
-             orphaned or overdue to it, or its own to them; synchronise the clocks (NTP)",
-            skew.abs(),
-            if skew > 0 { "behind" } else { "ahead of" }
-        )
-    })
+    if skew.abs() <= unknown + 500 {
+        return Ok(None);
+    }
+    Ok(Some(i64::try_from(skew).unwrap_or(if skew > 0 {
+        i64::MAX
+    } else {
+        i64::MIN
+    })))
 }
 
 /// Threads a retention pass lists at a time.
@@ -880,24 +985,35 @@ pub fn run(
 
 #[cfg(test)]
 mod clock_tests {
-    use super::clock_problem;
+    use super::clock_skew;
 
     #[test]
-    fn a_clock_further_from_the_databases_than_a_quarter_of_the_resume_time_holds_back_resumes() {
+    fn a_clock_off_from_the_databases_is_corrected_and_a_slow_reading_holds_back() {
         let resume = 30_000;
-        // Within 7.5 s either way, or within what a slow round trip leaves unknown: fine.
-        assert_eq!(clock_problem(100_000, 100_005, 100_010, resume), None);
-        assert_eq!(clock_problem(100_000, 107_000, 100_000, resume), None);
-        assert_eq!(clock_problem(100_000, 93_000, 100_000, resume), None);
-        assert_eq!(clock_problem(100_000, 112_000, 110_000, resume), None);
-        // Beyond it: this clock is behind, or ahead.
-        let behind = clock_problem(100_000, 108_000, 100_000, resume).unwrap();
-        assert!(behind.contains("8000 ms behind"), "{behind}");
-        let ahead = clock_problem(100_000, 60_000, 100_010, resume).unwrap();
-        assert!(ahead.contains("ahead of"), "{ahead}");
-        // A short resume time still allows a second.
-        assert_eq!(clock_problem(100_000, 100_900, 100_000, 100), None);
-        assert!(clock_problem(100_000, 101_200, 100_000, 100).is_some());
+        // Within what the round trip leaves unknown, and half a second: nothing to correct.
+        assert_eq!(clock_skew(100_000, 100_005, 100_010, resume), Ok(None));
+        assert_eq!(clock_skew(100_000, 100_400, 100_000, resume), Ok(None));
+        assert_eq!(clock_skew(100_000, 104_000, 104_000, resume), Ok(None));
+        assert_eq!(clock_skew(100_000, 101_000, 101_900, 100), Ok(None));
+        // Beyond it, this clock behind (a positive correction) or ahead; 20 minutes behind
+        // as well as 8 seconds.
+        assert_eq!(
+            clock_skew(100_000, 108_000, 100_000, resume),
+            Ok(Some(8_000))
+        );
+        assert_eq!(
+            clock_skew(100_000, 60_000, 100_010, resume),
+            Ok(Some(-40_005))
+        );
+        assert_eq!(
+            clock_skew(100_000, 1_300_000, 100_000, resume),
+            Ok(Some(1_200_000))
+        );
+        // A reading slower than a quarter of the resume time (at least a second) tells
+        // nothing: the pass waits.
+        let slow = clock_skew(100_000, 105_000, 116_000, resume).unwrap_err();
+        assert!(slow.contains("took 16000 ms"), "{slow}");
+        assert!(clock_skew(100_000, 101_000, 102_100, 100).is_err());
     }
 }
 
