@@ -33,34 +33,12 @@ pub enum StartError {
     Other(String),
 }
 
-/// How far this server's clock is from the database's (ms, added to it), as the maintenance
-/// measured it on PostgreSQL ([`set_clock_offset`]); 0 on SQLite, whose clock is this machine's.
-static CLOCK_OFFSET_MS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
-
-/// The latest time [`now_ms`] gave: it never goes back.
-static LAST_NOW_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
-/// Milliseconds since the epoch, by the database's clock where the maintenance measured this
-/// server's to be off from it, and never earlier than a time given before. Replicas stamp
-/// `updated_at` with it and read each other's stamps against it (resumes, question timeouts,
-/// expiry), and trail records take their `at` from it: with each replica's own clock, one
-/// behind by more than `resume_after_ms` had its threads taken over by the others while it
-/// still drove them.
+/// Milliseconds since the epoch.
 pub fn now_ms() -> u64 {
-    use std::sync::atomic::Ordering::Relaxed;
-    let system = SystemTime::now()
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
-        .unwrap_or(0);
-    let now = system.saturating_add_signed(CLOCK_OFFSET_MS.load(Relaxed));
-    LAST_NOW_MS.fetch_max(now, Relaxed).max(now)
-}
-
-/// Moves [`now_ms`] by `by` ms (the skew the maintenance measured against the database's
-/// clock); returns the offset now applied.
-pub fn correct_clock_by(by: i64) -> i64 {
-    use std::sync::atomic::Ordering::Relaxed;
-    CLOCK_OFFSET_MS.fetch_add(by, Relaxed).saturating_add(by)
+        .unwrap_or(0)
 }
 
 /// The policy as the rewriting LLM sees it: rules with their English, variables with meaning.

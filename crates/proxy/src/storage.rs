@@ -976,7 +976,8 @@ impl Store {
 
     /// The database server's clock, in ms since the epoch. Each replica stamps `updated_at`
     /// with its own clock and reads another's stamps as how long ago a thread was saved, so
-    /// replicas compare their clocks with this one (see `server::clock_problem`).
+    /// each compares its clock with this one, and serves nothing while they disagree (see
+    /// `server::clock_off`).
     pub async fn clock_ms(&self) -> Result<i64, StorageError> {
         let sql = if self.sqlite {
             "SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"

@@ -1906,3 +1906,91 @@ async fn database_connections_close_when_quiet_and_the_next_request_answers_veri
         }
     }
 }
+
+/// A replica whose clock is off from PostgreSQL's (tests/support/clock_shift.c shifts the
+/// process's system time by what a file says): it does not start, and one whose clock steps
+/// while it runs serves nothing but a 503 `clock_off` (its health check too) until the clocks
+/// agree again. Replicas read each other's save stamps: one behind had its live threads taken
+/// over by the others, one ahead took theirs. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set.
+#[tokio::test]
+async fn a_replica_whose_clock_is_off_from_the_databases_serves_nothing() {
+    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+        eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
+        return;
+    };
+    let dir = proxy::temp_dir("clock-shift");
+    let shim = dir.join("clock_shift.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&shim)
+        .arg(repo_root().join("tests/support/clock_shift.c"))
+        .arg("-ldl")
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let shift = dir.join("shift_ms");
+    let twenty_minutes_ahead = "1200000";
+    std::fs::write(&shift, twenty_minutes_ahead).unwrap();
+    let llm = demo_llm();
+    let cfg = config(&v1(&llm), "", "[server]\nmaintenance_interval_ms = 100\n")
+        .replace("sqlite://{dir}/proofgate.sqlite", &pg);
+    let env = [
+        ("LD_PRELOAD", shim.to_str().unwrap()),
+        ("PROOFGATE_TEST_CLOCK_SHIFT_FILE", shift.to_str().unwrap()),
+    ];
+    // Off at start: it does not start, and says why.
+    let config_file = dir.join("proofgate.toml");
+    std::fs::write(
+        &config_file,
+        cfg.replace("{dir}", &dir.display().to_string()),
+    )
+    .unwrap();
+    let refused = std::process::Command::new("timeout")
+        .arg("60")
+        .arg(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config_file)
+        .current_dir(repo_root())
+        .envs(env)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{said}");
+    assert!(
+        said.contains("not serving: this server's clock is") && said.contains("ahead of"),
+        "{said}"
+    );
+    // Agreeing at start, then stepped back twenty minutes, then put right.
+    std::fs::write(&shift, "0").unwrap();
+    let proxy = Proxy::start_with_env("clock-shift-serving", &cfg, &env);
+    let health = || async {
+        let r = reqwest::get(format!("{}/healthz", proxy.url))
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(health().await.0, 200);
+    std::fs::write(&shift, "-1200000").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(health().await, (503, json!({"status": "clock_off"})));
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert_eq!(r.body["error"]["code"], "clock_off", "{:?}", r.body);
+    assert!(
+        r.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("behind the database's"),
+        "{:?}",
+        r.body
+    );
+    std::fs::write(&shift, "0").unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    assert_eq!(health().await.0, 200);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+}

@@ -95,6 +95,14 @@ async fn guard_request(State(gate): State<Gate>, req: Request, next: Next) -> Re
     );
     if access == Access::Public {
         if path == "/healthz" {
+            // A load balancer sends no one here while the clock is off.
+            if clock_off().is_some() {
+                return (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(serde_json::json!({"status": "clock_off"})),
+                )
+                    .into_response();
+            }
             return next.run(req).await;
         }
         if auth::is_audit_material(&path) {
@@ -107,6 +115,12 @@ async fn guard_request(State(gate): State<Gate>, req: Request, next: Next) -> Re
             Err(r) => return r.into_response(),
         };
         return within_deadline(&gate, next.run(req)).await;
+    }
+    // Its stamps would be misread by the other replicas (see `CLOCK_OFF`).
+    if let Some(why) = clock_off() {
+        let mut e = error::ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "clock_off", why);
+        e.retry_after = Some(30);
+        return e.into_response();
     }
     let app = &gate.app;
     let caller = match auth::identify(app, req.headers(), &address).await {
@@ -440,18 +454,40 @@ async fn expire_waiting(app: &Arc<App>, cutoff: i64) -> Result<(), Box<dyn std::
             if app.live.contains(&stored.id) {
                 continue;
             }
+            // One that failed is not tried (nor logged) again for ten minutes: an altered
+            // trail would otherwise be read and logged every pass.
+            static FAILED: std::sync::LazyLock<
+                std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+            > = std::sync::LazyLock::new(Default::default);
+            const FAILED_FOR: Duration = Duration::from_secs(600);
+            if FAILED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&stored.id)
+                .is_some_and(|at| at.elapsed() < FAILED_FOR)
+            {
+                continue;
+            }
             if let Err(e) = expire_one(app, stored).await {
                 tracing::error!("thread {}: its expiry failed: {e}", stored.id);
+                let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+                if failed.len() >= 10_000 {
+                    failed.retain(|_, at| at.elapsed() < FAILED_FOR);
+                }
+                failed.insert(stored.id.clone(), std::time::Instant::now());
             }
         }
     }
     Ok(())
 }
 
+/// Ends one expired waiting thread. It is loaded (and its trail checked) before it is claimed:
+/// one that cannot be loaded keeps its stamp, so the conversation's key is still dropped.
 async fn expire_one(
     app: &Arc<App>,
     stored: &crate::storage::StoredThread,
 ) -> Result<(), Box<dyn std::error::Error>> {
+    let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
     let now = now_ms();
     if !app
         .store
@@ -460,7 +496,6 @@ async fn expire_one(
     {
         return Ok(());
     }
-    let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
     let effect = thread.handle(Input::Failed {
         reason: format!(
             "its conversation expired (storage.thread_ttl_secs = {}) while its questions waited \
@@ -480,89 +515,107 @@ async fn expire_one(
     Ok(())
 }
 
-/// Whether this server's time ([`now_ms`]) is known to be close enough to the database's for
-/// it to judge by other replicas' `updated_at` stamps which threads are overdue or orphaned,
-/// and for its own stamps to be read right by them. On PostgreSQL the database's clock is read
-/// each pass: a skew beyond what the round trip leaves unknown is corrected (this server's
-/// times are then the database's, logged once a minute), and when the clock cannot be read,
-/// or the round trip is too slow to tell, the pass's timeouts, expiry and resumes wait.
-/// SQLite's clock is this machine's, as is every replica's on that file.
-async fn clock_agrees(app: &App) -> bool {
-    if app.store.sqlite {
-        return true;
+/// Why this server's clock is off from the database's (PostgreSQL), while it is: it then
+/// serves nothing but the health check (503) and the public audit material, and its
+/// maintenance waits, until the clocks agree. Replicas stamp saves with their own clocks and
+/// read each other's stamps: one behind had the threads it was driving taken over by the
+/// others (two drivers signing into one trail); one ahead took theirs, and timed their
+/// questions out early. A correction applied to its times was tried, and a review found the
+/// never-go-back clamp that correction needs froze a replica's time for twice the skew.
+static CLOCK_OFF: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
+/// Whether [`CLOCK_OFF`] holds a reason: read by every request, without the lock.
+static CLOCK_IS_OFF: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Why this server refuses work for its clock, if it does.
+pub fn clock_off() -> Option<String> {
+    if !CLOCK_IS_OFF.load(std::sync::atomic::Ordering::Acquire) {
+        return None;
     }
-    static LOGGED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
-    let log_once_a_minute = |say: &dyn Fn()| {
-        let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
-        if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
-            *logged = Some(std::time::Instant::now());
-            say();
-        }
-    };
+    CLOCK_OFF.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Reads the database's clock and compares this server's with it (PostgreSQL; SQLite's clock
+/// is this machine's, as is every replica's on that file): `Ok(None)` when they agree,
+/// `Ok(Some(why))` when they do not, `Err` when the clock could not be read.
+async fn clock_reading(app: &App) -> Result<Option<String>, String> {
+    if app.store.sqlite {
+        return Ok(None);
+    }
     let before = now_ms();
-    let db = app.store.clock_ms().await;
+    let db = app.store.clock_ms().await.map_err(|e| e.to_string())?;
     let after = now_ms();
-    let reading = db
-        .map_err(|e| e.to_string())
-        .and_then(|db| clock_skew(before, db, after, app.config.server.resume_after_ms));
-    match reading {
-        Ok(None) => true,
-        Ok(Some(skew)) => {
-            let offset = crate::app::correct_clock_by(skew);
-            log_once_a_minute(&|| {
-                tracing::warn!(
-                    "this server's clock is {} ms {} the database's: its times are now taken \
-                     from the database's clock (moved by {skew} ms, {offset} ms in all); \
-                     synchronise the clocks (NTP)",
-                    skew.abs(),
-                    if skew > 0 { "behind" } else { "ahead of" }
-                )
-            });
-            true
-        }
-        Err(problem) => {
-            log_once_a_minute(&|| {
-                tracing::error!(
-                    "question timeouts, conversation expiry and resumes of interrupted threads \
-                     are held back: {problem}"
-                )
-            });
-            false
-        }
+    Ok(clock_problem(
+        before,
+        db,
+        after,
+        app.config.server.resume_after_ms,
+    ))
+}
+
+/// At start, before serving: a server whose clock is off from the database's does not start.
+pub async fn check_clock_at_start(app: &App) -> Result<(), String> {
+    match clock_reading(app).await {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(why),
+        Err(e) => Err(format!("the database's clock could not be read: {e}")),
     }
 }
 
-/// How far the database's clock (`db`, read between `before` and `after` on this server's) is
-/// ahead of this server's: `None` when within what the round trip leaves unknown (and half a
-/// second), the skew to correct otherwise. An error when the round trip itself leaves more
-/// unknown than a quarter of `resume_after_ms` (at least a second): two replicas each that far
-/// off would be half of it apart, and neither could tell the other's live threads from
-/// orphaned ones.
-fn clock_skew(
-    before: u64,
-    db: i64,
-    after: u64,
-    resume_after_ms: u64,
-) -> Result<Option<i64>, String> {
+/// Whether the maintenance may judge by other replicas' `updated_at` stamps which threads are
+/// overdue or orphaned: the clocks agree. A disagreement found here also stops this server's
+/// serving until they agree again ([`clock_off`]); a failed reading only holds the pass back.
+/// Each is logged when it starts and once a minute while it lasts.
+async fn clock_agrees(app: &App) -> bool {
+    static LOGGED: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+    let reading = clock_reading(app).await;
+    let mut off = CLOCK_OFF.lock().unwrap_or_else(|e| e.into_inner());
+    let problem = match reading {
+        Ok(None) => {
+            if off.take().is_some() {
+                CLOCK_IS_OFF.store(false, std::sync::atomic::Ordering::Release);
+                tracing::warn!("this server's clock agrees with the database's again: serving");
+            }
+            return true;
+        }
+        Ok(Some(why)) => {
+            *off = Some(why.clone());
+            CLOCK_IS_OFF.store(true, std::sync::atomic::Ordering::Release);
+            format!("this server serves nothing but the health check until then: {why}")
+        }
+        Err(e) => format!("the database's clock could not be read: {e}"),
+    };
+    drop(off);
+    let mut logged = LOGGED.lock().unwrap_or_else(|e| e.into_inner());
+    if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+        *logged = Some(std::time::Instant::now());
+        tracing::error!(
+            "question timeouts, conversation expiry and resumes of interrupted threads are held \
+             back: {problem}"
+        );
+    }
+    false
+}
+
+/// What is wrong when this server's clock, read at `before` and `after`, is further from the
+/// database's (`db`, read between) than a quarter of `resume_after_ms` (at least a second),
+/// beyond what the round trip leaves unknown. Two replicas each within that are within half
+/// of `resume_after_ms` of each other, so neither takes a thread saved by the other within
+/// the last half of it for orphaned.
+fn clock_problem(before: u64, db: i64, after: u64, resume_after_ms: u64) -> Option<String> {
     let allowed = i128::from((resume_after_ms / 4).max(1000));
     let (before, after) = (i128::from(before), i128::from(after));
     let unknown = (after - before).max(0) / 2 + 1;
-    if unknown > allowed {
-        return Err(format!(
-            "reading the database's clock took {} ms, too long to tell this server's clock \
-             from it within {allowed} ms (a quarter of server.resume_after_ms)",
-            after - before
-        ));
-    }
     let skew = i128::from(db) - (before + after) / 2;
-    if skew.abs() <= unknown + 500 {
-        return Ok(None);
-    }
-    Ok(Some(i64::try_from(skew).unwrap_or(if skew > 0 {
-        i64::MAX
-    } else {
-        i64::MIN
-    })))
+    (skew.abs() - unknown > allowed).then(|| {
+        format!(
+            "this server's clock is {} ms {} the database's, more than the {allowed} ms allowed \
+             (a quarter of server.resume_after_ms): other replicas' threads would look \
+             orphaned or overdue to it, or its own to them; synchronise the clocks (NTP)",
+            skew.abs(),
+            if skew > 0 { "behind" } else { "ahead of" }
+        )
+    })
 }
 
 /// Threads a retention pass lists at a time.
@@ -969,6 +1022,9 @@ pub fn run(
             .local_addr()
             .map_err(|e| StartError::Other(e.to_string()))?;
         let app = Arc::new(App::start(config).await?);
+        check_clock_at_start(&app)
+            .await
+            .map_err(|why| StartError::Other(format!("not serving: {why}")))?;
         // Tests and scripts wait for this line (the port may have been chosen by the OS).
         println!("proofgate listening on http://{local}");
         let served = match kind {
@@ -985,35 +1041,25 @@ pub fn run(
 
 #[cfg(test)]
 mod clock_tests {
-    use super::clock_skew;
+    use super::clock_problem;
 
     #[test]
-    fn a_clock_off_from_the_databases_is_corrected_and_a_slow_reading_holds_back() {
+    fn a_clock_further_from_the_databases_than_a_quarter_of_the_resume_time_is_off() {
         let resume = 30_000;
-        // Within what the round trip leaves unknown, and half a second: nothing to correct.
-        assert_eq!(clock_skew(100_000, 100_005, 100_010, resume), Ok(None));
-        assert_eq!(clock_skew(100_000, 100_400, 100_000, resume), Ok(None));
-        assert_eq!(clock_skew(100_000, 104_000, 104_000, resume), Ok(None));
-        assert_eq!(clock_skew(100_000, 101_000, 101_900, 100), Ok(None));
-        // Beyond it, this clock behind (a positive correction) or ahead; 20 minutes behind
-        // as well as 8 seconds.
-        assert_eq!(
-            clock_skew(100_000, 108_000, 100_000, resume),
-            Ok(Some(8_000))
-        );
-        assert_eq!(
-            clock_skew(100_000, 60_000, 100_010, resume),
-            Ok(Some(-40_005))
-        );
-        assert_eq!(
-            clock_skew(100_000, 1_300_000, 100_000, resume),
-            Ok(Some(1_200_000))
-        );
-        // A reading slower than a quarter of the resume time (at least a second) tells
-        // nothing: the pass waits.
-        let slow = clock_skew(100_000, 105_000, 116_000, resume).unwrap_err();
-        assert!(slow.contains("took 16000 ms"), "{slow}");
-        assert!(clock_skew(100_000, 101_000, 102_100, 100).is_err());
+        // Within 7.5 s either way, or within what a slow round trip leaves unknown: fine.
+        assert_eq!(clock_problem(100_000, 100_005, 100_010, resume), None);
+        assert_eq!(clock_problem(100_000, 107_000, 100_000, resume), None);
+        assert_eq!(clock_problem(100_000, 93_000, 100_000, resume), None);
+        assert_eq!(clock_problem(100_000, 112_000, 110_000, resume), None);
+        // Beyond it: this clock is behind, or ahead (20 minutes as well as 8 seconds).
+        let behind = clock_problem(100_000, 108_000, 100_000, resume).unwrap();
+        assert!(behind.contains("8000 ms behind"), "{behind}");
+        let ahead = clock_problem(100_000, 60_000, 100_010, resume).unwrap();
+        assert!(ahead.contains("ahead of"), "{ahead}");
+        assert!(clock_problem(100_000, 1_300_000, 100_000, resume).is_some());
+        // A short resume time still allows a second.
+        assert_eq!(clock_problem(100_000, 100_900, 100_000, 100), None);
+        assert!(clock_problem(100_000, 101_200, 100_000, 100).is_some());
     }
 }
 

@@ -68,6 +68,11 @@ pub fn temp_dir(name: &str) -> PathBuf {
 impl Proxy {
     /// Writes `config_toml` (with `{dir}` replaced by the test's directory) and starts the proxy.
     pub fn start(name: &str, config_toml: &str) -> Proxy {
+        Self::start_with_env(name, config_toml, &[])
+    }
+
+    /// As [`Proxy::start`], with more environment variables for the process.
+    pub fn start_with_env(name: &str, config_toml: &str, env: &[(&str, &str)]) -> Proxy {
         let dir = temp_dir(name);
         let config = dir.join("proofgate.toml");
         std::fs::write(
@@ -75,16 +80,21 @@ impl Proxy {
             config_toml.replace("{dir}", &dir.display().to_string()),
         )
         .unwrap();
-        Self::spawn(config, dir)
+        Self::spawn_with_env(config, dir, env)
     }
 
     fn spawn(config: PathBuf, dir: PathBuf) -> Proxy {
+        Self::spawn_with_env(config, dir, &[])
+    }
+
+    fn spawn_with_env(config: PathBuf, dir: PathBuf, env: &[(&str, &str)]) -> Proxy {
         let mut child = Command::new(env!("CARGO_BIN_EXE_proofgate"))
             .args(["serve", "--listen", "127.0.0.1:0", "--config"])
             .arg(&config)
             .current_dir(super::scripted::repo_root())
             .env("RUST_LOG", "warn")
             .env("PROOFGATE_AUTH__ADMIN_KEY", ADMIN_KEY)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
