@@ -84,7 +84,6 @@ export const answerThread = (id, answers) => call('POST', `/api/threads/${encode
 export const skipThread = (id) => call('POST', `/api/threads/${encodeURIComponent(id)}/answers`, { skip: true, wait: false });
 export const serverConfig = () => call('GET', '/api/config');
 export const auditUrl = (id) => `/api/threads/${encodeURIComponent(id)}/audit/bundle`;
-export const healthz = () => call('GET', '/healthz');
 /** Who this key is and what its scopes allow: {authRequired, id, name, scopes, allows}. */
 export const me = () => call('GET', '/api/me');
 export const lintPolicy = (policy) => call('POST', '/api/policies/lint', { policy });

@@ -58,7 +58,10 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
         std::fs::read_to_string(&checkpoint).with_context(|| checkpoint.display().to_string())?;
     let rt = tokio::runtime::Runtime::new()?;
     let report = rt.block_on(verify(&server, &key, &saved, api_key.as_deref()))?;
-    println!("{}", serde_json::to_string_pretty(&report)?);
+    println!(
+        "{}",
+        proofgate_proxy::terminal::json_printable(&serde_json::to_string_pretty(&report)?)
+    );
     let failures = report["failures"].as_array().map_or(0, Vec::len);
     for f in report["failures"].as_array().into_iter().flatten() {
         eprintln!("log: {}", printable(f.as_str().unwrap_or_default()));

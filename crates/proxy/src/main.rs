@@ -285,7 +285,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .as_ref()
                     .map(|f| f as &proofgate_proxy::audit_check::LogFetch<'_>),
             );
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            println!(
+                "{}",
+                proofgate_proxy::terminal::json_printable(&serde_json::to_string_pretty(&v)?)
+            );
             for f in &v.failures {
                 eprintln!("audit: {}", printable(f));
             }
