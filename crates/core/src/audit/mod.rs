@@ -32,7 +32,7 @@ pub mod recheck;
 mod record;
 mod recorded;
 mod replay;
-mod strict_json;
+pub(crate) mod strict_json;
 pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadOwner, ThreadStarted, ToolCall};

@@ -139,7 +139,10 @@ impl PolicyDefinition {
     /// wraps one (export, build-workflow result assets). JSON with no `types`, `variables` or
     /// `rules` anywhere is an error, never an empty policy.
     pub fn from_json(text: &str) -> Result<PolicyDefinition, DefinitionJsonError> {
-        let value: Value = serde_json::from_str(text)?;
+        // Read refusing a key written twice: serde_json keeps the last, so a file with two
+        // `rules` arrays lost the first without a word (and the server's API, reading JSON
+        // its own way, refused the same file).
+        let value: Value = crate::audit::strict_json::value_from_str(text)?;
         let Some(inner) = find_definition(&value, 3) else {
             let members = match &value {
                 Value::Object(map) if map.is_empty() => "none".to_string(),
@@ -218,6 +221,17 @@ fn write_canonical(value: &Value, out: &mut String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_written_twice_is_refused_not_half_read() {
+        // Two `rules` arrays: serde_json kept the second, and the first was gone unnoticed.
+        let e = PolicyDefinition::from_json(
+            r#"{"variables":[{"name":"x","type":"BOOL","type":"INT"}],
+                "rules":[{"id":"A","expression":"x"}],"rules":[]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("appears twice"), "{e}");
+    }
 
     const SMALL: &str = r#"{"version":"1.0","types":[{"name":"Color","values":[{"value":"RED"}]}],
       "variables":[{"name":"x","type":"int","description":"x","futureField":1}],

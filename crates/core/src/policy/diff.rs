@@ -160,9 +160,20 @@ fn rule_line(r: &RuleDefinition) -> String {
     r.expression.clone()
 }
 
+/// Whether two type names name the same type: the built-in ones in any case (`int`, `INT`),
+/// a custom type by its exact name (`Tier` and `TIER` are two types).
+fn same_type(a: &str, b: &str) -> bool {
+    let builtin = |t: &str| {
+        ["BOOL", "INT", "REAL"]
+            .iter()
+            .any(|b| t.eq_ignore_ascii_case(b))
+    };
+    a == b || (builtin(a) && a.eq_ignore_ascii_case(b))
+}
+
 fn variable_fields(o: &VariableDefinition, n: &VariableDefinition) -> Vec<String> {
     let mut f = Vec::new();
-    if !o.type_name.eq_ignore_ascii_case(&n.type_name) {
+    if !same_type(&o.type_name, &n.type_name) {
         f.push("type".into());
     }
     if o.description != n.description {
@@ -183,6 +194,15 @@ fn type_fields(o: &TypeDefinition, n: &TypeDefinition) -> Vec<String> {
     let values = |t: &TypeDefinition| t.values.iter().map(|v| v.value.clone()).collect::<Vec<_>>();
     if values(o) != values(n) {
         f.push("values".into());
+    } else if o
+        .values
+        .iter()
+        .zip(&n.values)
+        .any(|(a, b)| a.description != b.description)
+    {
+        // The translators read each value's description to choose it: a new meaning for
+        // GOLD changes which answers are VALID as surely as a changed rule.
+        f.push("value descriptions".into());
     }
     if o.description != n.description {
         f.push("description".into());
@@ -238,5 +258,27 @@ mod tests {
         assert_eq!(d.rules[0].old.as_deref(), Some("(< x 9)"));
         assert!(!d.is_empty());
         assert!(diff_definitions(&old, &old).is_empty());
+    }
+
+    #[test]
+    fn a_values_meaning_and_a_custom_types_case_are_changes() {
+        let tiers = |gold: &str, ty: &str| {
+            def(&format!(
+                r#"{{"types":[{{"name":"Tier","values":[{{"value":"GOLD","description":"{gold}"}}]}},
+                            {{"name":"TIER","values":[{{"value":"G"}}]}}],
+                    "variables":[{{"name":"t","type":"{ty}"}},{{"name":"n","type":"int"}}],
+                    "rules":[]}}"#
+            ))
+        };
+        let old = tiers("paid members who spent over 1000 USD", "Tier");
+        let new = tiers("any customer who has ever bought a ticket", "Tier");
+        let d = diff_definitions(&old, &new);
+        assert_eq!(d.types.len(), 1, "{d:?}");
+        assert_eq!(d.types[0].fields, ["value descriptions"]);
+        let d = diff_definitions(&old, &tiers("paid members who spent over 1000 USD", "TIER"));
+        assert_eq!(d.variables.len(), 1, "{d:?}");
+        assert_eq!(d.variables[0].fields, ["type"]);
+        // A built-in type in another case is the same type.
+        assert!(same_type("int", "INT") && !same_type("Tier", "TIER"));
     }
 }

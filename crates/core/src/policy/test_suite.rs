@@ -154,8 +154,8 @@ impl PolicyTestSuite {
     /// Reads a suite: `{"tests": [...]}` or a bare list of cases. Every case is checked to
     /// have exactly one input form and a unique id.
     pub fn from_json(text: &str) -> Result<PolicyTestSuite, TestSuiteError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| TestSuiteError::Json(e.to_string()))?;
+        let value: Value = crate::audit::strict_json::value_from_str(text)
+            .map_err(|e| TestSuiteError::Json(e.to_string()))?;
         let suite: PolicyTestSuite = match value {
             Value::Array(_) => PolicyTestSuite {
                 tests: serde_json::from_value(value)
@@ -177,6 +177,18 @@ impl PolicyTestSuite {
         for case in &self.tests {
             if !seen.insert(case.id.as_str()) {
                 return Err(TestSuiteError::DuplicateId(case.id.clone()));
+            }
+            // A misspelt member (`expected_rules`, `claim`) was ignored, and the case passed
+            // without the requirement it was written for.
+            if let Some(member) = case.extra.keys().next() {
+                return Err(TestSuiteError::Input {
+                    id: case.id.clone(),
+                    problem: format!(
+                        "unknown member `{member}` (a test has id, description, question, \
+                         answer, premises, claims, translations, expected, expectedRules, rule \
+                         and decisive)"
+                    ),
+                });
             }
             case.input()?;
         }
@@ -382,6 +394,21 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("unknown variant `TRUE`"), "{e}");
+        // A misspelt member is an error, not a requirement dropped; a key written twice too.
+        let e = PolicyTestSuite::from_json(
+            r#"{"tests": [{"id": "a", "claims": ["b"], "expected": "VALID", "expected_rules": ["R1"]}]}"#,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("test `a`: unknown member `expected_rules`"),
+            "{e}"
+        );
+        let e = PolicyTestSuite::from_json(
+            r#"{"tests": [{"id": "a", "claims": ["b"], "expected": "VALID", "expected": "INVALID"}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("appears twice"), "{e}");
     }
 
     #[test]
