@@ -66,6 +66,17 @@ pub enum PolicyError {
     /// Two rules with one id.
     #[error("rule id `{0}` is used by more than one rule")]
     DuplicateRuleId(String),
+    /// A rule id that names, in the SMT-LIB scripts an audit runs, what another name does: a
+    /// variable or a type's value (Z3 then refused the rule's named assertion and dropped the
+    /// rule, and every audit of the policy's findings failed), or another rule (`R|1` and
+    /// `R_1` are both written `|R_1|`).
+    #[error("rule id `{id}` is written in solver scripts as {other} is: give the rule another id")]
+    RuleIdClash {
+        /// The rule's id.
+        id: String,
+        /// What else it is written as.
+        other: String,
+    },
     /// A rule that is not valid SMT-LIB of the fragment.
     #[error("rule `{id}`: syntax error: {error} in `{expression}`")]
     RuleSyntax {
@@ -163,6 +174,24 @@ impl PolicyModel {
         let mut errors = Vec::new();
         let mut rules = Vec::new();
         let mut seen = BTreeSet::new();
+        // Every symbol the scripts declare, as written there, with what it is.
+        let mut written: std::collections::BTreeMap<String, String> = schema
+            .variables()
+            .map(|v| {
+                (
+                    smtlib::symbol_identity(&v.name),
+                    format!("variable `{}`", v.name),
+                )
+            })
+            .chain(schema.types().flat_map(|t| {
+                t.values.iter().map(move |value| {
+                    (
+                        smtlib::symbol_identity(value),
+                        format!("value `{value}` of type `{}`", t.name),
+                    )
+                })
+            }))
+            .collect();
         for (i, r) in definition.rules.iter().enumerate() {
             if r.id.trim().is_empty() {
                 errors.push(PolicyError::EmptyRuleId { index: i + 1 });
@@ -172,6 +201,15 @@ impl PolicyModel {
                 errors.push(PolicyError::DuplicateRuleId(r.id.clone()));
                 continue;
             }
+            let symbol = smtlib::symbol_identity(&r.id);
+            if let Some(other) = written.get(&symbol) {
+                errors.push(PolicyError::RuleIdClash {
+                    id: r.id.clone(),
+                    other: other.clone(),
+                });
+                continue;
+            }
+            written.insert(symbol, format!("rule `{}`", r.id));
             let term = match parse_term(&r.expression) {
                 Ok(t) => t,
                 Err(error) => {
@@ -295,6 +333,32 @@ mod tests {
             r#"{{"variables":[{{"name":"x","type":"int"}},{{"name":"b","type":"bool"}}],"rules":{rules}}}"#
         ))
         .unwrap()
+    }
+
+    #[test]
+    fn a_rule_id_written_as_a_variable_or_another_rule_is_refused() {
+        // Z3 refused `(assert (! ... :named x))` beside `(declare-const x Int)` and dropped
+        // the rule: every audit of the policy's findings failed.
+        let errors = |rules: &str| match PolicyModel::from_definition(def(rules), None) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        };
+        let clash = errors(r#"[{"id":"x","expression":"(> x 0)"}]"#);
+        assert!(
+            clash
+                .iter()
+                .any(|e| e.contains("rule id `x` is written in solver scripts as variable `x` is")),
+            "{clash:?}"
+        );
+        let twins =
+            errors(r#"[{"id":"R|1","expression":"(> x 0)"},{"id":"R_1","expression":"(> x 1)"}]"#);
+        assert!(
+            twins
+                .iter()
+                .any(|e| e.contains("rule id `R_1` is written in solver scripts as rule `R|1` is")),
+            "{twins:?}"
+        );
+        assert!(errors(r#"[{"id":"R1","expression":"(> x 0)"}]"#).is_empty());
     }
 
     #[test]

@@ -349,6 +349,13 @@ impl PolicyModel {
     }
 }
 
+/// Which symbol `name` is in a script: `|x|` and `x` are one symbol in SMT-LIB, and a quoted
+/// name's `|` and `\\` are written as `_` ([`quote_symbol`]), so this is the name as written,
+/// without quotes.
+pub(crate) fn symbol_identity(name: &str) -> String {
+    name.replace(['|', '\\'], "_")
+}
+
 /// A rule id as an SMT-LIB symbol (quoted with `|...|` unless it is a simple symbol).
 fn quote_symbol(id: &str) -> String {
     if super::term::is_simple_symbol(id) {
