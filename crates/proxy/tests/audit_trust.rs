@@ -469,18 +469,22 @@ fn database(proxy: &Proxy) -> PathBuf {
 async fn waiting_thread(name: &str) -> (Server, Proxy, String) {
     let llm = Server::python("scripted_llm.py", &demo_script());
     let proxy = Proxy::start(name, &config(&format!("{}/v1", llm.url()), "", ""));
-    let question = "I am 70. How much will I pay in total for admission?";
-    let answer = "As a senior you pay $35.75 including tax.";
+    let id = start_waiting(&proxy).await;
+    (llm, proxy, id)
+}
+
+/// Starts a thread on the demo's question that waits for the user's answers; its id.
+async fn start_waiting(proxy: &Proxy) -> String {
     let (_, started) = post(
-        &proxy,
+        proxy,
         "/api/threads",
-        json!({"question": question, "answer": answer}),
+        json!({"question": "I am 70. How much will I pay in total for admission?",
+               "answer": "As a senior you pay $35.75 including tax."}),
     )
     .await;
     let started: Value = serde_json::from_str(&started).unwrap();
     assert_eq!(started["status"], "awaiting_input", "{started}");
-    let id = started["id"].as_str().unwrap().to_string();
-    (llm, proxy, id)
+    started["id"].as_str().unwrap().to_string()
 }
 
 /// Rewrites a thread's stored trail as someone with the database could: `from` replaced by
@@ -1088,16 +1092,7 @@ async fn expired_conversations_keep_their_trails() {
     // A thread waiting for answers when its conversation expires is ended with its final
     // record (it was marked `expired` in the store alone, its trail stopped at the question,
     // which no audit can tell from a trail cut back).
-    let (_, waiting) = post(
-        &proxy,
-        "/api/threads",
-        json!({"question": "I am 70. How much will I pay in total for admission?",
-               "answer": "As a senior you pay $35.75 including tax."}),
-    )
-    .await;
-    let waiting: Value = serde_json::from_str(&waiting).unwrap();
-    assert_eq!(waiting["status"], "awaiting_input", "{waiting}");
-    let waiting = waiting["id"].as_str().unwrap().to_string();
+    let waiting = start_waiting(&proxy).await;
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     let bundle = assert_trail_audits(&proxy, &thread, "ttl-audit").await;
     assert!(bundle["trail"].as_array().unwrap().len() > 5, "{bundle}");
@@ -1460,18 +1455,7 @@ async fn a_thread_that_cannot_be_loaded_does_not_stop_other_threads_timing_out()
             "[loop]\nquestion_timeout_secs = 3\n[server]\nmaintenance_interval_ms = 200\n",
         ),
     );
-    let start = || async {
-        let (_, body) = post(
-            &proxy,
-            "/api/threads",
-            json!({"question": "I am 70. How much will I pay in total for admission?",
-                   "answer": "As a senior you pay $35.75 including tax."}),
-        )
-        .await;
-        let started: Value = serde_json::from_str(&body).unwrap();
-        assert_eq!(started["status"], "awaiting_input", "{started}");
-        started["id"].as_str().unwrap().to_string()
-    };
+    let start = || async { start_waiting(&proxy).await };
     // The older thread (the timeouts walk the oldest first) has a record no longer a record.
     let broken = start().await;
     let db = database(&proxy);
