@@ -371,3 +371,43 @@ fn bad_inputs_exit_2_with_what_to_do() {
         stdout(&o)
     );
 }
+
+/// A formalized policy lint finds errors in (here two rules no situation satisfies together)
+/// is written, to fix by hand, but the command exits 1: it exited 0, and a script's `&&` went
+/// on to serve it.
+#[test]
+fn formalize_exits_1_when_lint_finds_errors_in_what_it_wrote() {
+    let reply = serde_json::json!({
+        "types": [],
+        "variables": [{"name": "amount", "type": "INT", "description": "The amount"}],
+        "rules": [{"id": "POSITIVE", "expression": "(> amount 0)"},
+                  {"id": "NEGATIVE", "expression": "(< amount 0)"}]});
+    let llm = Server::python(
+        "scripted_llm.py",
+        &serde_json::json!({"rules": [{"match": "", "reply": reply.to_string()}]}),
+    );
+    let dir = scratch("formalize-lint-errors");
+    let doc = dir.join("amounts.md");
+    std::fs::write(
+        &doc,
+        "# Amounts\n\nThe amount is positive. The amount is negative.\n",
+    )
+    .unwrap();
+    let policy = dir.join("amounts.json");
+    let o = proofgate(&[
+        "policy",
+        "formalize",
+        &path(&doc),
+        "--out",
+        &path(&policy),
+        "--llm-url",
+        &format!("{}/v1", llm.url()),
+        "--llm-model",
+        "recorded",
+    ]);
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("contradict each other"), "{err}");
+    assert!(err.contains("lint found errors"), "{err}");
+    assert!(policy.exists(), "the policy is written all the same");
+}

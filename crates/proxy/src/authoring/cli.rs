@@ -323,6 +323,12 @@ pub fn formalize_cmd(args: FormalizeArgs) -> Result<ExitCode> {
     for i in &report.issues {
         eprintln!("lint: {}: {}", severity(i.severity), i.message);
     }
+    // Written either way (to fix by hand), but not reported as a policy ready to serve: a
+    // script's `&&` went on to serve one whose rules did not type-check.
+    if report.issues.iter().any(|i| i.severity == Severity::Error) {
+        eprintln!("the policy was written, but lint found errors: fix them before serving it");
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
