@@ -3,7 +3,10 @@
 not) on /v1/chat/completions, and boto3's bedrock-runtime apply_guardrail on the local
 ApplyGuardrail-compatible endpoint.
 
-    PROOFGATE_KEY=pg_... official_clients.py PROXY_URL        (exit 0 when every check passes)
+    PROOFGATE_KEY=pg_... official_clients.py PROXY_URL [LIMITED_URL]   (exit 0 when all pass)
+
+LIMITED_URL, when given, is a proofgate with tight limits (a small body, a short deadline, a
+few requests a minute) and the same key: boto3 must read its 413, 504 and 429 as AWS errors.
 
 Both pass a proofgate API key the way their users would: the OpenAI client as its api_key
 (sent as `Authorization: Bearer`), boto3 as an Amazon Bedrock API key
@@ -13,6 +16,7 @@ import os
 import sys
 
 import boto3
+import botocore.config
 import botocore.exceptions
 import openai
 
@@ -103,3 +107,48 @@ except botocore.exceptions.ClientError as e:
     assert e.response["Error"]["Code"] == "ValidationException", e.response
     assert "`image`" in e.response["Error"]["Message"], e.response
 print("boto3 apply_guardrail: an image block refused with ValidationException")
+
+if len(sys.argv) > 2:
+    # The guard's limits in AWS's shape, as boto3 reads them (its own retries off, so each
+    # refusal is seen as sent).
+    os.environ["AWS_BEARER_TOKEN_BEDROCK"] = os.environ["PROOFGATE_LIMITED_KEY"]
+    limited = boto3.client("bedrock-runtime", endpoint_url=sys.argv[2], region_name="us-east-1",
+                           aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret",
+                           config=botocore.config.Config(
+                               retries={"mode": "standard", "total_max_attempts": 1}))
+
+    def refused(content, code, words):
+        try:
+            limited.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1",
+                                    source="OUTPUT", content=content)
+        except botocore.exceptions.ClientError as e:
+            assert e.response["Error"]["Code"] == code, e.response
+            assert words in e.response["Error"]["Message"], e.response
+            return e.response
+        raise AssertionError(f"{code} expected")
+
+    answer = [{"text": {"text": "The fee is $50.", "qualifiers": ["guard_content"]}}]
+    got = refused([{"text": {"text": "x" * 20000, "qualifiers": ["query"]}}] + answer,
+                  "ValidationException", "limits.max_body_bytes")
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 413, got
+    got = refused([{"text": {"text": "slow-case: I am 70.", "qualifiers": ["query"]}}] + answer,
+                  "ServiceUnavailableException", "limits.request_timeout_ms")
+    assert got["ResponseMetadata"]["HTTPStatusCode"] == 504, got
+    # An image is refused at once, before any LLM call: a cheap request to spend the rate on.
+    image = [{"image": {"format": "png", "source": {"bytes": b"\x89PNG"}}}] + answer
+    for attempt in range(20):
+        try:
+            limited.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1",
+                                    source="OUTPUT", content=image)
+            raise AssertionError("an image block must be refused")
+        except botocore.exceptions.ClientError as e:
+            if e.response["Error"]["Code"] == "ValidationException":
+                continue
+            assert e.response["Error"]["Code"] == "ThrottlingException", e.response
+            assert "requests in a minute" in e.response["Error"]["Message"], e.response
+            assert int(e.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) >= 1, e.response
+            break
+    else:
+        raise AssertionError("the rate limit never answered")
+    print("boto3 apply_guardrail: 413, 504 and 429 as ValidationException, "
+          "ServiceUnavailableException and ThrottlingException")

@@ -29,6 +29,9 @@ premise came from, as in "The visitor is 70 (turn {turn:70})". `{turn:}` is the 
 POST .../messages answers in the Anthropic Messages API's shape (the same rules; text from the
 system prompt, text blocks and tool results; `tool_calls` become `tool_use` blocks), so the
 same script can stand in for an Anthropic upstream.
+`model_list`: [{"status", "body"?, "retry_after"?, "times"?}] answers GET .../models with
+those replies first, in order (each `times` times, once when absent), then with the usual list
+(to test an upstream whose model list fails).
 Prints "listening on PORT" on stdout once ready. GET /_requests returns what it received.
 """
 import argparse
@@ -140,6 +143,16 @@ class Handler(BaseHTTPRequestHandler):
                                  "authorization": self.headers.get("authorization"),
                                  "x-api-key": self.headers.get("x-api-key"),
                                  "anthropic-version": self.headers.get("anthropic-version")})
+                failure = next((f for f in self.server.script.get("model_list", [])
+                                if f.setdefault("used", 0) < f.get("times", 1)), None)
+                if failure is not None:
+                    failure["used"] += 1
+            if failure is not None:
+                headers = {"retry-after": failure["retry_after"]} if "retry_after" in failure else None
+                self.send(failure["status"], failure.get("body", json.dumps(
+                    {"error": {"message": f"scripted model list failure {failure['status']}"}})),
+                    headers=headers)
+                return
             if self.headers.get("anthropic-version"):
                 models = [{"type": "model", "id": "claude-recorded-1", "display_name": "Claude Recorded",
                            "created_at": "2025-02-19T00:00:00Z"}]

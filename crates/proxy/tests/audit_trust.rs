@@ -1118,6 +1118,43 @@ async fn expired_conversations_keep_their_trails() {
     );
 }
 
+/// Under `failure_mode = "open"` a thread waiting when its conversation expires ends
+/// UNVERIFIED with its best answer (marked as such), and that trail audits in full.
+#[tokio::test]
+async fn an_expired_waiting_thread_ends_unverified_under_fail_open() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "ttl-open",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "failure_mode = \"open\"",
+            "[server]\nmaintenance_interval_ms = 100\n",
+        )
+        .replace("[storage]\n", "[storage]\nthread_ttl_secs = 1\n"),
+    );
+    let waiting = start_waiting(&proxy).await;
+    tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
+    let ended = json_get(&proxy, &format!("/api/threads/{waiting}/audit/bundle")).await;
+    let last = ended["trail"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "UNVERIFIED", "{last}");
+    assert!(
+        last.to_string().contains("its conversation expired"),
+        "{last}"
+    );
+    let thread = json_get(&proxy, &format!("/api/threads/{waiting}")).await;
+    assert_eq!(thread["outcome"]["verified"], false, "{thread}");
+    let key = text(&proxy, "/.well-known/proofgate/audit-key")
+        .await
+        .trim()
+        .to_string();
+    let (ok, report, err) = audit(&temp_dir("ttl-open-audit"), &ended, &park(), &key, None);
+    assert!(ok, "{report}\n{err}");
+    assert!(
+        !report["notChecked"].to_string().contains("had not ended"),
+        "{report}"
+    );
+}
+
 /// `proofgate log verify` against `proxy` with its verifier key and a checkpoint saved in
 /// `saved`, reading every trail (auth is off in these tests: any API key reads them all).
 fn log_verify(proxy: &Proxy, key: &str, saved: &Path) -> std::process::Output {

@@ -461,3 +461,82 @@ async fn a_prefilled_assistant_turn_is_refused_before_the_upstream_is_called() {
     }
     assert!(llm.received().is_empty(), "{:?}", llm.received());
 }
+
+/// `GET /v1/models` when the upstream's list fails: a 429 with `Retry-After` is retried, a
+/// persistent 5xx is a 502 and a persistent 429 a 503 with `Retry-After` (in the error shape of
+/// the SDK that asked), and a list that is no list is a 502, never passed on.
+#[tokio::test]
+async fn a_failing_upstream_model_list_maps_to_the_errors_sdks_retry() {
+    let failures = json!([
+        {"status": 429, "retry_after": "0"},
+        {"status": 200, "body": "{\"object\": \"list\", \"data\": [{\"id\": \"recorded\"}]}"},
+        // Every attempt of two requests (the first try and three retries each).
+        {"status": 503, "times": 8},
+        {"status": 429, "retry_after": "1", "times": 4},
+        {"status": 200, "body": "{\"data\": 5}"},
+        {"status": 200, "body": "{\"data\": [{\"id\": 7}]}"}
+    ]);
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [], "model_list": failures}),
+    );
+    let cfg = config(&format!("{}/v1", llm.url()), "", "").replacen(
+        "\nmodel = \"recorded-chatbot\"\n\n[rewriter]",
+        "\n\n[rewriter]",
+        1,
+    );
+    assert!(!cfg.contains("recorded-chatbot"));
+    let proxy = Proxy::start("models-failing", &cfg);
+    let get = |anthropic: bool| {
+        let mut req = reqwest::Client::new().get(format!("{}/v1/models", proxy.url));
+        if anthropic {
+            req = req.header("anthropic-version", "2023-06-01");
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            let retry_after = resp
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_string());
+            (status, retry_after, resp.json::<Value>().await.unwrap())
+        }
+    };
+
+    let (status, _, body) = get(false).await;
+    assert_eq!(status, 200, "the 429 was retried: {body}");
+    assert_eq!(body["data"][0]["id"], "recorded", "{body}");
+
+    let (status, _, body) = get(false).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_unavailable", "{body}");
+    let (status, _, body) = get(true).await;
+    assert_eq!(status, 502, "{body}");
+    assert_eq!(body["type"], "error", "Anthropic's error shape: {body}");
+    assert!(body["error"]["type"].is_string(), "{body}");
+
+    let (status, retry_after, body) = get(false).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "upstream_throttled", "{body}");
+    assert_eq!(retry_after.as_deref(), Some("1"), "{body}");
+
+    for _ in 0..2 {
+        let (status, _, body) = get(false).await;
+        assert_eq!(status, 502, "{body}");
+        assert_eq!(body["error"]["code"], "upstream_error", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("model list"),
+            "{body}"
+        );
+    }
+    // Every failure above was used up as scripted: nothing was skipped or asked twice more.
+    let lists = llm
+        .received()
+        .into_iter()
+        .filter(|r| r["method"] == "GET")
+        .count();
+    assert_eq!(lists, 2 + 8 + 4 + 2, "upstream list calls");
+}

@@ -286,6 +286,12 @@ pub fn formalize_cmd(args: FormalizeArgs) -> Result<ExitCode> {
             "merge: `{from}` (span {span}) renamed to `{to}`: the name was taken by something else"
         );
     }
+    for (span, name, added) in &m.extended {
+        eprintln!(
+            "merge: type `{name}` declared again (span {span}) with more values: {} added",
+            added.join(", ")
+        );
+    }
     for id in &m.duplicates_dropped {
         eprintln!("merge: rule `{id}` dropped: it repeats an earlier rule");
     }

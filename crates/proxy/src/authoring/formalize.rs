@@ -278,6 +278,9 @@ pub struct MergeReport {
     pub renamed: Vec<(usize, String, String)>,
     /// Ids of rules dropped as duplicates of earlier rules.
     pub duplicates_dropped: Vec<String>,
+    /// `(span, type, values added)` for a type declared again with values it lacked: one type,
+    /// with every value either unit gave it.
+    pub extended: Vec<(usize, String, Vec<String>)>,
 }
 
 /// The formalized policy and how it was made.
@@ -560,14 +563,42 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
                 }
                 continue;
             }
-            let mut t = t.clone();
-            let taken_type = |n: &str| out.types.iter().any(|o| o.name == n);
-            if taken_type(&t.name) {
-                let new = fresh(&t.name, &taken_type);
-                report.renamed.push((span, t.name.clone(), new.clone()));
-                type_names.insert(t.name.clone(), new.clone());
-                t.name = new;
+            if let Some(i) = out.types.iter().position(|o| o.name == t.name) {
+                // The same name declared again with other values (a unit extending a type it
+                // was shown): the unit's rules, and the variables of that type it did not
+                // declare again, mean the one type. Renamed instead, those variables kept the
+                // old type while the unit's values went to the new one, and the unit's rules,
+                // which type-checked alone, no longer did. More values only admit more cases,
+                // so nothing becomes provable that was not.
+                let others: BTreeSet<String> = out
+                    .types
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .flat_map(|(_, o)| o.values.iter().map(|v| v.value.clone()))
+                    .collect();
+                let mut added = Vec::new();
+                for v in &t.values {
+                    if out.types[i].values.iter().any(|o| o.value == v.value) {
+                        continue;
+                    }
+                    let mut v = v.clone();
+                    if others.contains(&v.value) {
+                        let own = &out.types[i].values;
+                        let taken =
+                            |n: &str| others.contains(n) || own.iter().any(|o| o.value == n);
+                        let new = fresh(&v.value, &taken);
+                        report.renamed.push((span, v.value.clone(), new.clone()));
+                        symbols.insert(v.value.clone(), new.clone());
+                        v.value = new;
+                    }
+                    added.push(v.value.clone());
+                    out.types[i].values.push(v);
+                }
+                report.extended.push((span, t.name.clone(), added));
+                continue;
             }
+            let mut t = t.clone();
             let all_values: BTreeSet<String> = out
                 .types
                 .iter()
@@ -759,6 +790,50 @@ mod tests {
         assert_eq!(def.variables[1].type_name, "AgeClass");
         assert_eq!(report.renamed, vec![(3, "ADULT".into(), "ADULT_2".into())]);
         assert_eq!(def.rules[1].expression, "(distinct ticket ADULT_2)");
+        PolicyModel::from_definition(def, None).unwrap();
+    }
+
+    /// A unit that declares a type of its context again with a value more extends that type:
+    /// renamed (`AgeClass_2`, `ADULT_2`), the unit's rules about the context's variable no
+    /// longer type-checked in the merged policy.
+    #[test]
+    fn a_type_declared_again_with_more_values_is_extended() {
+        let a = unit(
+            1,
+            r#"{"types": [{"name": "AgeClass", "values": [{"value": "CHILD"}, {"value": "ADULT"}]}],
+                "variables": [{"name": "ageClass", "type": "AgeClass", "description": "age category"},
+                              {"name": "age", "type": "INT", "description": "age in years"}],
+                "rules": [{"id": "KID", "expression": "(=> (< age 12) (= ageClass CHILD))"}]}"#,
+        );
+        let b = unit(
+            2,
+            r#"{"types": [{"name": "AgeClass", "values": [{"value": "CHILD"}, {"value": "ADULT"},
+                                                         {"value": "SENIOR", "description": "65 and over"}]}],
+                "variables": [],
+                "rules": [{"id": "OLD", "expression": "(=> (>= age 65) (= ageClass SENIOR))"},
+                          {"id": "MID", "expression": "(=> (and (>= age 12) (< age 65)) (= ageClass ADULT))"}]}"#,
+        );
+        let (def, report) = merge_units(&[a, b]);
+        assert_eq!(def.types.len(), 1, "{def:?}");
+        let values: Vec<&str> = def.types[0]
+            .values
+            .iter()
+            .map(|v| v.value.as_str())
+            .collect();
+        assert_eq!(values, vec!["CHILD", "ADULT", "SENIOR"]);
+        assert!(report.renamed.is_empty(), "{report:?}");
+        assert_eq!(
+            report.extended,
+            vec![(2, "AgeClass".into(), vec!["SENIOR".into()])]
+        );
+        let rules: Vec<&str> = def.rules.iter().map(|r| r.expression.as_str()).collect();
+        assert_eq!(
+            rules[1..],
+            [
+                "(=> (>= age 65) (= ageClass SENIOR))",
+                "(=> (and (>= age 12) (< age 65)) (= ageClass ADULT))"
+            ]
+        );
         PolicyModel::from_definition(def, None).unwrap();
     }
 

@@ -342,7 +342,6 @@ pub fn too_large(max: usize) -> ApiError {
     )
 }
 
-/// 504 for a request past its deadline.
 /// 408: the body did not arrive in time.
 pub fn body_too_slow(limit: Duration) -> ApiError {
     ApiError::new(
@@ -355,6 +354,7 @@ pub fn body_too_slow(limit: Duration) -> ApiError {
     )
 }
 
+/// 504 for a request past its deadline.
 pub fn deadline_exceeded(deadline: Duration) -> ApiError {
     ApiError::new(
         StatusCode::GATEWAY_TIMEOUT,
