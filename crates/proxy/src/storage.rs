@@ -1009,6 +1009,30 @@ impl Store {
         Ok(done.rows_affected() == 1)
     }
 
+    /// Takes a thread waiting for answers to answer it, if it is still waiting and was last
+    /// saved at `seen_updated_at`: marks it `processing`, updated at `now`, and returns true.
+    /// Two answers to one thread (a double submit, an SDK's retry, the questions' timeout)
+    /// then cannot both drive it: the second finds it taken. Stamping the time alone was not
+    /// enough, for a request reading the row after the first claim saw it waiting still.
+    pub async fn claim_waiting(
+        &self,
+        id: &str,
+        seen_updated_at: i64,
+        now: i64,
+    ) -> Result<bool, StorageError> {
+        let done = sqlx::query(
+            "UPDATE threads SET updated_at = $1, status = 'processing' \
+             WHERE id = $2 AND updated_at = $3 AND status = 'awaiting_input'",
+        )
+        .bind(now)
+        .bind(id)
+        .bind(seen_updated_at)
+        .execute(&self.pool)
+        .await
+        .map_err(db(format!("claiming thread {id} to answer it")))?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Stores a policy document under its name (its content hash) unless it is stored
     /// already: once per policy version, before any trail names it.
     pub async fn put_policy_document(

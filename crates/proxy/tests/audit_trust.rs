@@ -1118,6 +1118,130 @@ async fn expired_conversations_keep_their_trails() {
     );
 }
 
+/// Two answers to one waiting thread at once (a double submit, an SDK's retry): one drives it,
+/// the other is told it is taken (409) before any call. Both drove it before: the LLM was
+/// asked twice, and the loser failed with a 500 on the winner's records.
+#[tokio::test]
+async fn two_answers_at_once_drive_the_thread_once() {
+    let (llm, proxy, id) = waiting_thread("two-answers").await;
+    let answers = json!({"answers": ["Low season, and no credits.", "No credits."]});
+    // What answering once costs, on a second thread.
+    let alone = start_waiting(&proxy).await;
+    let before = llm.received().len();
+    let (status, body) = post(
+        &proxy,
+        &format!("/api/threads/{alone}/answers"),
+        answers.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let once = llm.received().len() - before;
+
+    let before = llm.received().len();
+    let path = format!("/api/threads/{id}/answers");
+    let (a, b) = tokio::join!(
+        post(&proxy, &path, answers.clone()),
+        post(&proxy, &path, answers)
+    );
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{a:?}\n{b:?}");
+    let refused = if a.0 == 409 { &a.1 } else { &b.1 };
+    assert!(refused.contains("waiting for answers"), "{refused}");
+    assert_eq!(
+        llm.received().len() - before,
+        once,
+        "the LLM was asked twice"
+    );
+    let thread = json_get(&proxy, &format!("/api/threads/{id}")).await;
+    assert_eq!(thread["outcome"]["status"], "VALID", "{thread}");
+    assert_trail_audits(&proxy, &id, "two-answers-audit").await;
+}
+
+/// The same through the chat API: the user's answer to the follow-up questions, sent twice at
+/// once (an SDK's retry), continues the waiting thread once; the other request is a 409.
+#[tokio::test]
+async fn two_chat_answers_at_once_continue_the_thread_once() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "two-chat-answers",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let question = "I am 70. How much will I pay in total for admission?";
+    let asked = ask(&proxy, question).await;
+    assert_eq!(asked["proofgate"]["verdict"], "NEEDS_INPUT", "{asked}");
+    let questions = asked["choices"][0]["message"]["content"].clone();
+    let before = llm.received().len();
+    let answer = || async {
+        let r = reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&json!({"model": "m", "messages": [
+                {"role": "user", "content": question},
+                {"role": "assistant", "content": questions},
+                {"role": "user", "content": "Low season, and no credits."}]}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    let (a, b) = tokio::join!(answer(), answer());
+    let mut statuses = [a.0, b.0];
+    statuses.sort();
+    assert_eq!(
+        statuses,
+        [200, 409],
+        "{}\n{}",
+        &a.1[..a.1.len().min(400)],
+        &b.1[..b.1.len().min(400)]
+    );
+    let calls = llm.received().len() - before;
+    // The winner's calls only: three translators per validation and one rewrite at most.
+    assert!(calls <= 4, "{calls} LLM calls");
+}
+
+/// `POST /api/threads` is driven as a chat request is: each step saved ahead of its call, so a
+/// request stopped at its deadline leaves its thread ended and its trail (it saved once at the
+/// end, leaving nothing of the calls made but an owner row with no thread).
+#[tokio::test]
+async fn a_thread_created_through_the_api_is_saved_ahead_of_its_calls() {
+    let mut script = demo_script();
+    script["rules"].as_array_mut().unwrap().insert(
+        0,
+        json!({"match": "slow-create-case", "delay_ms": 4000, "reply": "late"}),
+    );
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start(
+        "create-durable",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[limits]\nrequest_timeout_ms = 1500\n",
+        ),
+    );
+    let (status, body) = post(
+        &proxy,
+        "/api/threads",
+        json!({"question": "slow-create-case: how much do I pay?"}),
+    )
+    .await;
+    assert_eq!(status, 504, "{body}");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let db = database(&proxy);
+    let rows = sqlite_query(&db, "SELECT id, status FROM threads");
+    let mut rows = rows.lines();
+    let row = rows.next().unwrap_or_else(|| panic!("no thread saved"));
+    assert!(rows.next().is_none(), "{row}");
+    let (id, status) = row.split_once('\t').unwrap();
+    assert_eq!(status, "error", "{row}");
+    assert_eq!(
+        sqlite_query(&db, "SELECT count(*) FROM thread_owners").trim(),
+        "1"
+    );
+    let bundle = assert_trail_audits(&proxy, id, "create-durable-audit").await;
+    let last = bundle["trail"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["kind"], "ERROR", "{last}");
+}
+
 /// Under `failure_mode = "open"` a thread waiting when its conversation expires ends
 /// UNVERIFIED with its best answer (marked as such), and that trail audits in full.
 #[tokio::test]

@@ -4,7 +4,7 @@ use super::auth::{end_user, Caller};
 use super::error::ApiError;
 use super::limits::Place;
 use super::summary::thread_view_for;
-use crate::app::{drive, now_ms, persist, status_of, App, Waits};
+use crate::app::{now_ms, persist, status_of, App, Waits};
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -129,14 +129,15 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8], what: &str) -> Result<T, A
 
 /// The thread, when the caller (for the end user the request names) may see it; 404 otherwise,
 /// exactly as for a thread that does not exist. `to_extend`: the caller will add steps (and
-/// the server sign a new head), so the stored trail is checked against the log first.
+/// the server sign a new head), so the stored trail is checked against the log first. With it,
+/// the time the thread was last saved, to claim it by ([`claim_to_answer`]).
 async fn load(
     app: &App,
     caller: &Caller,
     headers: &HeaderMap,
     id: &str,
     to_extend: bool,
-) -> Result<Thread, ApiError> {
+) -> Result<(Thread, i64), ApiError> {
     check_access(app, caller, headers, id).await?;
     let stored = app
         .store
@@ -158,7 +159,25 @@ async fn load(
     } else {
         crate::app::load_thread_to_read(app, &stored).await
     };
-    loaded.map_err(ApiError::internal)
+    loaded
+        .map(|t| (t, stored.updated_at))
+        .map_err(ApiError::internal)
+}
+
+/// Takes waiting thread `id`, last saved at `seen`, for the request answering it; 409 when
+/// another request (or the questions' timeout, or the conversation's expiry) took it first.
+/// Two answers at once both drove it before: the LLM called twice, and the loser failed with a
+/// 500 on the winner's records after its calls were paid for.
+pub(crate) async fn claim_to_answer(app: &App, id: &str, seen: i64) -> Result<(), ApiError> {
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    if app.store.claim_waiting(id, seen, now).await? {
+        Ok(())
+    } else {
+        Err(ApiError::conflict(format!(
+            "thread {id} is no longer waiting for answers: another request answered it, or its \
+             questions timed out, just now"
+        )))
+    }
 }
 
 pub(crate) async fn check_access(
@@ -268,24 +287,38 @@ pub async fn create_thread(
         now_ms(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    // The owner is recorded before the thread's first save, so no saved thread lacks one.
-    app.store
-        .set_owner(
-            thread.id(),
-            &owner,
-            i64::try_from(now_ms()).unwrap_or(i64::MAX),
-        )
-        .await?;
     let effect = thread.start();
+    // The owner is recorded with the thread's first save, so no saved thread lacks one, and
+    // no owner is left without a thread.
+    let mut saver = crate::app::Saver::new(0);
+    saver.owned_by(owner);
     if let Some(permit) = background {
-        persist(&app, &thread, 0, None).await?;
+        saver.finish(&app, &thread, None).await?;
         let view = thread_view_for(&caller, &thread, status_of(&thread));
         let saved = thread.audit_trail().len();
         run_in_background(app, &caller, thread, effect, saved, permit);
         return Ok((StatusCode::ACCEPTED, Json(view)));
     }
-    let effect = drive(&app, &caller.id, &mut thread, effect, &mut Waits::default()).await?;
-    persist(&app, &thread, 0, None).await?;
+    // Driven as a chat request's thread is: each step saved ahead of the call it asks for
+    // (everything was saved once at the end: a client that left, the deadline or a crash lost
+    // the LLM and solver calls made, with no trail of them), and ended as ERROR if the request
+    // stops driving it before its end.
+    saver.ends_if_dropped(app.clone());
+    let effect = crate::app::drive_durably(
+        &app,
+        &caller.id,
+        &mut thread,
+        effect,
+        &mut Waits::default(),
+        &mut saver,
+        None,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::app::DurableDriveError::Drive(e) => ApiError::from(e),
+        crate::app::DurableDriveError::Storage(e) => ApiError::from(e),
+    })?;
+    saver.finish(&app, &thread, None).await?;
     if let proofgate_core::Effect::Finish(o) = &effect {
         app.metrics.verdict(o.status.as_str(), thread.iterations());
     }
@@ -389,7 +422,7 @@ pub async fn get_thread(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let thread = load(&app, &caller, &headers, &id, false).await?;
+    let (thread, _) = load(&app, &caller, &headers, &id, false).await?;
     // A `chat` key without `read` sees its own thread as its replies showed it.
     Ok(Json(thread_view_for(&caller, &thread, status_of(&thread))))
 }
@@ -408,7 +441,7 @@ pub async fn answer_thread(
         "expected {\"answers\": [\"...\"]} or {\"skip\": true}",
     )?;
     let background = background_permit(&app, place.as_deref(), req.wait)?;
-    let mut thread = load(&app, &caller, &headers, &id, true).await?;
+    let (mut thread, seen) = load(&app, &caller, &headers, &id, true).await?;
     let saved = thread.audit_trail().len();
     let input = match (req.skip, req.answers.is_empty()) {
         (true, true) => Input::UserSkipped { now: now_ms() },
@@ -430,6 +463,7 @@ pub async fn answer_thread(
     let effect = thread
         .handle(input)
         .map_err(|e| ApiError::conflict(e.to_string()))?;
+    claim_to_answer(&app, &id, seen).await?;
     if let Some(permit) = background {
         persist(&app, &thread, saved, None).await?;
         let view = thread_view_for(&caller, &thread, status_of(&thread));

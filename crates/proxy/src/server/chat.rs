@@ -358,7 +358,7 @@ async fn resumable(
     caller: &Caller,
     req: &ChatRequest,
     headers: &HeaderMap,
-) -> Result<Option<(Thread, usize)>, ApiError> {
+) -> Result<Option<(Thread, usize, i64)>, ApiError> {
     let owner = caller.owner(end_user(req));
     let named = headers
         .get(THREAD_HEADER)
@@ -419,7 +419,7 @@ async fn resumable(
         );
         return Ok(None);
     }
-    Ok(Some((thread, saved)))
+    Ok(Some((thread, saved, s.updated_at)))
 }
 
 /// Whether `before_last` (a request's turns before its last user message) is the conversation a
@@ -504,7 +504,7 @@ pub(crate) async fn answer_chat(
 
     let (mut thread, upstream, effect, saved) =
         match resumable(app, caller, req, headers).await.map_err(fail)? {
-            Some((mut t, saved)) => {
+            Some((mut t, saved, seen)) => {
                 let text = req.question.trim();
                 let input = if text.eq_ignore_ascii_case("skip") {
                     Input::UserSkipped { now: now_ms() }
@@ -517,6 +517,7 @@ pub(crate) async fn answer_chat(
                 let effect = t
                     .handle(input)
                     .map_err(|e| fail(ApiError::conflict(e.to_string())))?;
+                super::api::claim_to_answer(app, t.id(), seen).await?;
                 (t, None, effect, saved)
             }
             None => {
@@ -537,6 +538,10 @@ pub(crate) async fn answer_chat(
     if upstream.is_some() {
         // Recorded with the thread's first save: no saved thread lacks an owner.
         saver.owned_by(owner.clone());
+    } else {
+        // The user's answer is stored before any call, as `POST /api/threads/{id}/answers`
+        // stores it: the thread claimed for this request holds it until then.
+        saver.save_now(app, &thread).await?;
     }
     let effect = drive_durably(
         app,
