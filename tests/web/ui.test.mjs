@@ -78,7 +78,7 @@ test('answer follow-up questions in place and get a VALID answer', async () => {
   await form.waitFor({ timeout: 60_000 });
   threads.q2 = decodeURIComponent(new URL(page.url()).hash.split('/')[2]);
   assert.match(await page.locator('.thread-meta').textContent(), /awaiting input/);
-  assert.match(await form.textContent(), /Is your visit in the low season\?.*Will you pay part of the fee with park credits\?/s);
+  assert.match(await form.textContent(), /Whether the admission day is in the low season \(yes or no\)\?.*Whether the visitor uses credits \(yes or no\)\?/s);
   // The questions are the LLM's words: the form says they are not verified.
   assert.match(await form.locator('[data-notice=questions]').textContent(), /not verified against the policy/);
   // The debug panel shows the SATISFIABLE finding's two scenarios side by side, differences marked.

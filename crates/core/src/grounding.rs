@@ -31,6 +31,7 @@ use crate::conversation::{
     constant_value, exact_value, same_value, stated_signed_decimals, ConversationTurn, Ratio,
     Stated, TurnRole,
 };
+use crate::policy::definition::VariableDefinition;
 use crate::policy::term::{parse_term, Op, Term, TermKind};
 use crate::policy::PolicyDefinition;
 use crate::translation::TranslationConfig;
@@ -752,6 +753,9 @@ pub(crate) struct Grounds<'a> {
 struct TurnStatements {
     statements: Vec<Clause>,
     numbers: Vec<Stated>,
+    /// From format 14, the values a short answer gives to the questions the policy worded
+    /// just before it ([`bound_answer`]), by variable.
+    bound: Vec<(String, Bound)>,
     /// The words (stemmed) of the questions the assistant asked just before, which a user's
     /// answer that does not speak of themself may only be about.
     asked: Vec<String>,
@@ -912,6 +916,34 @@ impl<'a> Grounds<'a> {
             .collect()
     }
 
+    /// The questions of the assistant's turn before turn `at` (the lines that ask something),
+    /// each with its variable and words when the policy worded it ([`crate::policy_questions`]).
+    #[allow(clippy::type_complexity)]
+    fn policy_questions_before(
+        &self,
+        at: usize,
+    ) -> Vec<(String, Option<(&'a VariableDefinition, String)>)> {
+        let vocabulary = &self.config.vocabulary;
+        self.conversation[at - 1]
+            .text
+            .lines()
+            .map(str::trim)
+            .filter_map(|line| {
+                let by_policy = crate::policy_questions::asked_variable(vocabulary, line);
+                (by_policy.is_some() || line.ends_with('?')).then(|| {
+                    (
+                        line.to_string(),
+                        by_policy.map(|v| {
+                            let q = crate::policy_questions::policy_question(vocabulary, &v.name)
+                                .unwrap_or_default();
+                            (v, q)
+                        }),
+                    )
+                })
+            })
+            .collect()
+    }
+
     /// What turn `at` states; `None` for a system prompt the operator did not say states facts.
     fn read(&self, at: usize) -> Option<TurnStatements> {
         self.read_by(at, self.format)
@@ -939,8 +971,36 @@ impl<'a> Grounds<'a> {
                 .collect();
         // What the assistant just asked: an answer without "I" or "my" ("low season") states
         // only what was asked about, not a rule ("gold members enter free").
+        // From format 14 only what the policy worded was asked: a question the LLM worded
+        // ("which tier interests you?") makes no short answer a fact.
+        let policy_questions = format >= crate::audit::POLICY_QUESTIONS_SINCE;
+        let asked_by_policy = if policy_questions && speaker == Speaker::AnsweringUser {
+            self.policy_questions_before(at)
+        } else {
+            Vec::new()
+        };
+        if policy_questions && speaker == Speaker::AnsweringUser {
+            // An answer that gives alternatives ("gold or silver") states none of them: the
+            // policy's question names every value, so each would be "as asked".
+            statements.retain(|c| {
+                !c.only_as_asked
+                    || !c
+                        .sentence
+                        .iter()
+                        .any(|(raw, _)| matches!(raw.as_str(), "or" | "nor" | "either"))
+            });
+        }
         let asked = if stricter && speaker == Speaker::AnsweringUser {
-            asked_words(&self.conversation[at - 1].text, own_words)
+            if policy_questions {
+                asked_by_policy
+                    .iter()
+                    .filter_map(|(_, asked)| asked.as_ref())
+                    .flat_map(|(_, q)| raw_words(q))
+                    .map(|w| stem(&w))
+                    .collect()
+            } else {
+                asked_words(&self.conversation[at - 1].text, own_words)
+            }
         } else {
             Vec::new()
         };
@@ -964,6 +1024,10 @@ impl<'a> Grounds<'a> {
         let numbers: Vec<Stated> = statements
             .iter()
             .filter(|c| !c.qualifies_numbers())
+            // From format 14 a short answer's number is read only as the value of the variable
+            // the policy's question asked (`bound`): a bare "70" to the LLM's "how many days
+            // is your trip?" was an age as much as anything.
+            .filter(|c| !(policy_questions && speaker == Speaker::AnsweringUser && c.only_as_asked))
             .filter(|c| !c.only_as_asked || c.bare_answer(&asked))
             .filter(|c| {
                 !own_words
@@ -997,7 +1061,38 @@ impl<'a> Grounds<'a> {
             })
             .collect();
         // A user's short yes or no to the assistant's question just before states that question.
-        if turn.role == TurnRole::User && answers_assistant {
+        let mut bound = Vec::new();
+        if policy_questions {
+            // Each question's line answered by the answer's line in the same place (or a lone
+            // question by the whole answer).
+            let answers: Vec<&str> = turn
+                .text
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect();
+            let pairs: Vec<(&Option<(&VariableDefinition, String)>, String)> =
+                if asked_by_policy.len() == answers.len() {
+                    asked_by_policy
+                        .iter()
+                        .map(|(_, q)| q)
+                        .zip(answers.iter().map(|a| a.to_string()))
+                        .collect()
+                } else if asked_by_policy.len() == 1 {
+                    vec![(&asked_by_policy[0].1, answers.join(" "))]
+                } else {
+                    Vec::new()
+                };
+            for (asked, answer) in pairs {
+                if let Some((variable, question)) = asked {
+                    if let Some(b) =
+                        bound_answer(&self.config.vocabulary, variable, question, &answer)
+                    {
+                        bound.push((variable.name.clone(), b));
+                    }
+                }
+            }
+        } else if turn.role == TurnRole::User && answers_assistant {
             let names: Vec<Vec<String>> = self
                 .config
                 .vocabulary
@@ -1024,6 +1119,7 @@ impl<'a> Grounds<'a> {
         Some(TurnStatements {
             statements,
             numbers,
+            bound,
             asked,
             stricter,
             own_words,
@@ -1284,6 +1380,13 @@ fn count_of(n: f64, op: Op, positive: bool) -> Option<Count> {
 /// Whether `turn` bears out `fact`; `described` holds the words of what the policy says the
 /// fact's variable and value mean.
 fn fact_grounded(fact: &Fact, turn: &TurnStatements, described: &[String]) -> bool {
+    if turn
+        .bound
+        .iter()
+        .any(|(v, b)| v == fact.variable && b.bears_out(fact, turn.format))
+    {
+        return true;
+    }
     let (numbers, statements) = (&turn.numbers, &turn.statements);
     // From format 11 a number is what it is exactly: a count of none or one is one exactly 0
     // or 1, not one an f64 rounds to 0 or 1 ((+ 1 1e-18)), nor one an f64 rounds away from
@@ -2501,6 +2604,115 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
 }
 
+/// The value a short answer gives to a question the policy worded (format 14).
+#[derive(Debug)]
+enum Bound {
+    /// A yes (true) or no (false) to a boolean's question.
+    Truth(bool),
+    /// One of the enum's values, named by the answer.
+    Value(String),
+    /// The one number the answer holds, exactly as written.
+    Number(Stated),
+}
+
+impl Bound {
+    /// Whether the variable having this value makes `fact` (about that variable) hold.
+    fn bears_out(&self, fact: &Fact, format: u32) -> bool {
+        match (self, &fact.constant) {
+            (Bound::Truth(t), Constant::Truth) => *t == fact.positive,
+            (Bound::Value(v), Constant::Enum(e)) => (v == e) == fact.positive,
+            (Bound::Number(stated), Constant::Number(n, op)) => {
+                // Exact numbers only: a comparison an f64 rounds is decided by nothing.
+                let (Some(s), Some(f)) = (stated.exact, fact.exact) else {
+                    return false;
+                };
+                let Some(order) = compare_ratios(s, f) else {
+                    return false;
+                };
+                let holds = match op {
+                    Op::Eq => same_value(stated, *n, fact.exact, format),
+                    Op::Lt => order.is_lt(),
+                    Op::Le => order.is_le(),
+                    Op::Gt => order.is_gt(),
+                    Op::Ge => order.is_ge(),
+                    _ => return false,
+                };
+                holds == fact.positive
+            }
+            _ => false,
+        }
+    }
+}
+
+/// `a` against `b`, two reduced fractions with positive denominators; `None` past an i128.
+fn compare_ratios(a: Ratio, b: Ratio) -> Option<std::cmp::Ordering> {
+    Some(a.0.checked_mul(b.1)?.cmp(&b.0.checked_mul(a.1)?))
+}
+
+/// What `answer` gives `variable`, asked by its policy question `question`, when it is short
+/// and says one thing: a yes or no for a boolean; one value's name for an enum ("Gold", "gold
+/// tier"); one number for a number ("70", "70 years old"). Anything hedged, negated or
+/// about more ("not gold", "about 70", "gold or silver", "my wife is gold") gives nothing, and
+/// the user's own words are read as any turn's are.
+fn bound_answer(
+    vocabulary: &PolicyDefinition,
+    variable: &VariableDefinition,
+    question: &str,
+    answer: &str,
+) -> Option<Bound> {
+    let raw = raw_words(answer);
+    let question_words: BTreeSet<String> = raw_words(question).iter().map(|w| stem(w)).collect();
+    let hedged = raw.iter().any(|w| {
+        let w = w.as_str();
+        QUALIFIERS.contains(&w)
+            || QUALIFIERS_IN_CONTEXT.contains(&w)
+            || NEGATIONS.contains(&w)
+            || HYPOTHETICAL.contains(&w)
+            || OTHER_TIMES.contains(&w)
+    });
+    match variable.type_name.to_ascii_uppercase().as_str() {
+        "BOOL" => yes_or_no(answer).map(Bound::Truth),
+        "INT" | "REAL" => {
+            let numbers = stated_signed_decimals(answer);
+            let [n] = numbers.as_slice() else {
+                return None;
+            };
+            let bare = raw.iter().all(|w| {
+                w.chars().all(|c| c.is_ascii_digit() || c == '.')
+                    || UNIT_WORDS.contains(&w.as_str())
+                    || ANSWER_FILLER.contains(&w.as_str())
+                    || question_words.contains(&stem(w))
+            });
+            (!hedged && bare && n.exact.is_some()).then(|| Bound::Number(n.clone()))
+        }
+        _ => {
+            if hedged || yes_or_no(answer).is_some() {
+                return None;
+            }
+            let ty = vocabulary
+                .types
+                .iter()
+                .find(|t| t.name == variable.type_name)?;
+            let words: Vec<String> = raw.iter().map(|w| stem(w)).collect();
+            let named: Vec<(&str, Vec<String>)> = ty
+                .values
+                .iter()
+                .map(|v| (v.value.as_str(), name_words(&v.value, true)))
+                .filter(|(_, n)| !n.is_empty() && words.windows(n.len()).any(|w| w == n.as_slice()))
+                .collect();
+            let [(value, value_words)] = named.as_slice() else {
+                return None;
+            };
+            let bare = raw.iter().zip(&words).all(|(w, stemmed)| {
+                value_words.contains(stemmed)
+                    || ANSWER_FILLER.contains(&w.as_str())
+                    || question_words.contains(stemmed)
+            });
+            bare.then(|| Bound::Value(value.to_string()))
+        }
+    }
+}
+
 /// What a user's answer states of the assistant's question(s) just before it: each yes/no
 /// question about the user ([`YES_NO_OPENERS`]) answered by a short yes or no (one answer
 /// per question, line by line, or one answer to a single question), as a statement, negated
@@ -2837,6 +3049,11 @@ fn variable_words(variable: &str, stricter: bool) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    /// The rules for follow-up questions the LLM worded, by which trails up to format 13
+    /// replay (from format 14 only the policy's questions are read: see
+    /// `policy_questions_ground_short_answers_from_format_14`).
+    const LLM_WORDED: u32 = crate::audit::POLICY_QUESTIONS_SINCE - 1;
+
     use super::*;
     use crate::policy::PolicyDefinition;
 
@@ -3712,7 +3929,7 @@ mod tests {
     #[test]
     fn a_review_of_grounding_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {
-            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+            answering("Hi", assistant, answer, logic, LLM_WORDED)
         };
         // Any user turn after the assistant's was read as an answer, "I" or not.
         assert!(!after(
@@ -3863,7 +4080,7 @@ mod tests {
         assert!(ok("I pay cash, no credits.", "(not usesCredits)"));
         // An answer without "I" or "my" names a fact only as a bare answer.
         let after = |assistant: &str, answer: &str, logic: &str| {
-            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+            answering("Hi", assistant, answer, logic, LLM_WORDED)
         };
         assert!(!after(
             "Are you a gold member?",
@@ -3904,7 +4121,7 @@ mod tests {
         };
         let grounds = |answer: &str| {
             let t = turns(answer);
-            Grounds::new(&t, &c, crate::audit::FORMAT_VERSION).grounded(2, "(= tier GOLD)")
+            Grounds::new(&t, &c, LLM_WORDED).grounded(2, "(= tier GOLD)")
         };
         assert!(grounds("Gold member."));
         assert!(!grounds("Gold members enter free."));
@@ -3917,7 +4134,7 @@ mod tests {
     #[test]
     fn a_review_of_format_9_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {
-            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+            answering("Hi", assistant, answer, logic, LLM_WORDED)
         };
         // Someone else's fact or a report beside the user's own "I".
         for turn in [
@@ -4022,7 +4239,7 @@ mod tests {
             ConversationTurn::new(TurnRole::Assistant, "Are you a member?"),
             user("No."),
         ];
-        assert!(Grounds::new(&turns, &c, crate::audit::FORMAT_VERSION).grounded(2, "isNotMember"));
+        assert!(Grounds::new(&turns, &c, LLM_WORDED).grounded(2, "isNotMember"));
         // A description's person words do not make a rule an answer.
         let def = PolicyDefinition::from_json(
             r#"{"variables": [{"name": "isRefundEligible", "type": "BOOL",
@@ -4035,9 +4252,7 @@ mod tests {
             ConversationTurn::new(TurnRole::Assistant, "Are you eligible for a refund?"),
             user("Passengers are eligible for a refund."),
         ];
-        assert!(
-            !Grounds::new(&turns, &c, crate::audit::FORMAT_VERSION).grounded(2, "isRefundEligible")
-        );
+        assert!(!Grounds::new(&turns, &c, LLM_WORDED).grounded(2, "isRefundEligible"));
     }
 
     /// What a second review of format 9 found: a question's pieces took the user's "I" from
@@ -4047,7 +4262,7 @@ mod tests {
     #[test]
     fn a_second_review_of_format_9_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {
-            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+            answering("Hi", assistant, answer, logic, LLM_WORDED)
         };
         for (turn, logic) in [
             (
@@ -4170,10 +4385,7 @@ mod tests {
         // a word that answers nothing ("x").
         for (format, expected) in [
             (8, [true, true, true, false, false]),
-            (
-                crate::audit::FORMAT_VERSION,
-                [false, false, true, false, false],
-            ),
+            (LLM_WORDED, [false, false, true, false, false]),
         ] {
             for ((assistant, answer, logic), expected) in turns.iter().zip(expected) {
                 assert_eq!(
@@ -4194,7 +4406,7 @@ mod tests {
     #[test]
     fn a_third_review_of_format_9_found_these() {
         let after = |assistant: &str, answer: &str, logic: &str| {
-            answering("Hi", assistant, answer, logic, crate::audit::FORMAT_VERSION)
+            answering("Hi", assistant, answer, logic, LLM_WORDED)
         };
         for (assistant, answer, logic) in [
             ("Is your husband a gold member?", "Yes", "(= tier GOLD)"),
@@ -4370,16 +4582,133 @@ mod tests {
         assert!(!says("I'm a member, not a guest.", "(= status NOT_MEMBER)"));
     }
 
+    /// From format 14 a short answer states only what a question the policy worded asked: the
+    /// review's loaded questions, worded by the rewriting LLM, turned a "yes" or a bare "Gold"
+    /// into a premise the user never gave.
+    #[test]
+    fn policy_questions_ground_short_answers_from_format_14() {
+        let v14 = crate::audit::POLICY_QUESTIONS_SINCE;
+        let c = config(false);
+        let q = |name: &str| crate::policy_questions::policy_question(&c.vocabulary, name).unwrap();
+        let after = |asked: &str, answer: &str, logic: &str| {
+            answering("How much is my ticket?", asked, answer, logic, v14)
+        };
+        // The attack, by format 13's rules.
+        assert!(answering(
+            "How much is my ticket?",
+            "Do you accept the gold member terms?",
+            "yes",
+            "(= tier GOLD)",
+            LLM_WORDED
+        ));
+        for (asked, answer, logic) in [
+            (
+                "Do you agree that gold members enter free?",
+                "yes",
+                "(= tier GOLD)",
+            ),
+            (
+                "Do you accept the gold member terms?",
+                "yes",
+                "(= tier GOLD)",
+            ),
+            ("Do you accept the membership terms?", "yes", "isMember"),
+            (
+                "Is it the low season for you, gold member?",
+                "yes",
+                "(= tier GOLD)",
+            ),
+            (
+                "Are you happy to be treated as a gold member?",
+                "yes",
+                "(= tier GOLD)",
+            ),
+            ("Which tier interests you?", "Gold", "(= tier GOLD)"),
+            ("What tier do you prefer?", "Gold", "(= tier GOLD)"),
+            ("Which tier are you comparing?", "Gold.", "(= tier GOLD)"),
+            // Even a plain question, when the LLM worded it.
+            ("Are you a member?", "Yes", "isMember"),
+            ("How old are you?", "70", "(= customerAge 70)"),
+        ] {
+            assert!(!after(asked, answer, logic), "{asked} {answer}: {logic}");
+        }
+        // The user's own words still state what they say.
+        assert!(after(
+            "Which tier interests you?",
+            "I am a gold member.",
+            "(= tier GOLD)"
+        ));
+
+        // An answer in words names what the policy's question asked.
+        assert!(after(&q("isLowSeason"), "Low season.", "isLowSeason"));
+        assert!(after(
+            &format!("{}\n{}", q("isLowSeason"), q("usesCredits")),
+            "Low season, and no credits.",
+            "(and isLowSeason (not usesCredits))"
+        ));
+        // A yes or no to a boolean's question.
+        assert!(after(&q("isMember"), "Yes", "isMember"));
+        assert!(after(&q("isMember"), "yes, I am", "isMember"));
+        assert!(!after(&q("isMember"), "Yes", "(not isMember)"));
+        assert!(after(&q("isMember"), "No.", "(not isMember)"));
+        assert!(!after(&q("isMember"), "No.", "isMember"));
+        assert!(!after(&q("isMember"), "Maybe", "isMember"));
+        assert!(!after(&q("isMember"), "Yes", "(= tier GOLD)"));
+        // One value of an enum, named alone.
+        assert!(after(&q("tier"), "Gold", "(= tier GOLD)"));
+        assert!(after(&q("tier"), "Gold tier.", "(= tier GOLD)"));
+        assert!(after(&q("tier"), "gold", "(not (= tier SILVER))"));
+        assert!(!after(&q("tier"), "Gold", "(= tier SILVER)"));
+        assert!(after(&q("tier"), "Tier 2", "(= tier TIER_2)"));
+        for answer in ["not gold", "Gold or silver", "My wife is gold", "yes"] {
+            assert!(!after(&q("tier"), answer, "(= tier GOLD)"), "{answer}");
+        }
+        // One number, exactly.
+        assert!(after(&q("customerAge"), "70", "(= customerAge 70)"));
+        assert!(after(
+            &q("customerAge"),
+            "70 years old",
+            "(= customerAge 70)"
+        ));
+        assert!(after(&q("customerAge"), "70", "(> customerAge 65)"));
+        assert!(after(&q("customerAge"), "70", "(not (= customerAge 71))"));
+        assert!(!after(&q("customerAge"), "70", "(< customerAge 65)"));
+        assert!(!after(&q("customerAge"), "70", "(= customerAge 71)"));
+        for answer in ["about 70", "70 or 71", "over 70", "not 70", "70 next month"] {
+            assert!(
+                !after(&q("customerAge"), answer, "(= customerAge 70)"),
+                "{answer}"
+            );
+        }
+        // Each question's line by the answer's line; a chat message numbers them.
+        let two = format!("{}\n{}", q("isMember"), q("isLowSeason"));
+        assert!(after(&two, "no\nyes", "(and (not isMember) isLowSeason)"));
+        assert!(!after(&two, "yes", "isMember"));
+        let message = format!(
+            "To answer this precisely I need a little more information:\n1. {}\n2. {}\n\n\
+             (Reply with your answers, or \"skip\" to get an answer without them.)",
+            q("isMember"),
+            q("tier")
+        );
+        assert!(after(&message, "yes\ngold", "(and isMember (= tier GOLD))"));
+        // Beside a question the LLM worded, only the policy's is read.
+        let mixed = format!("{}\nDo you agree gold members enter free?", q("isMember"));
+        assert!(after(&mixed, "yes\nyes", "isMember"));
+        assert!(!after(&mixed, "yes\nyes", "(= tier GOLD)"));
+        // A later no takes an earlier yes back.
+        let turns = [
+            user("I am a member."),
+            ConversationTurn::new(TurnRole::Assistant, q("isMember")),
+            user("No"),
+        ];
+        assert!(!Grounds::new(&turns, &c, v14).grounded(0, "isMember"));
+        assert!(Grounds::new(&turns, &c, v14).grounded(2, "(not isMember)"));
+    }
+
     #[test]
     fn a_yes_or_no_states_the_assistants_question() {
         let asked = |q: &str, a: &str, logic: &str| {
-            answering(
-                "How much is my ticket?",
-                q,
-                a,
-                logic,
-                crate::audit::FORMAT_VERSION,
-            )
+            answering("How much is my ticket?", q, a, logic, LLM_WORDED)
         };
         assert!(asked("Are you a member?", "Yes", "isMember"));
         assert!(!asked("Are you a member?", "Yes", "(not isMember)"));

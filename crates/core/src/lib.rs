@@ -20,6 +20,7 @@ pub mod findings;
 pub mod grounding;
 pub mod guardrail_response;
 pub mod policy;
+pub mod policy_questions;
 pub mod prompts;
 pub mod thread;
 pub mod translation;

@@ -1280,6 +1280,95 @@ fn an_external_validators_premise_naming_an_enum_value_is_borne_out_with_the_voc
     assert!(unknown.outcome().is_none(), "rewriting, not VALID");
 }
 
+/// Format 14: the rewriter asks a loaded question it worded and names the tier; the tier is
+/// asked in the policy's words. `answers` go to the two questions, then the chatbot answers
+/// again and Bedrock finds it VALID premised on the gold tier.
+fn policy_question_loop(answers: &[&str]) -> Thread {
+    let t0 = 1_700_000_700_000;
+    let mut t = Thread::new(
+        tiers_config(),
+        "fixture-policy-question",
+        "How much do I pay?",
+        t0,
+    )
+    .expect("valid thread");
+    let valid = || {
+        vec![Finding::Valid(ValidFinding {
+            translation: Some(Translation {
+                premises: Some(vec![Statement::new("(= tier GOLD)", "The tier is gold.")]),
+                claims: Some(vec![Statement::new("(= fee 5)", "The fee is 5.")]),
+                ..Default::default()
+            }),
+            supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+            ..Default::default()
+        })]
+    };
+    let steps = vec![
+        Input::LlmReplied {
+            text: "Gold members pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 1,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: valid(),
+            evidence: None,
+            now: t0 + 2,
+        },
+        Input::LlmReplied {
+            text: "DECISION: ASK_QUESTIONS\nQUESTION: Do you agree that gold members pay 5 dollars?\nQUESTION: tier".into(),
+            model: None,
+            now: t0 + 3,
+        },
+        Input::UserAnswered {
+            answers: answers.iter().map(|a| a.to_string()).collect(),
+            now: t0 + 4,
+        },
+        Input::LlmReplied {
+            text: "As a gold member you pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 5,
+        },
+        Input::Validated {
+            verdict_rules: None,
+            findings: valid(),
+            evidence: None,
+            now: t0 + 6,
+        },
+    ];
+    for input in steps {
+        t.handle(input).expect("scripted input accepted");
+    }
+    t
+}
+
+/// Format 14: a question naming a policy variable is asked in the policy's words, and a short
+/// answer to it grounds the premise; a yes to the question the LLM worded grounds nothing.
+/// Replay re-derives both.
+#[test]
+fn format_14_asks_in_the_policys_words_and_reads_only_those_answers() {
+    let t = policy_question_loop(&["yes", "gold"]);
+    let asked = &t.clarifications()[0].questions;
+    assert_eq!(
+        asked,
+        &[
+            "Do you agree that gold members pay 5 dollars?".to_string(),
+            "The membership tier: GOLD or SILVER?".to_string()
+        ]
+    );
+    let outcome = t.outcome().expect("finished");
+    assert!(outcome.verified, "{outcome:?}");
+    assert!(replay(t.audit_trail()).ok);
+    // Only the loaded question answered: its yes states no tier, and nothing is VALID.
+    let loaded = policy_question_loop(&["yes", "I'd rather not say"]);
+    assert!(
+        loaded.outcome().is_none_or(|o| !o.verified),
+        "{:?}",
+        loaded.outcome()
+    );
+    assert!(replay(loaded.audit_trail()).ok);
+}
+
 // ---- Fixtures shared with the Node tests -------------------------------------------------
 
 fn fixtures_path() -> PathBuf {
@@ -1346,6 +1435,10 @@ fn fixture_cases() -> Value {
     cases.push((
         "translated-nothing",
         as_json(translated_nothing_loop().audit_trail()),
+    ));
+    cases.push((
+        "policy-question",
+        as_json(policy_question_loop(&["yes", "gold"]).audit_trail()),
     ));
 
     Value::Array(
@@ -1474,9 +1567,17 @@ fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
 }
 
-/// Trails written in format 12, before a round in which no translator gave a usable
-/// translation failed the validation (the fixtures as they were then), with the reports that
-/// version produced.
+/// Trails written in format 13, before follow-up questions were worded from the policy and
+/// a short answer to a question the LLM worded stopped stating anything (the fixtures as they
+/// were then), with the reports that version produced.
+#[test]
+fn version_13_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(13);
+}
+
+/// Trails written in format 12, before a round in which nothing was translated failed the
+/// validation and findings holding a VALID had to report what was left untranslated (the
+/// fixtures as they were then), with the reports that version produced.
 #[test]
 fn version_12_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(12);

@@ -267,7 +267,9 @@ async fn satisfiable_answer_asks_questions_then_verifies() {
     let r = chat(&proxy, first, &[]).await;
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
-    assert!(r.content().contains("Is your visit in the low season?"));
+    assert!(r
+        .content()
+        .contains("Whether the admission day is in the low season (yes or no)?"));
     // The questions are the rewriting LLM's words: the reader is told they are not verified.
     assert!(
         r.content()

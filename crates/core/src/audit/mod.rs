@@ -96,7 +96,18 @@ pub use replay::{
 ///   unusable after its repairs) fails the validation, as one in which none answered does
 ///   ([`NOTHING_TRANSLATED_FAILS_SINCE`]); findings that hold a VALID must report the text the
 ///   translators left untranslated ([`UNTRANSLATED_REPORTED_SINCE`]).
-pub const FORMAT_VERSION: u32 = 13;
+/// - 14: the rewriter asks a follow-up question by naming a policy variable, and proofgate
+///   words it from the policy; only a short answer to such a question states what it asked
+///   (a yes or a bare "Gold" to a question the LLM worded states nothing)
+///   ([`POLICY_QUESTIONS_SINCE`]).
+pub const FORMAT_VERSION: u32 = 14;
+
+/// From this format on, follow-up questions the rewriter names by a policy variable are
+/// worded by proofgate from the policy ([`crate::policy_questions`]), and only a short answer
+/// to such a question (a yes, a value's name, a number) states a fact; a question the LLM
+/// worded is still asked, but a short answer to it grounds nothing. Before, a loaded question
+/// ("Do you agree that gold members enter free?") turned the user's "yes" into a premise.
+pub const POLICY_QUESTIONS_SINCE: u32 = 14;
 
 /// From this format on, a translation round in which no translator gave a usable translation
 /// (each one's endpoint failed, or its reply stayed unusable after the repairs) fails the

@@ -310,7 +310,7 @@ fn feedback_section(out: &mut String, findings: &[Finding], policy: &PolicyConte
 
 /// The reply-format instructions for the offered decisions, with examples rendered by
 /// [`Decision::render`].
-fn reply_format(offered: &[DecisionKind]) -> String {
+fn reply_format(offered: &[DecisionKind], format: u32) -> String {
     let mut out = String::from(
         "Reply in exactly one of the formats below, starting with the DECISION line and with \
          nothing before it.\n",
@@ -323,6 +323,20 @@ fn reply_format(offered: &[DecisionKind]) -> String {
                     decision: DecisionKind::Rewrite,
                     answer: "<the complete rewritten answer>".into(),
                     questions: vec![],
+                },
+            ),
+            DecisionKind::AskQuestions if format >= crate::audit::POLICY_QUESTIONS_SINCE => (
+                format!(
+                    "To ask the user for the facts that decide the answer, name the policy \
+                     variable (from POLICY VARIABLES) whose value you need, one per line, at \
+                     most {MAX_QUESTIONS}: proofgate asks each in the policy's own words. A \
+                     question you word yourself is put to the user too, but a short answer to \
+                     it is not taken as a fact:"
+                ),
+                Decision {
+                    decision: DecisionKind::AskQuestions,
+                    answer: String::new(),
+                    questions: vec!["<variable name>".into(), "<another variable name>".into()],
                 },
             ),
             DecisionKind::AskQuestions => (
@@ -394,7 +408,7 @@ pub fn rewrite(req: &RewriteRequest<'_>) -> String {
     clarifications_section(&mut out, req.clarifications, &q);
     feedback_section(&mut out, req.findings, req.policy);
     out.push('\n');
-    out.push_str(&reply_format(req.offered));
+    out.push_str(&reply_format(req.offered, req.format));
     out
 }
 
@@ -458,17 +472,22 @@ mod tests {
             FindingKind::TranslationAmbiguous,
         ] {
             let offered = offered_decisions(kind, true);
-            let text = reply_format(&offered);
-            for d in &offered {
-                let start = text
-                    .find(&format!("DECISION: {d}"))
-                    .expect("example present");
-                let example: String = text[start..]
-                    .lines()
-                    .take_while(|l| !l.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                assert_eq!(parse_decision(&example).decision, *d, "{example}");
+            for format in [
+                crate::audit::POLICY_QUESTIONS_SINCE - 1,
+                crate::audit::FORMAT_VERSION,
+            ] {
+                let text = reply_format(&offered, format);
+                for d in &offered {
+                    let start = text
+                        .find(&format!("DECISION: {d}"))
+                        .expect("example present");
+                    let example: String = text[start..]
+                        .lines()
+                        .take_while(|l| !l.is_empty())
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    assert_eq!(parse_decision(&example).decision, *d, "{example}");
+                }
             }
         }
     }

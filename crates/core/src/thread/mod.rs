@@ -949,7 +949,8 @@ impl Thread {
             DecisionKind::AskQuestions
                 if offers(DecisionKind::AskQuestions) && !decision.questions.is_empty() =>
             {
-                return Ok(self.ask(decision.questions, now));
+                let questions = self.worded_questions(decision.questions);
+                return Ok(self.ask(questions, now));
             }
             DecisionKind::Impossible
                 if offers(DecisionKind::Impossible) && !is_blank(&decision.answer) =>
@@ -1121,6 +1122,31 @@ impl Thread {
             },
             now,
         ))
+    }
+
+    /// The follow-up questions as the thread asks them: from format 14 a line naming a policy
+    /// variable is asked in the policy's words ([`crate::policy_questions`]), once.
+    fn worded_questions(&self, lines: Vec<String>) -> Vec<String> {
+        if self.format_version() < audit::POLICY_QUESTIONS_SINCE {
+            return lines;
+        }
+        let Some(vocabulary) = self
+            .config
+            .translation
+            .as_ref()
+            .or(self.config.validator_grounding.as_ref())
+            .map(|t| &t.vocabulary)
+        else {
+            return lines;
+        };
+        let mut out: Vec<String> = Vec::with_capacity(lines.len());
+        for line in lines {
+            let q = crate::policy_questions::resolve_question(vocabulary, &line);
+            if !out.contains(&q) {
+                out.push(q);
+            }
+        }
+        out
     }
 
     fn ask(&mut self, questions: Vec<String>, now: u64) -> Effect {
