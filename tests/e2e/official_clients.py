@@ -108,6 +108,17 @@ except botocore.exceptions.ClientError as e:
     assert "`image`" in e.response["Error"]["Message"], e.response
 print("boto3 apply_guardrail: an image block refused with ValidationException")
 
+# Text that shows otherwise than it reads (a right-to-left override) is refused, not checked.
+try:
+    keyed.apply_guardrail(guardrailIdentifier="local", guardrailVersion="1", source="OUTPUT",
+                          content=[{"text": {"text": "Seniors pay $\u202e05\u202c.",
+                                             "qualifiers": ["guard_content"]}}])
+    raise AssertionError("a bidirectional control must be refused")
+except botocore.exceptions.ClientError as e:
+    assert e.response["Error"]["Code"] == "ValidationException", e.response
+    assert "bidirectional control" in e.response["Error"]["Message"], e.response
+print("boto3 apply_guardrail: a bidirectional control refused with ValidationException")
+
 if len(sys.argv) > 2:
     # The guard's limits in AWS's shape, as boto3 reads them (its own retries off, so each
     # refusal is seen as sent).

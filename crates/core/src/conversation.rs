@@ -4,7 +4,7 @@
 //! turn it came from. From audit format 4 that trace is a rule, not a note: a premise that no
 //! user, system or tool turn stated is checked as a claim ([`ground_premises`]).
 
-use crate::findings::{Finding, SatisfiableFinding, Statement, Translation};
+use crate::findings::{ContradictionFinding, Finding, SatisfiableFinding, Statement, Translation};
 use crate::translation::{TranslationConfig, TranslatorOutput};
 use serde::{Deserialize, Serialize};
 
@@ -454,10 +454,23 @@ pub fn ground_premises(
 /// validator's VALID it was made from.
 pub const UNGROUNDED_VALID: &str = "ungroundedValid";
 
+/// The member of an INVALID finding made from an external validator's IMPOSSIBLE whose
+/// premises no turn bears out (audit format 14), holding that IMPOSSIBLE as it came.
+pub const UNGROUNDED_IMPOSSIBLE: &str = "ungroundedImpossible";
+
 /// The finding a validator returned for `finding` as an outcome record holds it: the VALID a
 /// SATISFIABLE made by [`ground_validator_findings`] came from, else the finding itself. An
 /// audit re-checks that, as the validator's word; the move itself is replay's to confirm.
 pub fn validator_finding(finding: &Finding) -> std::borrow::Cow<'_, Finding> {
+    if let Finding::Invalid(f) = finding {
+        if let Some(impossible) = f
+            .extra
+            .get(UNGROUNDED_IMPOSSIBLE)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+        {
+            return std::borrow::Cow::Owned(Finding::Impossible(impossible));
+        }
+    }
     if let Finding::Satisfiable(f) = finding {
         if let Some(valid) = f
             .extra
@@ -539,6 +552,41 @@ pub fn ground_validator_findings(
                     claims_true_scenario: valid.claims_true_scenario,
                     claims_false_scenario: None,
                     logic_warning: valid.logic_warning,
+                    extra,
+                })
+            }
+            // Premises the answer supplied that contradict the policy: the answer states
+            // what cannot hold, which is INVALID, not "the facts given contradict the policy".
+            Finding::Impossible(impossible)
+                if format >= crate::audit::UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE
+                    && impossible
+                        .translation
+                        .as_ref()
+                        .is_some_and(|t| !t.premises().iter().all(&grounded)) =>
+            {
+                let translation = impossible.translation.clone().map(|t| {
+                    let (stated, unstated): (Vec<Statement>, Vec<Statement>) =
+                        t.premises().iter().cloned().partition(|p| grounded(p));
+                    Translation {
+                        premises: Some(stated),
+                        claims: Some(
+                            unstated
+                                .into_iter()
+                                .chain(t.claims().iter().cloned())
+                                .collect(),
+                        ),
+                        ..t
+                    }
+                });
+                let mut extra = impossible.extra.clone();
+                extra.insert(
+                    UNGROUNDED_IMPOSSIBLE.into(),
+                    serde_json::to_value(&impossible).unwrap_or_default(),
+                );
+                Finding::Invalid(ContradictionFinding {
+                    translation,
+                    contradicting_rules: impossible.contradicting_rules.clone(),
+                    logic_warning: impossible.logic_warning.clone(),
                     extra,
                 })
             }
@@ -699,6 +747,54 @@ mod tests {
         let invalid = Finding::Invalid(Default::default());
         let out = ground_validator_findings(&conversation, vec![invalid.clone()], format, &config);
         assert_eq!(out, vec![invalid]);
+    }
+
+    /// Format 14: an external validator's IMPOSSIBLE resting on premises the answer supplied
+    /// (a review's "10-year-old senior of 70" to a user who gave no age) is INVALID, those
+    /// premises among its claims, and an audit still reads the validator's IMPOSSIBLE.
+    #[test]
+    fn an_external_validators_impossible_on_the_answers_own_premises_is_invalid() {
+        use crate::findings::{ContradictionFinding, Rule};
+        let impossible = || {
+            Finding::Impossible(ContradictionFinding {
+                translation: Some(Translation {
+                    premises: Some(vec![
+                        statement("(= customerAge 10)", "The visitor is 10"),
+                        statement("(= customerAge 70)", "The visitor is 70"),
+                    ]),
+                    claims: Some(vec![statement("(= fee 500)", "A refund of $500")]),
+                    ..Default::default()
+                }),
+                contradicting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })
+        };
+        let config = TranslationConfig::new(&Default::default(), 1, 0, 1.0);
+        let asked = vec![ConversationTurn::new(TurnRole::User, "How much do I pay?")];
+        let format = crate::audit::UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE;
+        let out = ground_validator_findings(&asked, vec![impossible()], format, &config);
+        let [Finding::Invalid(f)] = &out[..] else {
+            panic!("{out:?}");
+        };
+        let t = f.translation.as_ref().unwrap();
+        assert!(t.premises().is_empty());
+        assert_eq!(t.claims().len(), 3);
+        assert_eq!(
+            f.contradicting_rules.as_ref().unwrap()[0]
+                .identifier
+                .as_deref(),
+            Some("R1")
+        );
+        assert_eq!(validator_finding(&out[0]).into_owned(), impossible());
+        // Format 13 kept it IMPOSSIBLE; premises the user gave keep it so.
+        let before = ground_validator_findings(&asked, vec![impossible()], format - 1, &config);
+        assert_eq!(before, vec![impossible()]);
+        let said = vec![ConversationTurn::new(
+            TurnRole::User,
+            "I am 10 and I am 70. How much do I pay?",
+        )];
+        let kept = ground_validator_findings(&said, vec![impossible()], format, &config);
+        assert_eq!(kept, vec![impossible()]);
     }
 
     /// A review's case: a validator's premise is asked of every turn, and each turn that

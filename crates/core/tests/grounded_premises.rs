@@ -215,9 +215,11 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
         })
         .unwrap();
     assert!(matches!(effect, Effect::CallLlm { .. }), "{effect:?}");
+    // From format 14 the rewriter names the variable, and the thread asks it in the
+    // policy's words.
     let effect = t
         .handle(Input::LlmReplied {
-            text: "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?".into(),
+            text: "DECISION: ASK_QUESTIONS\nQUESTION: isLowSeason".into(),
             model: None,
             now: 1_700_000_000_003,
         })
@@ -239,7 +241,7 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
     for p in prompts(&effect) {
         let turns = conversation_in(&p);
         assert_eq!(turns[1]["role"], "assistant");
-        assert_eq!(turns[1]["text"], "Is your visit in the low season?");
+        assert_eq!(turns[1]["text"], "Low season (yes or no)?");
         assert_eq!(
             (turns[2]["turn"].as_u64(), turns[2]["role"].as_str()),
             (Some(3), Some("user"))
@@ -275,14 +277,27 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
 
 /// Format 7: a bare "Yes" or "No" to the follow-up question states that question (or its
 /// negation), so the premise it answers holds, with its polarity; a translator that turns a
-/// "No" into the fact is checked as a claim.
+/// "No" into the fact is checked as a claim. From format 14 only a question the policy worded
+/// (the rewriter names its variable): a yes to the rewriter's own wording states nothing.
 #[test]
 fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
-    for (answer, premise, kept) in [
-        ("Yes", "isLowSeason", true),
-        ("No", "(not isLowSeason)", true),
-        ("No", "isLowSeason", false),
-        ("Perhaps", "isLowSeason", false),
+    for (question, answer, premise, kept) in [
+        ("isLowSeason", "Yes", "isLowSeason", true),
+        ("isLowSeason", "No", "(not isLowSeason)", true),
+        ("isLowSeason", "No", "isLowSeason", false),
+        ("isLowSeason", "Perhaps", "isLowSeason", false),
+        (
+            "Is your visit in the low season?",
+            "Yes",
+            "isLowSeason",
+            false,
+        ),
+        (
+            "Is your visit in the low season?",
+            "No",
+            "(not isLowSeason)",
+            false,
+        ),
     ] {
         let mut t = thread("I am 70. How much is my ticket?", "You pay 5 dollars.");
         t.start();
@@ -298,7 +313,7 @@ fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
         })
         .unwrap();
         t.handle(Input::LlmReplied {
-            text: "DECISION: ASK_QUESTIONS\nQUESTION: Is your visit in the low season?".into(),
+            text: format!("DECISION: ASK_QUESTIONS\nQUESTION: {question}"),
             model: None,
             now: 1_700_000_000_003,
         })
@@ -327,7 +342,11 @@ fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
         } else {
             vec!["(= age 70)"]
         };
-        assert_eq!(logic(&pair.premises), want, "{answer}: {premise}");
+        assert_eq!(
+            logic(&pair.premises),
+            want,
+            "{question} {answer}: {premise}"
+        );
     }
 }
 

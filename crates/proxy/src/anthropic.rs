@@ -276,6 +276,7 @@ pub fn completion_from_message(message: &Value) -> Value {
     let finish = match message.get("stop_reason").and_then(Value::as_str) {
         Some("tool_use") => "tool_calls",
         Some("max_tokens") => "length",
+        Some("refusal") => "content_filter",
         _ => "stop",
     };
     let usage = message.get("usage");
@@ -400,11 +401,16 @@ pub fn chat_from_request(req: &Value) -> Value {
             .iter()
             .filter(|t| t.get("input_schema").is_some())
             .map(|t| {
-                json!({"type": "function", "function": {
+                let mut f = json!({
                     "name": t.get("name").cloned().unwrap_or(json!("")),
                     "description": t.get("description").cloned().unwrap_or(json!("")),
                     "parameters": t.get("input_schema").cloned().unwrap_or(json!({})),
-                }})
+                });
+                // Schema-enforced arguments stay enforced.
+                if let Some(strict) = t.get("strict").filter(|s| s.is_boolean()) {
+                    f["strict"] = strict.clone();
+                }
+                json!({"type": "function", "function": f})
             })
             .collect();
         if !tools.is_empty() {
@@ -421,9 +427,31 @@ pub fn chat_from_request(req: &Value) -> Value {
             _ => json!("auto"),
         };
         out.insert("tool_choice".into(), c);
+        if choice.get("disable_parallel_tool_use") == Some(&json!(true)) {
+            out.insert("parallel_tool_calls".into(), json!(false));
+        }
     }
     Value::Object(out)
 }
+
+/// The members of a Messages API request that carry over to Chat Completions (or, as
+/// `service_tier`, change nothing of the answer); `thinking` and `top_k` are refused below.
+const MESSAGES_FIELDS: &[&str] = &[
+    "model",
+    "messages",
+    "system",
+    "max_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stream",
+    "stop_sequences",
+    "metadata",
+    "tools",
+    "tool_choice",
+    "thinking",
+    "service_tier",
+];
 
 /// What a Messages API request holds that proofgate cannot carry to the upstream or verify, if
 /// anything: content blocks other than text, tool use and tool results (images, documents),
@@ -431,6 +459,20 @@ pub fn chat_from_request(req: &Value) -> Value {
 /// Dropped silently, the app would get an answer made without them; refused with a 400
 /// naming them instead.
 pub fn unsupported_in_request(req: &Value) -> Option<String> {
+    // A member not known to carry over or to leave the answer alone (`output_format`,
+    // `mcp_servers`, `container`, ...) is refused, not dropped: the answer would be made
+    // without it (a review found structured output and remote tools dropped so).
+    if let Some(name) = req
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !MESSAGES_FIELDS.contains(&k.as_str())))
+    {
+        return Some(format!(
+            "`{}` is not supported: proofgate calls the upstream with Chat Completions' \
+             parameters and verifies text, and an answer made without it would not be what was \
+             asked for; send the request without it",
+            crate::http_body::truncate(name, 100)
+        ));
+    }
     // Refused, not dropped: the client would get an answer made without what it asked for.
     if let Some(t) = req.get("thinking").filter(|t| !t.is_null()) {
         if t.get("type").and_then(Value::as_str) != Some("disabled") {

@@ -355,6 +355,7 @@ impl App {
             translation: match &validator {
                 Validator::Local(v) => Some(proofgate_core::translation::TranslationConfig {
                     system_prompt_facts: config.validator.system_prompt_facts,
+                    tool_result_facts: config.validator.tool_result_facts,
                     ..v.translation_config().clone()
                 }),
                 #[cfg(feature = "bedrock")]
@@ -369,6 +370,7 @@ impl App {
                 (Validator::Bedrock(_), Some(policy)) => {
                     Some(proofgate_core::translation::TranslationConfig {
                         system_prompt_facts: config.validator.system_prompt_facts,
+                        tool_result_facts: config.validator.tool_result_facts,
                         ..proofgate_core::translation::TranslationConfig::new(
                             policy.definition(),
                             1,
@@ -1385,11 +1387,19 @@ async fn checked_trail(app: &App, thread_id: &str) -> Result<Vec<Value>, String>
 }
 
 /// When a thread was last active by its trail (its last record's `at`, under the hash chain
-/// and the signed head), once the trail passes the checks a view makes; `None` for a thread
-/// with no record. Retention goes by this, not by the unsigned `updated_at` and `status`.
-pub async fn signed_last_activity(app: &App, thread_id: &str) -> Result<Option<u64>, String> {
+/// and the signed head), and whether that record ended it, once the trail passes the checks a
+/// view makes; `None` for a thread with no record. Retention goes by this, not by the unsigned
+/// `updated_at` and `status`.
+pub async fn signed_last_activity(
+    app: &App,
+    thread_id: &str,
+) -> Result<Option<(u64, bool)>, String> {
     let trail = checked_trail(app, thread_id).await?;
-    Ok(trail.last().and_then(|r| r["at"].as_u64()))
+    Ok(trail.last().and_then(|r| {
+        let ended = serde_json::from_value::<proofgate_core::audit::RecordKind>(r["kind"].clone())
+            .is_ok_and(|k| k.is_final());
+        r["at"].as_u64().map(|at| (at, ended))
+    }))
 }
 
 /// The owner stored beside a thread, which decides who may read and continue it, must be the

@@ -522,6 +522,12 @@ pub struct ValidatorConfig {
     /// premises the user never gave, proving answers VALID that should have asked.
     #[serde(default)]
     pub system_prompt_facts: bool,
+    /// Whether tools' results state facts that may be premises (a CRM lookup's
+    /// `{"customer_age": 70}`; never their first-person prose, audit format 14). On by
+    /// default; turn it off when the app's tools bring in text written elsewhere (web pages,
+    /// documents, emails), whose author could state any fact about the user.
+    #[serde(default = "default_true")]
+    pub tool_result_facts: bool,
     /// Threads that run Z3 checks, each with its own Z3 context (about 20 MB once used).
     /// Default: one per core (see [`ValidatorConfig::reasoner_workers`]).
     #[serde(default, rename = "reasoner_workers")]
@@ -549,6 +555,7 @@ impl Default for ValidatorConfig {
             solver_timeout_ms: default_solver_timeout_ms(),
             repair_attempts: default_repair_attempts(),
             system_prompt_facts: false,
+            tool_result_facts: true,
             reasoner_workers_setting: None,
             reasoner_idle_secs: default_reasoner_idle_secs(),
             bedrock: None,

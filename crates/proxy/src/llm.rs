@@ -583,9 +583,22 @@ impl LlmClient {
 
 /// `choices[0].message.content` of a chat completion.
 pub fn completion_text(body: &Value) -> Option<String> {
-    body.pointer("/choices/0/message/content")
-        .and_then(Value::as_str)
-        .map(str::to_string)
+    match body.pointer("/choices/0/message/content")? {
+        Value::String(s) => Some(s.clone()),
+        // Some OpenAI-compatible servers answer with a list of parts: text parts only are
+        // text (any other part, an image or audio, is not an answer this checks).
+        Value::Array(parts) if !parts.is_empty() => parts
+            .iter()
+            .map(
+                |p| match (p.get("type").and_then(Value::as_str), p.get("text")) {
+                    (Some("text"), Some(Value::String(t))) => Some(t.as_str()),
+                    _ => None,
+                },
+            )
+            .collect::<Option<Vec<&str>>>()
+            .map(|t| t.concat()),
+        _ => None,
+    }
 }
 
 /// A minimal OpenAI chat completion body.
@@ -736,6 +749,28 @@ pub const REWRITER_KEEPS: &[&str] = &[
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reply whose content is a list of text parts (some OpenAI-compatible servers) is its
+    /// text; a list with any other part is no text (it was a 502 either way before).
+    #[test]
+    fn a_content_of_text_parts_is_its_text() {
+        let reply = |content: Value| json!({"choices": [{"message": {"content": content}}]});
+        assert_eq!(completion_text(&reply(json!("a"))).as_deref(), Some("a"));
+        assert_eq!(
+            completion_text(&reply(json!([{"type": "text", "text": "As a "},
+                                          {"type": "text", "text": "senior."}])))
+            .as_deref(),
+            Some("As a senior.")
+        );
+        for content in [
+            json!([{"type": "text", "text": "a"}, {"type": "image_url", "image_url": {}}]),
+            json!([]),
+            json!(null),
+            json!([{"type": "text"}]),
+        ] {
+            assert_eq!(completion_text(&reply(content.clone())), None, "{content}");
+        }
+    }
 
     #[test]
     fn a_rewriter_of_another_model_gets_none_of_the_apps_parameters() {

@@ -810,7 +810,11 @@ pub fn completion_events(completion: &Value) -> Vec<String> {
             Value::Null,
         ));
     }
-    let mut last = chunk(json!({}), json!("stop"));
+    let finish = completion
+        .pointer("/choices/0/finish_reason")
+        .cloned()
+        .unwrap_or(json!("stop"));
+    let mut last = chunk(json!({}), finish);
     if let Some(p) = completion.get("proofgate") {
         last["proofgate"] = p.clone();
     }
@@ -1060,6 +1064,67 @@ mod tests {
             {"role": "user", "content": "hi"}, {"role": "system", "content": "x"}]}))
         .unwrap();
         assert!(r.starts_with("messages[1] has role `system`"), "{r}");
+    }
+
+    /// A review's requests: members that change the answer were dropped without a word
+    /// (structured output, remote tools, a stored conversation, logprobs); they are refused
+    /// naming them, and what maps carries over (strict tools, one call at a time, verbosity).
+    #[test]
+    fn request_members_that_do_not_carry_over_are_refused_and_the_rest_map() {
+        use crate::{anthropic, responses};
+        let messages = |extra: Value| {
+            let mut body = json!({"model": "m", "max_tokens": 9, "service_tier": "auto",
+                                  "messages": [{"role": "user", "content": "hi"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            body
+        };
+        assert!(anthropic::unsupported_in_request(&messages(json!({}))).is_none());
+        for field in ["output_format", "mcp_servers", "container"] {
+            let r = anthropic::unsupported_in_request(&messages(json!({field: {}}))).unwrap();
+            assert!(r.starts_with(&format!("`{field}` is not supported")), "{r}");
+        }
+        let body = messages(json!({
+            "tools": [{"name": "f", "input_schema": {}, "strict": true}],
+            "tool_choice": {"type": "auto", "disable_parallel_tool_use": true}}));
+        let chat = anthropic::chat_from_request(&body);
+        assert_eq!(chat["tools"][0]["function"]["strict"], true, "{chat}");
+        assert_eq!(chat["parallel_tool_calls"], false, "{chat}");
+
+        let request = |extra: Value| {
+            let mut body = json!({"model": "m", "input": "hi", "store": false});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            body
+        };
+        assert!(responses::unsupported_in_request(&request(json!({"include": []}))).is_none());
+        for (extra, says) in [
+            (
+                json!({"previous_response_id": "resp_1"}),
+                "`previous_response_id`",
+            ),
+            (json!({"max_tool_calls": 1}), "`max_tool_calls`"),
+            (json!({"top_logprobs": 3}), "`top_logprobs`"),
+            (
+                json!({"include": ["message.output_text.logprobs"]}),
+                "`include`",
+            ),
+            (
+                json!({"text": {"verbosity": "low", "stop": 1}}),
+                "text.stop",
+            ),
+        ] {
+            let r = responses::unsupported_in_request(&request(extra.clone())).unwrap();
+            assert!(r.contains(says), "{extra}: {r}");
+        }
+        let body = request(json!({"text": {"verbosity": "low"},
+            "tools": [{"type": "function", "name": "f", "parameters": {}, "strict": true}]}));
+        assert!(responses::unsupported_in_request(&body).is_none());
+        let chat = responses::chat_from_request(&body);
+        assert_eq!(chat["verbosity"], "low", "{chat}");
+        assert_eq!(chat["tools"][0]["function"]["strict"], true, "{chat}");
     }
 
     #[test]

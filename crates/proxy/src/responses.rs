@@ -29,6 +29,36 @@ fn content_text(content: &Value) -> String {
     }
 }
 
+/// The members of a Responses API request that carry over to Chat Completions, or change
+/// nothing of the answer (`store`, `metadata`, `service_tier`, `truncation`,
+/// `prompt_cache_key`, `stream_options`); `conversation`, `prompt`, `include` and `text` are
+/// checked below.
+const RESPONSES_FIELDS: &[&str] = &[
+    "model",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "stream",
+    "stream_options",
+    "user",
+    "safety_identifier",
+    "parallel_tool_calls",
+    "reasoning",
+    "tools",
+    "tool_choice",
+    "text",
+    "metadata",
+    "store",
+    "service_tier",
+    "truncation",
+    "prompt_cache_key",
+    "include",
+    "conversation",
+    "prompt",
+];
+
 /// What a Responses API request asks for that proofgate cannot carry to the upstream (which
 /// it calls with Chat Completions) or verify, if anything: dropped silently, the app would
 /// get an answer made without it. Refused with a 400 naming it instead.
@@ -47,6 +77,39 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
                  `input` (the answer is verified against the turns the request holds)"
             ));
         }
+    }
+    // A member not known to carry over or to leave the answer alone (`previous_response_id`,
+    // `max_tool_calls`, `top_logprobs`, `background`, ...) is refused, not dropped (a review
+    // found several dropped so).
+    if let Some(name) = req
+        .as_object()
+        .and_then(|o| o.keys().find(|k| !RESPONSES_FIELDS.contains(&k.as_str())))
+    {
+        return Some(format!(
+            "`{}` is not supported: proofgate calls the upstream with Chat Completions and \
+             verifies text, and an answer made without it would not be what was asked for; \
+             send the request without it",
+            crate::http_body::truncate(name, 100)
+        ));
+    }
+    if req
+        .get("include")
+        .is_some_and(|i| !i.is_null() && i.as_array().is_none_or(|a| !a.is_empty()))
+    {
+        return Some(
+            "`include` is not supported: nothing of the upstream's reply but the verified text \
+             goes out (no logprobs, reasoning or tool sources); send it empty or leave it out"
+                .into(),
+        );
+    }
+    if let Some(name) = req.get("text").and_then(Value::as_object).and_then(|t| {
+        t.keys()
+            .find(|k| !matches!(k.as_str(), "format" | "verbosity"))
+    }) {
+        return Some(format!(
+            "text.{} is not supported: only text.format (text) and text.verbosity carry over",
+            crate::http_body::truncate(name, 100)
+        ));
     }
     for tool in req
         .get("tools")
@@ -199,16 +262,24 @@ pub fn chat_from_request(req: &Value) -> Value {
     if let Some(effort) = req.pointer("/reasoning/effort").filter(|e| e.is_string()) {
         out.insert("reasoning_effort".into(), effort.clone());
     }
+    if let Some(verbosity) = req.pointer("/text/verbosity").filter(|v| v.is_string()) {
+        out.insert("verbosity".into(), verbosity.clone());
+    }
     if let Some(tools) = req.get("tools").and_then(Value::as_array) {
         let tools: Vec<Value> = tools
             .iter()
             .filter(|t| t.get("type").and_then(Value::as_str) == Some("function"))
             .map(|t| {
-                json!({"type": "function", "function": {
+                let mut f = json!({
                     "name": t.get("name").cloned().unwrap_or(json!("")),
                     "description": t.get("description").cloned().unwrap_or(json!("")),
                     "parameters": t.get("parameters").cloned().unwrap_or(json!({})),
-                }})
+                });
+                // Schema-enforced arguments stay enforced.
+                if let Some(strict) = t.get("strict").filter(|s| s.is_boolean()) {
+                    f["strict"] = strict.clone();
+                }
+                json!({"type": "function", "function": f})
             })
             .collect();
         if !tools.is_empty() {

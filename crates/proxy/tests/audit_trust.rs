@@ -1202,6 +1202,64 @@ async fn two_chat_answers_at_once_continue_the_thread_once() {
     assert!(calls <= 4, "{calls} LLM calls");
 }
 
+/// A waiting thread claimed for an answer that was never stored (the server died between the
+/// claim and the save) is resumed still waiting, and keeps the key its conversation finds it
+/// by: the user's next message continues it, where it started a new thread beside it.
+#[tokio::test]
+async fn a_claimed_thread_whose_answer_was_lost_still_waits_for_its_conversation() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start(
+        "claimed-lost",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "[server]\nmaintenance_interval_ms = 100\nresume_after_ms = 200\n",
+        ),
+    );
+    let question = "I am 70. How much will I pay in total for admission?";
+    let asked = ask(&proxy, question).await;
+    assert_eq!(asked["proofgate"]["verdict"], "NEEDS_INPUT", "{asked}");
+    let id = asked["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let db = database(&proxy);
+    // What the claim leaves when nothing follows it.
+    sqlite(
+        &db,
+        &format!(
+            "UPDATE threads SET status = 'processing', \
+             updated_at = CAST(strftime('%s', 'now') AS INTEGER) * 1000 - 1000 WHERE id = '{id}'"
+        ),
+    );
+    let mut row = String::new();
+    for _ in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        row = sqlite_query(
+            &db,
+            &format!("SELECT status, conversation_key IS NOT NULL FROM threads WHERE id = '{id}'"),
+        );
+        if row.starts_with("awaiting_input") {
+            break;
+        }
+    }
+    assert_eq!(
+        row, "awaiting_input\t1",
+        "resumed still waiting, its key kept"
+    );
+    let questions = asked["choices"][0]["message"]["content"].clone();
+    let answered: Value = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "messages": [
+            {"role": "user", "content": question},
+            {"role": "assistant", "content": questions},
+            {"role": "user", "content": "Low season, and no credits."}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answered["proofgate"]["threadId"], id.as_str(), "{answered}");
+}
+
 /// `POST /api/threads` is driven as a chat request is: each step saved ahead of its call, so a
 /// request stopped at its deadline leaves its thread ended and its trail (it saved once at the
 /// end, leaving nothing of the calls made but an owner row with no thread).

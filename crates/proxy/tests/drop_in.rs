@@ -540,3 +540,132 @@ async fn a_failing_upstream_model_list_maps_to_the_errors_sdks_retry() {
         .count();
     assert_eq!(lists, 2 + 8 + 4 + 2, "upstream list calls");
 }
+
+/// The upstream's own answer cut at its token limit, or by its content filter, is verified as
+/// it stands and goes out saying so, in each API's words (it went out as complete: `stop`,
+/// `end_turn`, `completed`); a rewrite is complete.
+#[tokio::test]
+async fn an_answer_cut_short_upstream_says_so_in_every_api() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "senior age class"], "reply": pair(age_70(), &["(= ageClass SENIOR)"])},
+            {"match": "cut-case", "reply": SENIOR, "choice_extra": {"finish_reason": "length"}},
+            {"match": "filtered-case", "reply": SENIOR, "choice_extra": {"finish_reason": "content_filter"}},
+            {"match": "whole-case", "reply": SENIOR}
+        ]}),
+    );
+    let proxy = Proxy::start("cut-short", &config(&format!("{}/v1", llm.url()), "", ""));
+    let post = |path: &'static str, body: Value| {
+        let url = format!("{}{path}", proxy.url);
+        async move {
+            let r = reqwest::Client::new()
+                .post(url)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 200);
+            assert_eq!(r.headers()["x-proofgate-verdict"], "VALID");
+            r.text().await.unwrap()
+        }
+    };
+    for (case, finish, stop, reason) in [
+        (
+            "cut-case",
+            "length",
+            "max_tokens",
+            Some("max_output_tokens"),
+        ),
+        (
+            "filtered-case",
+            "content_filter",
+            "refusal",
+            Some("content_filter"),
+        ),
+        ("whole-case", "stop", "end_turn", None),
+    ] {
+        let q = format!("I am 70. {case}: which age class am I in?");
+        let chat: Value = serde_json::from_str(
+            &post(
+                "/v1/chat/completions",
+                json!({"model": "m", "messages": [{"role": "user", "content": q}]}),
+            )
+            .await,
+        )
+        .unwrap();
+        assert_eq!(chat["choices"][0]["finish_reason"], finish, "{chat}");
+        assert_eq!(chat["choices"][0]["message"]["content"], SENIOR);
+        let events = post(
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": q}]}),
+        )
+        .await;
+        assert!(
+            events.contains(&format!("\"finish_reason\":\"{finish}\"")),
+            "{events}"
+        );
+        let message: Value = serde_json::from_str(
+            &post(
+                "/v1/messages",
+                json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": q}]}),
+            )
+            .await,
+        )
+        .unwrap();
+        assert_eq!(message["stop_reason"], stop, "{message}");
+        let response: Value =
+            serde_json::from_str(&post("/v1/responses", json!({"model": "m", "input": q})).await)
+                .unwrap();
+        match reason {
+            Some(reason) => {
+                assert_eq!(response["status"], "incomplete", "{response}");
+                assert_eq!(response["incomplete_details"]["reason"], reason);
+            }
+            None => assert_eq!(response["status"], "completed", "{response}"),
+        }
+    }
+}
+
+/// The guard's own refusals on the Messages API (a body of the wrong type, an unknown route
+/// such as `count_tokens`, a NUL) are in the Anthropic error shape the SDK reads, as the
+/// handler's own errors are; they were in OpenAI's.
+#[tokio::test]
+async fn the_messages_apis_refusals_are_in_its_error_shape() {
+    let llm = Server::python("scripted_llm.py", &json!({"rules": []}));
+    let proxy = Proxy::start(
+        "messages-errors",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let client = reqwest::Client::new();
+    for (path, content_type, body, status) in [
+        ("/v1/messages", "text/plain", "hi".to_string(), 415),
+        (
+            "/v1/messages/count_tokens",
+            "application/json",
+            "{}".to_string(),
+            404,
+        ),
+        (
+            "/v1/messages",
+            "application/json",
+            r#"{"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "a\u0000b"}]}"#
+                .to_string(),
+            400,
+        ),
+    ] {
+        let r = client
+            .post(format!("{}{path}", proxy.url))
+            .header("content-type", content_type)
+            .header("anthropic-version", "2023-06-01")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{path}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["type"], "error", "{path}: {body}");
+        assert!(body["error"]["type"].is_string(), "{path}: {body}");
+        assert!(body["error"]["message"].is_string(), "{path}: {body}");
+    }
+}

@@ -519,7 +519,7 @@ async fn an_impossible_explanation_goes_out_saying_what_was_not_checked() {
         // The explanation's own claim went out unchecked, so the reader is told.
         assert!(text.contains("FREE-PASS"), "stream={stream}: {text}");
         assert!(
-            text.contains("[proofgate: the facts given contradict the policy; beyond that, this explanation is not verified"),
+            text.contains("[proofgate: the facts given contradict each other; beyond that, this explanation is not verified"),
             "stream={stream}: {text}"
         );
     }

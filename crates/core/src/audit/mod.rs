@@ -99,8 +99,29 @@ pub use replay::{
 /// - 14: the rewriter asks a follow-up question by naming a policy variable, and proofgate
 ///   words it from the policy; only a short answer to such a question states what it asked
 ///   (a yes or a bare "Gold" to a question the LLM worded states nothing)
-///   ([`POLICY_QUESTIONS_SINCE`]).
+///   ([`POLICY_QUESTIONS_SINCE`]); a tool's first-person prose states nothing
+///   ([`TOOL_PROSE_STATES_NOTHING_SINCE`]); the answer checked loses its bidirectional
+///   controls and invisible characters ([`INVISIBLE_CHARACTERS_REMOVED_SINCE`]); an
+///   external validator's IMPOSSIBLE whose premises no turn bears out refutes the answer as
+///   INVALID ([`UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE`]).
 pub const FORMAT_VERSION: u32 = 14;
+
+/// From this format on, a clause of a tool's result in the first person ("I am 70") states
+/// nothing: a fetched page's author is not the user (a review's injected page grounded an
+/// age so). A record's facts ("age: 70") still count, unless the operator turns tools' facts
+/// off (`tool_result_facts`).
+pub const TOOL_PROSE_STATES_NOTHING_SINCE: u32 = 14;
+
+/// From this format on, the answer a validation checks (and an outcome releases) has no
+/// bidirectional controls, zero-width characters, byte order marks or Unicode tag characters:
+/// "$\u{202E}05\u{202C}" was read as $05 by the translators and shown as "$50".
+pub const INVISIBLE_CHARACTERS_REMOVED_SINCE: u32 = 14;
+
+/// From this format on, an external validator's (Amazon Bedrock's) IMPOSSIBLE whose premises
+/// some user, system or tool turn does not bear out counts as INVALID: the premises are the
+/// answer's own, and it contradicts the policy; before, the outcome told the user "the facts
+/// given contradict the policy" about facts they never gave.
+pub const UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE: u32 = 14;
 
 /// From this format on, follow-up questions the rewriter names by a policy variable are
 /// worded by proofgate from the policy ([`crate::policy_questions`]), and only a short answer

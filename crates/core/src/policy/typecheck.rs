@@ -68,7 +68,10 @@ pub enum SchemaError {
     #[error("type `{0}` is declared twice")]
     DuplicateType(String),
     /// A type name shadows a built-in sort.
-    #[error("type `{0}` has the name of a built-in type (bool, int, real, number)")]
+    #[error(
+        "type `{0}` has the name of a built-in type (bool, int, real, number, or one of the \
+         solver's: String, Seq, Array, Set, List, BitVec, FloatingPoint, ...)"
+    )]
     BuiltinTypeName(String),
     /// A type without values.
     #[error("type `{0}` has no values")]
@@ -166,7 +169,10 @@ impl Schema {
             true
         };
         for t in &def.types {
-            if builtin_sort(&t.name).is_some() {
+            // The solver's own sorts too: Z3 refuses `(declare-datatype String ...)`, so every
+            // audit script of such a policy failed while the reasoner, declaring it through the
+            // API, answered (a review's case).
+            if builtin_sort(&t.name).is_some() || SOLVER_SORTS.contains(&t.name.as_str()) {
                 errors.push(SchemaError::BuiltinTypeName(t.name.clone()));
                 continue;
             }
@@ -496,6 +502,28 @@ fn promote(args: Vec<Expr>, to_real: bool) -> Vec<Expr> {
         .collect()
 }
 
+/// The sorts Z3 defines itself, which an SMT-LIB script cannot declare again (case-sensitive).
+const SOLVER_SORTS: &[&str] = &[
+    "Array",
+    "BitVec",
+    "Bool",
+    "Float128",
+    "Float16",
+    "Float32",
+    "Float64",
+    "FloatingPoint",
+    "Int",
+    "List",
+    "Real",
+    "RegEx",
+    "RegLan",
+    "RoundingMode",
+    "Seq",
+    "Set",
+    "String",
+    "Unicode",
+];
+
 /// `bool`, `int`, `real` and AWS's `number` (a Real), in any letter case.
 pub fn builtin_sort(name: &str) -> Option<Sort> {
     match name.to_ascii_lowercase().as_str() {
@@ -698,6 +726,37 @@ mod tests {
 
     fn check(s: &str) -> Result<Expr, TypeError> {
         schema().check_formula(&parse_term(s).unwrap())
+    }
+
+    /// A type named as one of the solver's own sorts is refused when the policy loads: Z3
+    /// refuses to declare it again, so every audit script of the policy failed.
+    #[test]
+    fn a_type_named_as_a_solver_sort_is_refused() {
+        for name in ["String", "Array", "Seq", "List", "Float32"] {
+            let def = PolicyDefinition::from_json(
+                &serde_json::json!({"types": [{"name": name, "values": [{"value": "A"}]}],
+                                    "variables": [], "rules": []})
+                .to_string(),
+            )
+            .unwrap();
+            let errors = Schema::from_definition(&def).unwrap_err();
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| matches!(e, SchemaError::BuiltinTypeName(n) if n == name)),
+                "{name}: {errors:?}"
+            );
+        }
+        // A name Z3 does not define, or another letter case, is a type like any other.
+        for name in ["Strings", "string", "Tier"] {
+            let def = PolicyDefinition::from_json(
+                &serde_json::json!({"types": [{"name": name, "values": [{"value": "A"}]}],
+                                    "variables": [], "rules": []})
+                .to_string(),
+            )
+            .unwrap();
+            assert!(Schema::from_definition(&def).is_ok(), "{name}");
+        }
     }
 
     /// A name that no SMT-LIB quoting can hold (`|`, `\`) is refused when the policy is

@@ -53,6 +53,10 @@ pub struct RewriteRequest<'a> {
     /// The thread's audit format: from [`crate::audit::FENCED_PROMPTS_SINCE`] the question,
     /// the answer and the follow-up exchanges are fenced data ([`Quoting`]).
     pub format: u32,
+    /// Whether the thread knows the policy's vocabulary, so that from
+    /// [`crate::audit::POLICY_QUESTIONS_SINCE`] the rewriter asks by naming variables (without
+    /// it a variable's name would reach the user as the question).
+    pub questions_by_variable: bool,
 }
 
 /// Why an answer is regenerated rather than rewritten.
@@ -310,7 +314,7 @@ fn feedback_section(out: &mut String, findings: &[Finding], policy: &PolicyConte
 
 /// The reply-format instructions for the offered decisions, with examples rendered by
 /// [`Decision::render`].
-fn reply_format(offered: &[DecisionKind], format: u32) -> String {
+fn reply_format(offered: &[DecisionKind], format: u32, by_variable: bool) -> String {
     let mut out = String::from(
         "Reply in exactly one of the formats below, starting with the DECISION line and with \
          nothing before it.\n",
@@ -325,20 +329,24 @@ fn reply_format(offered: &[DecisionKind], format: u32) -> String {
                     questions: vec![],
                 },
             ),
-            DecisionKind::AskQuestions if format >= crate::audit::POLICY_QUESTIONS_SINCE => (
-                format!(
-                    "To ask the user for the facts that decide the answer, name the policy \
+            DecisionKind::AskQuestions
+                if by_variable && format >= crate::audit::POLICY_QUESTIONS_SINCE =>
+            {
+                (
+                    format!(
+                        "To ask the user for the facts that decide the answer, name the policy \
                      variable (from POLICY VARIABLES) whose value you need, one per line, at \
                      most {MAX_QUESTIONS}: proofgate asks each in the policy's own words. A \
                      question you word yourself is put to the user too, but a short answer to \
                      it is not taken as a fact:"
-                ),
-                Decision {
-                    decision: DecisionKind::AskQuestions,
-                    answer: String::new(),
-                    questions: vec!["<variable name>".into(), "<another variable name>".into()],
-                },
-            ),
+                    ),
+                    Decision {
+                        decision: DecisionKind::AskQuestions,
+                        answer: String::new(),
+                        questions: vec!["<variable name>".into(), "<another variable name>".into()],
+                    },
+                )
+            }
             DecisionKind::AskQuestions => (
                 format!(
                     "To ask the user for the facts that decide the answer (one question per \
@@ -408,7 +416,11 @@ pub fn rewrite(req: &RewriteRequest<'_>) -> String {
     clarifications_section(&mut out, req.clarifications, &q);
     feedback_section(&mut out, req.findings, req.policy);
     out.push('\n');
-    out.push_str(&reply_format(req.offered, req.format));
+    out.push_str(&reply_format(
+        req.offered,
+        req.format,
+        req.questions_by_variable,
+    ));
     out
 }
 
@@ -476,7 +488,7 @@ mod tests {
                 crate::audit::POLICY_QUESTIONS_SINCE - 1,
                 crate::audit::FORMAT_VERSION,
             ] {
-                let text = reply_format(&offered, format);
+                let text = reply_format(&offered, format, true);
                 for d in &offered {
                     let start = text
                         .find(&format!("DECISION: {d}"))
@@ -531,6 +543,7 @@ mod tests {
             clarifications: &[],
             offered: &[DecisionKind::Rewrite],
             format: crate::audit::FORMAT_VERSION,
+            questions_by_variable: true,
         });
         assert!(prompt.contains("Most important problem: INVALID"));
         assert!(prompt.contains("- The fee is 10 dollars."));
@@ -584,6 +597,7 @@ mod tests {
                 clarifications: &clarifications,
                 offered: &[DecisionKind::Rewrite, DecisionKind::AskQuestions],
                 format,
+                questions_by_variable: true,
             })
         };
         let regenerate_of = |format| {

@@ -168,6 +168,37 @@ fn plain_answer(text: &str) -> String {
     }
 }
 
+/// `text` without the characters that change how it shows but not what a model reads, or hide
+/// text a model reads: bidirectional controls (which reorder what shows), zero-width spaces,
+/// format characters (U+2060 to U+206F), the byte order mark, interlinear annotations, soft
+/// hyphens, and Unicode tag characters and variation selectors (invisible, and able to carry
+/// text that models read).
+pub fn without_invisible(text: &str) -> String {
+    text.chars()
+        .filter(|c| {
+            // ZWNJ and ZWJ (U+200C, U+200D) stay: Persian and Indic words are spelt with
+            // them, and emoji sequences joined.
+            !matches!(
+                c,
+                '\u{00AD}'
+                    | '\u{034F}'
+                    | '\u{061C}'
+                    | '\u{180E}'
+                    | '\u{200B}'
+                    | '\u{200E}'
+                    | '\u{200F}'
+                    | '\u{202A}'..='\u{202E}'
+                    | '\u{2060}'..='\u{206F}'
+                    | '\u{FE00}'..='\u{FE0F}'
+                    | '\u{FEFF}'
+                    | '\u{FFF9}'..='\u{FFFB}'
+                    | '\u{E0000}'..='\u{E007F}'
+                    | '\u{E0100}'..='\u{E01EF}'
+            )
+        })
+        .collect()
+}
+
 /// Whether the validation of an IMPOSSIBLE explanation confirms it (the validator finds the
 /// premises impossible again, or proves the explanation's claims, and nothing else), and then
 /// the warning the outcome carries. In a trail of format `version` (see
@@ -949,8 +980,10 @@ impl Thread {
             DecisionKind::AskQuestions
                 if offers(DecisionKind::AskQuestions) && !decision.questions.is_empty() =>
             {
-                let questions = self.worded_questions(decision.questions);
-                return Ok(self.ask(questions, now));
+                let questions = self.worded_questions(decision.questions.clone());
+                if !questions.is_empty() {
+                    return Ok(self.ask(questions, now));
+                }
             }
             DecisionKind::Impossible
                 if offers(DecisionKind::Impossible) && !is_blank(&decision.answer) =>
@@ -995,6 +1028,14 @@ impl Thread {
     }
 
     fn begin_validation(&mut self, answer: String, role: AnswerRole, now: u64) -> Effect {
+        // From format 14 the text checked, and released, has no characters that change how it
+        // shows without changing what a model reads: "$\u{202E}05\u{202C}" read as $05 and
+        // was proved, and showed as "$50" wherever bidi is honoured.
+        let answer = if self.format_version() >= audit::INVISIBLE_CHARACTERS_REMOVED_SINCE {
+            without_invisible(&answer)
+        } else {
+            answer
+        };
         if let Some(step) = self.steps.last_mut() {
             step.answer = Some(answer.clone());
             step.role = Some(role);
@@ -1130,16 +1171,15 @@ impl Thread {
         if self.format_version() < audit::POLICY_QUESTIONS_SINCE {
             return lines;
         }
-        let Some(vocabulary) = self
-            .config
-            .translation
-            .as_ref()
-            .or(self.config.validator_grounding.as_ref())
-            .map(|t| &t.vocabulary)
-        else {
-            return lines;
+        // A question the LLM worded shows as it reads, too.
+        let lines = lines
+            .iter()
+            .map(|l| without_invisible(l))
+            .filter(|l| !l.trim().is_empty());
+        let Some(vocabulary) = self.question_vocabulary() else {
+            return lines.collect();
         };
-        let mut out: Vec<String> = Vec::with_capacity(lines.len());
+        let mut out: Vec<String> = Vec::new();
         for line in lines {
             let q = crate::policy_questions::resolve_question(vocabulary, &line);
             if !out.contains(&q) {
@@ -1147,6 +1187,16 @@ impl Thread {
             }
         }
         out
+    }
+
+    /// The policy's vocabulary, when the thread knows it (its translators', or the one it
+    /// holds an external validator's premises to).
+    fn question_vocabulary(&self) -> Option<&crate::policy::PolicyDefinition> {
+        self.config
+            .translation
+            .as_ref()
+            .or(self.config.validator_grounding.as_ref())
+            .map(|t| &t.vocabulary)
     }
 
     fn ask(&mut self, questions: Vec<String>, now: u64) -> Effect {
@@ -1306,6 +1356,7 @@ impl Thread {
             clarifications: &self.clarifications,
             offered: &offered,
             format: self.format_version(),
+            questions_by_variable: self.question_vocabulary().is_some(),
         });
         Ok(self.call_llm(
             LlmPurpose::Rewrite,
@@ -1461,9 +1512,15 @@ impl Thread {
             .filter(|s| !refuted(s) && !refuted_later)
             .and_then(|s| s.reply.as_ref());
         if let (FailureMode::Open, Some(first)) = (self.config.failure_mode, first) {
+            // Unchecked, and marked so, but still shown as it reads (format 14).
+            let text = if self.format_version() >= audit::INVISIBLE_CHARACTERS_REMOVED_SINCE {
+                without_invisible(&first.text)
+            } else {
+                first.text.clone()
+            };
             let outcome = Outcome {
                 status: OutcomeStatus::Unverified,
-                answer: Some(first.text.clone()),
+                answer: Some(text),
                 warning: Some(
                     "UNVERIFIED: this answer could not be checked against the policy".into(),
                 ),

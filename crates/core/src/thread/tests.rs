@@ -1015,3 +1015,35 @@ fn a_state_stored_without_its_config_takes_it_from_the_trail() {
     let err = Thread::from_stored_json(slim, trail()[1..].to_vec(), &documents).unwrap_err();
     assert!(err.contains("THREAD_STARTED"), "{err}");
 }
+
+/// From format 14 the answer checked and released holds no bidirectional control or other
+/// invisible character: the translators read "$05" in "$\u{202E}05\u{202C}", which showed as
+/// "$50" (a review's case).
+#[test]
+fn the_answer_checked_has_no_characters_that_change_how_it_shows() {
+    let mut t = Thread::new(config(), "t-invisible", Q, 1000).unwrap();
+    let effect = t
+        .handle(Input::LlmReplied {
+            text: "Seniors pay $\u{202E}05\u{202C}.\u{200B} \u{E0041}\u{E0042}Thanks".into(),
+            model: None,
+            now: 1001,
+        })
+        .unwrap();
+    let Effect::Validate { answer, .. } = effect else {
+        panic!("{effect:?}");
+    };
+    assert_eq!(answer, "Seniors pay $05. Thanks");
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: vec![valid()],
+        evidence: None,
+        now: 1002,
+    })
+    .unwrap();
+    assert_eq!(
+        t.outcome().unwrap().answer.as_deref(),
+        Some("Seniors pay $05. Thanks")
+    );
+    let report = replay_with(t.audit_trail(), &t.policy_documents());
+    assert!(report.ok, "{:?}", report.failure);
+}

@@ -28,6 +28,20 @@ pub struct TranslationConfig {
     /// restates the policy, and its thresholds then grounded premises the user never gave.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub system_prompt_facts: bool,
+    /// Whether tools' results state facts that may be premises (a CRM lookup's
+    /// `{"customer_age": 70}`). On by default; an operator whose tools fetch text from
+    /// elsewhere (web pages, documents, emails) turns it off, for whoever wrote that text could
+    /// state any fact. Recorded only when off, so trails from before it read as on.
+    #[serde(default = "on", skip_serializing_if = "is_on")]
+    pub tool_result_facts: bool,
+}
+
+fn on() -> bool {
+    true
+}
+
+fn is_on(b: &bool) -> bool {
+    *b
 }
 
 impl TranslationConfig {
@@ -46,6 +60,7 @@ impl TranslationConfig {
             required_agreement: (needed as u32).clamp(1, k),
             vocabulary,
             system_prompt_facts: false,
+            tool_result_facts: true,
         }
     }
 

@@ -563,13 +563,21 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
                 }
                 continue;
             }
-            if let Some(i) = out.types.iter().position(|o| o.name == t.name) {
-                // The same name declared again with other values (a unit extending a type it
-                // was shown): the unit's rules, and the variables of that type it did not
-                // declare again, mean the one type. Renamed instead, those variables kept the
-                // old type while the unit's values went to the new one, and the unit's rules,
-                // which type-checked alone, no longer did. More values only admit more cases,
-                // so nothing becomes provable that was not.
+            let extends = |o: &TypeDefinition| {
+                o.name == t.name
+                    && o.values
+                        .iter()
+                        .all(|x| t.values.iter().any(|v| v.value == x.value))
+            };
+            if let Some(i) = out.types.iter().position(extends) {
+                // The same name declared again with every value it had and more (a unit
+                // extending a type it was shown): the unit's rules, and the variables of that
+                // type it did not declare again, mean the one type. Renamed instead, those
+                // variables kept the old type while the unit's values went to the new one, and
+                // the unit's rules, which type-checked alone, no longer did. More values only
+                // admit more cases, so nothing becomes provable that was not. A same-named type
+                // without all of them (another `Status`) is another type, renamed below: merged,
+                // its variables could be unified with the first type's.
                 let others: BTreeSet<String> = out
                     .types
                     .iter()
@@ -595,10 +603,19 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
                     added.push(v.value.clone());
                     out.types[i].values.push(v);
                 }
-                report.extended.push((span, t.name.clone(), added));
+                if !added.is_empty() {
+                    report.extended.push((span, t.name.clone(), added));
+                }
                 continue;
             }
             let mut t = t.clone();
+            let taken_type = |n: &str| out.types.iter().any(|o| o.name == n);
+            if taken_type(&t.name) {
+                let new = fresh(&t.name, &taken_type);
+                report.renamed.push((span, t.name.clone(), new.clone()));
+                type_names.insert(t.name.clone(), new.clone());
+                t.name = new;
+            }
             let all_values: BTreeSet<String> = out
                 .types
                 .iter()
@@ -834,6 +851,31 @@ mod tests {
                 "(=> (and (>= age 12) (< age 65)) (= ageClass ADULT))"
             ]
         );
+        PolicyModel::from_definition(def, None).unwrap();
+    }
+
+    /// A same-named type without all of the first one's values is another type (an account's
+    /// `Status` and an order's): renamed, not merged, so that its variables are not unified
+    /// with the first type's.
+    #[test]
+    fn a_same_named_type_with_other_values_is_another_type() {
+        let a = unit(
+            1,
+            r#"{"types": [{"name": "Status", "values": [{"value": "ACTIVE"}, {"value": "CLOSED"}]}],
+                "variables": [{"name": "accountStatus", "type": "Status", "description": "the account status"}],
+                "rules": []}"#,
+        );
+        let b = unit(
+            2,
+            r#"{"types": [{"name": "Status", "values": [{"value": "SHIPPED"}, {"value": "PENDING"}]}],
+                "variables": [{"name": "orderStatus", "type": "Status", "description": "the order status"}],
+                "rules": [{"id": "S", "expression": "(distinct orderStatus SHIPPED)"}]}"#,
+        );
+        let (def, report) = merge_units(&[a, b]);
+        let types: Vec<&str> = def.types.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(types, vec!["Status", "Status_2"]);
+        assert!(report.extended.is_empty(), "{report:?}");
+        assert_eq!(def.variables[1].type_name, "Status_2");
         PolicyModel::from_definition(def, None).unwrap();
     }
 

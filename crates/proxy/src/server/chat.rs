@@ -37,6 +37,8 @@ pub(crate) enum Reply {
         text: String,
         /// The upstream's chat completion (or a minimal one when none was made).
         upstream: Value,
+        /// How the text ended.
+        ending: Ending,
     },
     /// Tool calls, returned unchanged: the upstream's completion, and its own reply when the
     /// upstream speaks another API (an Anthropic message).
@@ -46,6 +48,43 @@ pub(crate) enum Reply {
         /// The upstream's native reply, when not a chat completion.
         native: Option<Value>,
     },
+}
+
+/// How the text a client receives ended. The upstream's own answer, released as it came, may
+/// have been cut at its token limit or by its provider's content filter: the client is told
+/// so, as the upstream told proofgate (the text was all checked, but it is not all the answer
+/// was to be). A rewrite, questions or a notice end as complete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// The whole answer.
+    Complete,
+    /// Cut at the token limit (`finish_reason: "length"`, `stop_reason: "max_tokens"`).
+    TokenLimit,
+    /// Cut or withheld by the provider's content filter (`content_filter`, `refusal`).
+    ContentFilter,
+}
+
+impl Ending {
+    /// How the upstream's completion says its answer ended.
+    fn of_upstream(upstream: &Value) -> Ending {
+        match upstream
+            .pointer("/choices/0/finish_reason")
+            .and_then(Value::as_str)
+        {
+            Some("length") => Ending::TokenLimit,
+            Some("content_filter") => Ending::ContentFilter,
+            _ => Ending::Complete,
+        }
+    }
+
+    /// As a chat completion's `finish_reason`.
+    pub(crate) fn finish_reason(self) -> &'static str {
+        match self {
+            Ending::Complete => "stop",
+            Ending::TokenLimit => "length",
+            Ending::ContentFilter => "content_filter",
+        }
+    }
 }
 
 /// A request's result, ready to be written in any of the served APIs.
@@ -91,18 +130,50 @@ pub(crate) const IMPOSSIBLE_NOTICE: &str =
 /// the outcome a client reads.
 pub(crate) const IMPOSSIBLE_VERIFIED_NOTICE: &str = "the facts given contradict the policy";
 
+/// [`IMPOSSIBLE_VERIFIED_NOTICE`] when no finding names a rule of the policy: the facts given
+/// contradict each other (or their types), not the policy (a review's case).
+pub(crate) const IMPOSSIBLE_FACTS_NOTICE: &str = "the facts given contradict each other";
+
+/// [`IMPOSSIBLE_NOTICE`] when no finding names a rule of the policy.
+pub(crate) const IMPOSSIBLE_FACTS_UNVERIFIED_NOTICE: &str =
+    "the facts given contradict each other; beyond that, this explanation is not verified";
+
+/// Whether `findings` hold IMPOSSIBLE findings and none of them names a rule.
+fn names_no_rule(findings: &[proofgate_core::Finding]) -> bool {
+    let rules: Vec<bool> = findings
+        .iter()
+        .filter_map(|f| match f {
+            proofgate_core::Finding::Impossible(c) => Some(
+                c.contradicting_rules
+                    .as_ref()
+                    .is_some_and(|r| !r.is_empty()),
+            ),
+            _ => None,
+        })
+        .collect();
+    !rules.is_empty() && !rules.contains(&true)
+}
+
 /// The notice an answer of `status` goes out with: none for VALID; for IMPOSSIBLE what was and
 /// was not checked (`verified`: the explanation's own claims were proved), with the outcome's
 /// warning (an explanation with parts outside the policy, from format 3 on); otherwise the
-/// outcome's warning when it has one, or what the status means for the end user.
-fn notice_for(status: OutcomeStatus, warning: Option<&str>, verified: bool) -> Option<String> {
+/// outcome's warning when it has one, or what the status means for the end user. With
+/// `no_rule` (no IMPOSSIBLE finding of the outcome names a rule: "I am 7 and I am 70"
+/// contradicts no policy) an IMPOSSIBLE's notice says the facts contradict each other.
+fn notice_for(
+    status: OutcomeStatus,
+    warning: Option<&str>,
+    verified: bool,
+    no_rule: bool,
+) -> Option<String> {
     match status {
         OutcomeStatus::Valid => None,
         OutcomeStatus::Impossible => {
-            let notice = if verified {
-                IMPOSSIBLE_VERIFIED_NOTICE
-            } else {
-                IMPOSSIBLE_NOTICE
+            let notice = match (verified, no_rule) {
+                (true, false) => IMPOSSIBLE_VERIFIED_NOTICE,
+                (false, false) => IMPOSSIBLE_NOTICE,
+                (true, true) => IMPOSSIBLE_FACTS_NOTICE,
+                (false, true) => IMPOSSIBLE_FACTS_UNVERIFIED_NOTICE,
             };
             Some(match warning {
                 Some(w) => format!("{notice}; {w}"),
@@ -578,6 +649,7 @@ pub(crate) async fn answer_chat(
             });
         }
     }
+    let mut ending = Ending::Complete;
     let (text, verdict, key) = match &effect {
         Effect::AskUser { questions, .. } => {
             let text = questions_text(questions);
@@ -649,11 +721,23 @@ pub(crate) async fn answer_chat(
                 }
                 status => {
                     let answer = outcome.answer.clone().unwrap_or_default();
+                    // The upstream's own text (as the thread checked it), released as it came.
+                    let own = completion_text(&upstream).is_some_and(|t| {
+                        proofgate_core::thread::without_invisible(&t).trim() == answer.trim()
+                    });
+                    if own {
+                        ending = Ending::of_upstream(&upstream);
+                    }
                     (
                         with_notice(
                             &answer,
-                            notice_for(status, outcome.warning.as_deref(), outcome.verified)
-                                .as_deref(),
+                            notice_for(
+                                status,
+                                outcome.warning.as_deref(),
+                                outcome.verified,
+                                names_no_rule(&outcome.findings),
+                            )
+                            .as_deref(),
                         ),
                         status.as_str().to_string(),
                         None,
@@ -674,7 +758,11 @@ pub(crate) async fn answer_chat(
     app.metrics.verdict(&verdict, thread.iterations());
     Ok(Answered {
         proofgate: proofgate_object(&thread, &effect, &verdict),
-        reply: Reply::Answer { text, upstream },
+        reply: Reply::Answer {
+            text,
+            upstream,
+            ending,
+        },
         verdict,
         thread_id: thread.id().to_string(),
         usage_chunk: req.wants_usage_chunk(),
@@ -770,8 +858,14 @@ struct ChatCompletions;
 impl WireFormat for ChatCompletions {
     fn answered(&self, a: Answered, stream: bool) -> Response {
         match a.reply {
-            Reply::Answer { text, upstream } => {
-                let completion = verified_completion(upstream, &text, a.proofgate);
+            Reply::Answer {
+                text,
+                upstream,
+                ending,
+            } => {
+                let mut completion = verified_completion(upstream, &text, a.proofgate);
+                completion["choices"][0]["finish_reason"] =
+                    serde_json::json!(ending.finish_reason());
                 if stream {
                     let events = completion_events(&completion);
                     sse(if a.usage_chunk {
@@ -885,8 +979,9 @@ mod notice_tests {
     #[test]
     fn only_a_plain_valid_answer_goes_out_without_a_notice() {
         let covered = proofgate_core::verdict::NOT_COVERED_WARNING;
-        let say =
-            |status, warning| with_notice("A.", notice_for(status, warning, false).as_deref());
+        let say = |status, warning| {
+            with_notice("A.", notice_for(status, warning, false, false).as_deref())
+        };
         assert_eq!(say(OutcomeStatus::Valid, None), "A.");
         // An IMPOSSIBLE explanation whose claims were not proved says so, and also when a part
         // of it is outside the policy, as a VALID answer with one does.
@@ -902,10 +997,21 @@ mod notice_tests {
         assert_eq!(
             with_notice(
                 "A.",
-                notice_for(OutcomeStatus::Impossible, None, true).as_deref()
+                notice_for(OutcomeStatus::Impossible, None, true, false).as_deref()
             ),
             format!("[proofgate: {IMPOSSIBLE_VERIFIED_NOTICE}]\n\nA.")
         );
+        // Facts that contradict each other, not the policy, are said to.
+        assert_eq!(
+            with_notice(
+                "A.",
+                notice_for(OutcomeStatus::Impossible, None, false, true).as_deref()
+            ),
+            format!("[proofgate: {IMPOSSIBLE_FACTS_UNVERIFIED_NOTICE}]\n\nA.")
+        );
+        let ruleless = proofgate_core::Finding::Impossible(Default::default());
+        assert!(names_no_rule(std::slice::from_ref(&ruleless)));
+        assert!(!names_no_rule(&[]));
         assert_eq!(
             say(OutcomeStatus::ValidWithWarning, Some(covered)),
             format!("[proofgate: {covered}]\n\nA.")

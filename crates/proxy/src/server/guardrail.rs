@@ -189,6 +189,21 @@ pub async fn apply_guardrail(
         if has("query") {
             question.push(block.text.as_str());
         } else if block.qualifiers.is_empty() || has("guard_content") {
+            // The app shows the text it guards as it displays: a character that reorders or
+            // hides text would have the findings speak of other text than the reader sees
+            // ("$\u{202E}05\u{202C}" checked as $05, shown as $50). Refused, as the chat
+            // path's checked answers lose them (audit format 14).
+            if proofgate_core::thread::without_invisible(&block.text) != block.text {
+                return aws_error(
+                    StatusCode::BAD_REQUEST,
+                    "ValidationException",
+                    format!(
+                        "text block {i} holds a bidirectional control or an invisible character \
+                         (U+202E, U+200B, a tag character...): it would show other text than \
+                         the text checked; remove them and send the text again"
+                    ),
+                );
+            }
             answer.push(block.text.as_str());
             guarded += block.text.chars().count();
         }

@@ -4,7 +4,7 @@
 //! tool-use replies pass through like tool calls.
 
 use super::auth::Caller;
-use super::chat::{named_sse, serve_chat, Answered, Reply, WireFormat};
+use super::chat::{named_sse, serve_chat, Answered, Ending, Reply, WireFormat};
 use super::error::ApiError;
 use crate::anthropic::{
     chat_from_request, error_body, message_events, tool_use_message, verified_message,
@@ -25,7 +25,19 @@ struct Messages;
 impl WireFormat for Messages {
     fn answered(&self, a: Answered, stream: bool) -> Response {
         let message = match a.reply {
-            Reply::Answer { text, upstream } => verified_message(&upstream, &text, a.proofgate),
+            Reply::Answer {
+                text,
+                upstream,
+                ending,
+            } => {
+                let mut m = verified_message(&upstream, &text, a.proofgate);
+                m["stop_reason"] = serde_json::json!(match ending {
+                    Ending::Complete => "end_turn",
+                    Ending::TokenLimit => "max_tokens",
+                    Ending::ContentFilter => "refusal",
+                });
+                m
+            }
             Reply::ToolCall { upstream, native } => {
                 match tool_use_message(&upstream, native.as_ref(), a.proofgate) {
                     Ok(m) => m,
@@ -74,4 +86,45 @@ pub async fn messages(
     body: Bytes,
 ) -> Response {
     serve_chat(&app, &caller, &headers, body, parse, Messages).await
+}
+
+/// A refusal of the guard's (key, scope, rate, size, content type, deadline, an unknown route
+/// such as `/v1/messages/count_tokens`) in the Messages API's error shape,
+/// `{"type": "error", "error": {"type", "message"}}`, as the handler's own errors are: an app
+/// reading the Anthropic SDK's `e.body["error"]["type"]` got OpenAI's shape from these. A
+/// response that is no error, or already in that shape, passes unchanged, with its headers
+/// (`Retry-After`, `WWW-Authenticate`).
+pub async fn in_anthropic_shape(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let shaped = serde_json::from_slice::<Value>(&bytes)
+        .ok()
+        .filter(|v| v.get("type").is_none())
+        .and_then(|v| {
+            let e = v.get("error")?;
+            Some(crate::anthropic::error_body(
+                e.get("code").and_then(Value::as_str).unwrap_or("error"),
+                e.get("message").and_then(Value::as_str).unwrap_or(""),
+            ))
+        });
+    match shaped {
+        Some(body) => {
+            let mut out = (status, Json(body)).into_response();
+            for (name, value) in parts.headers.iter() {
+                if name != axum::http::header::CONTENT_TYPE
+                    && name != axum::http::header::CONTENT_LENGTH
+                {
+                    out.headers_mut().insert(name.clone(), value.clone());
+                }
+            }
+            out
+        }
+        None => Response::from_parts(parts, axum::body::Body::from(bytes)),
+    }
 }

@@ -69,9 +69,12 @@ fn rate_key(peer: Option<SocketAddr>) -> String {
 /// places in flight of their own (so they cannot take the keyed requests' places).
 async fn guard(state: State<Gate>, req: Request, next: Next) -> Response {
     let aws = req.uri().path().starts_with("/guardrail/");
+    let anthropic = req.uri().path().starts_with("/v1/messages");
     let response = guard_request(state, req, next).await;
     if aws {
         guardrail::in_aws_shape(response).await
+    } else if anthropic {
+        messages::in_anthropic_shape(response).await
     } else {
         response
     }
@@ -489,9 +492,11 @@ async fn expire_one(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
     let now = now_ms();
+    // Taken as an answer takes it (status and stamp at once): an answer that read the row
+    // after a stamp alone still found it waiting, and both drove it (a review's case).
     if !app
         .store
-        .claim(&stored.id, stored.updated_at, i64::try_from(now)?)
+        .claim_waiting(&stored.id, stored.updated_at, i64::try_from(now)?)
         .await?
     {
         return Ok(());
@@ -684,7 +689,18 @@ async fn delete_past_retention(app: &App, thread_id: &str, cutoff: i64) {
         return;
     }
     match crate::app::signed_last_activity(app, &thread_id).await {
-        Ok(Some(at)) if i64::try_from(at).unwrap_or(i64::MAX) >= cutoff => {
+        // Listed as ended by its unsigned status, it still waits (or runs): a thread that
+        // waited past retention (conversations that never expire) was deleted so, and the
+        // deletion logged as ordinary retention (a review's case).
+        Ok(Some((_, false))) => {
+            refuse(
+                "it is listed as ended, but its trail does not end in a final record: the \
+                 store was altered"
+                    .into(),
+            );
+            return;
+        }
+        Ok(Some((at, _))) if i64::try_from(at).unwrap_or(i64::MAX) >= cutoff => {
             refuse(format!(
                 "it is listed as past retention, but its trail's last record is from {at} \
                  (ms since the epoch): the store was altered"
@@ -762,7 +778,13 @@ async fn resume_orphan(
         None => thread.pending_effect(),
     };
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
-    crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, None);
+    // A thread claimed to be answered whose answer was never stored still waits for it: it
+    // keeps the key its conversation finds it by (dropped, the user's next message started a
+    // new thread beside it, a review found).
+    let key = matches!(effect, Effect::AskUser { .. })
+        .then(|| stored.conversation_key.clone())
+        .flatten();
+    crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, key);
     Ok(())
 }
 
@@ -902,11 +924,11 @@ async fn tick_if_overdue(
     if !overdue {
         return Ok(Ticked::Left);
     }
-    // One replica, or one pass, continues it.
+    // One replica, or one pass, continues it; an answer arriving now finds it taken.
     let now_at = i64::try_from(now).unwrap_or(i64::MAX);
     if !app
         .store
-        .claim(&stored.id, stored.updated_at, now_at)
+        .claim_waiting(&stored.id, stored.updated_at, now_at)
         .await?
     {
         return Ok(Ticked::Left);

@@ -4,7 +4,7 @@
 //! (JSON, or the SSE events the official SDKs read); function calls pass through.
 
 use super::auth::Caller;
-use super::chat::{named_sse, serve_chat, Answered, Reply, WireFormat};
+use super::chat::{named_sse, serve_chat, Answered, Ending, Reply, WireFormat};
 use super::error::ApiError;
 use crate::app::App;
 use crate::openai::ChatRequest;
@@ -23,7 +23,24 @@ struct Responses;
 impl WireFormat for Responses {
     fn answered(&self, a: Answered, stream: bool) -> Response {
         let response = match a.reply {
-            Reply::Answer { text, upstream } => verified_response(&upstream, &text, a.proofgate),
+            Reply::Answer {
+                text,
+                upstream,
+                ending,
+            } => {
+                let mut r = verified_response(&upstream, &text, a.proofgate);
+                let reason = match ending {
+                    Ending::Complete => None,
+                    Ending::TokenLimit => Some("max_output_tokens"),
+                    Ending::ContentFilter => Some("content_filter"),
+                };
+                if let Some(reason) = reason {
+                    r["status"] = serde_json::json!("incomplete");
+                    r["incomplete_details"] = serde_json::json!({ "reason": reason });
+                    r["output"][0]["status"] = serde_json::json!("incomplete");
+                }
+                r
+            }
             Reply::ToolCall { upstream, .. } => tool_call_response(&upstream, a.proofgate),
         };
         if stream {
