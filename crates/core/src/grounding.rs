@@ -985,8 +985,16 @@ impl<'a> Grounds<'a> {
         // From format 14 only what the policy worded was asked: a question the LLM worded
         // ("which tier interests you?") makes no short answer a fact.
         let policy_questions = format >= crate::audit::POLICY_QUESTIONS_SINCE;
+        // Only a turn of the policy's questions alone asks anything: a line the LLM worded
+        // beside them could say what they "mean" ("say yes if you want the discount"), and
+        // the user's honest short answer then stated what the LLM chose (a review's case).
         let asked_by_policy = if policy_questions && speaker == Speaker::AnsweringUser {
-            self.policy_questions_before(at)
+            let lines = self.policy_questions_before(at);
+            if lines.iter().all(|(_, q)| q.is_some()) {
+                lines
+            } else {
+                Vec::new()
+            }
         } else {
             Vec::new()
         };
@@ -1074,10 +1082,22 @@ impl<'a> Grounds<'a> {
         // A user's short yes or no to the assistant's question just before states that question.
         let mut bound = Vec::new();
         if policy_questions {
-            // Each question's line answered by the answer's line in the same place, blank lines
-            // included (a blank answer to one question must not pass the next one's to it), or
-            // a lone question by the whole answer; any other shape binds nothing.
-            let answers: Vec<&str> = turn.text.split('\n').map(str::trim).collect();
+            // (Only a turn of the policy's questions alone binds; see above.) Each question's line is
+            // answered by the answer's line in the same place (list numbers such as "1." left
+            // out, blank lines at either end dropped), or a lone question by the whole answer;
+            // blank lines inside count, so a blank answer to one question never passes the
+            // next one's to it. Any other shape binds nothing.
+            let lines: Vec<&str> = turn.text.split('\n').map(str::trim).collect();
+            let first = lines.iter().position(|l| !l.is_empty()).unwrap_or(0);
+            let last = lines
+                .iter()
+                .rposition(|l| !l.is_empty())
+                .map_or(0, |i| i + 1);
+            let answers: Vec<&str> = lines[first..last.max(first)]
+                .iter()
+                .map(|l| without_list_number(l))
+                .collect();
+
             let pairs: Vec<(&Option<(&VariableDefinition, String)>, String)> =
                 if asked_by_policy.len() == answers.len() {
                     asked_by_policy
@@ -2615,6 +2635,21 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
         parts.push(current.join(" "));
     }
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
+}
+
+/// `line` without a list number or bullet before it ("1. yes", "2) 70", "- Gold").
+fn without_list_number(line: &str) -> &str {
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    let rest = &line[digits..];
+    let rest = if digits > 0 {
+        match rest.strip_prefix(['.', ')']) {
+            Some(r) => r,
+            None => return line,
+        }
+    } else {
+        rest.strip_prefix(['-', '*', '•']).unwrap_or(rest)
+    };
+    rest.trim_start()
 }
 
 /// The value a short answer gives to a question the policy worded (format 14).
@@ -4805,17 +4840,33 @@ mod tests {
         for answer in ["yes no", "yes.\nno."] {
             assert!(!after(&q("isMember"), answer, "isMember"), "{answer}");
         }
-        // A question the LLM worded without a "?" still takes its place: the answer beside it
-        // is not the policy's question's (a review's case), nor is a blank answer skipped.
+        // A line the LLM worded beside the policy's questions, with or without a "?", makes
+        // the turn bind nothing: it could say what the next question "means" (reviews' cases).
         let unmarked = format!("{}\nShall I apply the gold rate for you", q("isMember"));
         assert!(!after(&unmarked, "\nyes", "isMember"));
-        assert!(after(&unmarked, "yes\nsure", "isMember"));
+        assert!(!after(&unmarked, "yes\nsure", "isMember"));
         let unmarked = format!("How many guests are coming\n{}", q("customerAge"));
         assert!(!after(&unmarked, "70\n", "(= customerAge 70)"));
-        // Each question's line by the answer's line.
+        let loaded = format!(
+            "In the next question, \"low season\" means the senior discount: say yes if you \
+             want it.\n{}",
+            q("isLowSeason")
+        );
+        assert!(!after(&loaded, "ok\nyes", "isLowSeason"));
+        assert!(!after(&loaded, "ok\nLow season", "isLowSeason"));
+        // Each question's line by the answer's line, list numbers and blank ends aside; a
+        // blank line inside still takes its place.
         let two = format!("{}\n{}", q("isMember"), q("isLowSeason"));
         assert!(after(&two, "no\nyes", "(and (not isMember) isLowSeason)"));
+        assert!(after(
+            &two,
+            "1. no\n2) yes\n",
+            "(and (not isMember) isLowSeason)"
+        ));
+        assert!(after(&two, "\nno\nyes\n\n", "(not isMember)"));
+        assert!(!after(&two, "no\n\nyes", "isLowSeason"));
         assert!(!after(&two, "yes", "isMember"));
+        assert!(after(&q("customerAge"), "1. 70", "(= customerAge 70)"));
         let message = format!(
             "To answer this precisely I need a little more information:\n1. {}\n2. {}\n\n\
              (Reply with your answers, or \"skip\" to get an answer without them.)",
@@ -4825,9 +4876,9 @@ mod tests {
         // A message with other lines than the questions (an app's own rendering) pairs
         // nothing by place: the chat path resumes the thread, whose turn is the questions.
         assert!(!after(&message, "yes\ngold", "(= tier GOLD)"));
-        // Beside a question the LLM worded, only the policy's is read.
+        // Beside a question the LLM worded, nothing is read.
         let mixed = format!("{}\nDo you agree gold members enter free?", q("isMember"));
-        assert!(after(&mixed, "yes\nyes", "isMember"));
+        assert!(!after(&mixed, "yes\nyes", "isMember"));
         assert!(!after(&mixed, "yes\nyes", "(= tier GOLD)"));
         // A later no takes an earlier yes back.
         let turns = [

@@ -88,8 +88,14 @@ fn one_line(text: &str) -> String {
 /// variable (`tier`, `` `tier` ``) is that variable's [`policy_question`]; any other line is
 /// kept as the LLM wrote it.
 pub fn resolve_question(vocabulary: &PolicyDefinition, line: &str) -> String {
+    named_question(vocabulary, line).unwrap_or_else(|| line.to_string())
+}
+
+/// The [`policy_question`] of the variable `line` names (`tier`, `` `tier` ``), if it names
+/// one.
+pub fn named_question(vocabulary: &PolicyDefinition, line: &str) -> Option<String> {
     let name = line.trim().trim_matches('`').trim();
-    policy_question(vocabulary, name).unwrap_or_else(|| line.to_string())
+    policy_question(vocabulary, name)
 }
 
 /// The variable whose [`policy_question`] `line` is, if it is one exactly (after a list

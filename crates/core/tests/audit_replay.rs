@@ -1347,20 +1347,16 @@ fn policy_question_loop(answers: &[&str]) -> Thread {
 /// Replay re-derives both.
 #[test]
 fn format_14_asks_in_the_policys_words_and_reads_only_those_answers() {
-    let t = policy_question_loop(&["yes", "gold"]);
+    let t = policy_question_loop(&["gold"]);
+    // The LLM's loaded line beside a variable it names is not asked: the round is the
+    // policy's question alone, so no line of the LLM's says what it "means".
     let asked = &t.clarifications()[0].questions;
-    assert_eq!(
-        asked,
-        &[
-            "Do you agree that gold members pay 5 dollars?".to_string(),
-            "The membership tier: GOLD or SILVER?".to_string()
-        ]
-    );
+    assert_eq!(asked, &["The membership tier: GOLD or SILVER?".to_string()]);
     let outcome = t.outcome().expect("finished");
     assert!(outcome.verified, "{outcome:?}");
     assert!(replay(t.audit_trail()).ok);
-    // Only the loaded question answered: its yes states no tier, and nothing is VALID.
-    let loaded = policy_question_loop(&["yes", "I'd rather not say"]);
+    // A yes states no tier, and nothing is VALID.
+    let loaded = policy_question_loop(&["yes"]);
     assert!(
         loaded.outcome().is_none_or(|o| !o.verified),
         "{:?}",
@@ -1438,7 +1434,7 @@ fn fixture_cases() -> Value {
     ));
     cases.push((
         "policy-question",
-        as_json(policy_question_loop(&["yes", "gold"]).audit_trail()),
+        as_json(policy_question_loop(&["gold"]).audit_trail()),
     ));
 
     Value::Array(

@@ -200,7 +200,55 @@ pub fn request_from_chat(chat: &Value) -> Value {
             out.insert("tool_choice".into(), c);
         }
     }
+    // One call at a time, as the app asked.
+    if chat.get("parallel_tool_calls") == Some(&json!(false)) && out.contains_key("tools") {
+        let mut choice = out
+            .remove("tool_choice")
+            .unwrap_or_else(|| json!({"type": "auto"}));
+        if choice.get("type").and_then(Value::as_str) != Some("none") {
+            choice["disable_parallel_tool_use"] = json!(true);
+        }
+        out.insert("tool_choice".into(), choice);
+    }
     Value::Object(out)
+}
+
+/// What a chat-completions request (the app's own, or one converted from the Responses API)
+/// asks of an Anthropic upstream that the Messages API cannot do, if anything: dropped, the
+/// answer would be made without it (a review found `seed`, the penalties, `logit_bias` and
+/// `reasoning_effort` dropped so). A zero penalty or a `false` asks nothing.
+pub fn unsupported_for_upstream(chat: &Value) -> Option<String> {
+    const NOT_CARRIED: &[&str] = &[
+        "seed",
+        "frequency_penalty",
+        "presence_penalty",
+        "logit_bias",
+        "logprobs",
+        "top_logprobs",
+        "reasoning_effort",
+        "verbosity",
+        "audio",
+        "modalities",
+        "prediction",
+        "web_search_options",
+    ];
+    NOT_CARRIED
+        .iter()
+        .find(|field| {
+            chat.get(**field).is_some_and(|v| {
+                !(v.is_null()
+                    || v == &json!(false)
+                    || v.as_f64() == Some(0.0)
+                    || v.as_object().is_some_and(|o| o.is_empty()))
+            })
+        })
+        .map(|field| {
+            format!(
+                "`{field}` is not supported with this proofgate's Anthropic upstream: the \
+                 Messages API has no such parameter, and the answer would be made without it; \
+                 send the request without it"
+            )
+        })
 }
 
 /// Why a chat-completions body cannot go to an Anthropic upstream as it is, if it cannot: a
@@ -435,7 +483,8 @@ pub fn chat_from_request(req: &Value) -> Value {
 }
 
 /// The members of a Messages API request that carry over to Chat Completions (or, as
-/// `service_tier`, change nothing of the answer); `thinking` and `top_k` are refused below.
+/// `service_tier`, `cache_control`, `inference_geo`, `speed` and `diagnostics`, change nothing
+/// of the answer); `thinking` and `top_k` are refused below.
 const MESSAGES_FIELDS: &[&str] = &[
     "model",
     "messages",
@@ -451,6 +500,10 @@ const MESSAGES_FIELDS: &[&str] = &[
     "tool_choice",
     "thinking",
     "service_tier",
+    "cache_control",
+    "inference_geo",
+    "speed",
+    "diagnostics",
 ];
 
 /// What a Messages API request holds that proofgate cannot carry to the upstream or verify, if
@@ -812,6 +865,49 @@ pub fn error_body(code: &str, message: &str) -> Value {
 
 #[cfg(test)]
 mod tests {
+    /// A chat request's parameters the Messages API lacks are refused for an Anthropic
+    /// upstream rather than dropped; one call at a time carries over.
+    #[test]
+    fn chat_parameters_an_anthropic_upstream_lacks_are_refused() {
+        use serde_json::json;
+        let chat = |extra: serde_json::Value| {
+            let mut body = json!({"model": "m", "messages": [{"role": "user", "content": "q"}]});
+            for (k, v) in extra.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            body
+        };
+        assert_eq!(super::unsupported_for_upstream(&chat(json!({}))), None);
+        for harmless in [
+            json!({"frequency_penalty": 0}),
+            json!({"logprobs": false}),
+            json!({"seed": null}),
+            json!({"logit_bias": {}}),
+        ] {
+            assert_eq!(
+                super::unsupported_for_upstream(&chat(harmless.clone())),
+                None,
+                "{harmless}"
+            );
+        }
+        for (extra, name) in [
+            (json!({"seed": 7}), "seed"),
+            (json!({"presence_penalty": 0.5}), "presence_penalty"),
+            (json!({"logit_bias": {"50256": -100}}), "logit_bias"),
+            (json!({"reasoning_effort": "high"}), "reasoning_effort"),
+        ] {
+            let why = super::unsupported_for_upstream(&chat(extra)).unwrap();
+            assert!(why.starts_with(&format!("`{name}`")), "{why}");
+        }
+        let one_at_a_time = super::request_from_chat(&chat(json!({
+            "parallel_tool_calls": false,
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]})));
+        assert_eq!(
+            one_at_a_time["tool_choice"],
+            json!({"type": "auto", "disable_parallel_tool_use": true})
+        );
+    }
+
     #[test]
     fn what_cannot_reach_the_upstream_is_refused_by_name() {
         let text = json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]},

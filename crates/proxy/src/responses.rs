@@ -30,8 +30,8 @@ fn content_text(content: &Value) -> String {
 }
 
 /// The members of a Responses API request that carry over to Chat Completions, or change
-/// nothing of the answer (`store`, `metadata`, `service_tier`, `truncation`,
-/// `prompt_cache_key`, `stream_options`); `conversation`, `prompt`, `include` and `text` are
+/// nothing of the answer (`store`, `metadata`, `service_tier`, `truncation`, the prompt
+/// cache's settings, `stream_options`); `conversation`, `prompt`, `include` and `text` are
 /// checked below.
 const RESPONSES_FIELDS: &[&str] = &[
     "model",
@@ -54,6 +54,8 @@ const RESPONSES_FIELDS: &[&str] = &[
     "service_tier",
     "truncation",
     "prompt_cache_key",
+    "prompt_cache_retention",
+    "prompt_cache_options",
     "include",
     "conversation",
     "prompt",

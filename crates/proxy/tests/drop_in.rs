@@ -669,3 +669,28 @@ async fn the_messages_apis_refusals_are_in_its_error_shape() {
         assert!(body["error"]["message"].is_string(), "{path}: {body}");
     }
 }
+
+/// In front of an Anthropic upstream, a chat request's parameter the Messages API lacks is
+/// refused naming it, before any call (it was dropped, and the answer made without it).
+#[tokio::test]
+async fn a_parameter_an_anthropic_upstream_lacks_is_refused() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let proxy = Proxy::start("anthropic-lacks", &anthropic_config(&llm.url()));
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "seed": 7,
+                      "messages": [{"role": "user", "content": "I am 70. plain-case?"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let body: Value = r.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("`seed`"),
+        "{body}"
+    );
+    assert!(llm.received().is_empty(), "nothing went upstream");
+}

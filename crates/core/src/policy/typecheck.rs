@@ -514,6 +514,7 @@ const SOLVER_SORTS: &[&str] = &[
     "FloatingPoint",
     "Int",
     "List",
+    "Proof",
     "Real",
     "RegEx",
     "RegLan",
@@ -521,6 +522,7 @@ const SOLVER_SORTS: &[&str] = &[
     "Seq",
     "Set",
     "String",
+    "StringSequence",
     "Unicode",
 ];
 

@@ -183,7 +183,11 @@ pub fn without_invisible(text: &str) -> String {
                 '\u{00AD}'
                     | '\u{034F}'
                     | '\u{061C}'
-                    | '\u{180E}'
+                    | '\u{115F}'
+                    | '\u{1160}'
+                    | '\u{180B}'..='\u{180F}'
+                    | '\u{3164}'
+                    | '\u{FFA0}'
                     | '\u{200B}'
                     | '\u{200E}'
                     | '\u{200F}'
@@ -1179,9 +1183,19 @@ impl Thread {
         let Some(vocabulary) = self.question_vocabulary() else {
             return lines.collect();
         };
+        let lines: Vec<String> = lines.collect();
+        let named: Vec<String> = lines
+            .iter()
+            .filter_map(|l| crate::policy_questions::named_question(vocabulary, l))
+            .collect();
+        // A round is the policy's questions alone whenever it names a variable: a line the
+        // LLM worded beside them could say what the next one "means" ("say yes if you want
+        // the discount"), and the user's honest answer was bound to the policy's variable (a
+        // review's case). Otherwise the LLM's questions go out, and no short answer to them
+        // states anything.
+        let round = if named.is_empty() { lines } else { named };
         let mut out: Vec<String> = Vec::new();
-        for line in lines {
-            let q = crate::policy_questions::resolve_question(vocabulary, &line);
+        for q in round {
             if !out.contains(&q) {
                 out.push(q);
             }

@@ -563,21 +563,23 @@ pub fn merge_units(units: &[PolicyUnit]) -> (PolicyDefinition, MergeReport) {
                 }
                 continue;
             }
-            let extends = |o: &TypeDefinition| {
-                o.name == t.name
-                    && o.values
-                        .iter()
-                        .all(|x| t.values.iter().any(|v| v.value == x.value))
+            // One holds all of the other's values: a unit extending a type it was shown, or
+            // keeping only the values its span needs.
+            let within = |a: &TypeDefinition, b: &TypeDefinition| {
+                a.values
+                    .iter()
+                    .all(|x| b.values.iter().any(|v| v.value == x.value))
             };
+            let extends = |o: &TypeDefinition| o.name == t.name && (within(o, t) || within(t, o));
             if let Some(i) = out.types.iter().position(extends) {
-                // The same name declared again with every value it had and more (a unit
-                // extending a type it was shown): the unit's rules, and the variables of that
-                // type it did not declare again, mean the one type. Renamed instead, those
-                // variables kept the old type while the unit's values went to the new one, and
-                // the unit's rules, which type-checked alone, no longer did. More values only
-                // admit more cases, so nothing becomes provable that was not. A same-named type
-                // without all of them (another `Status`) is another type, renamed below: merged,
-                // its variables could be unified with the first type's.
+                // The same name declared again with more of the values, or some of them: the
+                // unit's rules, and the variables of that type it did not declare again, mean
+                // the one type. Renamed instead, those variables kept the old type while the
+                // unit's values went to the new one, and the unit's rules, which type-checked
+                // alone, no longer did. The type holds every value either gave it: more values
+                // only admit more cases, so nothing becomes provable that was not. A
+                // same-named type sharing neither way (another `Status`) is another type,
+                // renamed below: merged, its variables could be unified with the first type's.
                 let others: BTreeSet<String> = out
                     .types
                     .iter()
@@ -854,9 +856,10 @@ mod tests {
         PolicyModel::from_definition(def, None).unwrap();
     }
 
-    /// A same-named type without all of the first one's values is another type (an account's
-    /// `Status` and an order's): renamed, not merged, so that its variables are not unified
-    /// with the first type's.
+    /// A same-named type sharing values neither way is another type (an account's `Status`
+    /// and an order's): renamed, not merged, so that its variables are not unified with the
+    /// first type's. One with some of the first one's values is the same type (a unit keeps
+    /// the values its span needs).
     #[test]
     fn a_same_named_type_with_other_values_is_another_type() {
         let a = unit(
@@ -871,11 +874,29 @@ mod tests {
                 "variables": [{"name": "orderStatus", "type": "Status", "description": "the order status"}],
                 "rules": [{"id": "S", "expression": "(distinct orderStatus SHIPPED)"}]}"#,
         );
-        let (def, report) = merge_units(&[a, b]);
+        let (def, report) = merge_units(&[a.clone(), b.clone()]);
         let types: Vec<&str> = def.types.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(types, vec!["Status", "Status_2"]);
         assert!(report.extended.is_empty(), "{report:?}");
         assert_eq!(def.variables[1].type_name, "Status_2");
+        PolicyModel::from_definition(def, None).unwrap();
+        let c = unit(
+            3,
+            r#"{"types": [{"name": "Status", "values": [{"value": "ACTIVE"}]}],
+                "variables": [{"name": "accountStatus", "type": "Status", "description": "the account status"}],
+                "rules": [{"id": "A", "expression": "(=> (= accountStatus ACTIVE) (distinct orderStatus SHIPPED))"}]}"#,
+        );
+        let (def, report) = merge_units(&[a, b, c]);
+        assert_eq!(def.types.len(), 2, "{def:?}");
+        assert_eq!(def.variables.len(), 2, "{def:?}");
+        assert!(
+            report.renamed.iter().all(|(span, _, _)| *span == 2),
+            "{report:?}"
+        );
+        assert_eq!(
+            def.rules.last().unwrap().expression,
+            "(=> (= accountStatus ACTIVE) (distinct orderStatus SHIPPED))"
+        );
         PolicyModel::from_definition(def, None).unwrap();
     }
 

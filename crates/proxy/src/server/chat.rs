@@ -341,6 +341,11 @@ async fn start_thread(
             ));
         }
     }
+    if app.config.upstream.kind == crate::config::LlmKind::Anthropic {
+        if let Some(why) = crate::anthropic::unsupported_for_upstream(&req.body) {
+            return Err(ApiError::bad_request(why));
+        }
+    }
     let started = Instant::now();
     let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
     waits.upstream += started.elapsed();
@@ -735,7 +740,10 @@ pub(crate) async fn answer_chat(
                                 status,
                                 outcome.warning.as_deref(),
                                 outcome.verified,
-                                names_no_rule(&outcome.findings),
+                                // Bedrock may leave `contradictingRules` out: only the local
+                                // reasoner's IMPOSSIBLE without one names no rule for sure.
+                                app.config.validator.kind == crate::config::ValidatorKind::Local
+                                    && names_no_rule(&outcome.findings),
                             )
                             .as_deref(),
                         ),
