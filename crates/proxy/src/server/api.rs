@@ -257,6 +257,36 @@ async fn listed_owner_is(
     first_record_gives_it_to(&t.id, first, owner)
 }
 
+/// Drives a request's thread to its end as a chat request's is (each step saved ahead of the
+/// call it asks for), saves the end, and counts its verdict.
+async fn drive_to_end(
+    app: &Arc<App>,
+    caller: &Caller,
+    thread: &mut Thread,
+    effect: proofgate_core::Effect,
+    saver: &mut crate::app::Saver,
+) -> Result<(), ApiError> {
+    let effect = crate::app::drive_durably(
+        app,
+        &caller.id,
+        thread,
+        effect,
+        &mut Waits::default(),
+        saver,
+        None,
+    )
+    .await
+    .map_err(|e| match e {
+        crate::app::DurableDriveError::Drive(e) => ApiError::from(e),
+        crate::app::DurableDriveError::Storage(e) => ApiError::from(e),
+    })?;
+    saver.finish(app, thread, None).await?;
+    if let proofgate_core::Effect::Finish(o) = &effect {
+        app.metrics.verdict(o.status.as_str(), thread.iterations());
+    }
+    Ok(())
+}
+
 /// `POST /api/threads`.
 pub async fn create_thread(
     State(app): State<Arc<App>>,
@@ -304,24 +334,7 @@ pub async fn create_thread(
     // the LLM and solver calls made, with no trail of them), and ended as ERROR if the request
     // stops driving it before its end.
     saver.ends_if_dropped(app.clone());
-    let effect = crate::app::drive_durably(
-        &app,
-        &caller.id,
-        &mut thread,
-        effect,
-        &mut Waits::default(),
-        &mut saver,
-        None,
-    )
-    .await
-    .map_err(|e| match e {
-        crate::app::DurableDriveError::Drive(e) => ApiError::from(e),
-        crate::app::DurableDriveError::Storage(e) => ApiError::from(e),
-    })?;
-    saver.finish(&app, &thread, None).await?;
-    if let proofgate_core::Effect::Finish(o) = &effect {
-        app.metrics.verdict(o.status.as_str(), thread.iterations());
-    }
+    drive_to_end(&app, &caller, &mut thread, effect, &mut saver).await?;
     Ok((
         StatusCode::CREATED,
         Json(thread_view_for(&caller, &thread, status_of(&thread))),
@@ -481,24 +494,7 @@ pub async fn answer_thread(
     let mut saver = crate::app::Saver::new(saved);
     saver.ends_if_dropped(app.clone());
     saver.save_now(&app, &thread).await?;
-    let effect = crate::app::drive_durably(
-        &app,
-        &caller.id,
-        &mut thread,
-        effect,
-        &mut Waits::default(),
-        &mut saver,
-        None,
-    )
-    .await
-    .map_err(|e| match e {
-        crate::app::DurableDriveError::Drive(e) => ApiError::from(e),
-        crate::app::DurableDriveError::Storage(e) => ApiError::from(e),
-    })?;
-    saver.finish(&app, &thread, None).await?;
-    if let proofgate_core::Effect::Finish(o) = &effect {
-        app.metrics.verdict(o.status.as_str(), thread.iterations());
-    }
+    drive_to_end(&app, &caller, &mut thread, effect, &mut saver).await?;
     Ok(Json(thread_view_for(&caller, &thread, status_of(&thread))))
 }
 
