@@ -851,7 +851,17 @@ async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> 
         .question_timeout_secs
         .saturating_mul(1000);
     let asked_before = i64::try_from(now.saturating_sub(timeout)).unwrap_or(0);
-    let mut after = None;
+    // A pass works for at most TICK_BUDGET and the next goes on from where it stopped, so that
+    // one owner's thousands of waiting threads cannot hold the maintenance (resumes, expiry)
+    // behind them; a thread whose tick failed (a damaged trail) is not read again for a while,
+    // where it was read, checked and logged every pass (a review's case).
+    static NEXT: std::sync::Mutex<Option<(i64, String)>> = std::sync::Mutex::new(None);
+    static FAILED: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    > = std::sync::LazyLock::new(Default::default);
+    const FAILED_FOR: Duration = Duration::from_secs(600);
+    let started = std::time::Instant::now();
+    let mut after = NEXT.lock().unwrap_or_else(|e| e.into_inner()).take();
     // Owners whose places left are kept from them this pass: their other threads are skipped
     // without being loaded (each load reads and checks a whole trail).
     let mut refused = std::collections::HashSet::new();
@@ -861,26 +871,45 @@ async fn tick_overdue(app: &Arc<App>) -> Result<(), Box<dyn std::error::Error>> 
             .threads_with_status(
                 crate::storage::Unfinished::AwaitingInput,
                 asked_before,
-                after,
+                after.clone(),
             )
             .await?;
         for stored in &page {
+            if started.elapsed() >= TICK_BUDGET {
+                *NEXT.lock().unwrap_or_else(|e| e.into_inner()) = after;
+                return Ok(());
+            }
+            after = Some((stored.updated_at, stored.id.clone()));
+            let failed_lately = FAILED
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&stored.id)
+                .is_some_and(|at| at.elapsed() < FAILED_FOR);
+            if failed_lately {
+                continue;
+            }
             match tick_if_overdue(app, stored, now, &mut refused).await {
                 Ok(Ticked::NoPlace) => return Ok(()),
                 Ok(_) => {}
                 Err(e) => {
-                    tracing::error!("thread {}: its questions' timeout failed: {e}", stored.id)
+                    tracing::error!("thread {}: its questions' timeout failed: {e}", stored.id);
+                    let mut failed = FAILED.lock().unwrap_or_else(|e| e.into_inner());
+                    if failed.len() >= 10_000 {
+                        failed.retain(|_, at| at.elapsed() < FAILED_FOR);
+                    }
+                    failed.insert(stored.id.clone(), std::time::Instant::now());
                 }
             }
         }
-        match page.last() {
-            Some(last) if page.len() == crate::storage::MAINTENANCE_PAGE => {
-                after = Some((last.updated_at, last.id.clone()))
-            }
-            _ => return Ok(()),
+        if page.len() < crate::storage::MAINTENANCE_PAGE {
+            // The end: the next pass starts from the first.
+            return Ok(());
         }
     }
 }
+
+/// The longest one pass of the questions' timeouts works (see [`tick_overdue`]).
+const TICK_BUDGET: Duration = Duration::from_secs(2);
 
 /// What became of a thread whose questions may be overdue.
 enum Ticked {
