@@ -2637,20 +2637,31 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
 }
 
-/// `line` without a list number or bullet before it ("1. yes", "2) 70", "- Gold").
+/// `line` without a list number or bullet before it ("1. yes", "2) 70", "- Gold"): only one
+/// followed by a space and more text, so a number is never cut ("4.5", "-200", "2.").
 fn without_list_number(line: &str) -> &str {
     let digits = line.chars().take_while(char::is_ascii_digit).count();
-    let rest = &line[digits..];
-    let rest = if digits > 0 {
-        match rest.strip_prefix(['.', ')']) {
-            Some(r) => r,
-            None => return line,
+    let marker = if digits > 0 {
+        match line[digits..].chars().next() {
+            Some('.' | ')') => digits + 1,
+            _ => return line,
         }
     } else {
-        rest.strip_prefix(['-', '*', '•']).unwrap_or(rest)
+        match line.chars().next() {
+            Some(c @ ('-' | '*' | '•')) => c.len_utf8(),
+            _ => return line,
+        }
     };
-    rest.trim_start()
+    let rest = &line[marker..];
+    match rest.strip_prefix(char::is_whitespace) {
+        Some(r) if !r.trim().is_empty() => r.trim_start(),
+        _ => line,
+    }
 }
+
+/// Words a short answer to the policy's question may hold besides its value and
+/// [`ANSWER_FILLER`] ("It was cancelled", "I'm 70", "my tier is gold, please").
+const BOUND_FILLER: &[&str] = &["was", "were", "i", "im", "am", "my", "we", "our", "please"];
 
 /// The value a short answer gives to a question the policy worded (format 14).
 #[derive(Debug)]
@@ -2723,7 +2734,14 @@ fn bound_answer(
     {
         return None;
     }
-    let hedged = raw.iter().any(|w| {
+    // A value's own words are no hedge ("None", "No disruption" name NONE, NO_DISRUPTION).
+    let value_words: BTreeSet<String> = vocabulary
+        .types
+        .iter()
+        .filter(|t| t.name == variable.type_name)
+        .flat_map(|t| t.values.iter().flat_map(|v| raw_words(&v.value)))
+        .collect();
+    let hedged = raw.iter().filter(|w| !value_words.contains(*w)).any(|w| {
         let w = w.as_str();
         QUALIFIERS.contains(&w)
             || QUALIFIERS_IN_CONTEXT.contains(&w)
@@ -2758,6 +2776,7 @@ fn bound_answer(
             let bare = raw.iter().all(|w| {
                 w.chars().all(|c| c.is_ascii_digit() || c == '.')
                     || ANSWER_FILLER.contains(&w.as_str())
+                    || BOUND_FILLER.contains(&w.as_str())
                     || matches!(w.as_str(), "old" | "yo")
                     || question_words.contains(&stem(w))
             });
@@ -2793,6 +2812,7 @@ fn bound_answer(
             let bare = raw.iter().zip(&words).all(|(w, stemmed)| {
                 value_words.contains(stemmed)
                     || ANSWER_FILLER.contains(&w.as_str())
+                    || BOUND_FILLER.contains(&w.as_str())
                     || question_words.contains(stemmed)
             });
             bare.then(|| Bound::Value(value.to_string()))
@@ -4837,6 +4857,24 @@ mod tests {
             );
         }
         assert!(!after(&q("customerAge"), "<18", "(= customerAge 18)"));
+        // A number is never cut as a list number (a review: "4.5" grounded 5, "-200" 200).
+        assert!(after(&q("balance"), "-200", "(= balance (- 200))"));
+        assert!(!after(&q("balance"), "-200", "(= balance 200)"));
+        assert!(after(&q("customerAge"), "I'm 70", "(= customerAge 70)"));
+        assert!(!after(&q("customerAge"), "4.5", "(= customerAge 5)"));
+        assert!(!after(&q("customerAge"), "0.4", "(= customerAge 4)"));
+        assert!(after(&q("customerAge"), "70.", "(= customerAge 70)"));
+        // A value whose name holds a negation is named ("No disruption" is NO_DISRUPTION).
+        assert!(after(
+            &q("reason"),
+            "No disruption",
+            "(= reason NO_DISRUPTION)"
+        ));
+        assert!(after(
+            &q("reason"),
+            "It was a cancellation",
+            "(= reason CANCELLATION)"
+        ));
         for answer in ["yes no", "yes.\nno."] {
             assert!(!after(&q("isMember"), answer, "isMember"), "{answer}");
         }

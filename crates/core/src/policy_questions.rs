@@ -91,11 +91,38 @@ pub fn resolve_question(vocabulary: &PolicyDefinition, line: &str) -> String {
     named_question(vocabulary, line).unwrap_or_else(|| line.to_string())
 }
 
-/// The [`policy_question`] of the variable `line` names (`tier`, `` `tier` ``), if it names
-/// one.
+/// The [`policy_question`] of the variable `line` names, if it names one: its name alone, in
+/// any letter case, quoted or not, after a list number, before a stop or question mark
+/// (`tier`, `` `Tier` ``, "1. customerAge?"), so that a near miss does not reach the user as a
+/// bare identifier.
 pub fn named_question(vocabulary: &PolicyDefinition, line: &str) -> Option<String> {
-    let name = line.trim().trim_matches('`').trim();
-    policy_question(vocabulary, name)
+    let mut name = line.trim();
+    let digits = name.chars().take_while(char::is_ascii_digit).count();
+    if digits > 0 {
+        if let Some(rest) = name[digits..].strip_prefix(['.', ')']) {
+            name = rest.trim_start();
+        }
+    }
+    let name = name
+        .trim_start_matches(['-', '*'])
+        .trim()
+        .trim_end_matches(['?', '.', ':', '!'])
+        .trim()
+        .trim_matches(['`', '"', '\''])
+        .trim();
+    let variable = vocabulary
+        .variables
+        .iter()
+        .find(|v| v.name == name)
+        .or_else(|| {
+            let mut same = vocabulary
+                .variables
+                .iter()
+                .filter(|v| v.name.eq_ignore_ascii_case(name));
+            let first = same.next()?;
+            same.next().is_none().then_some(first)
+        })?;
+    policy_question(vocabulary, &variable.name)
 }
 
 /// The variable whose [`policy_question`] `line` is, if it is one exactly (after a list
@@ -167,6 +194,23 @@ mod tests {
             resolve_question(&v, "Do you agree that gold members enter free?"),
             "Do you agree that gold members enter free?"
         );
+    }
+
+    /// A near miss of a variable's name is its question, not a bare identifier shown to the
+    /// user (a review's case).
+    #[test]
+    fn a_name_with_a_mark_a_number_or_another_case_is_its_question() {
+        let v = vocabulary();
+        let tier = policy_question(&v, "tier").unwrap();
+        for line in ["tier?", "Tier", "1. tier", "`tier`.", "- tier", "\"tier\""] {
+            assert_eq!(
+                named_question(&v, line).as_deref(),
+                Some(tier.as_str()),
+                "{line}"
+            );
+        }
+        assert_eq!(named_question(&v, "tiers"), None);
+        assert_eq!(named_question(&v, "What is your tier?"), None);
     }
 
     #[test]

@@ -232,15 +232,15 @@ pub fn unsupported_for_upstream(chat: &Value) -> Option<String> {
         "prediction",
         "web_search_options",
     ];
+    // What the Messages API does anyway: a medium verbosity, text out.
+    let default = |field: &str, v: &Value| {
+        (field == "verbosity" && v == "medium") || (field == "modalities" && v == &json!(["text"]))
+    };
     NOT_CARRIED
         .iter()
         .find(|field| {
-            chat.get(**field).is_some_and(|v| {
-                !(v.is_null()
-                    || v == &json!(false)
-                    || v.as_f64() == Some(0.0)
-                    || v.as_object().is_some_and(|o| o.is_empty()))
-            })
+            chat.get(**field)
+                .is_some_and(|v| !(asks_nothing(v) || v.as_f64() == Some(0.0) || default(field, v)))
         })
         .map(|field| {
             format!(
@@ -482,6 +482,15 @@ pub fn chat_from_request(req: &Value) -> Value {
     Value::Object(out)
 }
 
+/// Whether a request member's value asks for nothing: null, `false`, `{}` or `[]` (what SDKs
+/// send for a parameter left unset: `container: null`, `previous_response_id: null`).
+pub fn asks_nothing(v: &Value) -> bool {
+    v.is_null()
+        || v == &json!(false)
+        || v.as_object().is_some_and(|o| o.is_empty())
+        || v.as_array().is_some_and(|a| a.is_empty())
+}
+
 /// The members of a Messages API request that carry over to Chat Completions (or, as
 /// `service_tier`, `cache_control`, `inference_geo`, `speed` and `diagnostics`, change nothing
 /// of the answer); `thinking` and `top_k` are refused below.
@@ -515,10 +524,11 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
     // A member not known to carry over or to leave the answer alone (`output_format`,
     // `mcp_servers`, `container`, ...) is refused, not dropped: the answer would be made
     // without it (a review found structured output and remote tools dropped so).
-    if let Some(name) = req
-        .as_object()
-        .and_then(|o| o.keys().find(|k| !MESSAGES_FIELDS.contains(&k.as_str())))
-    {
+    if let Some(name) = req.as_object().and_then(|o| {
+        o.iter()
+            .find(|(k, v)| !MESSAGES_FIELDS.contains(&k.as_str()) && !asks_nothing(v))
+            .map(|(k, _)| k)
+    }) {
         return Some(format!(
             "`{}` is not supported: proofgate calls the upstream with Chat Completions' \
              parameters and verifies text, and an answer made without it would not be what was \
@@ -858,15 +868,30 @@ pub fn message_events(message: &Value) -> Vec<(String, String)> {
         .collect()
 }
 
-/// An error as the Messages API writes it.
-pub fn error_body(code: &str, message: &str) -> Value {
-    json!({"type": "error", "error": {"type": code, "message": message}})
+/// An error as the Messages API writes it: its `type` is the API's for the status
+/// (`invalid_request_error`, `rate_limit_error`, ...), which apps match on; proofgate's own
+/// code goes beside it as `code`.
+pub fn error_body(status: u16, code: &str, message: &str) -> Value {
+    let kind = match status {
+        400 | 409 | 415 | 422 => "invalid_request_error",
+        401 => "authentication_error",
+        402 => "billing_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        413 => "request_too_large",
+        429 => "rate_limit_error",
+        503 | 529 => "overloaded_error",
+        504 => "timeout_error",
+        _ => "api_error",
+    };
+    json!({"type": "error", "error": {"type": kind, "message": message, "code": code}})
 }
 
 #[cfg(test)]
 mod tests {
     /// A chat request's parameters the Messages API lacks are refused for an Anthropic
-    /// upstream rather than dropped; one call at a time carries over.
+    /// upstream rather than dropped (what it does anyway, a medium verbosity or text out, is
+    /// not); one call at a time carries over.
     #[test]
     fn chat_parameters_an_anthropic_upstream_lacks_are_refused() {
         use serde_json::json;
@@ -883,6 +908,8 @@ mod tests {
             json!({"logprobs": false}),
             json!({"seed": null}),
             json!({"logit_bias": {}}),
+            json!({"verbosity": "medium"}),
+            json!({"modalities": ["text"]}),
         ] {
             assert_eq!(
                 super::unsupported_for_upstream(&chat(harmless.clone())),

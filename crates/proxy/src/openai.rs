@@ -1082,7 +1082,7 @@ mod tests {
         };
         assert!(anthropic::unsupported_in_request(&messages(json!({}))).is_none());
         for field in ["output_format", "mcp_servers", "container"] {
-            let r = anthropic::unsupported_in_request(&messages(json!({field: {}}))).unwrap();
+            let r = anthropic::unsupported_in_request(&messages(json!({field: {"x": 1}}))).unwrap();
             assert!(r.starts_with(&format!("`{field}` is not supported")), "{r}");
         }
         let body = messages(json!({
@@ -1100,6 +1100,19 @@ mod tests {
             body
         };
         assert!(responses::unsupported_in_request(&request(json!({"include": []}))).is_none());
+        // What SDKs send for a parameter left unset asks nothing, nor does encrypted reasoning.
+        for unset in [
+            json!({"previous_response_id": null}),
+            json!({"background": false}),
+            json!({"max_tool_calls": null}),
+            json!({"include": ["reasoning.encrypted_content"]}),
+        ] {
+            assert!(
+                responses::unsupported_in_request(&request(unset.clone())).is_none(),
+                "{unset}"
+            );
+        }
+        assert!(anthropic::unsupported_in_request(&messages(json!({"container": null}))).is_none());
         for (extra, says) in [
             (
                 json!({"previous_response_id": "resp_1"}),

@@ -83,10 +83,13 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
     // A member not known to carry over or to leave the answer alone (`previous_response_id`,
     // `max_tool_calls`, `top_logprobs`, `background`, ...) is refused, not dropped (a review
     // found several dropped so).
-    if let Some(name) = req
-        .as_object()
-        .and_then(|o| o.keys().find(|k| !RESPONSES_FIELDS.contains(&k.as_str())))
-    {
+    if let Some(name) = req.as_object().and_then(|o| {
+        o.iter()
+            .find(|(k, v)| {
+                !RESPONSES_FIELDS.contains(&k.as_str()) && !crate::anthropic::asks_nothing(v)
+            })
+            .map(|(k, _)| k)
+    }) {
         return Some(format!(
             "`{}` is not supported: proofgate calls the upstream with Chat Completions and \
              verifies text, and an answer made without it would not be what was asked for; \
@@ -94,10 +97,15 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
             crate::http_body::truncate(name, 100)
         ));
     }
-    if req
-        .get("include")
-        .is_some_and(|i| !i.is_null() && i.as_array().is_none_or(|a| !a.is_empty()))
-    {
+    // Encrypted reasoning, which stateless clients (`store: false`) ask for, changes nothing:
+    // no reasoning item goes out. Anything else included would be left out.
+    if req.get("include").is_some_and(|i| {
+        !i.is_null()
+            && i.as_array().is_none_or(|a| {
+                a.iter()
+                    .any(|x| x.as_str() != Some("reasoning.encrypted_content"))
+            })
+    }) {
         return Some(
             "`include` is not supported: nothing of the upstream's reply but the verified text \
              goes out (no logprobs, reasoning or tool sources); send it empty or leave it out"

@@ -169,31 +169,31 @@ fn plain_answer(text: &str) -> String {
 }
 
 /// `text` without the characters that change how it shows but not what a model reads, or hide
-/// text a model reads: bidirectional controls (which reorder what shows), zero-width spaces,
-/// format characters (U+2060 to U+206F), the byte order mark, interlinear annotations, soft
-/// hyphens, and Unicode tag characters and variation selectors (invisible, and able to carry
+/// text a model reads: bidirectional embeddings, overrides and isolates (which reorder what
+/// shows), zero-width spaces, format characters (U+2060 to U+206F), the byte order mark,
+/// interlinear annotations, soft hyphens, fillers that show as nothing, and Unicode tag
+/// characters and variation selectors other than the emoji ones (invisible, and able to carry
 /// text that models read).
 pub fn without_invisible(text: &str) -> String {
     text.chars()
         .filter(|c| {
-            // ZWNJ and ZWJ (U+200C, U+200D) stay: Persian and Indic words are spelt with
-            // them, and emoji sequences joined.
+            // Stay: ZWNJ and ZWJ (U+200C, U+200D), with which Persian and Indic words are
+            // spelt and emoji joined; the direction marks (U+200E, U+200F, U+061C), which move
+            // no letter or digit, only the punctuation beside them, and place numbers in Hebrew
+            // and Arabic text; and the emoji and text presentation selectors (U+FE0E, U+FE0F).
             !matches!(
                 c,
                 '\u{00AD}'
                     | '\u{034F}'
-                    | '\u{061C}'
                     | '\u{115F}'
                     | '\u{1160}'
                     | '\u{180B}'..='\u{180F}'
                     | '\u{3164}'
                     | '\u{FFA0}'
                     | '\u{200B}'
-                    | '\u{200E}'
-                    | '\u{200F}'
                     | '\u{202A}'..='\u{202E}'
                     | '\u{2060}'..='\u{206F}'
-                    | '\u{FE00}'..='\u{FE0F}'
+                    | '\u{FE00}'..='\u{FE0D}'
                     | '\u{FEFF}'
                     | '\u{FFF9}'..='\u{FFFB}'
                     | '\u{E0000}'..='\u{E007F}'

@@ -175,7 +175,8 @@ pub(crate) async fn claim_to_answer(app: &App, id: &str, seen: i64) -> Result<()
     } else {
         Err(ApiError::conflict(format!(
             "thread {id} is no longer waiting for answers: another request answered it, or its \
-             questions timed out, just now"
+             questions timed out, just now; GET /api/threads/{id} shows what became of it, and \
+             to ask again, send the question anew"
         )))
     }
 }

@@ -110,7 +110,10 @@ fn questions_text(questions: &[String]) -> String {
     for (i, q) in questions.iter().enumerate() {
         text.push_str(&format!("{}. {q}\n", i + 1));
     }
-    text.push_str("\n(Reply with your answers, or \"skip\" to get an answer without them.)");
+    text.push_str(
+        "\n(Reply with your answers, one per line in the order asked, or \"skip\" to get an \
+         answer without them.)",
+    );
     with_notice(&text, Some(QUESTIONS_NOTICE))
 }
 

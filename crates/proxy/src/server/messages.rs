@@ -60,7 +60,7 @@ impl WireFormat for Messages {
     }
 
     fn error(&self, e: ApiError, _stream: bool) -> Response {
-        let body = error_body(e.code, &e.message);
+        let body = error_body(e.status.as_u16(), e.code, &e.message);
         e.with_retry_headers((e.status, Json(body)).into_response())
     }
 }
@@ -109,6 +109,7 @@ pub async fn in_anthropic_shape(response: Response) -> Response {
         .and_then(|v| {
             let e = v.get("error")?;
             Some(crate::anthropic::error_body(
+                status.as_u16(),
                 e.get("code").and_then(Value::as_str).unwrap_or("error"),
                 e.get("message").and_then(Value::as_str).unwrap_or(""),
             ))

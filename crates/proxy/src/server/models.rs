@@ -43,7 +43,7 @@ impl Shape {
         match self {
             Shape::Openai => e.into_response(),
             Shape::Anthropic => {
-                let body = crate::anthropic::error_body(e.code, &e.message);
+                let body = crate::anthropic::error_body(e.status.as_u16(), e.code, &e.message);
                 e.with_retry_headers((e.status, Json(body)).into_response())
             }
         }
