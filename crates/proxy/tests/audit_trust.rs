@@ -1040,6 +1040,73 @@ async fn retention_is_not_brought_forward_by_the_database() {
     assert_eq!(log_size(&proxy).await, before, "a deletion was logged");
 }
 
+/// Retention deletes a trail only when its last record ended the thread: a thread still
+/// waiting, marked ended in the unsigned status column, is kept however old (it was deleted
+/// and the deletion logged as ordinary retention, a review found). The server's clock is put
+/// 31 days ahead (tests/support/clock_shift.c) so that both trails are past retention; the
+/// ended one is deleted, as the control.
+#[tokio::test]
+async fn retention_keeps_a_trail_that_did_not_end() {
+    let dir = temp_dir("retention-unended");
+    let shim = dir.join("clock_shift.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&shim)
+        .arg(repo_root().join("tests/support/clock_shift.c"))
+        .arg("-ldl")
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let shift = dir.join("shift_ms");
+    std::fs::write(&shift, "0").unwrap();
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start_with_env(
+        "retention-unended",
+        &config(
+            &format!("{}/v1", llm.url()),
+            "",
+            "retention_days = 30\n[server]\nmaintenance_interval_ms = 100\n",
+        ),
+        &[
+            ("LD_PRELOAD", shim.to_str().unwrap()),
+            ("PROOFGATE_TEST_CLOCK_SHIFT_FILE", shift.to_str().unwrap()),
+        ],
+    );
+    let ended = ask(&proxy, Q1).await;
+    assert_eq!(ended["proofgate"]["verdict"], "VALID", "{ended}");
+    let ended = ended["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let waiting = start_waiting(&proxy).await;
+    sqlite(
+        &database(&proxy),
+        &format!("UPDATE threads SET status = 'done' WHERE id = '{waiting}'"),
+    );
+    let thirty_one_days_ms = 31u64 * 24 * 3600 * 1000;
+    std::fs::write(&shift, thirty_one_days_ms.to_string()).unwrap();
+    let status = |id: String| {
+        let url = format!("{}/api/threads/{id}", proxy.url);
+        async move { reqwest::get(url).await.unwrap().status().as_u16() }
+    };
+    let mut gone = false;
+    for _ in 0..50 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if status(ended.clone()).await == 404 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the ended thread past retention was deleted");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    assert_eq!(
+        status(waiting.clone()).await,
+        200,
+        "the waiting thread was deleted"
+    );
+}
+
 #[tokio::test]
 async fn a_trail_cannot_make_the_auditor_write_files_or_run_commands() {
     let llm = Server::python("scripted_llm.py", &demo_script());
