@@ -1048,19 +1048,7 @@ async fn retention_is_not_brought_forward_by_the_database() {
 #[tokio::test]
 async fn retention_keeps_a_trail_that_did_not_end() {
     let dir = temp_dir("retention-unended");
-    let shim = dir.join("clock_shift.so");
-    let built = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&shim)
-        .arg(repo_root().join("tests/support/clock_shift.c"))
-        .arg("-ldl")
-        .output()
-        .expect("cc runs");
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let shim = proxy::clock_shim(&dir);
     let shift = dir.join("shift_ms");
     std::fs::write(&shift, "0").unwrap();
     let llm = Server::python("scripted_llm.py", &demo_script());

@@ -1921,19 +1921,7 @@ async fn a_replica_whose_clock_is_off_from_the_databases_serves_nothing() {
         return;
     };
     let dir = proxy::temp_dir("clock-shift");
-    let shim = dir.join("clock_shift.so");
-    let built = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(&shim)
-        .arg(repo_root().join("tests/support/clock_shift.c"))
-        .arg("-ldl")
-        .output()
-        .expect("cc runs");
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
+    let shim = proxy::clock_shim(&dir);
     let shift = dir.join("shift_ms");
     let twenty_minutes_ahead = "1200000";
     std::fs::write(&shift, twenty_minutes_ahead).unwrap();

@@ -17,6 +17,27 @@ pub struct Proxy {
     dir: PathBuf,
 }
 
+/// Builds tests/support/clock_shift.c into `dir` with the system's cc; the shared object to
+/// `LD_PRELOAD`, whose clock is shifted by the milliseconds in
+/// `$PROOFGATE_TEST_CLOCK_SHIFT_FILE`.
+pub fn clock_shim(dir: &std::path::Path) -> PathBuf {
+    let shim = dir.join("clock_shift.so");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(&shim)
+        .arg(root.join("tests/support/clock_shift.c"))
+        .arg("-ldl")
+        .output()
+        .expect("cc runs");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    shim
+}
+
 /// Runs `sql` on a SQLite database file (as someone with the file would), with Python's
 /// sqlite3, so that tests need no driver of their own.
 pub fn sqlite(db: &std::path::Path, sql: &str) {
