@@ -1095,7 +1095,7 @@ impl<'a> Grounds<'a> {
                 .map_or(0, |i| i + 1);
             let answers: Vec<&str> = lines[first..last.max(first)]
                 .iter()
-                .map(|l| without_list_number(l))
+                .map(|l| crate::policy_questions::without_list_number(l))
                 .collect();
 
             let pairs: Vec<(&Option<(&VariableDefinition, String)>, String)> =
@@ -2635,28 +2635,6 @@ fn split_at_words(text: &str, marks: &[char], words: &[&str]) -> Vec<String> {
         parts.push(current.join(" "));
     }
     parts.into_iter().filter(|p| !p.trim().is_empty()).collect()
-}
-
-/// `line` without a list number or bullet before it ("1. yes", "2) 70", "- Gold"): only one
-/// followed by a space and more text, so a number is never cut ("4.5", "-200", "2.").
-fn without_list_number(line: &str) -> &str {
-    let digits = line.chars().take_while(char::is_ascii_digit).count();
-    let marker = if digits > 0 {
-        match line[digits..].chars().next() {
-            Some('.' | ')') => digits + 1,
-            _ => return line,
-        }
-    } else {
-        match line.chars().next() {
-            Some(c @ ('-' | '*' | '•')) => c.len_utf8(),
-            _ => return line,
-        }
-    };
-    let rest = &line[marker..];
-    match rest.strip_prefix(char::is_whitespace) {
-        Some(r) if !r.trim().is_empty() => r.trim_start(),
-        _ => line,
-    }
 }
 
 /// Words a short answer to the policy's question may hold besides its value and

@@ -96,16 +96,7 @@ pub fn resolve_question(vocabulary: &PolicyDefinition, line: &str) -> String {
 /// (`tier`, `` `Tier` ``, "1. customerAge?"), so that a near miss does not reach the user as a
 /// bare identifier.
 pub fn named_question(vocabulary: &PolicyDefinition, line: &str) -> Option<String> {
-    let mut name = line.trim();
-    let digits = name.chars().take_while(char::is_ascii_digit).count();
-    if digits > 0 {
-        if let Some(rest) = name[digits..].strip_prefix(['.', ')']) {
-            name = rest.trim_start();
-        }
-    }
-    let name = name
-        .trim_start_matches(['-', '*'])
-        .trim()
+    let name = without_list_number(line.trim())
         .trim_end_matches(['?', '.', ':', '!'])
         .trim()
         .trim_matches(['`', '"', '\''])
@@ -143,6 +134,28 @@ pub(crate) fn asked_variable<'a>(
         .filter(|v| policy_question(vocabulary, &v.name).as_deref() == Some(line));
     let first = found.next()?;
     found.next().is_none().then_some(first)
+}
+
+/// `line` without a list number or bullet before it ("1. yes", "2) 70", "- Gold"): only one
+/// followed by a space and more text, so a number is never cut ("4.5", "-200", "2.").
+pub(crate) fn without_list_number(line: &str) -> &str {
+    let digits = line.chars().take_while(char::is_ascii_digit).count();
+    let marker = if digits > 0 {
+        match line[digits..].chars().next() {
+            Some('.' | ')') => digits + 1,
+            _ => return line,
+        }
+    } else {
+        match line.chars().next() {
+            Some(c @ ('-' | '*' | '•')) => c.len_utf8(),
+            _ => return line,
+        }
+    };
+    let rest = &line[marker..];
+    match rest.strip_prefix(char::is_whitespace) {
+        Some(r) if !r.trim().is_empty() => r.trim_start(),
+        _ => line,
+    }
 }
 
 #[cfg(test)]

@@ -698,3 +698,54 @@ async fn a_parameter_an_anthropic_upstream_lacks_is_refused() {
     );
     assert!(llm.received().is_empty(), "nothing went upstream");
 }
+
+/// `[validator] tool_result_facts = false`: a tool's result states no fact, so the age a tool
+/// looked up grounds nothing and the user is asked (in the policy's words); by default the
+/// same conversation is VALID. The setting is recorded in the trail.
+#[tokio::test]
+async fn with_tool_facts_off_a_tools_result_grounds_nothing() {
+    let mut rules = script();
+    rules["rules"].as_array_mut().unwrap().insert(
+        0,
+        json!({"match": ["DECISION", "tool-facts-case"],
+               "reply": "DECISION: ASK_QUESTIONS\nQUESTION: customerAge"}),
+    );
+    let llm = Server::python("scripted_llm.py", &rules);
+    let cfg = config(&format!("{}/v1", llm.url()), "", "");
+    let off = cfg.replace("[validator]\n", "[validator]\ntool_result_facts = false\n");
+    assert!(off.contains("tool_result_facts = false"));
+    let ask = |proxy: &Proxy| {
+        reqwest::Client::new()
+            .post(format!("{}/v1/chat/completions", proxy.url))
+            .json(&age_lookup(
+                json!([]),
+                "tool-facts-case: what is my age class?",
+                "{}",
+            ))
+            .send()
+    };
+    let on = Proxy::start("tool-facts-on", &cfg);
+    let r = ask(&on).await.unwrap();
+    assert_eq!(r.headers()["x-proofgate-verdict"], "VALID");
+    let off = Proxy::start("tool-facts-off", &off);
+    let r = ask(&off).await.unwrap();
+    assert_eq!(r.headers()["x-proofgate-verdict"], "NEEDS_INPUT");
+    let thread = r.headers()["x-proofgate-thread"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = r.json().await.unwrap();
+    let text = body["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(text.contains("The visitor's age in years?"), "{text}");
+    let trail: Value = reqwest::get(format!("{}/api/threads/{thread}/audit", off.url))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        trail[0]["body"]["config"]["translation"]["toolResultFacts"], false,
+        "{}",
+        trail[0]["body"]["config"]
+    );
+}
