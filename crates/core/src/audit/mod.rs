@@ -104,7 +104,18 @@ pub use replay::{
 ///   controls and invisible characters ([`INVISIBLE_CHARACTERS_REMOVED_SINCE`]); an
 ///   external validator's IMPOSSIBLE whose premises no turn bears out refutes the answer as
 ///   INVALID ([`UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE`]).
-pub const FORMAT_VERSION: u32 = 14;
+/// - 15: a number the answer states that none of the local translators' logic, the text they
+///   listed as untranslated, or the policy's rules holds leaves its sentence unchecked, and a
+///   VALID answer carries the not-covered warning ([`NUMBERS_READ_SINCE`]).
+pub const FORMAT_VERSION: u32 = 15;
+
+/// From this format on, when the local translators' findings make an answer VALID, every
+/// number the answer states must be read by them (in their logic or in the text they listed
+/// as untranslated) or stand in the policy's rules; a sentence whose number none reads is
+/// added as a NO_TRANSLATIONS finding, and the answer goes out VALID with the not-covered
+/// warning ([`crate::translation::numbers_read`]). Before, translators steered alike into
+/// leaving "Children pay $100." out (and not listing it) let it go out verified.
+pub const NUMBERS_READ_SINCE: u32 = 15;
 
 /// From this format on, a clause of a tool's result in the first person ("I am 70") states
 /// nothing: a fetched page's author is not the user (a review's injected page grounded an

@@ -1285,6 +1285,11 @@ impl Thread {
                 if translations.is_none() && rules >= audit::VALIDATOR_PREMISES_GROUNDED_SINCE {
                     findings = self.validator_findings_grounded(findings, rules);
                 }
+                if let (Some(translations), true) =
+                    (translations, rules >= audit::NUMBERS_READ_SINCE)
+                {
+                    findings = self.numbers_read(answer, translations, findings, rules);
+                }
                 let sources = translations
                     .as_deref()
                     .map(|t| premise_sources(&self.translator_turns(), t))
@@ -1598,6 +1603,31 @@ impl Thread {
     /// An external validator's findings with the VALIDs whose premises no turn bears out
     /// counted as SATISFIABLE, by the grounding rules of format `rules` (10 on; see
     /// [`crate::conversation::ground_validator_findings`]).
+    /// `findings`, with a NO_TRANSLATIONS finding for the sentences of `answer` whose numbers
+    /// no translation reads when they would make it VALID (audit format 15 on).
+    fn numbers_read(
+        &self,
+        answer: &str,
+        translations: &[crate::translation::TranslatorOutput],
+        mut findings: Vec<Finding>,
+        rules: u32,
+    ) -> Vec<Finding> {
+        if !crate::verdict::aggregate_verdict_of_format(&findings, rules).is_valid() {
+            return findings;
+        }
+        let rule_logic = self
+            .config
+            .policy
+            .rules
+            .iter()
+            .map(|r| r.expression.as_str());
+        let unread = crate::translation::unread_numbers(answer, translations, rule_logic);
+        if !unread.is_empty() {
+            findings.push(crate::translation::unread_numbers_finding(&unread));
+        }
+        findings
+    }
+
     fn validator_findings_grounded(&self, findings: Vec<Finding>, rules: u32) -> Vec<Finding> {
         let unknown;
         let config = match &self.config.validator_grounding {

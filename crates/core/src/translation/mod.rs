@@ -9,15 +9,18 @@
 //! - [`reply`]: reading one reply.
 //! - [`round`]: one round of k translators, as a small state machine the thread embeds.
 //! - [`consistency`]: whether findings can have come from the translations.
+//! - [`numbers_read`]: numbers the answer states that no translation reads.
 
 pub mod consistency;
 pub mod input;
+pub mod numbers_read;
 pub mod prompt;
 pub mod reply;
 pub mod round;
 
 pub use consistency::{check_findings, check_untranslated_reported};
 pub use input::{parse_translations, InputError, PairInput, TranslatorOutput};
+pub use numbers_read::{unread_numbers, unread_numbers_finding};
 pub use prompt::{question_as_conversation, reply_schema, ChatTurn, TranslationTexts};
 pub use reply::{json_part, parse_reply};
 pub use round::{
