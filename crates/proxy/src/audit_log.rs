@@ -19,6 +19,59 @@ use tlog_tiles::{
 use tokio::sync::Mutex;
 
 /// Why the audit key or log failed.
+/// Why a leaf past the signed tree is not taken.
+enum LeafProblem {
+    /// It is not one this server logged: why.
+    Refused(String),
+    /// Reading it failed.
+    Failed(AuditLogError),
+}
+
+impl From<AuditLogError> for LeafProblem {
+    fn from(e: AuditLogError) -> Self {
+        LeafProblem::Failed(e)
+    }
+}
+
+/// How many leaves `stored` stored hashes belong to (`stored_hash_count`'s inverse), or
+/// `None` when no whole number of leaves has that many.
+fn leaves_of_stored(stored: u64) -> Option<u64> {
+    let (mut lo, mut hi) = (0u64, stored);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if stored_hash_count(mid) < stored {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    (stored_hash_count(lo) == stored).then_some(lo)
+}
+
+/// Why `next` cannot follow `before`, the thread's previous leaf, in a log this server
+/// writes (the rules auditors hold a thread's heads to: `log_heads`, `deletion_problem`).
+fn goes_back_on(before: Option<&LogStatement>, next: &LogStatement) -> Option<String> {
+    match (before, next.deleted) {
+        (Some(b), _) if b.deleted => Some(format!(
+            "logs thread {} again after its deletion",
+            next.thread_id
+        )),
+        (Some(b), false) if next.seq < b.seq => Some(format!(
+            "logs record {} of thread {} after its record {} was logged",
+            next.seq, next.thread_id, b.seq
+        )),
+        (Some(b), true) if (b.seq, &b.head_hash) != (next.seq, &next.head_hash) => Some(format!(
+            "logs the deletion of thread {} up to record {}, but its last head is record {}",
+            next.thread_id, next.seq, b.seq
+        )),
+        (None, true) => Some(format!(
+            "logs the deletion of thread {}, which has no head",
+            next.thread_id
+        )),
+        _ => None,
+    }
+}
+
 /// Most leaves one read returns: the route is public, and its reply is built in memory.
 pub const MAX_LEAVES_PER_READ: i64 = 1000;
 
@@ -362,7 +415,7 @@ impl LogAppender<'_> {
                 let n = TransparencyLog::size(conn)
                     .await
                     .map_err(AppendError::Failed)?;
-                self.log.saw_size(n).map_err(AppendError::Failed)?;
+                self.log.size_not_cut_back(n).map_err(AppendError::Failed)?;
                 n
             }
         };
@@ -370,6 +423,7 @@ impl LogAppender<'_> {
             .refresh(&mut self.cache, conn, n)
             .await
             .map_err(AppendError::Failed)?;
+        self.log.saw_size(n).map_err(AppendError::Failed)?;
         self.next = Some(n);
         Ok(n)
     }
@@ -604,7 +658,18 @@ impl TransparencyLog {
     /// any signed checkpoint, deleted).
     fn saw_size(&self, size: u64) -> Result<(), AuditLogError> {
         use std::sync::atomic::Ordering;
-        let seen = self.seen.fetch_max(size, Ordering::AcqRel);
+        self.not_cut_back(self.seen.fetch_max(size, Ordering::AcqRel), size)
+    }
+
+    /// [`TransparencyLog::saw_size`]'s check alone: a log read at `size` whose leaves are yet
+    /// to be checked ([`TransparencyLog::refresh`]) raises the size seen only once they pass,
+    /// so leaves written into the database and refused can be taken out again.
+    fn size_not_cut_back(&self, size: u64) -> Result<(), AuditLogError> {
+        use std::sync::atomic::Ordering;
+        self.not_cut_back(self.seen.load(Ordering::Acquire), size)
+    }
+
+    fn not_cut_back(&self, seen: u64, size: u64) -> Result<(), AuditLogError> {
         if size < seen {
             let remedy = match &self.signed_high_file {
                 Some(path) => format!(
@@ -850,7 +915,16 @@ impl TransparencyLog {
         &self.key
     }
 
-    /// Brings the cache up to the stored hashes of `size` leaves.
+    /// Brings the cache up to the stored hashes of `size` leaves. Leaves past the largest tree
+    /// this server signed or appended to (a replica's, or rows written into the database by
+    /// anyone else; those within it are held to its root by `extends_signed`) are checked
+    /// before a checkpoint can cover them: each note must be signed with this server's key,
+    /// its row's columns must say what the note says, a head must not go back on the
+    /// thread's earlier heads (nor follow its deletion), and the stored hashes must be the
+    /// ones the notes hash to. Without this, whoever holds the database could add a leaf
+    /// (an unsigned note, or a signed head of an earlier record copied to the end) that the
+    /// next checkpoint signed for good, and auditors reading the log would fail a genuine
+    /// trail.
     async fn refresh(
         &self,
         cache: &mut StoredHashes,
@@ -861,6 +935,12 @@ impl TransparencyLog {
         if (cache.0.len() as u64) >= want {
             return Ok(());
         }
+        let have = leaves_of_stored(cache.0.len() as u64).ok_or_else(|| {
+            AuditLogError::Tlog(format!(
+                "{} cached hashes are no whole number of leaves",
+                cache.0.len()
+            ))
+        })?;
         let rows = sqlx::query(
             "SELECT idx, hash FROM log_hashes WHERE idx >= $1 AND idx < $2 ORDER BY idx",
         )
@@ -869,25 +949,178 @@ impl TransparencyLog {
         .fetch_all(&mut *conn)
         .await
         .map_err(db("reading log hashes"))?;
+        let base = cache.0.len();
+        let mut stored = Vec::with_capacity((want as usize).saturating_sub(base));
         for r in rows {
             let idx: i64 = r.try_get("idx").map_err(db("reading log hashes"))?;
             let text: String = r.try_get("hash").map_err(db("reading log hashes"))?;
-            if idx as usize != cache.0.len() {
+            if idx as usize != base + stored.len() {
                 return Err(AuditLogError::Tlog(format!(
                     "stored hash {idx} is out of order"
                 )));
             }
-            cache
-                .0
-                .push(Hash::parse_hash(&text).map_err(|e| AuditLogError::Tlog(e.to_string()))?);
+            stored.push(Hash::parse_hash(&text).map_err(|e| AuditLogError::Tlog(e.to_string()))?);
         }
-        if (cache.0.len() as u64) < want {
+        if ((base + stored.len()) as u64) < want {
             return Err(AuditLogError::Tlog(format!(
                 "the log has {size} leaves but only {} of their {want} stored hashes",
-                cache.0.len()
+                base + stored.len()
             )));
         }
+        let signed = self
+            .signed_high
+            .lock()
+            .ok()
+            .and_then(|h| h.map(|(n, _)| n))
+            .unwrap_or(0);
+        let from = have.max(signed);
+        if from < size {
+            // The hashes of the leaves before `from` as stored, then each new leaf's from its
+            // note, compared with what is stored for it.
+            let kept = (stored_hash_count(from) - stored_hash_count(have)) as usize;
+            let computed = self
+                .new_leaves_hashes(cache, stored[..kept].to_vec(), conn, from, size)
+                .await?;
+            if let Some(i) = (kept..stored.len()).find(|&i| computed.get(i) != stored.get(i)) {
+                return Err(AuditLogError::Tlog(format!(
+                    "stored hash {} is not the hash of the leaves' notes: the log's hashes \
+                     were written by someone else; no checkpoint is signed over them",
+                    base + i
+                )));
+            }
+        }
+        cache.0.extend(stored);
         Ok(())
+    }
+
+    /// `pending` (the stored hashes after `cache`'s, up to leaf `from`) and the stored hashes
+    /// leaves `from..to` add, computed from their notes, each checked as
+    /// [`TransparencyLog::refresh`] says. Read a thousand leaves at a time.
+    async fn new_leaves_hashes(
+        &self,
+        cache: &StoredHashes,
+        mut pending: Vec<Hash>,
+        conn: &mut sqlx::AnyConnection,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Hash>, AuditLogError> {
+        let refuse = |idx: u64, why: String| {
+            AuditLogError::Tlog(format!(
+                "leaf {idx} {why}: it was not logged by this server (written into the \
+                 database?); no checkpoint is signed over it"
+            ))
+        };
+        // The last leaf of each thread among the new ones, for the next of the same thread.
+        let mut latest: std::collections::HashMap<String, LogStatement> = Default::default();
+        let mut idx = from;
+        while idx < to {
+            let rows = sqlx::query(
+                "SELECT idx, thread_id, seq, head_hash, note FROM log_leaves \
+                 WHERE idx >= $1 AND idx < $2 ORDER BY idx",
+            )
+            .bind(idx as i64)
+            .bind(to.min(idx + MAX_LEAVES_PER_READ as u64) as i64)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db("reading log leaves"))?;
+            if rows.is_empty() {
+                return Err(refuse(idx, "is missing".into()));
+            }
+            for r in &rows {
+                idx = self
+                    .checked_leaf(r, idx, from, cache, &mut pending, &mut latest, conn)
+                    .await
+                    .map_err(|e| match e {
+                        LeafProblem::Refused(why) => refuse(idx, why),
+                        LeafProblem::Failed(e) => e,
+                    })?;
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Checks the leaf of row `r`, which must be leaf `idx`, and adds its stored hashes to
+    /// `pending`; returns the next leaf's index.
+    #[allow(clippy::too_many_arguments)]
+    async fn checked_leaf(
+        &self,
+        r: &sqlx::any::AnyRow,
+        idx: u64,
+        from: u64,
+        cache: &StoredHashes,
+        pending: &mut Vec<Hash>,
+        latest: &mut std::collections::HashMap<String, LogStatement>,
+        conn: &mut sqlx::AnyConnection,
+    ) -> Result<u64, LeafProblem> {
+        {
+            let at: i64 = r.try_get("idx").map_err(db("reading log leaves"))?;
+            if at as u64 != idx {
+                return Err(LeafProblem::Refused("is missing".into()));
+            }
+            let note: String = r.try_get("note").map_err(db("reading log leaves"))?;
+            let statement = verify_note(&note, self.key.verifier_key())
+                .map_err(|e| {
+                    LeafProblem::Refused(format!("is not signed with this server's key ({e})"))
+                })
+                .and_then(|text| {
+                    LogStatement::parse(&text).map_err(|e| LeafProblem::Refused(format!("({e})")))
+                })?;
+            let thread: String = r.try_get("thread_id").map_err(db("reading log leaves"))?;
+            let seq: i64 = r.try_get("seq").map_err(db("reading log leaves"))?;
+            let head: String = r.try_get("head_hash").map_err(db("reading log leaves"))?;
+            if thread != statement.thread_id
+                || seq != statement.seq as i64
+                || head != statement.head_hash
+            {
+                return Err(LeafProblem::Refused(
+                    "has columns that are not what its note says".into(),
+                ));
+            }
+            let before = match latest.get(&statement.thread_id) {
+                Some(s) => Some(s.clone()),
+                None => self.last_leaf_of(conn, &statement.thread_id, from).await?,
+            };
+            if let Some(why) = goes_back_on(before.as_ref(), &statement) {
+                return Err(LeafProblem::Refused(why));
+            }
+            let new = stored_hashes(
+                idx,
+                statement.text().as_bytes(),
+                &WithPending(cache, pending),
+            )
+            .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+            pending.extend(new);
+            latest.insert(statement.thread_id.clone(), statement);
+        }
+        Ok(idx + 1)
+    }
+
+    /// The statement of `thread`'s last leaf before leaf `before`, checked already.
+    async fn last_leaf_of(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        thread: &str,
+        before: u64,
+    ) -> Result<Option<LogStatement>, AuditLogError> {
+        let row = sqlx::query(
+            "SELECT note FROM log_leaves WHERE thread_id = $1 AND idx < $2 \
+             ORDER BY idx DESC LIMIT 1",
+        )
+        .bind(thread)
+        .bind(before as i64)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(db("reading a thread's leaves"))?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let note: String = row
+            .try_get("note")
+            .map_err(db("reading a thread's leaves"))?;
+        let text = verify_note(&note, self.key.verifier_key()).map_err(AuditLogError::Tlog)?;
+        LogStatement::parse(&text)
+            .map(Some)
+            .map_err(AuditLogError::Tlog)
     }
 
     async fn size(conn: &mut sqlx::AnyConnection) -> Result<u64, AuditLogError> {
@@ -1029,13 +1262,14 @@ impl TransparencyLog {
                 lock_for_appending(&mut tx, false).await?;
             }
             let n = Self::size(&mut tx).await?;
-            self.saw_size(n)?;
+            self.size_not_cut_back(n)?;
             if let Some((size, note)) = cached() {
                 if size == n {
                     return Ok(Err((note, n)));
                 }
             }
             self.refresh(&mut cache, &mut tx, n).await?;
+            self.saw_size(n)?;
             let root = tree_hash(n, &*cache).map_err(|e| AuditLogError::Tlog(e.to_string()))?;
             self.extends_signed(n, root, &cache)?;
             Ok(Ok((n, root)))

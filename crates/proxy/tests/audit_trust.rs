@@ -6,6 +6,7 @@
 mod proxy;
 mod scripted;
 
+use proofgate_core::audit::transparency::{LogStatement, StoredHashes};
 use proxy::{config, sqlite, sqlite_query, temp_dir, Proxy};
 use scripted::{repo_root, Server};
 use serde_json::{json, Value};
@@ -453,6 +454,143 @@ async fn genuine_trails_pass_and_every_tampering_fails_naming_the_record() {
         said.contains("signs no checkpoint") && said.contains("cut back"),
         "{said}"
     );
+}
+
+/// Adds a leaf holding `note` (stating `statement`) at the end of the log in the proxy's
+/// database, with the stored hashes the tree needs, as whoever holds the database could.
+fn write_leaf(db: &Path, statement: &LogStatement, note: &str) {
+    let rows = sqlite_query(db, "SELECT hash FROM log_hashes ORDER BY idx");
+    let stored = StoredHashes(
+        rows.lines()
+            .map(|h| tlog_tiles::Hash::parse_hash(h).unwrap())
+            .collect(),
+    );
+    let size: u64 = sqlite_query(db, "SELECT COUNT(*) FROM log_leaves")
+        .parse()
+        .unwrap();
+    let new = tlog_tiles::stored_hashes(size, statement.text().as_bytes(), &stored).unwrap();
+    let first = tlog_tiles::stored_hash_index(0, size);
+    let mut sql = format!(
+        "INSERT INTO log_leaves (idx, thread_id, seq, head_hash, deleted, note, at) \
+         VALUES ({size}, '{}', {}, '{}', 0, '{}', 0);",
+        statement.thread_id,
+        statement.seq,
+        statement.head_hash,
+        note.replace('\'', "''")
+    );
+    for (i, h) in new.iter().enumerate() {
+        sql.push_str(&format!(
+            "INSERT INTO log_hashes (idx, hash) VALUES ({}, '{h}');",
+            first + i as u64
+        ));
+    }
+    sqlite(db, &sql);
+}
+
+/// Removes the leaves past `size` and their stored hashes.
+fn cut_log_to(db: &Path, size: u64) {
+    let keep = tlog_tiles::stored_hash_count(size);
+    sqlite(
+        db,
+        &format!(
+            "DELETE FROM log_leaves WHERE idx >= {size}; DELETE FROM log_hashes WHERE idx >= {keep};"
+        ),
+    );
+}
+
+/// A leaf written into the database past the signed tree, with the stored hashes that keep
+/// the tree whole, gets no checkpoint: a note signed with another key, or a genuine head of
+/// an earlier record copied to the end. Before, the next checkpoint covered either for good,
+/// and an auditor reading the log failed the genuine trail ("it was rewritten", "forked").
+#[tokio::test]
+async fn a_leaf_written_into_the_database_gets_no_checkpoint() {
+    let (_llm, proxy, id) = waiting_thread("written-leaf").await;
+    let (status, body) = post(
+        &proxy,
+        &format!("/api/threads/{id}/answers"),
+        json!({"answers": ["Low season, and no credits.", "No credits."]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let checkpoint = |proxy: &Proxy| {
+        let url = format!("{}/api/log/checkpoint", proxy.url);
+        async move {
+            let r = reqwest::get(url).await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, signed) = checkpoint(&proxy).await;
+    assert_eq!(status, 200, "{signed}");
+    let size: u64 = signed.lines().nth(1).unwrap().parse().unwrap();
+    let db = database(&proxy);
+    // Notes hold line breaks: the first head's is read whole by its index.
+    let first_idx = sqlite_query(
+        &db,
+        &format!("SELECT min(idx) FROM log_leaves WHERE thread_id = '{id}'"),
+    );
+    let first_note = python_note(&db, &first_idx);
+    let first = LogStatement::parse(&note_text(&first_note)).unwrap();
+    let last_seq: u64 = sqlite_query(
+        &db,
+        &format!("SELECT max(seq) FROM log_leaves WHERE thread_id = '{id}'"),
+    )
+    .parse()
+    .unwrap();
+    assert!(first.seq < last_seq, "the thread logged a later head");
+
+    // A note signed with a key that is not the server's, stating a rewritten head.
+    let dir = temp_dir("written-leaf-key");
+    let other = proofgate_proxy::audit_log::AuditKey::load_or_create(
+        None,
+        &dir.join("other.key"),
+        "proofgate",
+    )
+    .unwrap();
+    let forged = LogStatement {
+        deleted: false,
+        thread_id: id.clone(),
+        seq: last_seq,
+        head_hash: "0".repeat(64),
+    };
+    write_leaf(&db, &forged, &other.sign(&forged.text()).unwrap());
+    let (status, said) = checkpoint(&proxy).await;
+    assert_eq!(status, 500, "{said}");
+    assert!(said.contains("log_inconsistent"), "{said}");
+    cut_log_to(&db, size);
+    assert_eq!(checkpoint(&proxy).await, (200, signed.clone()));
+
+    // The server's own signed head of an earlier record, copied to the end.
+    write_leaf(&db, &first, &first_note);
+    let (status, said) = checkpoint(&proxy).await;
+    assert_eq!(status, 500, "{said}");
+    assert!(said.contains("log_inconsistent"), "{said}");
+    cut_log_to(&db, size);
+    assert_eq!(checkpoint(&proxy).await, (200, signed));
+    // And the genuine trail still audits with the log.
+    assert_trail_audits(&proxy, &id, "written-leaf").await;
+}
+
+/// The note of leaf `idx`, read whole (it holds line breaks).
+fn python_note(db: &Path, idx: &str) -> String {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); \
+             sys.stdout.write(c.execute('SELECT note FROM log_leaves WHERE idx = ?', \
+             (int(sys.argv[2]),)).fetchone()[0])",
+        ])
+        .arg(db)
+        .arg(idx)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// A signed note's text (before the blank line and its signatures).
+fn note_text(note: &str) -> String {
+    let end = note.find("\n\n").unwrap();
+    note[..=end].to_string()
 }
 
 /// The SQLite database of a proxy started with the default storage.
