@@ -27,6 +27,28 @@ use proofgate_core::verdict::Verdict;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
+/// `input` with the `call` id of the translator call it answers filled in when it has none,
+/// as a driver gives it back from the call.
+fn fed(t: &mut Thread, mut input: Input) -> Result<Effect, proofgate_core::thread::ThreadError> {
+    if let Input::TranslatorReplied {
+        translator, call, ..
+    }
+    | Input::TranslatorFailed {
+        translator, call, ..
+    } = &mut input
+    {
+        if call.is_none() {
+            if let Effect::Translate { calls } = t.pending_effect() {
+                *call = calls
+                    .into_iter()
+                    .find(|c| c.translator == *translator)
+                    .map(|c| c.call);
+            }
+        }
+    }
+    t.handle(input)
+}
+
 fn translation(claim: &str) -> Option<Translation> {
     Some(Translation {
         premises: Some(vec![Statement::new("(= age 70)", "The visitor is 70.")]),
@@ -117,7 +139,7 @@ fn full_loop() -> Thread {
         },
     ];
     for input in inputs {
-        t.handle(input).expect("scripted input accepted");
+        fed(&mut t, input).expect("scripted input accepted");
     }
     assert!(t.outcome().is_some_and(|o| o.verified));
     t
@@ -184,25 +206,31 @@ fn intact_trail_replays_and_names_its_outcome() {
 fn confidence_thread(share: f64) -> Thread {
     let t0 = 1_700_000_000_000;
     let mut t = Thread::new(config(), "confidence", "I am 70. How much?", t0).unwrap();
-    t.handle(Input::LlmReplied {
-        text: "You pay 5 dollars.".into(),
-        model: None,
-        now: t0 + 1,
-    })
+    fed(
+        &mut t,
+        Input::LlmReplied {
+            text: "You pay 5 dollars.".into(),
+            model: None,
+            now: t0 + 1,
+        },
+    )
     .unwrap();
-    t.handle(Input::Validated {
-        findings: vec![Finding::Valid(ValidFinding {
-            translation: Some(Translation {
-                confidence: serde_json::Number::from_f64(share),
-                ..translation("The fee is 5 dollars.").unwrap()
-            }),
-            supporting_rules: Some(vec![Rule::new("R1", "v1")]),
-            ..Default::default()
-        })],
-        evidence: None,
-        verdict_rules: None,
-        now: t0 + 2,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            findings: vec![Finding::Valid(ValidFinding {
+                translation: Some(Translation {
+                    confidence: serde_json::Number::from_f64(share),
+                    ..translation("The fee is 5 dollars.").unwrap()
+                }),
+                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
+                ..Default::default()
+            })],
+            evidence: None,
+            verdict_rules: None,
+            now: t0 + 2,
+        },
+    )
     .unwrap();
     t
 }
@@ -417,6 +445,7 @@ fn translated_loop() -> Thread {
     let t0 = 1_700_000_100_000;
     let mut t = translated_thread();
     let reply = |translator: u32, attempt: u32, text: &str, now: u64| Input::TranslatorReplied {
+        call: None,
         translation_rules: None,
         translator,
         attempt,
@@ -446,7 +475,7 @@ fn translated_loop() -> Thread {
             now: t0 + 4,
         },
     ] {
-        t.handle(input).expect("accepted");
+        fed(&mut t, input).expect("accepted");
     }
     t
 }
@@ -457,6 +486,7 @@ fn translated_nothing_loop() -> Thread {
     let t0 = 1_700_000_100_000;
     let mut t = translated_thread();
     let reply = |attempt: u32, now: u64| Input::TranslatorReplied {
+        call: None,
         translation_rules: None,
         translator: 1,
         attempt,
@@ -466,6 +496,7 @@ fn translated_nothing_loop() -> Thread {
     };
     for input in [
         Input::TranslatorFailed {
+            call: None,
             translation_rules: None,
             translator: 0,
             attempt: 0,
@@ -475,7 +506,7 @@ fn translated_nothing_loop() -> Thread {
         reply(0, t0 + 2),
         reply(1, t0 + 3),
     ] {
-        t.handle(input).expect("accepted");
+        fed(&mut t, input).expect("accepted");
     }
     t
 }
@@ -529,22 +560,29 @@ fn unread_number_loop() -> Thread {
         }]);
     }
     for (translator, now) in [(0, t0 + 1), (1, t0 + 2)] {
-        t.handle(Input::TranslatorReplied {
-            translation_rules: None,
-            translator,
-            attempt: 0,
-            text: GOOD_REPLY.into(),
-            model: Some("translator".into()),
-            now,
-        })
+        fed(
+            &mut t,
+            Input::TranslatorReplied {
+                call: None,
+                translation_rules: None,
+                translator,
+                attempt: 0,
+                text: GOOD_REPLY.into(),
+                model: Some("translator".into()),
+                now,
+            },
+        )
         .expect("accepted");
     }
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![Finding::Valid(valid)],
-        evidence: Some(json!({"validator": "local"})),
-        now: t0 + 3,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![Finding::Valid(valid)],
+            evidence: Some(json!({"validator": "local"})),
+            now: t0 + 3,
+        },
+    )
     .expect("accepted");
     t
 }
@@ -570,6 +608,79 @@ fn a_number_no_translation_reads_leaves_a_valid_answer_warned_from_format_15() {
     assert!(!shown.contains("You pay 5 dollars"), "{shown}");
     let report = replay(t.audit_trail());
     assert!(report.ok, "{:?}", report.failure);
+}
+
+/// The ids of the translator calls `t` waits for, by translator.
+fn call_ids(t: &Thread) -> Vec<String> {
+    match t.pending_effect() {
+        Effect::Translate { calls } => calls.into_iter().map(|c| c.call).collect(),
+        other => panic!("not translating: {other:?}"),
+    }
+}
+
+/// Format 15: a translator and attempt come again in every round, so a reply names its call.
+/// A late reply to the first round's call (a timed-out request that answered after all) is
+/// refused in the second round, as is a reply naming no call; the reply to the call waited
+/// for is taken.
+#[test]
+fn a_late_reply_to_an_earlier_rounds_call_is_refused_from_format_15() {
+    let t0 = 1_700_000_160_000;
+    let mut t = translated_thread();
+    let first = call_ids(&t);
+    assert_eq!(first.len(), 2);
+    assert!(first.iter().all(|c| c.len() == 16), "{first:?}");
+    for translator in 0..2u32 {
+        t.handle(Input::TranslatorReplied {
+            translation_rules: None,
+            translator,
+            attempt: 0,
+            call: Some(first[translator as usize].clone()),
+            text: GOOD_REPLY.into(),
+            model: None,
+            now: t0 + u64::from(translator),
+        })
+        .expect("the reply to the call waited for");
+    }
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: vec![Finding::Satisfiable(SatisfiableFinding {
+            translation: translation("5 dollars"),
+            ..Default::default()
+        })],
+        evidence: None,
+        now: t0 + 3,
+    })
+    .expect("findings");
+    t.handle(Input::LlmReplied {
+        text: "At 70 you pay 5 dollars on any day.".into(),
+        model: None,
+        now: t0 + 4,
+    })
+    .expect("the rewrite");
+    let second = call_ids(&t);
+    assert_ne!(first, second, "a new answer, new calls");
+    let late = |call: Option<String>| Input::TranslatorReplied {
+        translation_rules: None,
+        translator: 0,
+        attempt: 0,
+        call,
+        text: GOOD_REPLY.into(),
+        model: None,
+        now: t0 + 5,
+    };
+    let err = t
+        .handle(late(Some(first[0].clone())))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("not the call") && err.contains("late reply"),
+        "{err}"
+    );
+    let err = t.handle(late(None)).unwrap_err().to_string();
+    assert!(err.contains("carries no `call`"), "{err}");
+    t.handle(late(Some(second[0].clone())))
+        .expect("the reply to the call waited for");
+    assert!(replay(t.audit_trail()).ok);
 }
 
 fn conversation() -> Vec<ConversationTurn> {
@@ -621,6 +732,7 @@ fn conversation_loop() -> Thread {
     for (i, input) in [0u32, 1]
         .into_iter()
         .map(|translator| Input::TranslatorReplied {
+            call: None,
             translation_rules: None,
             translator,
             attempt: 0,
@@ -636,7 +748,7 @@ fn conversation_loop() -> Thread {
         }])
         .enumerate()
     {
-        t.handle(input).unwrap_or_else(|e| panic!("input {i}: {e}"));
+        fed(&mut t, input).unwrap_or_else(|e| panic!("input {i}: {e}"));
     }
     t
 }
@@ -685,6 +797,7 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
             // The age is in turn 2 of `conversation()`.
             let reply = GOOD_REPLY.replace("(turn 1)", "(turn 2)");
             inputs.extend((0..2).map(|translator| Input::TranslatorReplied {
+                call: None,
                 translation_rules: None,
                 translator,
                 attempt: 0,
@@ -707,8 +820,8 @@ fn a_prepared_configuration_records_what_the_plain_one_records() {
         }
         for input in inputs {
             assert_eq!(
-                plain.handle(input.clone()).expect("accepted"),
-                from_prepared.handle(input).expect("accepted"),
+                fed(&mut plain, input.clone()).expect("accepted"),
+                fed(&mut from_prepared, input).expect("accepted"),
                 "{name}"
             );
         }
@@ -825,16 +938,19 @@ fn translator_replies_are_recorded_and_replayed() {
     assert_ne!(recorded[0]["messagesSha256"], recorded[1]["messagesSha256"]);
     // The repair request carries the problem with the broken reply.
     let mut t = translated_thread();
-    let repair = t
-        .handle(Input::TranslatorReplied {
+    let repair = fed(
+        &mut t,
+        Input::TranslatorReplied {
+            call: None,
             translation_rules: None,
             translator: 1,
             attempt: 0,
             text: "Sure! The fee is (= fee 5)".into(),
             model: Some("translator".into()),
             now: 1_700_000_100_001,
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert!(calls_of(repair)[0].messages[2]
         .content
         .contains("could not be used"));
@@ -887,7 +1003,7 @@ fn findings_that_no_translator_wrote_are_rejected() {
         .filter(|r| r.kind == RecordKind::TranslatorReplied)
     {
         let input: Input = serde_json::from_value(r.body.clone()).unwrap();
-        rebuilt.handle(input).unwrap();
+        fed(&mut rebuilt, input).unwrap();
     }
     let forged = Input::Validated {
         verdict_rules: None,
@@ -904,7 +1020,7 @@ fn findings_that_no_translator_wrote_are_rejected() {
         now: trail[0].at + 9,
     };
     let before = serde_json::to_value(&rebuilt).unwrap();
-    let err = rebuilt.handle(forged).unwrap_err();
+    let err = fed(&mut rebuilt, forged).unwrap_err();
     assert!(err.to_string().contains("no translator wrote"), "{err}");
     assert_eq!(serde_json::to_value(&rebuilt).unwrap(), before);
     t = rebuilt;
@@ -931,6 +1047,7 @@ fn folded_premise_loop() -> Thread {
     for (i, input) in [0u32, 1]
         .into_iter()
         .map(|translator| Input::TranslatorReplied {
+            call: None,
             translation_rules: None,
             translator,
             attempt: 0,
@@ -940,14 +1057,17 @@ fn folded_premise_loop() -> Thread {
         })
         .enumerate()
     {
-        t.handle(input).unwrap_or_else(|e| panic!("reply {i}: {e}"));
+        fed(&mut t, input).unwrap_or_else(|e| panic!("reply {i}: {e}"));
     }
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![Finding::NoTranslations(Default::default())],
-        evidence: Some(json!({"validator": "local"})),
-        now: t0 + 4,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![Finding::NoTranslations(Default::default())],
+            evidence: Some(json!({"validator": "local"})),
+            now: t0 + 4,
+        },
+    )
     .expect("accepted");
     t
 }
@@ -1008,22 +1128,29 @@ fn two_translators_loop(
     )
     .expect("valid thread");
     for translator in [0u32, 1] {
-        t.handle(Input::TranslatorReplied {
-            translation_rules: None,
-            translator,
-            attempt: 0,
-            text: reply.to_string(),
-            model: Some("translator".into()),
-            now: t0 + 1 + u64::from(translator),
-        })
+        fed(
+            &mut t,
+            Input::TranslatorReplied {
+                call: None,
+                translation_rules: None,
+                translator,
+                attempt: 0,
+                text: reply.to_string(),
+                model: Some("translator".into()),
+                now: t0 + 1 + u64::from(translator),
+            },
+        )
         .expect("reply accepted");
     }
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![Finding::NoTranslations(Default::default())],
-        evidence: Some(json!({"validator": "local"})),
-        now: t0 + 4,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![Finding::NoTranslations(Default::default())],
+            evidence: Some(json!({"validator": "local"})),
+            now: t0 + 4,
+        },
+    )
     .expect("accepted");
     t
 }
@@ -1136,7 +1263,7 @@ fn refuted_at_the_limit() -> Thread {
             now: t0 + 4,
         },
     ] {
-        t.handle(input).expect("accepted");
+        fed(&mut t, input).expect("accepted");
     }
     assert!(t.outcome().is_some());
     t
@@ -1233,7 +1360,7 @@ fn validator_premise_loop() -> Thread {
         },
     ];
     for input in steps {
-        t.handle(input).expect("scripted input accepted");
+        fed(&mut t, input).expect("scripted input accepted");
     }
     t
 }
@@ -1311,26 +1438,32 @@ fn an_external_validators_premise_naming_an_enum_value_is_borne_out_with_the_voc
             t0,
         )
         .expect("valid thread");
-        t.handle(Input::LlmReplied {
-            text: "As a Gold member you pay 5 dollars.".into(),
-            model: None,
-            now: t0 + 1,
-        })
+        fed(
+            &mut t,
+            Input::LlmReplied {
+                text: "As a Gold member you pay 5 dollars.".into(),
+                model: None,
+                now: t0 + 1,
+            },
+        )
         .unwrap();
-        t.handle(Input::Validated {
-            verdict_rules: None,
-            findings: vec![Finding::Valid(ValidFinding {
-                translation: Some(Translation {
-                    premises: Some(vec![Statement::new("(= tier GOLD)", "The tier is gold.")]),
-                    claims: Some(vec![Statement::new("(= fee 5)", "The fee is 5.")]),
+        fed(
+            &mut t,
+            Input::Validated {
+                verdict_rules: None,
+                findings: vec![Finding::Valid(ValidFinding {
+                    translation: Some(Translation {
+                        premises: Some(vec![Statement::new("(= tier GOLD)", "The tier is gold.")]),
+                        claims: Some(vec![Statement::new("(= fee 5)", "The fee is 5.")]),
+                        ..Default::default()
+                    }),
+                    supporting_rules: Some(vec![Rule::new("R1", "v1")]),
                     ..Default::default()
-                }),
-                supporting_rules: Some(vec![Rule::new("R1", "v1")]),
-                ..Default::default()
-            })],
-            evidence: None,
-            now: t0 + 2,
-        })
+                })],
+                evidence: None,
+                now: t0 + 2,
+            },
+        )
         .unwrap();
         t
     };
@@ -1410,7 +1543,7 @@ fn policy_question_loop(answers: &[&str]) -> Thread {
         },
     ];
     for input in steps {
-        t.handle(input).expect("scripted input accepted");
+        fed(&mut t, input).expect("scripted input accepted");
     }
     t
 }

@@ -11,6 +11,28 @@ use proofgate_core::thread::{Effect, GivenAnswer, Input, Thread, ThreadConfig, T
 use proofgate_core::translation::{TranslationConfig, TranslatorOutput};
 use serde_json::Value;
 
+/// `input` with the `call` id of the translator call it answers filled in when it has none,
+/// as a driver gives it back from the call.
+fn fed(t: &mut Thread, mut input: Input) -> Result<Effect, ThreadError> {
+    if let Input::TranslatorReplied {
+        translator, call, ..
+    }
+    | Input::TranslatorFailed {
+        translator, call, ..
+    } = &mut input
+    {
+        if call.is_none() {
+            if let Effect::Translate { calls } = t.pending_effect() {
+                *call = calls
+                    .into_iter()
+                    .find(|c| c.translator == *translator)
+                    .map(|c| c.call);
+            }
+        }
+    }
+    t.handle(input)
+}
+
 const QUESTION: &str = "How much is my ticket?";
 
 fn config() -> ThreadConfig {
@@ -54,14 +76,18 @@ fn translate(t: &mut Thread, reply: &str, now: u64) -> Effect {
     let mut last = None;
     for translator in 0..2 {
         last = Some(
-            t.handle(Input::TranslatorReplied {
-                translation_rules: None,
-                translator,
-                attempt: 0,
-                text: reply.into(),
-                model: None,
-                now,
-            })
+            fed(
+                t,
+                Input::TranslatorReplied {
+                    call: None,
+                    translation_rules: None,
+                    translator,
+                    attempt: 0,
+                    text: reply.into(),
+                    model: None,
+                    now,
+                },
+            )
             .expect("reply accepted"),
         );
     }
@@ -164,31 +190,37 @@ fn a_fact_only_the_answer_states_is_checked_as_a_claim() {
     }
     // A validator that checks the answer's facts as premises is refused: its findings are not
     // of the translations asked for, so nothing of it is recorded.
-    let forged = t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![finding(
-            &["(= age 70)", "isLowSeason"],
-            &["(= fee 5)"],
-            true,
-        )],
-        evidence: None,
-        now: 1_700_000_000_002,
-    });
+    let forged = fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![finding(
+                &["(= age 70)", "isLowSeason"],
+                &["(= fee 5)"],
+                true,
+            )],
+            evidence: None,
+            now: 1_700_000_000_002,
+        },
+    );
     let Err(ThreadError::FindingsMismatch(why)) = forged else {
         panic!("expected a mismatch, got {forged:?}")
     };
     assert!(why.contains("no translator wrote"), "{why}");
     // What the solver really finds: the claims can hold, nothing proves them.
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![finding(
-            &[],
-            &["(= fee 5)", "(= age 70)", "isLowSeason"],
-            false,
-        )],
-        evidence: None,
-        now: 1_700_000_000_003,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![finding(
+                &[],
+                &["(= fee 5)", "(= age 70)", "isLowSeason"],
+                false,
+            )],
+            evidence: None,
+            now: 1_700_000_000_003,
+        },
+    )
     .expect("the translations' findings are accepted");
     let report = replay_with(t.audit_trail(), &t.policy_documents());
     assert!(report.ok, "{report:?}");
@@ -206,37 +238,46 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
         logic(&checked(&effect)[0].pairs[0].premises),
         ["(= age 70)"]
     );
-    let effect = t
-        .handle(Input::Validated {
+    let effect = fed(
+        &mut t,
+        Input::Validated {
             verdict_rules: None,
             findings: vec![finding(&["(= age 70)"], &["(= fee 5)"], false)],
             evidence: None,
             now: 1_700_000_000_002,
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     assert!(matches!(effect, Effect::CallLlm { .. }), "{effect:?}");
     // From format 14 the rewriter names the variable, and the thread asks it in the
     // policy's words.
-    let effect = t
-        .handle(Input::LlmReplied {
+    let effect = fed(
+        &mut t,
+        Input::LlmReplied {
             text: "DECISION: ASK_QUESTIONS\nQUESTION: isLowSeason".into(),
             model: None,
             now: 1_700_000_000_003,
-        })
-        .unwrap();
-    assert!(matches!(effect, Effect::AskUser { .. }), "{effect:?}");
-    t.handle(Input::UserAnswered {
-        answers: vec!["Yes, it is the low season.".into()],
-        now: 1_700_000_000_004,
-    })
+        },
+    )
     .unwrap();
-    let effect = t
-        .handle(Input::LlmReplied {
+    assert!(matches!(effect, Effect::AskUser { .. }), "{effect:?}");
+    fed(
+        &mut t,
+        Input::UserAnswered {
+            answers: vec!["Yes, it is the low season.".into()],
+            now: 1_700_000_000_004,
+        },
+    )
+    .unwrap();
+    let effect = fed(
+        &mut t,
+        Input::LlmReplied {
             text: "In the low season you pay 5 dollars.".into(),
             model: None,
             now: 1_700_000_000_005,
-        })
-        .unwrap();
+        },
+    )
+    .unwrap();
     // The translators read the question, the follow-up question and the user's answer.
     for p in prompts(&effect) {
         let turns = conversation_in(&p);
@@ -259,16 +300,19 @@ fn the_users_answers_to_follow_up_questions_are_turns_premises_may_cite() {
     let pair = &checked(&effect)[0].pairs[0];
     assert_eq!(logic(&pair.premises), ["(= age 70)", "isLowSeason"]);
     assert_eq!(logic(&pair.claims), ["(= fee 5)", "(< age 100)"]);
-    t.handle(Input::Validated {
-        verdict_rules: None,
-        findings: vec![finding(
-            &["(= age 70)", "isLowSeason"],
-            &["(= fee 5)", "(< age 100)"],
-            true,
-        )],
-        evidence: None,
-        now: 1_700_000_000_007,
-    })
+    fed(
+        &mut t,
+        Input::Validated {
+            verdict_rules: None,
+            findings: vec![finding(
+                &["(= age 70)", "isLowSeason"],
+                &["(= fee 5)", "(< age 100)"],
+                true,
+            )],
+            evidence: None,
+            now: 1_700_000_000_007,
+        },
+    )
     .unwrap();
     assert!(t.outcome().is_some(), "finished");
     let report = replay_with(t.audit_trail(), &t.policy_documents());
@@ -305,29 +349,41 @@ fn a_bare_yes_or_no_to_a_follow_up_question_grounds_what_was_asked() {
             {"logic": "(= age 70)", "naturalLanguage": "The visitor is 70 (turn 1)"}],
             "claims": [{"logic": "(= fee 5)", "naturalLanguage": "You pay 5 dollars"}]}]}"#;
         translate(&mut t, reply, 1_700_000_000_001);
-        t.handle(Input::Validated {
-            verdict_rules: None,
-            findings: vec![finding(&["(= age 70)"], &["(= fee 5)"], false)],
-            evidence: None,
-            now: 1_700_000_000_002,
-        })
+        fed(
+            &mut t,
+            Input::Validated {
+                verdict_rules: None,
+                findings: vec![finding(&["(= age 70)"], &["(= fee 5)"], false)],
+                evidence: None,
+                now: 1_700_000_000_002,
+            },
+        )
         .unwrap();
-        t.handle(Input::LlmReplied {
-            text: format!("DECISION: ASK_QUESTIONS\nQUESTION: {question}"),
-            model: None,
-            now: 1_700_000_000_003,
-        })
+        fed(
+            &mut t,
+            Input::LlmReplied {
+                text: format!("DECISION: ASK_QUESTIONS\nQUESTION: {question}"),
+                model: None,
+                now: 1_700_000_000_003,
+            },
+        )
         .unwrap();
-        t.handle(Input::UserAnswered {
-            answers: vec![answer.into()],
-            now: 1_700_000_000_004,
-        })
+        fed(
+            &mut t,
+            Input::UserAnswered {
+                answers: vec![answer.into()],
+                now: 1_700_000_000_004,
+            },
+        )
         .unwrap();
-        t.handle(Input::LlmReplied {
-            text: "In the low season you pay 5 dollars.".into(),
-            model: None,
-            now: 1_700_000_000_005,
-        })
+        fed(
+            &mut t,
+            Input::LlmReplied {
+                text: "In the low season you pay 5 dollars.".into(),
+                model: None,
+                now: 1_700_000_000_005,
+            },
+        )
         .unwrap();
         let reply = format!(
             r#"{{"pairs": [{{"premises": [

@@ -33,11 +33,14 @@ pub struct CallResult {
 impl CallResult {
     /// As the thread's input.
     pub fn into_input(self, now: u64) -> Input {
+        // The call's id goes back with its reply, so the thread takes it for that call only.
+        let call = Some(self.call.call).filter(|c| !c.is_empty());
         match self.reply {
             Ok((text, model)) => Input::TranslatorReplied {
                 translation_rules: None,
                 translator: self.call.translator,
                 attempt: self.call.attempt,
+                call,
                 text,
                 model: Some(model),
                 now,
@@ -46,6 +49,7 @@ impl CallResult {
                 translation_rules: None,
                 translator: self.call.translator,
                 attempt: self.call.attempt,
+                call,
                 reason: e.to_string(),
                 now,
             },

@@ -1962,10 +1962,18 @@ fn an_audit_fails_a_trail_that_left_a_pairs_finding_out() {
                        "claims": [{"logic": claim, "naturalLanguage": "the claim"}]})
             };
             let reply = json!({"pairs": [pair("(= ageClass SENIOR)"), pair("(= ageClass ADULT)")]});
+            let call = match t.pending_effect() {
+                proofgate_core::thread::Effect::Translate { calls } => calls
+                    .into_iter()
+                    .find(|c| c.translator == translator)
+                    .map(|c| c.call),
+                _ => None,
+            };
             t.handle(Input::TranslatorReplied {
                 translation_rules: None,
                 translator,
                 attempt: 0,
+                call,
                 text: reply.to_string(),
                 model: None,
                 now: 2,

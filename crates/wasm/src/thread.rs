@@ -61,8 +61,8 @@ export interface TranslationConfig {
   systemPromptFacts?: boolean;
 }
 export interface ChatTurn { role: string; content: string }
-/** One translator call: send `messages`, hand back the reply with the same translator and attempt. */
-export interface TranslatorCall { translator: number; attempt: number; messages: ChatTurn[] }
+/** One translator call: send `messages`, hand back the reply with the same translator, attempt and call. `call` names this call (from audit format 15 a reply or failure must carry it: a late reply to an earlier round's call is refused). */
+export interface TranslatorCall { translator: number; attempt: number; messages: ChatTurn[]; call: string }
 /** What one translator made of the answer. */
 export interface TranslatorOutput {
   pairs: { premises: Statement[]; claims: Statement[] }[];
@@ -73,8 +73,8 @@ export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFI
 export type Input =
   | { type: "LlmReplied"; text: string; model?: string; now?: number }
   | { type: "Validated"; findings: Finding[]; evidence?: unknown; verdictRules?: number; now?: number }
-  | { type: "TranslatorReplied"; translator: number; attempt: number; text: string; model?: string; translationRules?: number; now?: number }
-  | { type: "TranslatorFailed"; translator: number; attempt: number; reason: string; translationRules?: number; now?: number }
+  | { type: "TranslatorReplied"; translator: number; attempt: number; call: string; text: string; model?: string; translationRules?: number; now?: number }
+  | { type: "TranslatorFailed"; translator: number; attempt: number; call: string; reason: string; translationRules?: number; now?: number }
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }

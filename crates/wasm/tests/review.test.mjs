@@ -326,9 +326,10 @@ test('a VALID beside text the translators left untranslated must say so (a revie
     let now = 1_700_000_000_000;
     const t = new Thread(config, 'What is the regular fee?', 'untranslated', now);
     t.start();
-    t.handle({ type: 'LlmReplied', text: 'The regular fee is $50. Seniors pay $5.', now: (now += 1000) });
-    t.handle({ type: 'TranslatorReplied', translator: 0, attempt: 0, text: reply, now: (now += 1000) });
-    t.handle({ type: 'TranslatorReplied', translator: 1, attempt: 0, text: reply, now: (now += 1000) });
+    const { calls } = t.handle({ type: 'LlmReplied', text: 'The regular fee is $50. Seniors pay $5.', now: (now += 1000) });
+    for (const { translator, attempt, call } of calls) {
+      t.handle({ type: 'TranslatorReplied', translator, attempt, call, text: reply, now: (now += 1000) });
+    }
     return [t, now];
   };
   // Findings without the untranslated text: refused, and the thread still waits for findings.
@@ -340,4 +341,27 @@ test('a VALID beside text the translators left untranslated must say so (a revie
   assert.equal(done.status, 'VALID_WITH_WARNING');
   assert.match(done.warning, /not covered by the policy/);
   assert.equal(replayAudit(JSON.stringify(t.auditTrail()), t.policyDocuments()).ok, true);
+});
+
+test('a reply names the translator call it answers: a late reply to an earlier round is refused (a review)', () => {
+  const policyText = readFileSync(here('../../../examples/policies/park-admission.json'), 'utf8');
+  const doc = policyDocumentsOf(policyText)[0];
+  const config = { policy: doc.policy, translation: { translators: 1, repairAttempts: 0, requiredAgreement: 1, vocabulary: JSON.parse(policyText) } };
+  const pair = { premises: [], claims: [{ logic: '(= baseFee 50.0)', naturalLanguage: 'The regular fee is $50' }] };
+  const reply = JSON.stringify({ pairs: [pair], untranslatedPremises: [], untranslatedClaims: [] });
+  let now = 1_700_000_000_000;
+  const t = new Thread(config, 'What is the regular fee?', 'late-reply', now);
+  t.start();
+  const first = t.handle({ type: 'LlmReplied', text: 'The regular fee is $40.', now: (now += 1000) }).calls[0];
+  assert.match(first.call, /^[0-9a-f]{16}$/);
+  t.handle({ type: 'TranslatorReplied', translator: 0, attempt: 0, call: first.call, text: reply, now: (now += 1000) });
+  // Findings that send the answer back to the rewriter, which rewrites it.
+  const refuted = { invalid: { translation: { ...pair, confidence: 1 }, contradictingRules: [{ identifier: 'BASEFEE00000' }] } };
+  t.handle({ type: 'Validated', findings: [refuted], now: (now += 1000) });
+  const second = t.handle({ type: 'LlmReplied', text: 'DECISION: REWRITE\nANSWER: The regular fee is $50.', now: (now += 1000) }).calls[0];
+  assert.notEqual(second.call, first.call);
+  const late = (call) => ({ type: 'TranslatorReplied', translator: 0, attempt: 0, call, text: reply, now: (now += 1000) });
+  assert.throws(() => t.handle(late(first.call)), /not the call .* waited for \(a late reply/);
+  assert.throws(() => t.handle(late(undefined)), /carries no `call`/);
+  assert.equal(t.handle(late(second.call)).type, 'Check');
 });

@@ -51,13 +51,20 @@ pub(crate) fn effect_record_body(effect: &Effect, version: u32) -> Value {
             _ => {}
         }
     }
-    serde_json::to_value(effect).expect("thread types always serialize to JSON")
+    let mut body = serde_json::to_value(effect).expect("thread types always serialize to JSON");
+    // Format 1's TRANSLATE records were written before calls had ids.
+    if let Some(calls) = body.get_mut("calls").and_then(Value::as_array_mut) {
+        for c in calls.iter_mut().filter_map(Value::as_object_mut) {
+            c.remove("call");
+        }
+    }
+    body
 }
 
 /// SHA-256 of the canonical JSON of a message list (`[{"content": …, "role": …}, …]`, keys
 /// sorted as [`super::canonical`] sorts them). When the first message starts with a text
 /// [`remember_prompt_prefix`] was given, hashing resumes after it.
-fn messages_digest(messages: &[ChatTurn]) -> String {
+pub(crate) fn messages_digest(messages: &[ChatTurn]) -> String {
     let mut out = String::with_capacity(messages.iter().map(|m| m.content.len() + 32).sum());
     let mut hasher = None;
     for (i, m) in messages.iter().enumerate() {
@@ -169,6 +176,7 @@ mod tests {
                 translator: 0,
                 attempt: 0,
                 messages: vec![ChatTurn::user(content)],
+                call: "0123456789abcdef".into(),
             }],
         }
     }
@@ -234,7 +242,7 @@ mod tests {
                 .map(|(content, role)| ChatTurn { role: role.clone(), content: content.clone() })
                 .collect();
             let effect = Effect::Translate {
-                calls: vec![TranslatorCall { translator: 2, attempt: 1, messages: messages.clone() }],
+                calls: vec![TranslatorCall { translator: 2, attempt: 1, messages: messages.clone(), call: String::new() }],
             };
             proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
             // Hashing resumed after a remembered prompt prefix gives the same digest: the
@@ -249,7 +257,7 @@ mod tests {
             messages.insert(0, ChatTurn::user(long.clone()));
             messages.push(ChatTurn::user(long));
             let effect = Effect::Translate {
-                calls: vec![TranslatorCall { translator: 0, attempt: 0, messages }],
+                calls: vec![TranslatorCall { translator: 0, attempt: 0, messages, call: String::new() }],
             };
             proptest::prop_assert_eq!(effect_record_body(&effect, 2), by_definition(&effect));
             let effect = Effect::CallLlm { purpose: LlmPurpose::Rewrite, prompt };

@@ -36,6 +36,7 @@ pub(crate) mod strict_json;
 pub mod transparency;
 
 pub use bodies::{FinalRecord, GivenAnswer, GivenToolCall, ThreadOwner, ThreadStarted, ToolCall};
+pub(crate) use effect_body::messages_digest;
 pub use effect_body::PROMPT_DIGESTS_SINCE;
 pub(crate) use effect_body::{effect_record_body, remember_prompt_prefix};
 pub use policy_document::{PolicyDocuments, POLICY_DOCUMENTS_SINCE};
@@ -106,8 +107,15 @@ pub use replay::{
 ///   INVALID ([`UNGROUNDED_IMPOSSIBLE_IS_INVALID_SINCE`]).
 /// - 15: a number the answer states that none of the local translators' logic, the text they
 ///   listed as untranslated, or the policy's rules holds leaves its sentence unchecked, and a
-///   VALID answer carries the not-covered warning ([`NUMBERS_READ_SINCE`]).
+///   VALID answer carries the not-covered warning ([`NUMBERS_READ_SINCE`]); a translator's
+///   reply or failure names the call it answers ([`CALL_IDS_SINCE`]).
 pub const FORMAT_VERSION: u32 = 15;
+
+/// From this format on, a translator's reply or failure must carry the id of the call it
+/// answers ([`crate::translation::TranslatorCall::call`], recorded with the input): the same
+/// translator and attempt come again in every round, and an app's late reply to an earlier
+/// round's call was taken as the translation of a rewritten answer it never saw.
+pub const CALL_IDS_SINCE: u32 = 15;
 
 /// From this format on, when the local translators' findings make an answer VALID, every
 /// number the answer states must be read by them (in their logic or in the text they listed

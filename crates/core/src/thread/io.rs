@@ -70,6 +70,9 @@ pub enum Input {
         translator: u32,
         /// The call's `attempt`.
         attempt: u32,
+        /// The call's `call` id (required from audit format 15).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
         /// The reply, verbatim.
         text: String,
         /// The model that produced it, for the audit trail.
@@ -91,6 +94,9 @@ pub enum Input {
         translator: u32,
         /// The call's `attempt`.
         attempt: u32,
+        /// The call's `call` id (required from audit format 15).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call: Option<String>,
         /// What failed.
         reason: String,
         /// As [`Input::TranslatorReplied`]'s (the round's premises are grounded when its last

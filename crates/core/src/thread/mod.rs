@@ -864,13 +864,22 @@ impl Thread {
                 Input::TranslatorReplied {
                     translator,
                     attempt,
+                    call,
                     ..
                 }
                 | Input::TranslatorFailed {
                     translator,
                     attempt,
+                    call,
                     ..
-                } => return Ok(round.accepts(*translator, *attempt)?),
+                } => {
+                    return Ok(round.accepts_call(
+                        *translator,
+                        *attempt,
+                        call.as_deref(),
+                        self.format_version() >= audit::CALL_IDS_SINCE,
+                    )?)
+                }
                 Input::Failed { .. } => return Ok(()),
                 _ => "TranslatorReplied or TranslatorFailed (or Failed)",
             },
@@ -935,6 +944,7 @@ impl Thread {
                 reason,
                 translation_rules,
                 now,
+                ..
             } => self.on_translator(translator, attempt, Err(reason), translation_rules, now),
         }
     }

@@ -24,6 +24,6 @@ pub use numbers_read::{unread_numbers, unread_numbers_finding};
 pub use prompt::{question_as_conversation, reply_schema, ChatTurn, TranslationTexts};
 pub use reply::{json_part, parse_reply};
 pub use round::{
-    RoundError, TranslationConfig, TranslationRound, TranslatorCall, TranslatorProgress,
+    call_id, RoundError, TranslationConfig, TranslationRound, TranslatorCall, TranslatorProgress,
     TranslatorResult,
 };

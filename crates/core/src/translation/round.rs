@@ -79,7 +79,7 @@ impl TranslationConfig {
 }
 
 /// One call to make to a translator: send `messages`, hand back the reply as
-/// `Input::TranslatorReplied` with the same `translator` and `attempt`.
+/// `Input::TranslatorReplied` with the same `translator`, `attempt` and `call`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TranslatorCall {
@@ -89,6 +89,21 @@ pub struct TranslatorCall {
     pub attempt: u32,
     /// The whole conversation to send.
     pub messages: Vec<ChatTurn>,
+    /// The call's id ([`call_id`] of `messages`). From audit format 15
+    /// ([`crate::audit::CALL_IDS_SINCE`]) a reply or failure must carry it: a translator and
+    /// attempt repeat in every round, so a late reply to an earlier round's call (a timed-out
+    /// request that answered after all, a cached fetch) was taken as the translation of the
+    /// new answer.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub call: String,
+}
+
+/// A translator call's id: the first 16 hex digits of the SHA-256 its TRANSLATE record holds
+/// for `messages`, so it names exactly the conversation the reply answers.
+pub fn call_id(messages: &[ChatTurn]) -> String {
+    let mut digest = crate::audit::messages_digest(messages);
+    digest.truncate(16);
+    digest
 }
 
 /// How one translator ended.
@@ -144,6 +159,26 @@ pub enum RoundError {
         /// The attempt replied to.
         got: u32,
     },
+    /// A reply or failure without the id of the call it answers (audit format 15 on).
+    #[error(
+        "translator {0}: the input carries no `call`: give back the `call` of the \
+         TranslatorCall it answers"
+    )]
+    NoCallId(u32),
+    /// A reply or failure for another call than the one waited for: a late reply to an
+    /// earlier round's or attempt's call.
+    #[error(
+        "translator {translator}: the input answers call {got}, not the call {expected} waited \
+         for (a late reply to an earlier call?)"
+    )]
+    WrongCall {
+        /// The translator.
+        translator: u32,
+        /// The call waited for.
+        expected: String,
+        /// The call given.
+        got: String,
+    },
     /// The vocabulary in the configuration does not load.
     #[error("{0}")]
     Vocabulary(String),
@@ -186,6 +221,7 @@ impl TranslationRound {
             .map(|(i, p)| TranslatorCall {
                 translator: i as u32,
                 attempt: p.attempt,
+                call: call_id(&p.messages),
                 messages: p.messages.clone(),
             })
             .collect()
@@ -202,7 +238,36 @@ impl TranslationRound {
             .ok_or(RoundError::UnknownTranslator(translator))
     }
 
-    /// Checks that a reply fits the round, without changing it.
+    /// Checks that a reply fits the round, without changing it: from audit format 15 (`ids`)
+    /// it must carry the id of the call waited for ([`TranslatorCall::call`]).
+    pub fn accepts_call(
+        &self,
+        translator: u32,
+        attempt: u32,
+        call: Option<&str>,
+        ids: bool,
+    ) -> Result<(), RoundError> {
+        self.accepts(translator, attempt)?;
+        let p = &self.translators[translator as usize];
+        match call {
+            None if !ids => Ok(()),
+            None => Err(RoundError::NoCallId(translator)),
+            Some(got) => {
+                let expected = call_id(&p.messages);
+                if got == expected {
+                    Ok(())
+                } else {
+                    Err(RoundError::WrongCall {
+                        translator,
+                        expected,
+                        got: got.chars().take(40).collect(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Checks that a reply fits the round by translator and attempt, without changing it.
     pub fn accepts(&self, translator: u32, attempt: u32) -> Result<(), RoundError> {
         let p = self
             .translators
@@ -265,6 +330,7 @@ impl TranslationRound {
                 Ok(Some(TranslatorCall {
                     translator,
                     attempt: p.attempt,
+                    call: call_id(&p.messages),
                     messages: p.messages.clone(),
                 }))
             }
