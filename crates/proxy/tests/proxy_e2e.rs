@@ -1343,6 +1343,13 @@ async fn local_apply_guardrail_endpoint_speaks_aws_shapes() {
     let bad = apply(json!({"source": "SIDEWAYS", "content": []})).await;
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.headers()["x-amzn-errortype"], "ValidationException");
+    // A body of many tiny values is counted before it is parsed (as the chat routes' are):
+    // refused as too large, not parsed into tens of megabytes first.
+    let many = json!({"source": "OUTPUT", "content": [{"x": vec![0; 200_000]}]});
+    let refused = apply(many).await;
+    assert_eq!(refused.status(), 413);
+    assert_eq!(refused.headers()["x-amzn-errortype"], "ValidationException");
+    assert!(refused.text().await.unwrap().contains("JSON values"));
 }
 
 #[tokio::test]

@@ -365,3 +365,17 @@ test('a reply names the translator call it answers: a late reply to an earlier r
   assert.throws(() => t.handle(late(undefined)), /carries no `call`/);
   assert.equal(t.handle(late(second.call)).type, 'Check');
 });
+
+test('a translation configuration with no translator or an agreement outside 1..translators is refused (a review)', () => {
+  const policyText = readFileSync(here('../../../examples/policies/park-admission.json'), 'utf8');
+  const doc = policyDocumentsOf(policyText)[0];
+  const config = (translators, requiredAgreement) => ({
+    policy: doc.policy,
+    translation: { translators, repairAttempts: 0, requiredAgreement, vocabulary: JSON.parse(policyText) },
+  });
+  for (const [k, agree] of [[2, 0], [2, 3], [0, 0], [0, 1]]) {
+    assert.throws(() => new Thread(config(k, agree), 'What is the regular fee?', 'counts', 1),
+      /translators must be at least 1 and requiredAgreement from 1 to translators/, `${k}, ${agree}`);
+  }
+  assert.ok(new Thread(config(2, 1), 'What is the regular fee?', 'counts', 1));
+});

@@ -117,6 +117,11 @@ pub const FORMAT_VERSION: u32 = 15;
 /// round's call was taken as the translation of a rewritten answer it never saw.
 pub const CALL_IDS_SINCE: u32 = 15;
 
+/// From this format on, a thread's translation configuration must have at least one
+/// translator and a required agreement from 1 to the number of translators; before, an npm
+/// app's 0 ran one translator, or let a VALID stand that no translator supported.
+pub const TRANSLATION_COUNTS_CHECKED_SINCE: u32 = 15;
+
 /// From this format on, when the local translators' findings make an answer VALID, every
 /// number the answer states must be read by them (in their logic or in the text they listed
 /// as untranslated) or stand in the policy's rules; a sentence whose number none reads is

@@ -435,6 +435,25 @@ impl Thread {
                     .into(),
             ));
         }
+        // Checked from format 15 (trails written before keep replaying): a count of 0
+        // translators ran one, and an agreement of 0 let a VALID stand that no translator
+        // supported (an npm app writing 0 for "no extra requirement").
+        if let (Some(t), true) = (
+            &started.config.translation,
+            started.format_version >= audit::TRANSLATION_COUNTS_CHECKED_SINCE,
+        ) {
+            if t.translators == 0
+                || t.required_agreement == 0
+                || t.required_agreement > t.translators
+            {
+                return Err(ThreadError::InvalidConfig(format!(
+                    "translation: translators must be at least 1 and requiredAgreement from 1 to \
+                     translators (got {} translators, requiredAgreement {}); requiredAgreement \
+                     is how many translators must agree on a pair for it to be checked",
+                    t.translators, t.required_agreement
+                )));
+            }
+        }
         if started.given_answer.is_some() && started.tool_call.is_some() {
             return Err(ThreadError::InvalidConfig(
                 "a thread starts from an answer or from tool calls, not both".into(),

@@ -112,6 +112,19 @@ pub async fn apply_guardrail(
     Path((_id, _version)): Path<(String, String)>,
     body: axum::body::Bytes,
 ) -> Response {
+    // Counted before parsing, as for the chat routes: a 1 MiB body of tiny values parsed
+    // into tens of megabytes (unknown members are buffered whole) before any was refused.
+    if crate::http_body::within_values(&body, crate::http_body::MAX_REQUEST_VALUES).is_err() {
+        return aws_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "ValidationException",
+            format!(
+                "the body holds more than {} JSON values: ApplyGuardrail takes text content \
+                 blocks",
+                crate::http_body::MAX_REQUEST_VALUES
+            ),
+        );
+    }
     let req: ApplyRequest = match serde_json::from_slice(&body) {
         Ok(r) => r,
         Err(e) => {
