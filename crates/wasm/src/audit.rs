@@ -28,7 +28,8 @@ export interface TrustReport { signature: TrustCheck; inclusion: TrustCheck; con
  * leaf of the trail's head is read from the bundle. */
 export interface AuditInputs { threadNamed?: boolean; policyGiven?: boolean; keyGiven?: boolean; checkpointGiven?: boolean; checkpointSize?: number; logScanned?: boolean }
 export type LogHeads = { kind: "latest" } | { kind: "wentOn"; leaf: number; seq: number } | { kind: "problem"; detail: string };
-export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint" | "later-heads"; what: string }
+/** `id` may be one a later version adds: treat any id as a check not made. */
+export interface NotChecked { id: "older-format" | "policy" | "thread" | "validator-premises" | "bundle" | "key" | "checkpoint" | "later-heads" | "unfinished" | (string & {}); what: string }
 "#;
 
 /// The records of a trail or of an audit bundle (`{trail: [...], ...}`).
@@ -69,10 +70,23 @@ pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
 #[wasm_bindgen(js_name = checksPassed)]
 pub fn checks_passed_js(
     #[wasm_bindgen(unchecked_param_type = "PlannedCheck[]")] checks: JsValue,
-    answered: Vec<u8>,
+    #[wasm_bindgen(unchecked_param_type = "Uint8Array | boolean[]")] answered: Vec<u8>,
 ) -> Result<Vec<u8>, JsError> {
     let checks: Vec<PlannedCheck> = crate::thread::from_js(&checks, "the list of checks")?;
-    let answered: Vec<bool> = answered.iter().map(|a| *a != 0).collect();
+    // Only 1 (true) is an expected answer and 0 (false) is not: anything else (`indexOf`'s -1
+    // arrives as 255) is refused, never read as passed.
+    let answered: Vec<bool> = answered
+        .iter()
+        .enumerate()
+        .map(|(i, a)| match a {
+            0 => Ok(false),
+            1 => Ok(true),
+            _ => Err(JsError::new(&format!(
+                "proofgate: answered[{i}] is not true or false (1 or 0): give answerMatches' \
+                 result for each check"
+            ))),
+        })
+        .collect::<Result<_, _>>()?;
     Ok(checks_passed(&checks, &answered)
         .into_iter()
         .map(u8::from)

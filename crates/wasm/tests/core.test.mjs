@@ -104,4 +104,8 @@ test('checksPassed judges anyOf groups as proofgate audit does', () => {
   // A check with no answer given has not passed.
   assert.deepEqual(Array.from(cjs.checksPassed(checks, Uint8Array.from([1]))), [1, 0, 0, 0, 0]);
   assert.throws(() => cjs.checksPassed([{ kind: 1 }], Uint8Array.from([1])), /list of checks is malformed/);
+  // Only true/1 passes; -1 (an indexOf miss, 255 as a byte) is refused, not read as passed.
+  assert.deepEqual(Array.from(cjs.checksPassed(checks, [true, false, false, false, false])), [1, 0, 0, 0, 0]);
+  assert.throws(() => cjs.checksPassed(checks, [-1, -1, -1, -1, -1]), /answered\[0\] is not true or false/);
+  assert.throws(() => cjs.checksPassed(checks, [2]), /answered\[0\] is not true or false/);
 });
