@@ -732,6 +732,7 @@ pub async fn drive_durably(
     deadline: Option<tokio::time::Instant>,
 ) -> Result<Effect, DurableDriveError> {
     let mut in_flight = InFlight::new();
+    let mut key = KeyWatch::new(app);
     loop {
         if matches!(effect, Effect::AskUser { .. } | Effect::Finish(_)) {
             return Ok(effect);
@@ -739,6 +740,16 @@ pub async fn drive_durably(
         // Waiting for translator replies already asked for starts no call: its records go
         // with the next write.
         let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
+        if starts_a_call {
+            if let Some(why) = key.stopped(app, scope).await? {
+                let input = Input::Failed {
+                    reason: format!("stopped: {why}"),
+                    now: now_ms(),
+                };
+                effect = advance(thread, input)?;
+                continue;
+            }
+        }
         let call = within(
             deadline,
             perform(app, scope, thread, &effect, waits, &mut in_flight),
@@ -1084,6 +1095,65 @@ pub async fn drive_saving_each_step(
     saver.finish(app, thread, conversation_key).await?;
     *saved = thread.audit_trail().len();
     Ok(effect)
+}
+
+/// Why a thread counted under `scope` (see `server::background_scope`) must not go on: its
+/// owner's key was revoked, has expired, or is no key (its row gone or not sealed). Its LLM
+/// and solver calls would be paid by the operator for a key that no longer works (a review:
+/// threads left waiting before a revocation were all continued when their questions timed
+/// out). The configured admin key, `anonymous` and threads from before owners were recorded
+/// are not stored keys.
+pub(crate) async fn owner_stopped(
+    app: &App,
+    scope: &str,
+) -> Result<Option<&'static str>, crate::storage::StorageError> {
+    if !scope.starts_with("key_") {
+        return Ok(None);
+    }
+    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
+    Ok(
+        match app.store.key_by_id(scope, app.log.key().key_seal()).await? {
+            None => Some("its key is no longer a key of this server"),
+            Some(key) if !key.is_active(now) => Some("its key was revoked or has expired"),
+            Some(_) => None,
+        },
+    )
+}
+
+/// Whether the key a thread is driven for still works, asked before each call after the
+/// first: the key is read again when a key was revoked here since the last read, or the key
+/// cache's time has passed (a revocation on another replica), so a request shorter than that
+/// reads nothing. A key revoked while its threads ran kept them calling LLMs and solvers for
+/// up to a request's time (an access review).
+struct KeyWatch {
+    generation: u64,
+    read_at: std::time::Instant,
+}
+
+impl KeyWatch {
+    fn new(app: &App) -> KeyWatch {
+        KeyWatch {
+            generation: app.keys.generation(),
+            read_at: std::time::Instant::now(),
+        }
+    }
+
+    async fn stopped(
+        &mut self,
+        app: &App,
+        scope: &str,
+    ) -> Result<Option<&'static str>, crate::storage::StorageError> {
+        if !scope.starts_with("key_") {
+            return Ok(None);
+        }
+        let generation = app.keys.generation();
+        if generation == self.generation && self.read_at.elapsed() < app.keys.ttl() {
+            return Ok(None);
+        }
+        self.generation = generation;
+        self.read_at = std::time::Instant::now();
+        owner_stopped(app, scope).await
+    }
 }
 
 /// Drives a thread on a task of its own, saving every step (others, such as the web UI

@@ -115,6 +115,16 @@ impl KeyCache {
         inner.entries.insert(hash, (Instant::now(), key));
     }
 
+    /// How many times [`KeyCache::clear`] ran: a key revoked here since a read changes it.
+    pub fn generation(&self) -> u64 {
+        self.lock().generation
+    }
+
+    /// How long an entry is kept: a key revoked on another replica is seen within it.
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
     /// Forgets every key (a key was created or revoked here).
     pub fn clear(&self) {
         let mut inner = self.lock();

@@ -1790,7 +1790,7 @@ async fn kill_9_mid_thread_loses_no_record_and_the_thread_ends() {
 
 #[tokio::test]
 async fn two_replicas_append_to_one_log_on_postgres() {
-    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+    let Some(pg) = proxy::postgres_database("two_replicas_append_to_o").await else {
         eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
         return;
     };

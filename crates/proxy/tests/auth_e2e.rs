@@ -217,6 +217,21 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
         ),
         (
             M::POST,
+            "/v1/responses",
+            Some(json!({"model": "m", "input": Q1})),
+        ),
+        (
+            M::POST,
+            "/v1/messages",
+            Some(
+                json!({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": Q1}]}),
+            ),
+        ),
+        (M::GET, "/v1/models", None),
+        (M::GET, "/v1/models/m", None),
+        (M::POST, "/v1/embeddings", Some(json!({"input": "x"}))),
+        (
+            M::POST,
             "/guardrail/local/version/1/apply",
             Some(json!({"source": "OUTPUT", "content": []})),
         ),
@@ -229,6 +244,7 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
             Some(json!({"skip": true})),
         ),
         (M::GET, "/api/threads/some-id/audit", None),
+        (M::GET, "/api/threads/some-id/audit/bundle", None),
         (M::GET, "/api/config", None),
         (M::GET, "/api/me", None),
         (M::GET, "/metrics", None),
@@ -242,6 +258,16 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
             M::POST,
             "/api/policies/gen-tests",
             Some(json!({"policy": policy.clone()})),
+        ),
+        (
+            M::POST,
+            "/api/policies/test",
+            Some(json!({"policy": policy.clone(), "tests": []})),
+        ),
+        (
+            M::POST,
+            "/api/policies/diff",
+            Some(json!({"old": policy.clone(), "new": policy.clone()})),
         ),
         (
             M::POST,
@@ -269,7 +295,7 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
             assert!(r.body["message"].as_str().unwrap().contains("Bearer"));
             continue;
         }
-        assert_eq!(r.code(), "missing_api_key", "{method} {path}");
+        assert_eq!(r.code(), "missing_api_key", "{method} {path}: {r:?}");
         assert!(r.body["error"]["message"]
             .as_str()
             .unwrap()
@@ -316,6 +342,22 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
         ),
         (M::GET, "/api/config", None),
         (M::GET, "/metrics", None),
+        (M::DELETE, "/api/keys/key_x", None),
+        (
+            M::POST,
+            "/api/policies/lint",
+            Some(json!({"policy": policy.clone()})),
+        ),
+        (
+            M::POST,
+            "/api/policies/test",
+            Some(json!({"policy": policy.clone(), "tests": []})),
+        ),
+        (
+            M::POST,
+            "/api/policies/diff",
+            Some(json!({"old": policy.clone(), "new": policy.clone()})),
+        ),
     ] {
         let r = call(&proxy, method.clone(), path, Some(&user), body, &[]).await;
         assert_eq!(r.status, 403, "{method} {path}: {r:?}");
@@ -350,6 +392,17 @@ async fn without_a_key_every_route_but_health_is_401_and_scopes_are_enforced() {
     .await;
     assert_eq!(r.status, 403);
     assert_eq!(get(&proxy, "/api/threads", &reader, &[]).await.status, 200);
+    // Nor check text through the guardrail route, nor start a thread.
+    for (path, body) in [
+        (
+            "/guardrail/local/version/1/apply",
+            json!({"source": "OUTPUT", "content": [{"text": {"text": "x"}}]}),
+        ),
+        ("/api/threads", json!({"question": Q1})),
+    ] {
+        let r = call(&proxy, M::POST, path, Some(&reader), Some(body), &[]).await;
+        assert_eq!(r.status, 403, "{path}: {r:?}");
+    }
     // Keys are listed without secrets and revoked at once.
     let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
     assert_eq!(keys.status, 200);
@@ -993,7 +1046,7 @@ async fn a_thread_handed_to_another_owner_in_the_store_is_refused() {
 /// once. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set (scripts/with-postgres.sh).
 #[tokio::test]
 async fn two_replicas_on_postgres_honour_the_same_keys_and_owners() {
-    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+    let Some(pg) = proxy::postgres_database("two_replicas_on_postgres").await else {
         eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
         return;
     };
@@ -2304,7 +2357,7 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
 /// the whole listing. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set.
 #[tokio::test]
 async fn a_thread_holding_a_nul_from_the_llm_is_still_listed_on_postgres() {
-    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+    let Some(pg) = proxy::postgres_database("a_thread_holding_a_nul_f").await else {
         eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
         return;
     };
@@ -2334,4 +2387,78 @@ async fn a_thread_holding_a_nul_from_the_llm_is_still_listed_on_postgres() {
             .any(|t| t["id"] == id.as_str()),
         "{listed:?}"
     );
+}
+
+/// A key revoked while a thread of its runs stops the thread at its next call: the rewriter's
+/// reply (slow here) is the last call made for it, the thread ends as a failed call ends it
+/// and says why, and no translator is asked about the rewritten answer. Before, the thread
+/// went on calling LLMs and solvers for the revoked key until it ended.
+#[tokio::test]
+async fn a_key_revoked_while_its_thread_runs_stops_it_at_the_next_call() {
+    let mut script: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/demo/recorded-llm.json")).unwrap(),
+    )
+    .unwrap();
+    for rule in script["rules"].as_array_mut().unwrap() {
+        if rule["match"].to_string().contains("DECISION") {
+            rule["delay_ms"] = json!(1500);
+        }
+    }
+    let llm = Server::python("scripted_llm.py", &script);
+    let proxy = Proxy::start("auth-revoked-running", &secured_config(&v1(&llm), "", ""));
+    let key = new_key(&proxy, "app", &["chat", "read"]).await;
+    let r = post(
+        &proxy,
+        "/api/threads",
+        &key,
+        json!({"question": Q1, "wait": false}),
+    )
+    .await;
+    assert!(r.status == 200 || r.status == 202, "{r:?}");
+    let id = r.body["id"]
+        .as_str()
+        .or(r.body["threadId"].as_str())
+        .unwrap()
+        .to_string();
+    // Revoke while the rewriter is still thinking.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !llm
+        .received()
+        .iter()
+        .any(|r| r.to_string().contains("DECISION"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rewriter was never asked"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let asked_before = llm.received().len();
+    let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
+    let key_id = keys.body["keys"][0]["id"].as_str().unwrap().to_string();
+    let revoked = call(
+        &proxy,
+        reqwest::Method::DELETE,
+        &format!("/api/keys/{key_id}"),
+        Some(ADMIN_KEY),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(revoked.status, 200, "{revoked:?}");
+    let thread = loop {
+        let t = get(&proxy, &format!("/api/threads/{id}"), ADMIN_KEY, &[]).await;
+        assert_eq!(t.status, 200, "{t:?}");
+        if t.body["status"] != "processing" {
+            break t.body;
+        }
+        assert!(std::time::Instant::now() < deadline, "{t:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(
+        thread.to_string().contains("stopped: its key was revoked"),
+        "{thread}"
+    );
+    // Nothing was asked after the rewriter's reply (no translator read the rewritten answer).
+    assert_eq!(llm.received().len(), asked_before, "{:?}", llm.received());
 }

@@ -1414,7 +1414,7 @@ async fn policy_authoring_api_lints_generates_tests_and_diffs() {
 /// `just test` always does (scripts/with-postgres.sh).
 #[tokio::test]
 async fn two_replicas_share_threads_through_postgres() {
-    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+    let Some(pg) = proxy::postgres_database("two_replicas_share_threa").await else {
         eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL replicas not tested here");
         return;
     };
@@ -1923,7 +1923,7 @@ async fn database_connections_close_when_quiet_and_the_next_request_answers_veri
 /// over by the others, one ahead took theirs. Runs when `PROOFGATE_TEST_POSTGRES_URL` is set.
 #[tokio::test]
 async fn a_replica_whose_clock_is_off_from_the_databases_serves_nothing() {
-    let Ok(pg) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+    let Some(pg) = proxy::postgres_database("a_replica_whose_clock_is").await else {
         eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
         return;
     };

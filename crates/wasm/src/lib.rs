@@ -75,7 +75,9 @@ pub fn prioritize_findings_js(
     to_js(&prioritize(&findings))
 }
 
-/// The aggregate verdict over AWS-shaped findings: `{verdict, warning?}`.
+/// The aggregate verdict over AWS-shaped findings: `{verdict, warning?}`. A ranking of the
+/// findings as given, not a decision: a `Thread` also holds the findings' premises to what the
+/// user said, and may find the same list SATISFIABLE where this says VALID.
 #[wasm_bindgen(js_name = aggregateVerdict, unchecked_return_type = "AggregateVerdict")]
 pub fn aggregate_verdict_js(
     #[wasm_bindgen(unchecked_param_type = "Finding[]")] findings: JsValue,

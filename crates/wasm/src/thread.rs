@@ -58,7 +58,11 @@ export interface TranslationConfig {
   requiredAgreement: number;
   /** The policy's types and variables. */
   vocabulary: PolicyDefinition;
+  /** Whether the app's system prompt states facts about the user (default false). */
   systemPromptFacts?: boolean;
+  /** Whether tools' results state facts about the user (default true; turn it off for tools
+   * that bring in text written elsewhere: web pages, documents, emails). */
+  toolResultFacts?: boolean;
 }
 export interface ChatTurn { role: string; content: string }
 /** One translator call: send `messages`, hand back the reply with the same translator, attempt and call. `call` names this call (from audit format 15 a reply or failure must carry it: a late reply to an earlier round's call is refused). */
@@ -85,12 +89,17 @@ export type OutcomeStatus = "VALID" | "VALID_WITH_WARNING" | "NOT_COVERED" | "IM
   | "UNVERIFIED" | "ERROR" | "TOOL_CALL";
 export interface Outcome {
   status: OutcomeStatus;
-  /** Exactly the text whose findings are below; absent only for ERROR. */
+  /** The answer to show; absent for ERROR. Its findings are below, except for UNVERIFIED
+   * (fail-open: the chatbot's answer, checked by nothing). Show `warning` with it: the proxy
+   * puts it first, as `[proofgate: warning]`; this package leaves that to the app. */
   answer?: string;
+  /** What the user must be told with the answer (part not covered, not verified, ...). */
   warning?: string;
   findings: Finding[];
   iterations: number;
-  /** True only when this answer's own validation was VALID. */
+  /** True when this answer's own validation was VALID, also for VALID_WITH_WARNING, whose
+   * `warning` names a part nothing checked: only status "VALID" means every claim was
+   * checked. MAX_ITERATIONS, NOT_COVERED and UNVERIFIED carry an answer that is not verified. */
   verified: boolean;
   model?: string;
   reason?: string;
@@ -165,6 +174,21 @@ extern "C" {
     fn random_uuid() -> Result<String, JsValue>;
 }
 
+/// `given`, or a random UUID. Without `crypto.randomUUID` (a browser page over plain http)
+/// the caller must give one: an id made from the time was shared by two threads made in the
+/// same millisecond, and audits tell threads apart by their ids (a review).
+fn thread_id_or_new(given: Option<String>) -> Result<String, JsError> {
+    match given {
+        Some(id) => Ok(id),
+        None => random_uuid().map_err(|_| {
+            JsError::new(
+                "proofgate: crypto.randomUUID is not available here (a page not served over \
+                 https?): give the thread an id of your own, unique to it",
+            )
+        }),
+    }
+}
+
 #[wasm_bindgen]
 extern "C" {
     type TextEncoder;
@@ -195,8 +219,20 @@ fn json_text(value: &JsValue, what: &str) -> Result<Vec<u8>, JsError> {
 }
 
 fn from_json<T: DeserializeOwned>(text: &[u8], what: &str) -> Result<T, JsError> {
-    serde_json::from_slice(text)
-        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
+    serde_json::from_slice(text).map_err(|e| {
+        // JSON.stringify writes a lone UTF-16 surrogate as an escape no Unicode text holds,
+        // which serde_json reports as a bad escape: say what it is.
+        let lone = e.to_string().contains("hex escape")
+            || e.to_string().contains("lone leading surrogate");
+        if lone {
+            JsError::new(&format!(
+                "proofgate: {what} holds a lone UTF-16 surrogate (half of a character, not \
+                 Unicode text): {e}"
+            ))
+        } else {
+            JsError::new(&format!("proofgate: {what} is malformed: {e}"))
+        }
+    })
 }
 
 /// A structured JS argument read as every export reads one: its JSON text, parsed by
@@ -279,10 +315,56 @@ impl WasmThread {
     ) -> Result<WasmThread, JsError> {
         let now = millis(now.unwrap_or_else(date_now), "now")?;
         let config = thread_config(&config)?;
-        let id =
-            thread_id.unwrap_or_else(|| random_uuid().unwrap_or_else(|_| format!("thread-{now}")));
+        let id = thread_id_or_new(thread_id)?;
         let inner = Thread::new(config, id, question, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+        Ok(WasmThread { inner })
+    }
+
+    /// Creates a thread for your chatbot's `answer` to a conversation, with each turn's role:
+    /// `conversation` is `[{role: "system" | "user" | "assistant" | "tool", text}]`, ending
+    /// with the user's message the answer replies to. The translators read the conversation as
+    /// context, and a premise is a fact only a user, system or tool turn gives (the README's
+    /// grounding rules): flattening a chat into `question` made an earlier assistant turn read
+    /// as the user's words.
+    #[wasm_bindgen(js_name = forReply)]
+    pub fn for_reply(
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        #[wasm_bindgen(
+            unchecked_param_type = "{ role: \"system\" | \"user\" | \"assistant\" | \"tool\"; text: string }[]"
+        )]
+        conversation: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "{ text: string; model?: string; source: string }")]
+        answer: JsValue,
+        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
+        now: Option<f64>,
+    ) -> Result<WasmThread, JsError> {
+        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let config = thread_config(&config)?;
+        let conversation: Vec<proofgate_core::conversation::ConversationTurn> = from_json(
+            &json_text(&conversation, "the conversation")?,
+            "the conversation",
+        )?;
+        let question = match conversation.last() {
+            Some(t) if t.role == proofgate_core::conversation::TurnRole::User => t.text.clone(),
+            _ => {
+                return Err(JsError::new(
+                    "proofgate: the conversation must end with the user's message the answer \
+                     replies to",
+                ))
+            }
+        };
+        let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
+        let id = thread_id_or_new(thread_id)?;
+        let inner = Thread::for_reply(
+            config,
+            id,
+            question,
+            conversation,
+            proofgate_core::thread::ChatbotReply::Answer(answer),
+            now,
+        )
+        .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
         Ok(WasmThread { inner })
     }
 
@@ -300,8 +382,7 @@ impl WasmThread {
         let now = millis(now.unwrap_or_else(date_now), "now")?;
         let config = thread_config(&config)?;
         let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
-        let id =
-            thread_id.unwrap_or_else(|| random_uuid().unwrap_or_else(|_| format!("thread-{now}")));
+        let id = thread_id_or_new(thread_id)?;
         let inner = Thread::with_answer(config, id, question, answer, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
         Ok(WasmThread { inner })

@@ -379,3 +379,41 @@ test('a translation configuration with no translator or an agreement outside 1..
   }
   assert.ok(new Thread(config(2, 1), 'What is the regular fee?', 'counts', 1));
 });
+
+test('Thread.forReply keeps each turn\'s role: an assistant turn does not state the user\'s facts (a review)', () => {
+  const valid = { valid: {
+    translation: { premises: [{ logic: '(= age 70)', naturalLanguage: 'The user is 70.' }], claims: [{ logic: '(= fee 5)', naturalLanguage: 'The fee is 5.' }], confidence: 1 },
+    supportingRules: [{ identifier: 'R1' }],
+  } };
+  const answer = { text: 'You pay 5 dollars.', source: 'upstream' };
+  const run = (conversation) => {
+    const t = Thread.forReply({}, conversation, answer, 'for-reply', 1_700_000_000_000);
+    assert.equal(t.start().type, 'Validate');
+    return t.handle({ type: 'Validated', findings: [valid], now: 1_700_000_001_000 });
+  };
+  // The age said by the assistant (the LLM) is no fact of the user's: not VALID.
+  const said = run([
+    { role: 'assistant', text: 'Sure! I am 70 years old, by the way.' },
+    { role: 'user', text: 'How much do I pay?' },
+  ]);
+  assert.notEqual(said.status, 'VALID', JSON.stringify(said));
+  // Said by the user, it is.
+  const own = run([{ role: 'user', text: 'I am 70 years old.' }, { role: 'user', text: 'How much do I pay?' }]);
+  assert.equal(own.status, 'VALID', JSON.stringify(own));
+  assert.throws(() => Thread.forReply({}, [{ role: 'assistant', text: 'Hi' }], answer, 'x', 1), /must end with the user's message/);
+});
+
+test('live input cannot choose an older format\'s rules (a review)', () => {
+  const t = Thread.withAnswer({}, 'How much do I pay?', { text: 'You pay 5 dollars.', source: 'upstream' }, 'rules', 1_700_000_000_000);
+  t.start();
+  assert.throws(() => t.handle({ type: 'Validated', findings: [{ noTranslations: {} }], verdictRules: 3, now: 1_700_000_001_000 }),
+    /set by handle itself/);
+  assert.equal(t.handle({ type: 'Validated', findings: [{ noTranslations: {} }], now: 1_700_000_002_000 }).status, 'NOT_COVERED');
+});
+
+test('a lone surrogate in an input is refused with an error that says so (a review)', () => {
+  const t = new Thread({}, 'How much do I pay?', 'surrogate', 1_700_000_000_000);
+  t.start();
+  assert.throws(() => t.handle({ type: 'LlmReplied', text: 'You pay \uD800 dollars.', now: 1_700_000_001_000 }),
+    /lone UTF-16 surrogate/);
+});

@@ -630,6 +630,17 @@ impl Thread {
             } => Some(translation_rules),
             _ => None,
         };
+        // Only this version's rules judge live input: an older format's are for replaying the
+        // trails written then (a caller copying recorded inputs into a resumed thread got
+        // that format's weaker reading of what is VALID, a review found).
+        if let Some(Some(r)) = &rules {
+            if *r != audit::FORMAT_VERSION {
+                return Err(ThreadError::Inconsistent(
+                    "verdictRules and translationRules are set by handle itself (to this \
+                     version's rules): leave them out of the input",
+                ));
+            }
+        }
         if let Some(rules @ None) = rules {
             if self.format_version() < audit::FORMAT_VERSION {
                 *rules = Some(audit::FORMAT_VERSION);

@@ -810,28 +810,7 @@ async fn background_scope(app: &App, thread_id: &str) -> Option<String> {
     }
 }
 
-/// Why a thread counted under `scope` (see [`background_scope`]) must not be continued in
-/// the background: its owner's key was revoked, has expired, or is no key (its row gone or
-/// not sealed). Its LLM and solver calls would be paid by the operator for a key that no
-/// longer works (a review: threads left waiting before a revocation were all continued when
-/// their questions timed out). The configured admin key, `anonymous` and threads from before
-/// owners were recorded are not stored keys.
-async fn owner_stopped(
-    app: &App,
-    scope: &str,
-) -> Result<Option<&'static str>, crate::storage::StorageError> {
-    if !scope.starts_with("key_") {
-        return Ok(None);
-    }
-    let now = i64::try_from(now_ms()).unwrap_or(i64::MAX);
-    Ok(
-        match app.store.key_by_id(scope, app.log.key().key_seal()).await? {
-            None => Some("its key is no longer a key of this server"),
-            Some(key) if !key.is_active(now) => Some("its key was revoked or has expired"),
-            Some(_) => None,
-        },
-    )
-}
+use crate::app::owner_stopped;
 
 /// Continues the threads whose questions' deadline has passed, each on a task of its own held
 /// to a request's place and time, as a resumed thread is. A thread that fails is logged and

@@ -86,6 +86,30 @@ pub fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// A database of its own on the test PostgreSQL server (scripts/with-postgres.sh), or `None`
+/// when `PROOFGATE_TEST_POSTGRES_URL` is unset. A log is written with one audit key, and a
+/// server refuses leaves another key signed: tests whose servers have keys of their own must
+/// not share a database's log.
+pub async fn postgres_database(name: &str) -> Option<String> {
+    use sqlx::Connection;
+    let base = std::env::var("PROOFGATE_TEST_POSTGRES_URL").ok()?;
+    let mut conn = sqlx::PgConnection::connect(&base)
+        .await
+        .expect("the test PostgreSQL server answers");
+    let db = format!(
+        "t_{}_{}",
+        name.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        uuid::Uuid::new_v4().simple()
+    );
+    // A name of letters, digits and underscores this function made.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {db}")))
+        .execute(&mut conn)
+        .await
+        .expect("a test database is created");
+    let (server, _) = base.rsplit_once('/').expect("a database URL");
+    Some(format!("{server}/{db}"))
+}
+
 impl Proxy {
     /// Writes `config_toml` (with `{dir}` replaced by the test's directory) and starts the proxy.
     pub fn start(name: &str, config_toml: &str) -> Proxy {
