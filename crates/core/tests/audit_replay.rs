@@ -610,6 +610,76 @@ fn a_number_no_translation_reads_leaves_a_valid_answer_warned_from_format_15() {
     assert!(report.ok, "{:?}", report.failure);
 }
 
+/// Format 15: an explanation of IMPOSSIBLE is held to its numbers as an answer is. The
+/// rewriter explains, and adds a sentence with a number both translators leave out; the
+/// explanation is confirmed (IMPOSSIBLE again) but carries the not-covered warning, its
+/// sentence shown as the text nothing checked.
+#[test]
+fn an_impossible_explanation_is_held_to_its_numbers_from_format_15() {
+    let t0 = 1_700_000_170_000;
+    let mut t = translated_thread();
+    let impossible = || {
+        vec![Finding::Impossible(ContradictionFinding {
+            translation: translation("5 dollars"),
+            contradicting_rules: Some(vec![Rule::new("R1", "v1")]),
+            ..Default::default()
+        })]
+    };
+    let translate = |t: &mut Thread, now: u64| {
+        for translator in 0..2u32 {
+            fed(
+                t,
+                Input::TranslatorReplied {
+                    translation_rules: None,
+                    translator,
+                    attempt: 0,
+                    call: None,
+                    text: GOOD_REPLY.into(),
+                    model: None,
+                    now,
+                },
+            )
+            .expect("the reply");
+        }
+    };
+    translate(&mut t, t0);
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: impossible(),
+        evidence: None,
+        now: t0 + 1,
+    })
+    .expect("findings");
+    let explanation = "A visitor of 70 cannot be a child. Children pay 100 dollars.";
+    t.handle(Input::LlmReplied {
+        text: format!("DECISION: IMPOSSIBLE\nANSWER: {explanation}"),
+        model: None,
+        now: t0 + 2,
+    })
+    .expect("the explanation");
+    translate(&mut t, t0 + 3);
+    t.handle(Input::Validated {
+        verdict_rules: None,
+        findings: impossible(),
+        evidence: None,
+        now: t0 + 4,
+    })
+    .expect("findings");
+    let outcome = t.outcome().expect("the thread ended");
+    assert_eq!(outcome.status, proofgate_core::OutcomeStatus::Impossible);
+    assert_eq!(outcome.answer.as_deref(), Some(explanation));
+    assert!(
+        outcome
+            .warning
+            .as_deref()
+            .is_some_and(|w| w.contains("not covered")),
+        "{outcome:?}"
+    );
+    let shown = serde_json::to_string(&outcome.findings).unwrap();
+    assert!(shown.contains("Children pay 100 dollars."), "{shown}");
+    assert!(replay(t.audit_trail()).ok);
+}
+
 /// The ids of the translator calls `t` waits for, by translator.
 fn call_ids(t: &Thread) -> Vec<String> {
     match t.pending_effect() {

@@ -166,7 +166,20 @@ fn a_thread_waiting_for_its_translators_is_translated_by_todays_rules() {
     let mut t = rebuild_json_with(&waiting, &documents).unwrap();
     assert_eq!(t.format_version(), CORRECTIONS_SINCE - 1);
     for body in replies {
-        let input: Input = serde_json::from_value(body).unwrap();
+        let mut input: Input = serde_json::from_value(body).unwrap();
+        // Continued by this version, its replies name the calls they answer (format 15).
+        if let Input::TranslatorReplied {
+            translator, call, ..
+        } = &mut input
+        {
+            let proofgate_core::Effect::Translate { calls } = t.pending_effect() else {
+                panic!("not translating")
+            };
+            *call = calls
+                .into_iter()
+                .find(|c| c.translator == *translator)
+                .map(|c| c.call);
+        }
         t.handle(input).unwrap();
     }
     let records: Vec<Value> = t

@@ -741,7 +741,7 @@ pub async fn drive_durably(
         // with the next write.
         let starts_a_call = !matches!(&effect, Effect::Translate { calls } if calls.is_empty());
         if starts_a_call {
-            if let Some(why) = key.stopped(app, scope).await? {
+            if let Some(why) = key.stopped(app, scope).await {
                 let input = Input::Failed {
                     reason: format!("stopped: {why}"),
                     now: now_ms(),
@@ -1128,6 +1128,9 @@ pub(crate) async fn owner_stopped(
 struct KeyWatch {
     generation: u64,
     read_at: std::time::Instant,
+    /// Whether the first call was made: the key was checked just before it (the request's
+    /// authentication, or the background paths' own check).
+    started: bool,
 }
 
 impl KeyWatch {
@@ -1135,24 +1138,32 @@ impl KeyWatch {
         KeyWatch {
             generation: app.keys.generation(),
             read_at: std::time::Instant::now(),
+            started: false,
         }
     }
 
-    async fn stopped(
-        &mut self,
-        app: &App,
-        scope: &str,
-    ) -> Result<Option<&'static str>, crate::storage::StorageError> {
-        if !scope.starts_with("key_") {
-            return Ok(None);
+    /// Why the thread must stop, if its key no longer works. A failed read of the key is
+    /// logged and taken as working: the next call asks again (a database hiccup must not
+    /// end a paying key's request).
+    async fn stopped(&mut self, app: &App, scope: &str) -> Option<&'static str> {
+        if !std::mem::replace(&mut self.started, true) || !scope.starts_with("key_") {
+            return None;
         }
         let generation = app.keys.generation();
         if generation == self.generation && self.read_at.elapsed() < app.keys.ttl() {
-            return Ok(None);
+            return None;
         }
-        self.generation = generation;
-        self.read_at = std::time::Instant::now();
-        owner_stopped(app, scope).await
+        match owner_stopped(app, scope).await {
+            Ok(why) => {
+                self.generation = generation;
+                self.read_at = std::time::Instant::now();
+                why
+            }
+            Err(e) => {
+                tracing::warn!("the key of a running thread could not be read again: {e}");
+                None
+            }
+        }
     }
 }
 

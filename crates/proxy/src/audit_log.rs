@@ -815,7 +815,9 @@ impl TransparencyLog {
     pub async fn check_not_cut_back(&self, store: &Store) -> Result<(), AuditLogError> {
         let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
         let n = Self::size(&mut conn).await?;
-        self.saw_size(n)
+        // Checked only: leaves not yet checked (`refresh`) must not raise the size seen, or
+        // a row written into the database and refused could not be taken out again.
+        self.size_not_cut_back(n)
     }
 
     /// Keeps the largest tree this server signed in `path` (read now when it exists), so that
@@ -1078,7 +1080,12 @@ impl TransparencyLog {
             }
             let before = match latest.get(&statement.thread_id) {
                 Some(s) => Some(s.clone()),
-                None => self.last_leaf_of(conn, &statement.thread_id, from).await?,
+                // No leaf comes before leaf 0 (a log checked from its start reads none).
+                None if from == 0 => None,
+                None => {
+                    self.last_leaf_of(conn, &statement.thread_id, from, cache, pending)
+                        .await?
+                }
             };
             if let Some(why) = goes_back_on(before.as_ref(), &statement) {
                 return Err(LeafProblem::Refused(why));
@@ -1095,15 +1102,22 @@ impl TransparencyLog {
         Ok(idx + 1)
     }
 
-    /// The statement of `thread`'s last leaf before leaf `before`, checked already.
+    /// The statement of `thread`'s last leaf before leaf `before`, found by the row's
+    /// thread column and held to the tree: its note must be signed, name `thread`, and hash
+    /// to the leaf hash stored for its index (so no other note can stand in for it). A row
+    /// of the thread relabelled or taken out below `before` is not seen (only reading every
+    /// leaf would see it), so this stops copies of a thread's earlier heads only while its
+    /// later leaves are where the server wrote them.
     async fn last_leaf_of(
         &self,
         conn: &mut sqlx::AnyConnection,
         thread: &str,
         before: u64,
+        cache: &StoredHashes,
+        pending: &[Hash],
     ) -> Result<Option<LogStatement>, AuditLogError> {
         let row = sqlx::query(
-            "SELECT note FROM log_leaves WHERE thread_id = $1 AND idx < $2 \
+            "SELECT idx, note FROM log_leaves WHERE thread_id = $1 AND idx < $2 \
              ORDER BY idx DESC LIMIT 1",
         )
         .bind(thread)
@@ -1114,13 +1128,26 @@ impl TransparencyLog {
         let Some(row) = row else {
             return Ok(None);
         };
+        let idx: i64 = row
+            .try_get("idx")
+            .map_err(db("reading a thread's leaves"))?;
         let note: String = row
             .try_get("note")
             .map_err(db("reading a thread's leaves"))?;
         let text = verify_note(&note, self.key.verifier_key()).map_err(AuditLogError::Tlog)?;
-        LogStatement::parse(&text)
-            .map(Some)
-            .map_err(AuditLogError::Tlog)
+        let statement = LogStatement::parse(&text).map_err(AuditLogError::Tlog)?;
+        let stored = WithPending(cache, pending)
+            .read_hashes(&[stored_hash_index(0, idx as u64)])
+            .map_err(|e| AuditLogError::Tlog(e.to_string()))?;
+        if statement.thread_id != thread
+            || stored.first() != Some(&tlog_tiles::record_hash(statement.text().as_bytes()))
+        {
+            return Err(AuditLogError::Tlog(format!(
+                "leaf {idx} is filed under thread {thread} but is not that thread's leaf at \
+                 that place in the tree: the log's rows were altered"
+            )));
+        }
+        Ok(Some(statement))
     }
 
     async fn size(conn: &mut sqlx::AnyConnection) -> Result<u64, AuditLogError> {

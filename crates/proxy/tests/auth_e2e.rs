@@ -2401,7 +2401,7 @@ async fn a_key_revoked_while_its_thread_runs_stops_it_at_the_next_call() {
     .unwrap();
     for rule in script["rules"].as_array_mut().unwrap() {
         if rule["match"].to_string().contains("DECISION") {
-            rule["delay_ms"] = json!(1500);
+            rule["delay_ms"] = json!(3000);
         }
     }
     let llm = Server::python("scripted_llm.py", &script);
@@ -2435,7 +2435,15 @@ async fn a_key_revoked_while_its_thread_runs_stops_it_at_the_next_call() {
     }
     let asked_before = llm.received().len();
     let keys = get(&proxy, "/api/keys", ADMIN_KEY, &[]).await;
-    let key_id = keys.body["keys"][0]["id"].as_str().unwrap().to_string();
+    let key_id = keys.body["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["name"] == "app")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let revoked = call(
         &proxy,
         reqwest::Method::DELETE,
@@ -2446,6 +2454,7 @@ async fn a_key_revoked_while_its_thread_runs_stops_it_at_the_next_call() {
     )
     .await;
     assert_eq!(revoked.status, 200, "{revoked:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let thread = loop {
         let t = get(&proxy, &format!("/api/threads/{id}"), ADMIN_KEY, &[]).await;
         assert_eq!(t.status, 200, "{t:?}");

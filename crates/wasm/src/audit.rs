@@ -70,17 +70,33 @@ pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
 #[wasm_bindgen(js_name = checksPassed)]
 pub fn checks_passed_js(
     #[wasm_bindgen(unchecked_param_type = "PlannedCheck[]")] checks: JsValue,
-    #[wasm_bindgen(unchecked_param_type = "Uint8Array | boolean[]")] answered: Vec<u8>,
+    #[wasm_bindgen(unchecked_param_type = "boolean[] | Uint8Array")] answered: JsValue,
 ) -> Result<Vec<u8>, JsError> {
     let checks: Vec<PlannedCheck> = crate::thread::from_js(&checks, "the list of checks")?;
-    // Only 1 (true) is an expected answer and 0 (false) is not: anything else (`indexOf`'s -1
-    // arrives as 255) is refused, never read as passed.
-    let answered: Vec<bool> = answered
+    // Only true (or 1) is an expected answer and false (or 0) is not: anything else (-1 from
+    // an indexOf miss, 257, "1") is refused, never read as passed. Read from its JSON text, a
+    // Uint8Array is an object of indexes.
+    let given: serde_json::Value = crate::thread::from_js(&answered, "the answers")?;
+    let values: Vec<serde_json::Value> = match given {
+        serde_json::Value::Array(a) => a,
+        serde_json::Value::Object(o) => {
+            let mut v: Vec<(usize, serde_json::Value)> = o
+                .into_iter()
+                .map(|(k, v)| k.parse::<usize>().map(|k| (k, v)))
+                .collect::<Result<_, _>>()
+                .map_err(|_| JsError::new("proofgate: the answers are not a list"))?;
+            v.sort_by_key(|(k, _)| *k);
+            v.into_iter().map(|(_, v)| v).collect()
+        }
+        _ => return Err(JsError::new("proofgate: the answers are not a list")),
+    };
+    let answered: Vec<bool> = values
         .iter()
         .enumerate()
         .map(|(i, a)| match a {
-            0 => Ok(false),
-            1 => Ok(true),
+            serde_json::Value::Bool(b) => Ok(*b),
+            n if n.is_u64() && n.as_u64() == Some(0) => Ok(false),
+            n if n.is_u64() && n.as_u64() == Some(1) => Ok(true),
             _ => Err(JsError::new(&format!(
                 "proofgate: answered[{i}] is not true or false (1 or 0): give answerMatches' \
                  result for each check"

@@ -322,8 +322,8 @@ impl WasmThread {
     }
 
     /// Creates a thread for your chatbot's `answer` to a conversation, with each turn's role:
-    /// `conversation` is `[{role: "system" | "user" | "assistant" | "tool", text}]`, ending
-    /// with the user's message the answer replies to. The translators read the conversation as
+    /// `conversation` is `[{role: "system" | "user" | "assistant" | "tool", text}]`; its last
+    /// user turn is the question (tool calls and results may follow it). The translators read the conversation as
     /// context, and a premise is a fact only a user, system or tool turn gives (the README's
     /// grounding rules): flattening a chat into `question` made an earlier assistant turn read
     /// as the user's words.
@@ -345,12 +345,16 @@ impl WasmThread {
             &json_text(&conversation, "the conversation")?,
             "the conversation",
         )?;
-        let question = match conversation.last() {
-            Some(t) if t.role == proofgate_core::conversation::TurnRole::User => t.text.clone(),
-            _ => {
+        let question = match conversation
+            .iter()
+            .rev()
+            .find(|t| t.role == proofgate_core::conversation::TurnRole::User)
+        {
+            Some(t) => t.text.clone(),
+            None => {
                 return Err(JsError::new(
-                    "proofgate: the conversation must end with the user's message the answer \
-                     replies to",
+                    "proofgate: the conversation has no user turn: the answer replies to the \
+                     last user message",
                 ))
             }
         };

@@ -108,4 +108,7 @@ test('checksPassed judges anyOf groups as proofgate audit does', () => {
   assert.deepEqual(Array.from(cjs.checksPassed(checks, [true, false, false, false, false])), [1, 0, 0, 0, 0]);
   assert.throws(() => cjs.checksPassed(checks, [-1, -1, -1, -1, -1]), /answered\[0\] is not true or false/);
   assert.throws(() => cjs.checksPassed(checks, [2]), /answered\[0\] is not true or false/);
+  for (const bad of [[257], [1.5], ['1'], [-255]]) {
+    assert.throws(() => cjs.checksPassed(checks, bad), /answered\[0\] is not true or false/, JSON.stringify(bad));
+  }
 });

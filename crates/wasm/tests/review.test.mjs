@@ -400,7 +400,16 @@ test('Thread.forReply keeps each turn\'s role: an assistant turn does not state 
   // Said by the user, it is.
   const own = run([{ role: 'user', text: 'I am 70 years old.' }, { role: 'user', text: 'How much do I pay?' }]);
   assert.equal(own.status, 'VALID', JSON.stringify(own));
-  assert.throws(() => Thread.forReply({}, [{ role: 'assistant', text: 'Hi' }], answer, 'x', 1), /must end with the user's message/);
+  assert.throws(() => Thread.forReply({}, [{ role: 'assistant', text: 'Hi' }], answer, 'x', 1), /has no user turn/);
+  // Tool results after the user's message: the user's message is the question, the tool's
+  // record a fact.
+  const tooled = Thread.forReply({}, [
+    { role: 'user', text: 'How much do I pay?' },
+    { role: 'assistant', text: 'called lookup_customer with {}' },
+    { role: 'tool', text: '{"age": 70}' },
+  ], answer, 'tooled', 1_700_000_000_000);
+  assert.equal(tooled.start().type, 'Validate');
+  assert.equal(tooled.handle({ type: 'Validated', findings: [valid], now: 1_700_000_001_000 }).status, 'VALID');
 });
 
 test('live input cannot choose an older format\'s rules (a review)', () => {

@@ -895,20 +895,25 @@ impl Thread {
                     translator,
                     attempt,
                     call,
+                    translation_rules,
                     ..
                 }
                 | Input::TranslatorFailed {
                     translator,
                     attempt,
                     call,
+                    translation_rules,
                     ..
                 } => {
+                    // By the rules reading this reply: a thread started by an older format and
+                    // continued by this version is held to them too (`handle` stamps them).
+                    let rules = translation_rules.unwrap_or(self.format_version());
                     return Ok(round.accepts_call(
                         *translator,
                         *attempt,
                         call.as_deref(),
-                        self.format_version() >= audit::CALL_IDS_SINCE,
-                    )?)
+                        rules >= audit::CALL_IDS_SINCE,
+                    )?);
                 }
                 Input::Failed { .. } => return Ok(()),
                 _ => "TranslatorReplied or TranslatorFailed (or Failed)",
@@ -1328,7 +1333,7 @@ impl Thread {
                 if let (Some(translations), true) =
                     (translations, rules >= audit::NUMBERS_READ_SINCE)
                 {
-                    findings = self.numbers_read(answer, translations, findings, rules);
+                    findings = self.numbers_read(answer, *role, translations, findings, rules);
                 }
                 let sources = translations
                     .as_deref()
@@ -1640,19 +1645,21 @@ impl Thread {
         effect
     }
 
-    /// An external validator's findings with the VALIDs whose premises no turn bears out
-    /// counted as SATISFIABLE, by the grounding rules of format `rules` (10 on; see
-    /// [`crate::conversation::ground_validator_findings`]).
     /// `findings`, with a NO_TRANSLATIONS finding for the sentences of `answer` whose numbers
-    /// no translation reads when they would make it VALID (audit format 15 on).
+    /// what they checked does not read, when they would make it VALID or confirm an
+    /// explanation of IMPOSSIBLE (`role`) (audit format 15 on).
     fn numbers_read(
         &self,
         answer: &str,
+        role: AnswerRole,
         translations: &[crate::translation::TranslatorOutput],
         mut findings: Vec<Finding>,
         rules: u32,
     ) -> Vec<Finding> {
-        if !crate::verdict::aggregate_verdict_of_format(&findings, rules).is_valid() {
+        let verdict = crate::verdict::aggregate_verdict_of_format(&findings, rules);
+        let explains = role == AnswerRole::ImpossibleExplanation
+            && verdict.verdict == crate::verdict::Verdict::Impossible;
+        if !verdict.is_valid() && !explains {
             return findings;
         }
         let rule_logic = self
@@ -1660,14 +1667,18 @@ impl Thread {
             .policy
             .rules
             .iter()
-            .map(|r| r.expression.as_str());
-        let unread = crate::translation::unread_numbers(answer, translations, rule_logic);
+            .map(|r| (r.id.as_str(), r.expression.as_str()));
+        let unread =
+            crate::translation::unread_numbers(answer, &findings, translations, rule_logic);
         if !unread.is_empty() {
             findings.push(crate::translation::unread_numbers_finding(&unread));
         }
         findings
     }
 
+    /// An external validator's findings with the VALIDs whose premises no turn bears out
+    /// counted as SATISFIABLE, by the grounding rules of format `rules` (10 on; see
+    /// [`crate::conversation::ground_validator_findings`]).
     fn validator_findings_grounded(&self, findings: Vec<Finding>, rules: u32) -> Vec<Finding> {
         let unknown;
         let config = match &self.config.validator_grounding {

@@ -98,7 +98,8 @@ pub async fn postgres_database(name: &str) -> Option<String> {
         .expect("the test PostgreSQL server answers");
     let db = format!(
         "t_{}_{}",
-        name.replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
+        name.to_ascii_lowercase()
+            .replace(|c: char| !c.is_ascii_alphanumeric(), "_"),
         uuid::Uuid::new_v4().simple()
     );
     // A name of letters, digits and underscores this function made.
