@@ -1320,6 +1320,50 @@ mod tests {
         .contains("secret"));
     }
 
+    /// The defaults the README's limits table and validator section promise, from the type's
+    /// default and from a file whose tables are empty (serde's defaults), alike.
+    #[test]
+    fn the_documented_defaults_hold() {
+        let dir = std::env::temp_dir().join(format!("pg-config-defaults-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("empty-tables.toml");
+        std::fs::write(&file, "[limits]\n[validator]\n[auth]\n[audit]\n").unwrap();
+        for c in [
+            Config::default(),
+            Config::load_unchecked(Some(&file)).unwrap(),
+        ] {
+            let l = &c.limits;
+            assert_eq!(l.max_body_bytes, 1024 * 1024);
+            assert_eq!(l.max_concurrent_requests, 64);
+            assert_eq!(l.places_kept_for_other_keys, None);
+            assert_eq!(l.requests_per_minute, 600);
+            assert_eq!(l.request_timeout_ms, 300_000);
+            assert_eq!(l.max_connections, 1024);
+            assert_eq!(l.max_connections_per_address, 256);
+            assert!(!l.cap_private_addresses);
+            assert_eq!(l.header_timeout_ms, 30_000);
+            assert_eq!(l.write_timeout_ms, 30_000);
+            assert_eq!(
+                (
+                    l.max_policy_rules,
+                    l.max_policy_variables,
+                    l.max_policy_types
+                ),
+                (500, 200, 50)
+            );
+            // k = 3 translators, all of which must agree.
+            assert_eq!(c.translators().len(), 3);
+            assert_eq!(c.validator.threshold, 1.0);
+            assert!(c.auth.required);
+            assert_eq!(c.failure_mode, FailureMode::Closed);
+            assert_eq!(
+                c.audit.retention_days, None,
+                "trails are kept unless told otherwise"
+            );
+        }
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
     #[test]
     fn a_malformed_admin_key_hash_is_refused() {
         let mut c = Config::load(Some(

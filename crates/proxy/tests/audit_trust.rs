@@ -565,6 +565,14 @@ async fn a_leaf_written_into_the_database_gets_no_checkpoint() {
     assert_eq!(status, 500, "{said}");
     assert!(said.contains("log_inconsistent"), "{said}");
     cut_log_to(&db, size);
+    assert_eq!(checkpoint(&proxy).await, (200, signed.clone()));
+    // Written while the server was down: refused after its restart too, and taken out again
+    // without another restart.
+    write_leaf(&db, &first, &first_note);
+    let proxy = proxy.restart();
+    let (status, said) = checkpoint(&proxy).await;
+    assert_eq!(status, 500, "{said}");
+    cut_log_to(&db, size);
     assert_eq!(checkpoint(&proxy).await, (200, signed));
     // And the genuine trail still audits with the log.
     assert_trail_audits(&proxy, &id, "written-leaf").await;

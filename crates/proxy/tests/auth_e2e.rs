@@ -2471,3 +2471,41 @@ async fn a_key_revoked_while_its_thread_runs_stops_it_at_the_next_call() {
     // Nothing was asked after the rewriter's reply (no translator read the rewritten answer).
     assert_eq!(llm.received().len(), asked_before, "{:?}", llm.received());
 }
+
+/// A key's expiry is checked against the clock on every request, cached or not: used (and
+/// cached, for a minute here) just before it expires, it is refused right after.
+#[tokio::test]
+async fn an_expired_key_is_refused_even_while_cached() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "auth-expiry",
+        &secured_config(&v1(&llm), "[auth]\nkey_cache_ms = 60000\n", ""),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let r = post(
+        &proxy,
+        "/api/keys",
+        ADMIN_KEY,
+        json!({"name": "short-lived", "scopes": ["read"], "expiresAt": now + 1500}),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{r:?}");
+    let key = r.body["key"].as_str().unwrap().to_string();
+    assert_eq!(get(&proxy, "/api/threads", &key, &[]).await.status, 200);
+    tokio::time::sleep(std::time::Duration::from_millis(1700)).await;
+    let r = get(&proxy, "/api/threads", &key, &[]).await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert_eq!(r.code(), "invalid_api_key");
+    // A key that has already expired is not made.
+    let r = post(
+        &proxy,
+        "/api/keys",
+        ADMIN_KEY,
+        json!({"name": "expired", "scopes": ["read"], "expiresAt": now - 1000}),
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+}

@@ -749,3 +749,48 @@ async fn with_tool_facts_off_a_tools_result_grounds_nothing() {
         trail[0]["body"]["config"]
     );
 }
+
+/// `[rewriter] context = "minimal"`: the rewriter gets proofgate's prompt alone, never the
+/// app's system prompt, history or tool results (an operator keeping them from a rewriter
+/// hosted elsewhere); the rewrite still goes out checked.
+#[tokio::test]
+async fn a_minimal_rewriter_gets_proofgates_prompt_alone() {
+    let llm = Server::python("scripted_llm.py", &script());
+    let cfg = config(&format!("{}/v1", llm.url()), "", "").replacen(
+        "[rewriter]\n",
+        "[rewriter]\ncontext = \"minimal\"\n",
+        1,
+    );
+    assert!(cfg.contains("context = \"minimal\""));
+    let proxy = Proxy::start("drop-in-minimal-rewriter", &cfg);
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "m", "messages": [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": "I am 70 years old."},
+            {"role": "assistant", "content": "Noted, thanks."},
+            {"role": "user", "content": "rewrite-case: which age class am I in?"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let received = llm.received();
+    let rewrites: Vec<&Value> = received
+        .iter()
+        .filter(|r| text_of(r).contains("DECISION"))
+        .collect();
+    assert!(!rewrites.is_empty(), "the rewriter was asked");
+    for r in rewrites {
+        let messages = r["body"]["messages"].as_array().unwrap();
+        assert_eq!(messages.len(), 1, "{r}");
+        assert_eq!(messages[0]["role"], "user", "{r}");
+        assert!(
+            !r.to_string().contains("ParkBot"),
+            "the app's system prompt: {r}"
+        );
+        assert!(
+            !r.to_string().contains("Noted, thanks"),
+            "the app's history: {r}"
+        );
+    }
+}

@@ -1991,3 +1991,97 @@ async fn a_replica_whose_clock_is_off_from_the_databases_serves_nothing() {
     let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
     assert_eq!(r.status, 200, "{:?}", r.body);
 }
+
+/// The rewriting LLM failing after the answer was refuted fails closed, in every API and
+/// failure mode: a 502 `rewriter_unavailable` naming the thread, never the refuted answer
+/// (not even marked UNVERIFIED under fail-open: the policy contradicted it).
+#[tokio::test]
+async fn a_rewriter_that_fails_after_a_refutation_never_lets_the_refuted_answer_out() {
+    let llm = demo_llm();
+    for mode in ["closed", "open"] {
+        // The translators keep answering (by default they are the rewriter's endpoint).
+        let translators = format!(
+            "[[validator.translators]]\nbase_url = \"{0}\"\nmodel = \"t\"\n\n\
+             [[validator.translators]]\nbase_url = \"{0}\"\nmodel = \"t\"\n\n\
+             [[validator.translators]]\nbase_url = \"{0}\"\nmodel = \"t\"\n",
+            v1(&llm)
+        );
+        let cfg = config(
+            &v1(&llm),
+            &format!("failure_mode = \"{mode}\""),
+            &translators,
+        )
+        .replacen(
+            &format!("[rewriter]\nbase_url = \"{}\"", v1(&llm)),
+            "[rewriter]\nbase_url = \"http://127.0.0.1:9/v1\"\nmax_retries = 0\ntimeout_ms = 2000",
+            1,
+        );
+        assert!(cfg.contains("127.0.0.1:9"), "{cfg}");
+        let proxy = Proxy::start(&format!("rewriter-down-{mode}"), &cfg);
+        let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+        assert_eq!(r.status, 502, "{mode}: {:?}", r.body);
+        assert_eq!(
+            r.body["error"]["code"], "rewriter_unavailable",
+            "{:?}",
+            r.body
+        );
+        let message = r.body["error"]["message"].as_str().unwrap();
+        let thread = thread_named_in(message);
+        assert!(!thread.is_empty());
+        assert!(!r.body.to_string().contains(WRONG), "{mode}: {:?}", r.body);
+        for (path, body) in [
+            (
+                "/v1/chat/completions",
+                json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}),
+            ),
+            (
+                "/v1/messages",
+                json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": Q1}]}),
+            ),
+            ("/v1/responses", json!({"model": "m", "input": Q1})),
+        ] {
+            let r = reqwest::Client::new()
+                .post(format!("{}{path}", proxy.url))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 502, "{mode} {path}");
+            let text = r.text().await.unwrap();
+            assert!(
+                text.contains("rewriter_unavailable"),
+                "{mode} {path}: {text}"
+            );
+            assert!(!text.contains(WRONG), "{mode} {path}: {text}");
+        }
+    }
+}
+
+/// The pinned model is the only one that answers: a request naming another model is answered
+/// by the pinned one, and no call proofgate makes carries the name the client sent.
+#[tokio::test]
+async fn the_pinned_model_answers_whatever_the_request_names() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("pinned-model", &config(&v1(&llm), "", ""));
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", proxy.url))
+        .json(&json!({"model": "gpt-client-choice", "messages": [{"role": "user", "content": Q1}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let received = llm.received();
+    let posts: Vec<&Value> = received.iter().filter(|r| r["body"].is_object()).collect();
+    assert!(
+        posts
+            .iter()
+            .any(|r| r["body"]["model"] == "recorded-chatbot"),
+        "{posts:?}"
+    );
+    assert!(
+        posts
+            .iter()
+            .all(|r| r["body"]["model"] != "gpt-client-choice"),
+        "{posts:?}"
+    );
+}

@@ -386,6 +386,53 @@ mod tests {
         })
     }
 
+    /// Public reads (the audit material) have places of their own: a flood of them cannot
+    /// take the keyed requests' places, nor the reverse.
+    #[test]
+    fn public_and_keyed_requests_are_counted_apart() {
+        let l = limits(1000, 3);
+        let public: Vec<_> = (0..3).map(|_| l.admit_public().unwrap()).collect();
+        assert!(l.admit_public().is_err(), "the public places are all taken");
+        let keyed: Vec<_> = (0..3)
+            .map(|k| l.admit_for(&format!("k{k}")).unwrap())
+            .collect();
+        assert!(l.admit_for("k9").is_err(), "the keyed places are all taken");
+        drop(public);
+        assert!(
+            l.admit_public().is_ok(),
+            "keyed requests do not hold public places"
+        );
+        drop(keyed);
+    }
+
+    /// Solver-heavy authoring takes one place per core, then 503; other routes take none.
+    #[test]
+    fn authoring_jobs_beyond_one_per_core_are_refused() {
+        let l = limits(1000, 64);
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let held: Vec<_> = (0..cores)
+            .map(|_| {
+                l.admit_authoring(&Method::POST, "/api/policies/lint")
+                    .unwrap()
+            })
+            .collect();
+        assert!(held.iter().all(Option::is_some));
+        let refused = l
+            .admit_authoring(&Method::POST, "/api/policies/test")
+            .unwrap_err()
+            .into_response();
+        assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(refused.headers().contains_key(header::RETRY_AFTER));
+        assert!(matches!(
+            l.admit_authoring(&Method::GET, "/api/policies"),
+            Ok(None)
+        ));
+        assert!(matches!(
+            l.admit_authoring(&Method::POST, "/v1/chat/completions"),
+            Ok(None)
+        ));
+    }
+
     #[test]
     fn rate_is_counted_per_key_with_retry_after() {
         let l = limits(3, 10);
