@@ -68,6 +68,9 @@ fn default_key_cache_ms() -> u64 {
     1000
 }
 
+/// The longest a key may be trusted without reading it again.
+const MAX_KEY_CACHE_MS: u64 = 10 * 60 * 1000;
+
 impl Default for AuthConfig {
     fn default() -> Self {
         AuthConfig {
@@ -918,6 +921,15 @@ impl Config {
                 self.storage.connection_idle_secs
             ));
         }
+        // A revocation on another replica (or by `proofgate keys revoke`) waits this long: a
+        // day's cache would keep a revoked key working for a day (an access review).
+        if self.auth.key_cache_ms > MAX_KEY_CACHE_MS {
+            return bad(format!(
+                "auth.key_cache_ms must be at most {MAX_KEY_CACHE_MS} (ten minutes), got {}: a key \
+                 revoked elsewhere works that long here",
+                self.auth.key_cache_ms
+            ));
+        }
         if self.limits.write_timeout_ms > MAX_HEADER_TIMEOUT_MS {
             return bad(format!(
                 "limits.write_timeout_ms must be at most {MAX_HEADER_TIMEOUT_MS} (a day), got {} (0 turns the limit off)",
@@ -1362,6 +1374,22 @@ mod tests {
             );
         }
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_key_cache_longer_than_ten_minutes_is_refused() {
+        let mut c = Config::load(Some(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
+        ))
+        .unwrap();
+        c.auth.key_cache_ms = 600_000;
+        assert!(c.check().is_ok());
+        c.auth.key_cache_ms = 600_001;
+        let err = c.check().unwrap_err().to_string();
+        assert!(
+            err.contains("auth.key_cache_ms must be at most 600000"),
+            "{err}"
+        );
     }
 
     #[test]
