@@ -2509,3 +2509,71 @@ async fn an_expired_key_is_refused_even_while_cached() {
     .await;
     assert_eq!(r.status, 400, "{r:?}");
 }
+
+/// The owner of a Responses API thread is the key and the end user in `user`, or else in
+/// `safety_identifier`: two end users of one key each resume only their own thread and read
+/// only their own.
+#[tokio::test]
+async fn responses_threads_belong_to_the_end_user_in_user_or_safety_identifier() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("auth-responses-owners", &secured_config(&v1(&llm), "", ""));
+    let key = new_key(&proxy, "responses app", &["chat", "read"]).await;
+    let text_of = |r: &Reply| -> String {
+        r.body["output"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|o| o["content"].as_array().cloned().unwrap_or_default())
+            .filter_map(|c| c["text"].as_str().map(str::to_string))
+            .collect()
+    };
+    let who = |member: &str, name: &str, input: Value| {
+        let mut b = json!({"model": "m", "input": input});
+        b[member] = json!(name);
+        b
+    };
+    let mut started = Vec::new();
+    for (member, name) in [("user", "alice"), ("safety_identifier", "bob")] {
+        let r = post(&proxy, "/v1/responses", &key, who(member, name, json!(Q2))).await;
+        assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT", "{r:?}");
+        started.push((
+            member,
+            name,
+            r.header("x-proofgate-thread").to_string(),
+            text_of(&r),
+        ));
+    }
+    assert_ne!(started[0].2, started[1].2);
+    for (member, name, id, questions) in &started {
+        let r = post(
+            &proxy,
+            "/v1/responses",
+            &key,
+            who(
+                member,
+                name,
+                json!([
+                    {"role": "user", "content": Q2},
+                    {"role": "assistant", "content": questions},
+                    {"role": "user", "content": ANSWER}
+                ]),
+            ),
+        )
+        .await;
+        assert_eq!(
+            r.header("x-proofgate-thread"),
+            id,
+            "{name} resumed another thread"
+        );
+        assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{r:?}");
+        for (other, other_id) in [("alice", &started[0].2), ("bob", &started[1].2)] {
+            let h = [("x-proofgate-user", *name)];
+            let seen = get(&proxy, &format!("/api/threads/{other_id}"), &key, &h).await;
+            assert_eq!(
+                seen.status,
+                if other == *name { 200 } else { 404 },
+                "{name} reads {other}'s"
+            );
+        }
+    }
+}

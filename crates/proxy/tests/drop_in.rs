@@ -794,3 +794,86 @@ async fn a_minimal_rewriter_gets_proofgates_prompt_alone() {
         );
     }
 }
+
+/// The notice goes before the text in every API: an answer with a part nothing checked (here a
+/// phone number no translation reads) starts with "[proofgate: part of the answer is not
+/// covered by the policy]" in Chat Completions (JSON and streamed), Responses and Messages.
+#[tokio::test]
+async fn the_notice_comes_first_in_every_api() {
+    let llm = Server::python(
+        "scripted_llm.py",
+        &json!({"rules": [
+            {"match": ["You translate", "notice-case"],
+             "reply": pair(age_70(), &["(= ageClass SENIOR)"])},
+            {"match": "notice-case",
+             "reply": "You are in the senior age class. Call us on 555 0199."}
+        ]}),
+    );
+    let proxy = Proxy::start(
+        "drop-in-notice",
+        &config(&format!("{}/v1", llm.url()), "", ""),
+    );
+    let question = "I am 70 years old. notice-case: which age class am I in?";
+    let notice = "[proofgate: part of the answer is not covered by the policy]";
+    let client = reqwest::Client::new();
+    let send = |path: &str, body: Value| {
+        client
+            .post(format!("{}{path}", proxy.url))
+            .json(&body)
+            .send()
+    };
+    let chat: Value = send(
+        "/v1/chat/completions",
+        json!({"model": "m", "messages": [{"role": "user", "content": question}]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(chat["proofgate"]["verdict"], "VALID_WITH_WARNING", "{chat}");
+    let text = chat["choices"][0]["message"]["content"].as_str().unwrap();
+    assert!(text.starts_with(notice), "{text}");
+    assert!(text.contains("555 0199"), "{text}");
+    let streamed = send(
+        "/v1/chat/completions",
+        json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": question}]}),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let deltas: String = streamed
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| {
+            v["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_string)
+        })
+        .collect();
+    assert!(deltas.starts_with(notice), "{streamed}");
+    let responses: Value = send("/v1/responses", json!({"model": "m", "input": question}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let text = responses["output"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with(notice), "{responses}");
+    let messages: Value = send(
+        "/v1/messages",
+        json!({"model": "m", "max_tokens": 200, "messages": [{"role": "user", "content": question}]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let text = messages["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with(notice), "{messages}");
+}
