@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Real clients against a running proofgate: the official OpenAI Python client (streaming and
-not) on /v1/chat/completions, and boto3's bedrock-runtime apply_guardrail on the local
-ApplyGuardrail-compatible endpoint.
+not) on /v1/chat/completions, the official Anthropic client on /v1/messages, and boto3's
+bedrock-runtime apply_guardrail on the local ApplyGuardrail-compatible endpoint.
 
     PROOFGATE_KEY=pg_... official_clients.py PROXY_URL [LIMITED_URL]   (exit 0 when all pass)
 
@@ -18,6 +18,7 @@ import sys
 import boto3
 import botocore.config
 import botocore.exceptions
+import anthropic
 import openai
 
 URL = sys.argv[1]
@@ -53,6 +54,34 @@ stream = client.chat.completions.create(
 text = "".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices)
 assert text == REWRITTEN, text
 print("openai client, streaming: VALID answer received")
+
+# The official Anthropic client on /v1/messages, the key as its api_key (sent as x-api-key):
+# answered; a wrong key and a body over the limit come back as Anthropic's error types, with
+# proofgate's code beside.
+anthropic_client = anthropic.Anthropic(base_url=URL, api_key=KEY, max_retries=0)
+raw = anthropic_client.messages.with_raw_response.create(
+    model="claude-test", max_tokens=300, messages=[{"role": "user", "content": Q1}])
+message = raw.parse()
+assert raw.headers["x-proofgate-verdict"] == "VALID", raw.headers
+assert message.content[0].text == REWRITTEN, message
+try:
+    anthropic.Anthropic(base_url=URL, api_key="sk-ant-not-a-proofgate-key", max_retries=0) \
+        .messages.create(model="claude-test", max_tokens=300,
+                         messages=[{"role": "user", "content": Q1}])
+    raise AssertionError("a wrong key must be refused")
+except anthropic.AuthenticationError as e:
+    assert e.status_code == 401, e
+    assert e.body["error"]["type"] == "authentication_error", e.body
+    assert e.body["error"]["code"] == "invalid_api_key", e.body
+try:
+    anthropic_client.messages.create(model="claude-test", max_tokens=300,
+                                     messages=[{"role": "user", "content": "x" * (2 << 20)}])
+    raise AssertionError("a body over the limit must be refused")
+except anthropic.APIStatusError as e:
+    assert e.status_code == 413, e
+    assert e.body["error"]["type"] == "request_too_large", e.body
+    assert e.body["error"]["code"] == "body_too_large", e.body
+print("anthropic client: VALID answer received; 401 authentication_error and 413 request_too_large")
 
 # boto3 pointed at the local ApplyGuardrail endpoint, with the key as a Bedrock API key.
 os.environ["AWS_BEARER_TOKEN_BEDROCK"] = KEY

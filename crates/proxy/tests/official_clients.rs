@@ -76,6 +76,10 @@ fn openai_python_client_and_boto3_get_verified_answers_and_findings() {
         "{stdout}"
     );
     assert!(
+        stdout.contains("anthropic client: VALID answer received"),
+        "{stdout}"
+    );
+    assert!(
         stdout.contains("boto3 apply_guardrail: INVALID"),
         "{stdout}"
     );
