@@ -892,6 +892,43 @@ async fn upstream_errors_are_passed_on_clearly() {
     assert_eq!(r.header("x-should-retry"), "false");
     assert!(!r.body.to_string().contains("org-123456"), "{:?}", r.body);
     assert_eq!(quota.received().len(), 1, "not retried");
+    // Streamed, in every API: the same JSON error with its status and headers, before any
+    // stream starts.
+    for (proxy, status, header, value) in [
+        (&throttled, 503, "retry-after", "7"),
+        (&exhausted, 502, "x-should-retry", "false"),
+    ] {
+        for (path, body) in [
+            (
+                "/v1/chat/completions",
+                json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}),
+            ),
+            (
+                "/v1/messages",
+                json!({"model": "m", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": Q1}]}),
+            ),
+            (
+                "/v1/responses",
+                json!({"model": "m", "stream": true, "input": Q1}),
+            ),
+        ] {
+            let r = reqwest::Client::new()
+                .post(format!("{}{path}", proxy.url))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), status, "{path}");
+            assert!(
+                r.headers()["content-type"]
+                    .to_str()
+                    .unwrap()
+                    .starts_with("application/json"),
+                "{path}"
+            );
+            assert_eq!(r.headers()[header], value, "{path}");
+        }
+    }
 
     let down = Proxy::start("upstream-down", &config("http://127.0.0.1:9/v1", "", ""));
     let r = chat(&down, json!([{"role": "user", "content": Q1}]), &[]).await;
