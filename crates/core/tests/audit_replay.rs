@@ -7,6 +7,8 @@
 //! Regenerate the fixtures after an intended change with
 //! `PROOFGATE_UPDATE_FIXTURES=1 cargo test -p proofgate-core --test audit_replay`.
 
+mod common;
+use common::fed;
 use proofgate_core::audit::policy_document::policy_document_of;
 use proofgate_core::audit::{
     replay_json_with, replay_with, verify_chain, AuditRecord, PolicyDocuments, RecordKind,
@@ -26,28 +28,6 @@ use proofgate_core::translation::{TranslationConfig, TranslatorCall};
 use proofgate_core::verdict::Verdict;
 use serde_json::{json, Value};
 use std::path::PathBuf;
-
-/// `input` with the `call` id of the translator call it answers filled in when it has none,
-/// as a driver gives it back from the call.
-fn fed(t: &mut Thread, mut input: Input) -> Result<Effect, proofgate_core::thread::ThreadError> {
-    if let Input::TranslatorReplied {
-        translator, call, ..
-    }
-    | Input::TranslatorFailed {
-        translator, call, ..
-    } = &mut input
-    {
-        if call.is_none() {
-            if let Effect::Translate { calls } = t.pending_effect() {
-                *call = calls
-                    .into_iter()
-                    .find(|c| c.translator == *translator)
-                    .map(|c| c.call);
-            }
-        }
-    }
-    t.handle(input)
-}
 
 fn translation(claim: &str) -> Option<Translation> {
     Some(Translation {

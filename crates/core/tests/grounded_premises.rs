@@ -3,6 +3,8 @@
 //! VALID unless a turn says 70; and the user's answers to follow-up questions reach the
 //! translators as turns, so a regenerated answer is proved from them, not from itself.
 
+mod common;
+use common::fed;
 use proofgate_core::audit::{replay_with, FORMAT_VERSION, GROUNDED_PREMISES_SINCE};
 use proofgate_core::findings::{Finding, SatisfiableFinding, Statement, Translation, ValidFinding};
 use proofgate_core::policy::PolicyDefinition;
@@ -10,28 +12,6 @@ use proofgate_core::prompts::{PolicyContext, PolicyRuleText};
 use proofgate_core::thread::{Effect, GivenAnswer, Input, Thread, ThreadConfig, ThreadError};
 use proofgate_core::translation::{TranslationConfig, TranslatorOutput};
 use serde_json::Value;
-
-/// `input` with the `call` id of the translator call it answers filled in when it has none,
-/// as a driver gives it back from the call.
-fn fed(t: &mut Thread, mut input: Input) -> Result<Effect, ThreadError> {
-    if let Input::TranslatorReplied {
-        translator, call, ..
-    }
-    | Input::TranslatorFailed {
-        translator, call, ..
-    } = &mut input
-    {
-        if call.is_none() {
-            if let Effect::Translate { calls } = t.pending_effect() {
-                *call = calls
-                    .into_iter()
-                    .find(|c| c.translator == *translator)
-                    .map(|c| c.call);
-            }
-        }
-    }
-    t.handle(input)
-}
 
 const QUESTION: &str = "How much is my ticket?";
 

@@ -2,6 +2,8 @@
 //! an upgrade) has its findings judged by this version's verdict rules, and its trail says so
 //! and replays.
 
+mod common;
+use common::fed;
 use proofgate_core::audit::{replay_with, PolicyDocuments, FORMAT_VERSION};
 use proofgate_core::findings::{Finding, Rule, Statement, Translation, ValidFinding};
 use proofgate_core::thread::{Input, Thread};
@@ -166,21 +168,9 @@ fn a_thread_waiting_for_its_translators_is_translated_by_todays_rules() {
     let mut t = rebuild_json_with(&waiting, &documents).unwrap();
     assert_eq!(t.format_version(), CORRECTIONS_SINCE - 1);
     for body in replies {
-        let mut input: Input = serde_json::from_value(body).unwrap();
+        let input: Input = serde_json::from_value(body).unwrap();
         // Continued by this version, its replies name the calls they answer (format 15).
-        if let Input::TranslatorReplied {
-            translator, call, ..
-        } = &mut input
-        {
-            let proofgate_core::Effect::Translate { calls } = t.pending_effect() else {
-                panic!("not translating")
-            };
-            *call = calls
-                .into_iter()
-                .find(|c| c.translator == *translator)
-                .map(|c| c.call);
-        }
-        t.handle(input).unwrap();
+        fed(&mut t, input).unwrap();
     }
     let records: Vec<Value> = t
         .audit_trail()
