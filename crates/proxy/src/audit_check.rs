@@ -286,6 +286,7 @@ pub fn verify(
                                     &b.trail,
                                     &served.notes,
                                     &log,
+                                    key,
                                 )
                             });
                     match read {

@@ -230,7 +230,7 @@ pub fn log_heads_js(
         .and_then(|r| r.pointer("/body/threadId"))
         .and_then(serde_json::Value::as_str)
         .unwrap_or("");
-    to_js(&log_heads(thread, &trail, &notes, &log).map_err(fail)?)
+    to_js(&log_heads(thread, &trail, &notes, &log, verifier_key).map_err(fail)?)
 }
 
 /// A signed log checkpoint (C2SP tlog-checkpoint) verified against the server's verifier key:

@@ -183,8 +183,9 @@ pub fn deletion_problem(heads: &[(u64, LogStatement)]) -> Option<String> {
 
 /// The statements of the leaves of the log `checkpoint` describes, read from their notes (as
 /// `GET /api/log/leaves` serves them, leaf 0 first): all of them, and they must hash to the
-/// checkpoint's root. Then they are what the server logged, whoever serves them: the
-/// checkpoint's signature covers the whole tree, so no note's own signature needs checking.
+/// checkpoint's root. Then they are the leaves the server signed a checkpoint over, whoever
+/// serves them; [`log_heads`] also checks the signatures of the notes it reads a thread's heads
+/// from (a server could have signed a checkpoint over rows written into its database).
 pub fn leaves_of_checkpoint(
     notes: &[String],
     checkpoint: &CheckpointInfo,
@@ -269,15 +270,28 @@ pub enum LogHeads {
 /// whoever holds its database) could hand out; only the log's other leaves show it. Heads of
 /// a thread only grow: one of a lower record after a higher one is a fork. `Err` when the
 /// notes are not that log.
+///
+/// Only leaves whose notes `verifier_key` signs are the thread's heads: a leaf naming the
+/// thread that the server did not sign (a row written into its database, which a server before
+/// audit format 15's log check signed checkpoints over) states nothing, so it can neither fork
+/// nor rewrite a genuine trail in the auditor's eyes.
 pub fn log_heads(
     thread_id: &str,
     trail: &[serde_json::Value],
     notes: &[String],
     checkpoint: &CheckpointInfo,
+    verifier_key: &str,
 ) -> Result<LogHeads, String> {
     let heads: Vec<(u64, LogStatement)> = (0u64..)
         .zip(leaves_of_checkpoint(notes, checkpoint)?)
         .filter(|(_, s)| s.thread_id == thread_id)
+        .filter(|(i, s)| {
+            usize::try_from(*i)
+                .ok()
+                .and_then(|i| notes.get(i))
+                .and_then(|note| verify_note(note, verifier_key).ok())
+                .is_some_and(|text| text == s.text())
+        })
         .collect();
     let problem = |detail: String| Ok(LogHeads::Problem { detail });
     if heads.is_empty() {
@@ -510,13 +524,23 @@ mod tests {
         }
     }
 
-    /// The notes of `statements` as the log serves them (their signatures are not read), and
-    /// the checkpoint of the log they make.
+    /// A test server's key (made by a proofgate server for this test) and its verifier key.
+    const TEST_SIGNER: &str =
+        "PRIVATE+KEY+proofgate+aff4cd69+Aen9lu+SHqGqonHc3+cZQRtqvJZxQixoCJRJ06l/KhSY";
+    const TEST_VERIFIER: &str = "proofgate+aff4cd69+Afat1oJE3qCOAgOYqL9Uq+ZIiquLrdxfdF+buE9dzTR3";
+
+    /// `text` as a note signed with [`TEST_SIGNER`].
+    fn signed(text: &str) -> String {
+        let signer = signed_note::StandardSigner::new(TEST_SIGNER).unwrap();
+        let mut note = Note::new(text.as_bytes(), &[]).unwrap();
+        note.add_sigs(&[&signer]).unwrap();
+        String::from_utf8(note.to_bytes()).unwrap()
+    }
+
+    /// The notes of `statements` as the log serves them, signed, and the checkpoint of the
+    /// log they make.
     fn log_of(statements: &[LogStatement]) -> (Vec<String>, CheckpointInfo) {
-        let notes: Vec<String> = statements
-            .iter()
-            .map(|s| format!("{}\n— test AAAAAAAAAAAA\n", s.text()))
-            .collect();
+        let notes: Vec<String> = statements.iter().map(|s| signed(&s.text())).collect();
         let mut stored = StoredHashes(Vec::new());
         for (n, s) in (0u64..).zip(statements) {
             let new = tlog_tiles::stored_hashes(n, s.text().as_bytes(), &stored).unwrap();
@@ -538,7 +562,7 @@ mod tests {
         let log = [head(&t, 1), other, head(&t, 3), head(&t, 5)];
         let (notes, checkpoint) = log_of(&log);
         let heads = |trail: &[serde_json::Value], thread: &str| {
-            log_heads(thread, trail, &notes, &checkpoint).unwrap()
+            log_heads(thread, trail, &notes, &checkpoint, TEST_VERIFIER).unwrap()
         };
         assert_eq!(heads(&t, "t"), LogHeads::Latest);
         // An earlier head, genuine: the thread went on.
@@ -571,7 +595,7 @@ mod tests {
         forked_log.push(head(&short, 4));
         let (notes2, checkpoint2) = log_of(&forked_log);
         let LogHeads::Problem { detail: p } =
-            log_heads("t", &short, &notes2, &checkpoint2).unwrap()
+            log_heads("t", &short, &notes2, &checkpoint2, TEST_VERIFIER).unwrap()
         else {
             panic!("a shorter fork passed")
         };
@@ -584,27 +608,68 @@ mod tests {
         });
         let (notes3, checkpoint3) = log_of(&deleted);
         assert_eq!(
-            log_heads("t", &t, &notes3, &checkpoint3),
+            log_heads("t", &t, &notes3, &checkpoint3, TEST_VERIFIER),
             Ok(LogHeads::Latest)
         );
         // Leaves that are not the checkpoint's log are refused, never read as it.
         let mut renamed = notes.clone();
         renamed[3] = renamed[3].replacen("\nt\n", "\nhidden\n", 1);
-        let err = log_heads("t", &t[..4], &renamed, &checkpoint).unwrap_err();
+        let err = log_heads("t", &t[..4], &renamed, &checkpoint, TEST_VERIFIER).unwrap_err();
         assert!(
             err.contains("do not hash to the checkpoint's root"),
             "{err}"
         );
-        let err = log_heads("t", &t[..4], &notes[..3], &checkpoint).unwrap_err();
+        let err = log_heads("t", &t[..4], &notes[..3], &checkpoint, TEST_VERIFIER).unwrap_err();
         assert!(err.contains("3 leaves were given for a log of 4"), "{err}");
         let mut garbled = notes.clone();
         garbled[0] = "not a note".into();
-        assert!(log_heads("t", &t, &garbled, &checkpoint).is_err());
+        assert!(log_heads("t", &t, &garbled, &checkpoint, TEST_VERIFIER).is_err());
         // A thread the log never names has no heads: its trail was written around it.
         let LogHeads::Problem { detail: p } = heads(&t, "v") else {
             panic!("a thread with no head passed")
         };
         assert!(p.contains("no head was ever logged"), "{p}");
+    }
+
+    /// A leaf naming the thread that the server did not sign (a row written into its
+    /// database that a server signed a checkpoint over) states nothing: the genuine trail is
+    /// neither forked nor rewritten by it. Signed, the same copy of an earlier head is a fork.
+    #[test]
+    fn a_leaf_the_server_did_not_sign_states_nothing_of_the_thread() {
+        let t = trail("q", 6);
+        let log = [head(&t, 1), head(&t, 3), head(&t, 5), head(&t, 1)];
+        let (mut notes, checkpoint) = log_of(&log);
+        let forked = log_heads("t", &t, &notes, &checkpoint, TEST_VERIFIER).unwrap();
+        assert!(
+            matches!(&forked, LogHeads::Problem { detail } if detail.contains("forked")),
+            "{forked:?}"
+        );
+        for unsigned in [
+            format!("{}\n— test AAAAAAAAAAAA\n", log[3].text()),
+            // Signed by another key of the same name.
+            {
+                let other = signed_note::StandardSigner::new(
+                    "PRIVATE+KEY+proofgate+cae2c55d+AZ7i1f/N4nrU6kfkjv8b2rhO9pMmdGLQwlovic6YMLb7",
+                )
+                .unwrap();
+                let mut note = Note::new(log[3].text().as_bytes(), &[]).unwrap();
+                note.add_sigs(&[&other]).unwrap();
+                String::from_utf8(note.to_bytes()).unwrap()
+            },
+        ] {
+            notes[3] = unsigned;
+            assert_eq!(
+                log_heads("t", &t, &notes, &checkpoint, TEST_VERIFIER),
+                Ok(LogHeads::Latest)
+            );
+        }
+        // With another verifier key, no leaf is the server's: no head was logged.
+        let (notes, checkpoint) = log_of(&log[..3]);
+        let other = "proofgate+aff4cd69+Afat1oJE3qCOAgOYqL9Uq+ZIiquLrdxfdF+buE9dzTR4";
+        assert!(matches!(
+            log_heads("t", &t, &notes, &checkpoint, other),
+            Ok(LogHeads::Problem { .. }) | Err(_)
+        ));
     }
 
     /// A deletion must match the thread's last logged head, follow one, and end its leaves.
