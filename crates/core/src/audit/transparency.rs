@@ -271,10 +271,11 @@ pub enum LogHeads {
 /// a thread only grow: one of a lower record after a higher one is a fork. `Err` when the
 /// notes are not that log.
 ///
-/// Only leaves whose notes `verifier_key` signs are the thread's heads: a leaf naming the
-/// thread that the server did not sign (a row written into its database, which a server before
-/// audit format 15's log check signed checkpoints over) states nothing, so it can neither fork
-/// nor rewrite a genuine trail in the auditor's eyes.
+/// Every leaf naming the thread must be signed by `verifier_key`: one that is not (a row
+/// written into the server's database, which a server before its own leaf check signed
+/// checkpoints over, or a genuine leaf whose signature was broken to hide it: the tree hashes
+/// a leaf's statement, not its signature) is a problem of the log, said as such, never a leaf
+/// left out (leaving it out hid a later head or a fork).
 pub fn log_heads(
     thread_id: &str,
     trail: &[serde_json::Value],
@@ -285,15 +286,21 @@ pub fn log_heads(
     let heads: Vec<(u64, LogStatement)> = (0u64..)
         .zip(leaves_of_checkpoint(notes, checkpoint)?)
         .filter(|(_, s)| s.thread_id == thread_id)
-        .filter(|(i, s)| {
-            usize::try_from(*i)
-                .ok()
-                .and_then(|i| notes.get(i))
-                .and_then(|note| verify_note(note, verifier_key).ok())
-                .is_some_and(|text| text == s.text())
-        })
         .collect();
     let problem = |detail: String| Ok(LogHeads::Problem { detail });
+    for (i, s) in &heads {
+        let signed = usize::try_from(*i)
+            .ok()
+            .and_then(|i| notes.get(i))
+            .and_then(|note| verify_note(note, verifier_key).ok())
+            .is_some_and(|text| text == s.text());
+        if !signed {
+            return problem(format!(
+                "leaf {i} names thread {thread_id} but is not signed by the verifier key: the \
+                 log was altered in the server's database (a row written or a signature broken)"
+            ));
+        }
+    }
     if heads.is_empty() {
         return problem(format!(
             "no head was ever logged for thread {thread_id}, yet its trail has {} records",
@@ -632,10 +639,10 @@ mod tests {
     }
 
     /// A leaf naming the thread that the server did not sign (a row written into its
-    /// database that a server signed a checkpoint over) states nothing: the genuine trail is
-    /// neither forked nor rewritten by it. Signed, the same copy of an earlier head is a fork.
+    /// database, or a genuine leaf whose signature was broken to hide it) is a problem of the
+    /// log, said as such; signed, a copy of an earlier head is a fork.
     #[test]
-    fn a_leaf_the_server_did_not_sign_states_nothing_of_the_thread() {
+    fn a_leaf_the_server_did_not_sign_is_a_problem_of_the_log() {
         let t = trail("q", 6);
         let log = [head(&t, 1), head(&t, 3), head(&t, 5), head(&t, 1)];
         let (mut notes, checkpoint) = log_of(&log);
@@ -658,18 +665,22 @@ mod tests {
             },
         ] {
             notes[3] = unsigned;
-            assert_eq!(
-                log_heads("t", &t, &notes, &checkpoint, TEST_VERIFIER),
-                Ok(LogHeads::Latest)
+            let said = log_heads("t", &t, &notes, &checkpoint, TEST_VERIFIER).unwrap();
+            assert!(
+                matches!(&said, LogHeads::Problem { detail } if detail.contains("leaf 3")
+                    && detail.contains("not signed by the verifier key")),
+                "{said:?}"
             );
         }
-        // With another verifier key, no leaf is the server's: no head was logged.
-        let (notes, checkpoint) = log_of(&log[..3]);
-        let other = "proofgate+aff4cd69+Afat1oJE3qCOAgOYqL9Uq+ZIiquLrdxfdF+buE9dzTR4";
-        assert!(matches!(
-            log_heads("t", &t, &notes, &checkpoint, other),
-            Ok(LogHeads::Problem { .. }) | Err(_)
-        ));
+        // A genuine later head whose signature was broken does not make an earlier trail the
+        // latest: the log is reported, not read without it.
+        let (mut notes, checkpoint) = log_of(&log[..3]);
+        notes[2] = format!("{}\n— test AAAAAAAAAAAA\n", log[2].text());
+        let said = log_heads("t", &t[..4], &notes, &checkpoint, TEST_VERIFIER).unwrap();
+        assert!(
+            matches!(&said, LogHeads::Problem { detail } if detail.contains("leaf 2")),
+            "{said:?}"
+        );
     }
 
     /// A deletion must match the thread's last logged head, follow one, and end its leaves.

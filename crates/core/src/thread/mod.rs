@@ -1667,7 +1667,7 @@ impl Thread {
             .policy
             .rules
             .iter()
-            .map(|r| (r.id.as_str(), r.expression.as_str()));
+            .map(|r| (r.id.as_str(), r.expression.as_str(), r.english.as_deref()));
         let unread =
             crate::translation::unread_numbers(answer, &findings, translations, rule_logic);
         if !unread.is_empty() {

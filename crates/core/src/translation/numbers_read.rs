@@ -80,11 +80,15 @@ impl Value {
     }
 }
 
-/// Characters that show nothing: taken out of the text before it is scanned.
+/// Characters that show nothing (Unicode's default-ignorable code points): taken out of the
+/// text before it is scanned.
 fn is_invisible(c: char) -> bool {
     matches!(c,
-        '\u{00AD}' | '\u{061C}' | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-        | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+        | '\u{2060}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}'
+        | '\u{FFA0}' | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0000}'..='\u{E0FFF}')
 }
 
 /// Characters that may sit between the digits of one number as it shows: emphasis, digit
@@ -105,54 +109,140 @@ fn is_joiner(c: char) -> bool {
     )
 }
 
-/// `text` as it shows, for scanning: invisible characters, HTML comments and entities taken
-/// out everywhere, and joiners (and a space before exactly three digits, "1 000") taken out
-/// between digits.
+/// The character an HTML entity at the start of `rest` shows, and its length: `Some(None)`
+/// for one that shows nothing (`&lrm;`), `None` when `rest` starts with no entity read here
+/// (other named entities stay text).
+fn entity(rest: &str) -> Option<(Option<char>, usize)> {
+    let b = rest.as_bytes();
+    let semi = b.iter().take(12).position(|&c| c == b';')?;
+    let name = &rest[1..semi];
+    let shown = if let Some(num) = name.strip_prefix('#') {
+        let code = match num.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => num.parse::<u32>().ok()?,
+        };
+        Some(char::from_u32(code)?)
+    } else {
+        match name {
+            "lrm" | "rlm" | "zwj" | "zwnj" | "shy" => None,
+            "nbsp" => Some('\u{00A0}'),
+            _ => return None,
+        }
+    };
+    Some((shown, semi + 1))
+}
+
+/// How many ASCII digits `s` ends with.
+fn trailing_digits(s: &str) -> usize {
+    s.bytes().rev().take_while(u8::is_ascii_digit).count()
+}
+
+/// Whether `s` ends where a number is being written: a digit, or a "." or "," after one.
+fn in_number(s: &str) -> bool {
+    let b = s.as_bytes();
+    match b.last() {
+        Some(c) if c.is_ascii_digit() => true,
+        Some(b'.' | b',') => b.len() >= 2 && b[b.len() - 2].is_ascii_digit(),
+        _ => false,
+    }
+}
+
+/// Whether `s` starts with what goes on a number: a digit, or a "." or "," before one.
+fn continues_number(s: &str) -> bool {
+    let b = s.as_bytes();
+    match b.first() {
+        Some(c) if c.is_ascii_digit() => true,
+        Some(b'.' | b',') => b.get(1).is_some_and(u8::is_ascii_digit),
+        _ => false,
+    }
+}
+
+/// `text` as it shows, for scanning: invisible characters, HTML tags, comments and entities
+/// taken out (an entity shows as its character), the target of a markdown link, and joiners
+/// (and a space in "1 000") taken out where they sit inside a number. What a comment, a tag or
+/// a link's target holds is scanned too, after the text (a plain-text client shows it).
 fn as_shown(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
+    let mut hidden = String::new();
     let mut rest = text;
+    // Whether the number being written was grouped with spaces ("1 000 000").
+    let mut spaced = false;
     while let Some(c) = rest.chars().next() {
         if rest.starts_with("<!--") {
-            rest = rest.find("-->").map_or("", |e| &rest[e + 3..]);
-            continue;
-        }
-        if c == '&' {
-            // An entity (`&lrm;`, `&#8206;`) shows as one character at most.
-            let name = rest[1..].find(';').filter(|&e| {
-                e <= 10
-                    && rest[1..=e]
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'#')
-            });
-            if let Some(e) = name {
-                rest = &rest[e + 2..];
+            if let Some(e) = rest[4..].find("-->").map(|e| e + 4) {
+                hidden.push('\n');
+                hidden.push_str(&rest[4..e]);
+                rest = &rest[e + 3..];
                 continue;
             }
         }
-        rest = &rest[c.len_utf8()..];
+        if c == '<' {
+            // A tag (`<span>`, `</b>`) on one line shows nothing.
+            let b = rest.as_bytes();
+            let tag = b
+                .get(1)
+                .is_some_and(|n| n.is_ascii_alphabetic() || *n == b'/');
+            let close = b.iter().take(200).position(|&x| x == b'>' || x == b'\n');
+            if let (true, Some(e)) = (tag, close) {
+                if b[e] == b'>' {
+                    hidden.push('\n');
+                    hidden.push_str(&rest[1..e]);
+                    rest = &rest[e + 1..];
+                    continue;
+                }
+            }
+        }
+        if c == ']' && rest[1..].starts_with('(') {
+            // A markdown link's target does not show: `[1](u)00` shows as "100".
+            let b = rest.as_bytes();
+            if let Some(e) = b.iter().take(300).position(|&x| x == b')' || x == b'\n') {
+                if b[e] == b')' {
+                    hidden.push('\n');
+                    hidden.push_str(&rest[2..e]);
+                    rest = &rest[e + 1..];
+                    continue;
+                }
+            }
+        }
+        let (shown, len) = match c {
+            '&' => entity(rest).unwrap_or((Some('&'), 1)),
+            c => (Some(c), c.len_utf8()),
+        };
+        rest = &rest[len..];
+        let Some(c) = shown else { continue };
         if is_invisible(c) {
             continue;
         }
-        if out.ends_with(|p: char| p.is_ascii_digit()) {
-            // Joiners between two digits go; so does one space before exactly three digits.
+        let joiner = is_joiner(c) || c == '[' || c == ']';
+        if joiner && in_number(&out) {
+            // Joiners inside a number go ("**1**00", "1'000", "1,**000**").
             let gap: usize = rest
                 .char_indices()
-                .find(|&(_, d)| !is_joiner(d) && !is_invisible(d))
+                .find(|&(_, d)| !is_joiner(d) && !is_invisible(d) && d != '[' && d != ']')
                 .map_or(rest.len(), |(i, _)| i);
-            let next_is_digit = rest[gap..].starts_with(|d: char| d.is_ascii_digit());
-            if is_joiner(c) && next_is_digit {
+            if continues_number(&rest[gap..]) {
                 rest = &rest[gap..];
                 continue;
             }
-            let three = rest.len() >= 3
-                && rest.as_bytes()[..3].iter().all(u8::is_ascii_digit)
-                && !rest.as_bytes().get(3).is_some_and(u8::is_ascii_digit);
-            if c == ' ' && three {
+        }
+        if c == ' ' && out.ends_with(|p: char| p.is_ascii_digit()) {
+            // One space before exactly three digits groups thousands, after a group of one to
+            // three digits ("1 000", "12 500 000"), not after a year ("In 2023 500 came").
+            let b = rest.as_bytes();
+            let three = b.len() >= 3
+                && b[..3].iter().all(u8::is_ascii_digit)
+                && !b.get(3).is_some_and(u8::is_ascii_digit);
+            if three && (spaced || (1..=3).contains(&trailing_digits(&out))) {
+                spaced = true;
                 continue;
             }
         }
+        if !c.is_ascii_digit() {
+            spaced = false;
+        }
         out.push(c);
     }
+    out.push_str(&hidden);
     out
 }
 
@@ -222,6 +312,36 @@ fn european(s: &str, i: usize) -> Option<(Value, usize)> {
     unambiguous.then(|| (Value::decimal(&digits, &frac), j))
 }
 
+/// A number grouped the Indian way at byte `i` ("1,00,000", "12,34,567"): its value and the
+/// byte after it.
+fn indian(s: &str, i: usize) -> Option<(Value, usize)> {
+    let b = s.as_bytes();
+    let (int, mut j, _) = digit_run(s, i, false);
+    if int.is_empty() || int.len() > 2 {
+        return None;
+    }
+    let mut digits = int;
+    let mut pairs = 0;
+    while b.get(j) == Some(&b',')
+        && b.get(j + 1..j + 3)
+            .is_some_and(|g| g.iter().all(u8::is_ascii_digit))
+        && b.get(j + 3) == Some(&b',')
+    {
+        digits.push_str(&s[j + 1..j + 3]);
+        j += 3;
+        pairs += 1;
+    }
+    let last = b.get(j) == Some(&b',')
+        && b.get(j + 1..j + 4)
+            .is_some_and(|g| g.iter().all(u8::is_ascii_digit))
+        && !b.get(j + 4).is_some_and(u8::is_ascii_digit);
+    if pairs == 0 || !last {
+        return None;
+    }
+    digits.push_str(&s[j + 1..j + 4]);
+    Some((Value::decimal(&digits, ""), j + 4))
+}
+
 /// Whether the digits at `i..end` are placed as a list's item number: nothing but blanks
 /// before them on their line (`line_blank`), then "." or ")" and a space (or the line's end).
 fn placed_as_item(s: &str, end: usize, line_blank: bool) -> bool {
@@ -251,7 +371,12 @@ fn stated_numbers(text: &str) -> (Vec<Stated>, Vec<usize>) {
             }
             if b[i] >= 0x80 {
                 if let Some(c) = text[i..].chars().next() {
-                    if c.is_numeric() {
+                    // A digit that is not ASCII, or a mark between two digits ("1\u{332}00"):
+                    // not a number this scan can read.
+                    let between = i > 0
+                        && b[i - 1].is_ascii_digit()
+                        && b.get(i + c.len_utf8()).is_some_and(u8::is_ascii_digit);
+                    if c.is_numeric() || between {
                         foreign.push(i);
                     }
                     i += c.len_utf8();
@@ -262,7 +387,9 @@ fn stated_numbers(text: &str) -> (Vec<Stated>, Vec<usize>) {
             continue;
         }
         let was_blank = std::mem::replace(&mut line_blank, false);
-        if let Some((value, end)) = european(text, i) {
+        // ".5" is 0.5.
+        let lead_point = i > 0 && b[i - 1] == b'.' && (i < 2 || !b[i - 2].is_ascii_digit());
+        if let Some((value, end)) = european(text, i).or_else(|| indian(text, i)) {
             out.push(Stated {
                 values: vec![value],
                 parts: Vec::new(),
@@ -272,9 +399,11 @@ fn stated_numbers(text: &str) -> (Vec<Stated>, Vec<usize>) {
             i = end;
             continue;
         }
-        let (int, mut end, grouped) = digit_run(text, i, true);
+        let (mut int, mut end, grouped) = digit_run(text, i, true);
         let mut frac = String::new();
-        if b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit) {
+        if lead_point {
+            frac = std::mem::take(&mut int);
+        } else if b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit) {
             let (f, e, _) = digit_run(text, end + 1, false);
             frac = f;
             end = e;
@@ -294,6 +423,26 @@ fn stated_numbers(text: &str) -> (Vec<Stated>, Vec<usize>) {
             start: i,
             end,
         };
+        // "1.250" may be 1.25 or (grouped the European way) 1250: either reads it.
+        if frac.len() == 3 && !grouped && (1..=3).contains(&int.len()) {
+            stated
+                .values
+                .push(Value::decimal(&format!("{int}{frac}"), ""));
+        }
+        // "19,99" may be a price with a decimal comma, or two numbers: 19.99, or both parts.
+        let comma_decimal = frac.is_empty()
+            && !grouped
+            && b.get(end) == Some(&b',')
+            && b.get(end + 1).is_some_and(u8::is_ascii_digit);
+        if comma_decimal {
+            let (f, e, _) = digit_run(text, end + 1, false);
+            if f.len() <= 2 {
+                stated.values = vec![Value::decimal(&int, &f)];
+                stated.parts = vec![value.clone(), Value::decimal(&f, "")];
+                stated.end = e;
+                end = e;
+            }
+        }
         let after = text[end..].trim_start_matches([' ', '\u{00A0}', '\u{202F}']);
         let percent = after.starts_with('%')
             || after
@@ -359,9 +508,9 @@ fn sentence_ends(text: &str) -> Vec<usize> {
         .collect()
 }
 
-/// The sentence of `text` around bytes `start..end` (`ends` from [`sentence_ends`]), trimmed,
-/// and cut to [`MAX_QUOTE_CHARS`] around the number when longer.
-fn sentence_around(text: &str, ends: &[usize], start: usize, end: usize) -> String {
+/// The bytes of the sentence of `text` around bytes `start..end` (`ends` from
+/// [`sentence_ends`]).
+fn sentence_bounds(text: &str, ends: &[usize], start: usize, end: usize) -> (usize, usize) {
     let k = ends.partition_point(|&e| e < start);
     let from = k.checked_sub(1).map_or(0, |p| {
         ends[p] + text[ends[p]..].chars().next().map_or(1, char::len_utf8)
@@ -371,27 +520,37 @@ fn sentence_around(text: &str, ends: &[usize], start: usize, end: usize) -> Stri
         .map_or(text.len(), |&e| {
             e + text[e..].chars().next().map_or(1, char::len_utf8)
         });
+    (from, to)
+}
+
+/// The sentence `text[from..to]`, trimmed, cut to [`MAX_QUOTE_CHARS`] around the number at
+/// `start` when longer.
+fn quote(text: &str, from: usize, to: usize, start: usize) -> String {
     let sentence = &text[from..to];
-    if sentence.chars().count() <= MAX_QUOTE_CHARS {
+    if sentence.chars().nth(MAX_QUOTE_CHARS).is_none() {
         return sentence.trim().to_string();
     }
     // A window on the number: what comes before it, then it and what follows.
-    let before: Vec<char> = text[from..start].chars().collect();
-    let lead = before.len().min(MAX_QUOTE_CHARS / 2);
-    let mut quote: String = before[before.len() - lead..].iter().collect();
-    quote.extend(text[start..to].chars().take(MAX_QUOTE_CHARS - lead));
+    let mut before: Vec<char> = text[from..start]
+        .chars()
+        .rev()
+        .take(MAX_QUOTE_CHARS / 2)
+        .collect();
+    before.reverse();
+    let mut quote: String = before.iter().collect();
+    quote.extend(text[start..to].chars().take(MAX_QUOTE_CHARS - before.len()));
     quote.trim().to_string()
 }
 
 /// The sentences of `answer` holding a number that what the `findings` checked does not hold
 /// (their premises and claims, the text left untranslated in them or in the `translations`),
-/// nor the expressions of the rules they cite (`rules`: id and SMT-LIB expression), nor that
+/// nor the rules they cite (`rules`: id, SMT-LIB expression and English, when known), nor that
 /// can be read at all (a digit that is not ASCII); each once, in the answer's order.
 pub fn unread_numbers<'a>(
     answer: &str,
     findings: &[Finding],
     translations: &[TranslatorOutput],
-    rules: impl IntoIterator<Item = (&'a str, &'a str)>,
+    rules: impl IntoIterator<Item = (&'a str, &'a str, Option<&'a str>)>,
 ) -> Vec<String> {
     let text = as_shown(answer);
     let (stated, foreign) = stated_numbers(&text);
@@ -444,9 +603,11 @@ pub fn unread_numbers<'a>(
             }
         }
     }
-    for (id, expression) in rules {
+    for (id, expression, english) in rules {
         if cited.contains(id) {
             logic_numbers(expression, &mut read);
+            // "10% tax" in the rule's English, where its logic holds 1.1.
+            read_prose(english.unwrap_or_default(), &mut read);
         }
     }
     for t in translations {
@@ -465,11 +626,15 @@ pub fn unread_numbers<'a>(
         .chain(foreign.iter().map(|&i| (i, i)))
         .collect();
     unread.sort_unstable();
+    let mut seen = HashSet::new();
     let mut out: Vec<String> = Vec::new();
     for (start, end) in unread {
-        let sentence = sentence_around(&text, &ends, start, end);
-        if !out.contains(&sentence) {
-            out.push(sentence);
+        let (from, to) = sentence_bounds(&text, &ends, start, end);
+        if seen.insert((from, to)) {
+            let q = quote(&text, from, to, start);
+            if !out.contains(&q) {
+                out.push(q);
+            }
         }
     }
     out
@@ -535,10 +700,10 @@ mod tests {
     fn numbers_the_findings_or_the_rules_they_cite_hold_are_read() {
         let answer = "Since you are 70 (over 65), admission is free: $0.";
         assert_eq!(unread(answer, &senior()).len(), 1);
-        let rule = [("R1", "(=> (>= age 65) (= fee 0.0))")];
+        let rule = [("R1", "(=> (>= age 65) (= fee 0.0))", None)];
         assert!(unread_numbers(answer, &senior(), &[], rule).is_empty());
         // A rule the findings do not cite reads nothing.
-        let other = [("R2", "(=> (>= age 65) (= fee 0.0))")];
+        let other = [("R2", "(=> (>= age 65) (= fee 0.0))", None)];
         assert_eq!(unread_numbers(answer, &senior(), &[], other).len(), 1);
     }
 
@@ -614,6 +779,66 @@ mod tests {
         }
         // 1.000,50 is 1000.5, which nothing read.
         assert_eq!(unread("Kinder zahlen 1.000,50 Euro.", &findings).len(), 1);
+    }
+
+    /// A second review's ways to show 100 while the scanner read small pieces or nothing:
+    /// numeric entities, an unclosed comment, marks and ignorable characters between digits,
+    /// tags, links, emphasis around a separator; each is read as 100 now, or leaves its
+    /// sentence unread. Indian, comma-decimal and leading-point numbers are read as shown.
+    #[test]
+    fn markup_and_marks_do_not_split_or_hide_a_number() {
+        let findings = valid(&["(= age 1)", "(= n 0)", "(= m 1000)"], &["(= fee 0)"]);
+        for answer in [
+            "Children pay $&#49;&#48;&#48;.",
+            "Children pay 1&#x30;0.",
+            "Prices (<!-- see desk) are fixed. Children pay $100.",
+            "Children pay 1\u{034F}00.",
+            "Children pay 1\u{FE0F}00.",
+            "Children pay 1\u{200A}00.",
+            "Children pay 1\u{0332}00.",
+            "Children pay [1](u)00.",
+            "Children pay 1<span>00</span>.",
+            "Children pay 1<b></b>00.",
+            "Children pay <x 100>.",
+            "Children pay 1**,**000.50.",
+        ] {
+            assert_eq!(unread(answer, &findings).len(), 1, "{answer}");
+        }
+        let read = valid(
+            &[],
+            &[
+                "(= fee 100000)",
+                "(= rate 0.05)",
+                "(= price 19.99)",
+                "(= k 1250)",
+            ],
+        );
+        for answer in [
+            "It costs ₹1,00,000.",
+            "It costs .05 of it.",
+            "Es kostet 19,99 Euro.",
+            "Sie zahlen 1.250 Euro.",
+        ] {
+            assert!(
+                unread(answer, &read).is_empty(),
+                "{answer}: {:?}",
+                unread(answer, &read)
+            );
+        }
+        // A year before a count is two numbers, not 2023500.
+        let counted = valid(&[], &["(= year 2023)", "(= visitors 500)"]);
+        assert!(unread("In 2023 500 visitors came.", &counted).is_empty());
+    }
+
+    #[test]
+    fn a_cited_rules_english_reads_its_numbers() {
+        let findings = senior();
+        let rules = [(
+            "R1",
+            "(= total (* 1.1 fee))",
+            Some("Tax is 10% of the fee."),
+        )];
+        assert!(unread_numbers("You pay 10% tax on $0.", &findings, &[], rules).is_empty());
     }
 
     #[test]
