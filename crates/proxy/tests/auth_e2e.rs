@@ -2576,4 +2576,27 @@ async fn responses_threads_belong_to_the_end_user_in_user_or_safety_identifier()
             );
         }
     }
+    // Another key cannot continue either thread by naming it, through the Responses or the
+    // Messages API (tested before on Chat Completions only).
+    let other_key = new_key(&proxy, "other app", &["chat", "read"]).await;
+    for (path, body) in [
+        ("/v1/responses", json!({"model": "m", "input": "skip"})),
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": "skip"}]}),
+        ),
+    ] {
+        for (_, _, id, _) in &started {
+            let r = call(
+                &proxy,
+                reqwest::Method::POST,
+                path,
+                Some(&other_key),
+                Some(body.clone()),
+                &[("x-proofgate-thread", id.as_str())],
+            )
+            .await;
+            assert_eq!(r.status, 404, "{path}: {r:?}");
+        }
+    }
 }
