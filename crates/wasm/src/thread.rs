@@ -174,6 +174,21 @@ extern "C" {
     fn random_uuid() -> Result<String, JsValue>;
 }
 
+/// The first integer in `value` beyond ±(2^53 - 1), if any.
+fn unsafe_integer(value: &Value) -> Option<String> {
+    const MAX: u64 = (1 << 53) - 1;
+    match value {
+        Value::Number(n) => {
+            let beyond = n.as_u64().is_some_and(|u| u > MAX)
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX);
+            beyond.then(|| n.to_string())
+        }
+        Value::Array(a) => a.iter().find_map(unsafe_integer),
+        Value::Object(o) => o.values().find_map(unsafe_integer),
+        _ => None,
+    }
+}
+
 /// `given`, or a random UUID. Without `crypto.randomUUID` (a browser page over plain http)
 /// the caller must give one: an id made from the time was shared by two threads made in the
 /// same millisecond, and audits tell threads apart by their ids (a review).
@@ -420,6 +435,14 @@ impl WasmThread {
                 // Not a whole number at all: reading the input says so.
                 Some(_) => {}
             }
+        }
+        // An integer JavaScript cannot hold exactly (given in JSON text) would be recorded,
+        // then read back rounded by `toJSON`/`fromJSON`, and the trail would read as altered.
+        if let Some(n) = unsafe_integer(&value) {
+            return Err(JsError::new(&format!(
+                "proofgate: the input holds the integer {n}, beyond what JavaScript holds exactly \
+                 (Number.MAX_SAFE_INTEGER): give it as a string"
+            )));
         }
         let input: Input = serde_json::from_value(value)
             .map_err(|e| JsError::new(&format!("proofgate: the input is malformed: {e}")))?;

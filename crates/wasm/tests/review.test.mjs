@@ -426,3 +426,13 @@ test('a lone surrogate in an input is refused with an error that says so (a revi
   assert.throws(() => t.handle({ type: 'LlmReplied', text: 'You pay \uD800 dollars.', now: 1_700_000_001_000 }),
     /lone UTF-16 surrogate/);
 });
+
+test('an input holding an integer JavaScript cannot hold exactly is refused, not recorded (a review)', () => {
+  const t = Thread.withAnswer({}, 'How much do I pay?', { text: 'You pay 5 dollars.', source: 'upstream' }, 'big-int', 1_700_000_000_000);
+  t.start();
+  const text = '{"type": "Validated", "findings": [{"noTranslations": {}}], "evidence": {"id": 9007199254740993}, "now": 1700000001000}';
+  assert.throws(() => t.handle(text), /integer 9007199254740993, beyond what JavaScript holds exactly/);
+  // The thread is unchanged and still round-trips.
+  const again = Thread.fromJSON(t.toJSON());
+  assert.equal(again.handle({ type: 'Validated', findings: [{ noTranslations: {} }], evidence: { id: 1 }, now: 1_700_000_002_000 }).status, 'NOT_COVERED');
+});
