@@ -25,6 +25,8 @@ const DONE = ['pass', 'fail', 'incomplete'].map((o) => `.verdict-box[data-outcom
 let env;
 let page;
 let thread;
+// The answer the chat completion released to the app.
+let released;
 let bundle;
 // The verifier key as the auditor holds it: fetched here, outside the page under test, as an
 // auditor obtains it out of band.
@@ -45,6 +47,7 @@ before(async () => {
   const body = await res.json();
   assert.equal(body.proofgate.verdict, 'VALID');
   thread = body.proofgate.threadId;
+  released = body.choices[0].message.content;
   savedCheckpoint = await (await fetch(`${env.url}/api/log/checkpoint`)).text();
   savedSize = Number(savedCheckpoint.split('\n')[1]);
   bundle = await (await fetch(`${env.url}/api/threads/${thread}/audit/bundle?from=${savedSize}`)).json();
@@ -167,6 +170,9 @@ test('a genuine bundle with the auditor\'s own policy and key passes: chain, rep
   assert.match(await page.locator('[data-check=heads]').textContent(), /^✓ Latest head: no later head of this thread among the log's \d+ leaves, the log as the server signs it now /);
   // The checkpoint checked is offered for the next audit: the bundle's, signed.
   assert.equal(await page.locator('#checked-checkpoint').inputValue(), bundle.checkpoint);
+  // What was verified, read from the replayed trail (not the server's copy in the chat).
+  assert.equal(await page.locator('[data-check=question] q').textContent(), Q1);
+  assert.equal(await page.locator('[data-check=answer] blockquote').textContent(), released);
   await shot(page, 'bundle-pass');
   // Without a saved checkpoint, a server holding its key could have rebuilt its whole log
   // around a rewritten trail: not a full audit.
@@ -369,6 +375,51 @@ test('Z3 unavailable (no cross-origin isolation): a bundle with the policy and t
   assert.ok(await p.locator('table.records .mark.skip', { hasText: 'Z3 unavailable' }).count() > 0);
   await p.locator('.verdict-box').scrollIntoViewIfNeeded();
   await shot(p, 'bundle-without-z3-incomplete');
+  assert.deepEqual(p.problems, []);
+  await p.context().close();
+});
+
+test('the chat shows, and sends to the verifier, only the thread it asked for', async () => {
+  const res = await fetch(`${env.url}/v1/chat/completions`, {
+    method: 'POST', headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'm', messages: [{ role: 'user', content: Q1 }] }),
+  });
+  const other = (await res.json()).proofgate.threadId;
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  // A server answering the first thread's view with another genuine thread: its verify link
+  // would audit that thread's genuine, signed, logged trail as if it were the first one's.
+  await p.context().route(`**/api/threads/${thread}`, async (r) => {
+    const json = await (await fetch(`${env.url}/api/threads/${other}`)).json();
+    await r.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(json) });
+  });
+  await p.goto(`${env.url}/#/chat/${thread}`);
+  const error = p.locator('.center .error[role=alert]');
+  await error.waitFor();
+  assert.match(await error.textContent(), new RegExp(`the server answered with thread ${other}, not ${thread}`));
+  assert.equal(await p.locator('[data-action=verify]').count(), 0);
+  assert.equal(await p.locator('[data-testid=final-answer]').count(), 0);
+  await p.context().close();
+});
+
+test('the verifier writes out characters that reorder or hide text, and a malformed record fails', async () => {
+  const p = await newPage(env, { width: 1280, height: 900 }, [env.url]);
+  await p.goto(`${env.url}/#/verify`);
+  // A record whose hash is a number and whose seq is an object: the page must say it fails,
+  // not stop drawing.
+  await p.fill('#trail-text', JSON.stringify([{ seq: { toString: 1 }, prev: '', at: 0, kind: 'THREAD_STARTED', body: {}, hash: 1 }]));
+  await p.click('[data-action=verify-paste]');
+  const box = p.locator(DONE);
+  await box.waitFor({ timeout: Z3_TIMEOUT });
+  assert.equal(await box.getAttribute('data-outcome'), 'fail', await box.textContent());
+  // The auditor names a thread with a right-to-left override: shown written out, so a thread
+  // id that reads like it on screen cannot pass for it.
+  await p.fill('#expected-thread', `${thread}\u202E`);
+  await p.fill('#trail-text', JSON.stringify(bundle));
+  await p.click('[data-action=verify-paste]');
+  await p.waitForFunction(() => document.querySelector('.verdict-box')?.dataset.outcome === 'fail', null, { timeout: Z3_TIMEOUT });
+  const line = await p.locator('[data-check=thread]').textContent();
+  assert.ok(line.includes(`not ${thread}\\u{202E}'s`), line);
+  assert.ok(!line.includes('\u202E'), line);
   assert.deepEqual(p.problems, []);
   await p.context().close();
 });

@@ -2,7 +2,7 @@
 // in place or skipped, the final answer with its verdict, the read-only configuration, the
 // debug panel and the proof view.
 import * as api from './api.js';
-import { h, clear, outcomeBadge, statusChip, fmtTime, announce } from './util.js';
+import { h, clear, outcomeBadge, statusChip, fmtTime, announce, visible } from './util.js';
 import { debugPanel } from './debug.js';
 import { proofView } from './proof.js';
 import { allows } from './keys.js';
@@ -258,6 +258,12 @@ async function draw(main, r, opts) {
   if (selected) {
     try {
       thread = await api.getThread(selected);
+      // The thread shown, and the one its "Verify audit trail" link audits, is the one this
+      // page asked for: a server answering with another thread's id would send the auditor to
+      // a genuine trail of a thread that is not this one (an audit review).
+      if (thread?.id !== selected) {
+        throw new Error(`the server answered with thread ${visible(String(thread?.id))}, not ${visible(selected)}`);
+      }
       if (thread.config) state.lastConfig = thread.config;
     } catch (e) {
       loadError = e.message;

@@ -5,7 +5,7 @@
 // the trail's inclusion in the append-only log and (with a saved checkpoint) the log's
 // consistency. Works from static files; without cross-origin isolation Z3 is reported
 // unavailable and the other checks still run.
-import { h, clear, fmtTime, pre, announce } from './util.js';
+import { h, clear, fmtTime, pre, announce, visible } from './util.js';
 import * as api from './api.js';
 import { wasm, verifyChain, replayAudit, planRechecks, answerMatches, verifyTrust, policyDocumentsOf, trailTextOf, auditFormatVersion, checksPassed, auditNotChecked, logHeads, verifyCheckpoint } from './core.js';
 import { runScript, z3Unavailable } from './z3.js';
@@ -140,6 +140,12 @@ async function verify(text, source, out, urlThread = null) {
   running++;
   try {
     await verifyRun(text, source, out, urlThread);
+  } catch (e) {
+    // Whatever a hostile file makes this page trip over is a failure shown as one, never a
+    // blank page or a pass drawn before the error.
+    clear(out);
+    out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
+      h('h3', {}, '✗ This trail could not be verified'), h('p', {}, visible(e?.message ?? e))));
   } finally {
     running--;
   }
@@ -197,10 +203,13 @@ async function verifyRun(text, source, out, urlThread) {
     return;
   }
   const threadId = replay.threadId || null;
+  // Ids as shown: an invisible or reordering character in one is written out, so a thread
+  // named like the audited one cannot pass for it on screen.
+  const shownThread = threadId === null ? '(none)' : visible(threadId);
   const threadProblem = auditor.thread && urlThread && auditor.thread !== urlThread
-    ? `you are auditing thread ${auditor.thread}, but the URL asked for thread ${urlThread}'s trail`
+    ? `you are auditing thread ${visible(auditor.thread)}, but the URL asked for thread ${visible(urlThread)}'s trail`
     : expectedThread && threadId !== expectedThread
-      ? `this is thread ${threadId ?? '(none)'}'s trail, not ${expectedThread}'s` : null;
+      ? `this is thread ${shownThread}'s trail, not ${visible(expectedThread)}'s` : null;
   const firstStructural = [chain.failure, replay.failure].filter(Boolean).sort((a, b) => a.index - b.index)[0] || null;
   const structIdx = firstStructural ? firstStructural.index : Infinity;
 
@@ -244,7 +253,7 @@ async function verifyRun(text, source, out, urlThread) {
     const why = h('div', { class: 'why' });
     let body = null;
     const det = h('details', {}, h('summary', {}, 'Record'));
-    det.addEventListener('toggle', () => { if (det.open && !body) { body = pre(JSON.stringify(r, null, 2)); det.appendChild(body); } });
+    det.addEventListener('toggle', () => { if (det.open && !body) { body = pre(visible(JSON.stringify(r, null, 2))); det.appendChild(body); } });
     if (i < structIdx) chainCell.appendChild(mark('pass', 'hash, link, replay'));
     else if (i === structIdx) {
       chainCell.appendChild(mark('fail', firstStructural.problem));
@@ -254,10 +263,14 @@ async function verifyRun(text, source, out, urlThread) {
     if (!wc) logicCell.appendChild(h('span', { class: 'muted' }, '—'));
     else if (z3Why) logicCell.appendChild(mark('skip', `Z3 unavailable (${wc.checks.length} checks)`));
     else logicCell.appendChild(mark('pending', `${wc.checks.length} checks`));
-    const tr = h('tr', { id: `rec-${i}`, tabindex: '-1', dataset: { index: String(i), kind: r?.kind || '' } },
-      h('td', {}, String(r?.seq ?? i)),
-      h('td', {}, h('code', {}, r?.kind || '?'), h('div', { class: 'muted small' }, fmtTime(r?.at))),
-      h('td', {}, h('code', { class: 'hash', title: r?.hash || '' }, (r?.hash || '').slice(0, 8))),
+    // Each field as the file has it, whatever its type: the chain and replay judge the record,
+    // and a number where a hash belongs must not stop the page from saying so.
+    const kind = typeof r?.kind === 'string' ? visible(r.kind) : '?';
+    const hash = typeof r?.hash === 'string' ? visible(r.hash) : '';
+    const tr = h('tr', { id: `rec-${i}`, tabindex: '-1', dataset: { index: String(i), kind } },
+      h('td', {}, Number.isSafeInteger(r?.seq) ? String(r.seq) : String(i)),
+      h('td', {}, h('code', {}, kind), h('div', { class: 'muted small' }, typeof r?.at === 'number' ? fmtTime(r.at) : '')),
+      h('td', {}, h('code', { class: 'hash', title: hash }, hash.slice(0, 8))),
       chainCell, logicCell, h('td', {}, why, det));
     const row = { tr, chainCell, logicCell, why, state: i < structIdx ? 'pass' : i === structIdx ? 'fail' : 'skip' };
     const problems = (plan?.problems || []).filter((p) => p.record === i);
@@ -349,7 +362,7 @@ async function verifyRun(text, source, out, urlThread) {
     }
   }
   if (gaps.has('thread')) {
-    notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${threadId ?? '(none)'}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
+    notRun.push({ id: 'thread', what: `which thread this is was not checked (the trail is thread ${shownThread}'s)`, todo: 'give the id of the thread you are auditing: a bundle shows only that its trail is a logged head of some thread, so a server could hand out another thread\'s' });
   }
   // Findings the validator made from its own translation (Amazon Bedrock) hold nothing to what
   // the user said: no translation is recorded to check the premises and the coverage against.
@@ -414,7 +427,15 @@ async function verifyRun(text, source, out, urlThread) {
         : null,
       h('ul', {},
         h('li', { 'data-check': 'thread', class: threadProblem ? 'fail' : expectedThread ? 'pass' : '' },
-          threadProblem ? `✗ Thread: ${threadProblem}` : expectedThread ? `✓ Thread: ${threadId}, the one you are auditing` : `Thread: ${threadId ?? '(none)'} (not checked against the one you are auditing)`),
+          threadProblem ? `✗ Thread: ${threadProblem}` : expectedThread ? `✓ Thread: ${shownThread}, the one you are auditing` : `Thread: ${shownThread} (not checked against the one you are auditing)`),
+        // What was verified, from the replayed records themselves: the chat and the thread
+        // view show the server's copy, which nothing ties to this trail.
+        replay.ok && typeof replay.question === 'string'
+          ? h('li', { 'data-check': 'question' }, 'Question, as the trail holds it: ', h('q', {}, visible(replay.question))) : null,
+        replay.ok
+          ? h('li', { 'data-check': 'answer' }, typeof replay.answer === 'string'
+            ? ['Answer released, as the trail holds it (compare it with the one you were shown): ', h('blockquote', {}, visible(replay.answer))]
+            : 'Answer released: none in this trail') : null,
         h('li', { 'data-check': 'format' }, replay.formatVersion
           ? `Audit format ${replay.formatVersion}${replay.formatVersion < current ? ` (older than the current format ${current}: replayed under its weaker rules)` : replay.formatVersion === current ? ' (the current format)' : ` (newer than this verifier's format ${current}: use a newer verifier)`}`
           : 'Audit format: not readable'),
@@ -437,7 +458,7 @@ async function verifyRun(text, source, out, urlThread) {
     clear(failureBox);
     if (first) {
       failureBox.append(h('div', { class: 'first-failure', role: 'alert' },
-        h('strong', {}, `First failing record: #${first.i} (${records[first.i]?.kind || '?'})`),
+        h('strong', {}, `First failing record: #${first.i} (${typeof records[first.i]?.kind === 'string' ? visible(records[first.i].kind) : '?'})`),
         h('p', {}, first.r.why.textContent),
         h('button', { type: 'button', onclick: () => { first.r.tr.scrollIntoView({ block: 'center' }); first.r.tr.focus(); }, 'data-action': 'goto-failure' }, 'Go to the record')));
     }

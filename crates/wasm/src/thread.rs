@@ -151,7 +151,10 @@ export interface PolicyDocument { policy: PolicyContext; vocabulary?: unknown }
 export interface ReplayFailure { index: number; kind?: RecordKind; problem: ReplayProblem; detail: string }
 export interface ReplayReport {
   ok: boolean; formatVersion?: number; threadId?: string; records: number; verifiedRecords: number;
-  headHash?: string; status?: OutcomeStatus; failure?: ReplayFailure;
+  headHash?: string; status?: OutcomeStatus;
+  /** The question and the released answer as the verified records hold them (show these, not
+   * a copy the server sent beside the trail). */
+  question?: string; answer?: string; failure?: ReplayFailure;
 }
 export interface ChainReport { ok: boolean; records: number; verifiedRecords: number; headHash?: string; failure?: ReplayFailure }
 /** A thread's JSON form, for Thread.fromJSON. */

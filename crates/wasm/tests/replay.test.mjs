@@ -48,10 +48,18 @@ for (const { name, trail, policyDocuments, report } of cases) {
   });
 }
 
+// Reports pinned before a report named the question and the released answer (what the
+// records hold, not a decision) are held to everything else.
+function pinned(got, report) {
+  if ('question' in report) return got;
+  const { question, answer, ...rest } = got;
+  return rest;
+}
+
 for (const { name, trail, report } of v1Cases) {
   test(`format 1 trail "${name}" still replays with the report it had`, () => {
     assert.equal(trail[0].body.formatVersion, 1);
-    assert.deepEqual(replayAudit(trail), report);
+    assert.deepEqual(pinned(replayAudit(trail), report), report);
   });
 }
 
@@ -59,7 +67,7 @@ for (const [version, stored] of [[2, v2Cases], [3, v3Cases], [4, v4Cases], [5, v
   for (const { name, trail, policyDocuments, report } of stored) {
     test(`format ${version} trail "${name}" still replays with the report it had`, () => {
       assert.equal(trail[0].body.formatVersion, version);
-      assert.deepEqual(replayAudit(trail, policyDocuments), report);
+      assert.deepEqual(pinned(replayAudit(trail, policyDocuments), report), report);
     });
   }
 }

@@ -108,6 +108,14 @@ pub struct ReplayReport {
     /// The replayed thread's final status, if it finished within the verified records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<OutcomeStatus>,
+    /// The replayed thread's question, as its verified records hold it: what an auditor shows
+    /// beside the result, rather than a copy the server sent apart from the trail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    /// The answer the replayed thread released, if it finished within the verified records
+    /// (the text the verdict in `status` is about).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
     /// The first record that was altered or differs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<ReplayFailure>,
@@ -346,6 +354,8 @@ fn empty_report(records: usize) -> ReplayReport {
         verified_records: 0,
         head_hash: None,
         status: None,
+        question: None,
+        answer: None,
         failure: None,
     }
 }
@@ -599,6 +609,11 @@ fn replay_into(
         report.verified_records = i + 1;
         report.head_hash = Some(produced.hash.clone());
         report.status = thread.outcome().map(|o| o.status);
+        if report.question.is_none() {
+            report.question = Some(thread.question().to_string());
+        }
+        // A thread continued after an outcome has the later one's answer.
+        report.answer = thread.outcome().and_then(|o| o.answer.clone());
     }
     if let Some(missing) = thread.audit_trail().get(count) {
         return Err(fail(
