@@ -292,11 +292,11 @@ def model_list_checks(pinned_openai, pinned_anthropic, upstream_openai, upstream
 
     claude = list(anthropic_client(upstream_anthropic).models.list())
     check([m.id for m in claude] == ["claude-recorded-1"], f"{claude}")
-    check(claude[0].display_name == "Claude Recorded", f"{claude[0]}")
+    check(claude[0].display_name == "claude-recorded-1", f"{claude[0]}")
     gpts = list(openai_client(upstream_anthropic).models.list())
     check([(m.id, m.created) for m in gpts] == [("claude-recorded-1", 1739923200)], f"{gpts}")
     got = anthropic_client(upstream_anthropic).models.retrieve("claude-recorded-1")
-    check(got.display_name == "Claude Recorded", f"{got}")
+    check(got.display_name == "claude-recorded-1", f"{got}")
     print("models, anthropic upstream: its list, to both SDKs")
 
 

@@ -652,9 +652,8 @@ pub fn unsupported_in_request(req: &Value) -> Option<String> {
     None
 }
 
-/// The verified answer as a Messages API message, from an allow-list: the upstream's `id`
-/// (when it looks like a message id), `model` and token counts; one text block; the
-/// `proofgate` object.
+/// The verified answer as a Messages API message, from an allow-list: an `id` of the proxy's
+/// own, the upstream's `model` and token counts; one text block; the `proofgate` object.
 pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Value {
     let usage = completion.get("usage");
     let n = |k: &str| {
@@ -663,10 +662,9 @@ pub fn verified_message(completion: &Value, text: &str, proofgate: Value) -> Val
             .and_then(Value::as_u64)
             .unwrap_or(0)
     };
-    let id = crate::openai::short_id(completion.get("id"))
-        .filter(|id| id.starts_with("msg"))
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("msg_{}", uuid::Uuid::new_v4().simple()));
+    // Always the proxy's own: an upstream's id can be written as a sentence
+    // (`msgSeniorsEnterFree`), and nothing needs it back.
+    let id = format!("msg_{}", uuid::Uuid::new_v4().simple());
     json!({
         "id": id,
         "type": "message",
@@ -703,17 +701,14 @@ pub fn tool_use_message(
             );
         }
         Some(m) if m.get("type").and_then(Value::as_str) == Some("message") => {
+            // The id is the proxy's own and the model the completion's (the message's, as the
+            // proxy reports it): neither is copied from the message. No `stop_sequence`: the
+            // message stopped for its tool use, and any other text there would be the
+            // upstream's, unchecked.
             let mut out = verified_message(completion, "", Value::Null);
-            // No `stop_sequence`: the message stopped for its tool use, and any other text
-            // there would be the upstream's, unchecked.
-            if let Some(v) = crate::openai::short_id(m.get("id")) {
-                out["id"] = json!(v);
-            }
-            if let Some(v) = crate::openai::identifier(m.get("model")) {
-                out["model"] = json!(v);
-            }
             // Each block member by member, as with OpenAI's calls: what else the upstream
-            // put in a block is text nobody checked.
+            // put in a block is text nobody checked. A block's id is held to the short id's
+            // form, as an OpenAI call's is (see `short_id` for why it is not always made up).
             let blocks: Vec<Value> = m
                 .get("content")
                 .and_then(Value::as_array)
@@ -722,7 +717,7 @@ pub fn tool_use_message(
                 .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
                 .map(|b| {
                     let mut block = serde_json::Map::new();
-                    let id = crate::openai::identifier(b.get("id"))
+                    let id = crate::openai::short_id(b.get("id"))
                         .map(str::to_string)
                         .unwrap_or_else(|| format!("toolu_{}", uuid::Uuid::new_v4().simple()));
                     block.insert("type".into(), json!("tool_use"));
@@ -1076,7 +1071,34 @@ mod tests {
             json!([{"type": "tool_use", "id": "toolu_1", "name": "price", "input": {"age": 70}}])
         );
         assert_eq!(out["stop_reason"], "tool_use");
-        assert_eq!(out["id"], "msg_1");
+        // The message's id is the proxy's own (the upstream's was copied before).
+        let id = out["id"].as_str().unwrap();
+        assert!(id.starts_with("msg_") && id.len() == 36, "{id}");
+        // Ids and a model name written as sentences: the message's id and model are never
+        // copied, and a block's id of a sentence's form is made up anew (it passed as an
+        // identifier before); one of a short id's form is kept (it goes back to the upstream
+        // with the tool's result).
+        let mut worded = native.clone();
+        worded["id"] = json!("msgSeniorsEnterFree");
+        worded["model"] = json!("claude-you-also-get-a-full-refund");
+        worded["content"][2]["id"] = json!("toolu_you-get-a-full-refund");
+        let out = tool_use_message(&completion, Some(&worded), json!({})).unwrap();
+        let text = out.to_string();
+        assert!(
+            !text.contains("Seniors") && !text.contains("refund"),
+            "{text}"
+        );
+        assert_eq!(out["model"], "claude");
+        let block_id = out["content"][0]["id"].as_str().unwrap();
+        assert!(
+            block_id.starts_with("toolu_") && block_id.len() == 38,
+            "{block_id}"
+        );
+        worded["content"][2]["id"] = json!("toolu_01A09q90qw90lq917835lq9");
+        let out = tool_use_message(&completion, Some(&worded), json!({})).unwrap();
+        assert_eq!(out["content"][0]["id"], "toolu_01A09q90qw90lq917835lq9");
+        let text = verified_message(&json!({"id": "msgSeniorsEnterFree"}), "A.", json!({}));
+        assert!(!text.to_string().contains("Seniors"), "{text}");
     }
 
     #[test]

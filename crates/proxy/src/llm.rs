@@ -111,7 +111,8 @@ impl Attempt for LlmError {
 pub struct LlmReply {
     /// The assistant message.
     pub text: String,
-    /// The model id as reported by the endpoint.
+    /// The model id: the one asked for, or its snapshot as the endpoint reported it (see
+    /// [`crate::openai::reported_model`]).
     pub model: String,
 }
 
@@ -466,21 +467,28 @@ impl LlmClient {
         let Some(body) = rewriter_request(&self.endpoint, app_request, answered_by, prompt) else {
             return self.complete(&[ChatMessage::user(prompt)]).await;
         };
+        // The model asked for: this endpoint's when configured (`forward` sets it), else the
+        // request's.
+        let asked = (self.endpoint.model.clone())
+            .or_else(|| {
+                body.get("model")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+            .unwrap_or_default();
         let resp = self.forward(body, None).await?;
-        self.reply_of(&resp, "")
+        self.reply_of(&resp, &asked)
     }
 
-    /// The text and model of a chat completion; `default_model` when it names none.
-    fn reply_of(&self, resp: &Value, default_model: &str) -> Result<LlmReply, LlmError> {
+    /// The text and model of a chat completion: the model as
+    /// [`crate::openai::reported_model`] names it for `asked`, the model the request asked
+    /// for (a rewrite's model is recorded as its outcome's, which a thread's view shows).
+    fn reply_of(&self, resp: &Value, asked: &str) -> Result<LlmReply, LlmError> {
         let text = completion_text(resp).ok_or_else(|| LlmError::BadResponse {
             endpoint: self.endpoint.base_url.clone(),
             reason: "no choices[0].message.content".into(),
         })?;
-        let model = resp
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(default_model)
-            .to_string();
+        let model = crate::openai::reported_model(asked, resp.get("model").and_then(Value::as_str));
         Ok(LlmReply { text, model })
     }
 
@@ -874,6 +882,55 @@ mod tests {
             !text.contains("tool_use") && !text.contains("tool_result"),
             "{text}"
         );
+    }
+
+    /// A rewrite's model is recorded as its outcome's, which a thread's view shows to its key:
+    /// the model asked for (the endpoint's, else the app's) or its dated snapshot, never
+    /// another name the endpoint gives (it was recorded as the endpoint named it).
+    #[test]
+    fn a_replys_model_is_the_one_asked_for_or_its_snapshot() {
+        let completion = r#"{"id":"c","object":"chat.completion","model":"Good news: seniors enter free","choices":[{"index":0,"message":{"role":"assistant","content":"A."},"finish_reason":"stop"}]}"#;
+        let (server, addr, _) = keep_alive_server(completion);
+        let app = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "q"}]});
+        for (model, asked) in [
+            (None, "gpt-4o"),
+            (Some("recorded-rewriter"), "recorded-rewriter"),
+        ] {
+            let client = server
+                .block_on(LlmClient::new(LlmEndpoint {
+                    base_url: format!("http://{addr}/v1"),
+                    model: model.map(str::to_string),
+                    max_retries: 0,
+                    ..LlmEndpoint::default()
+                }))
+                .unwrap();
+            let reply = server
+                .block_on(client.complete_in(&app, None, "fix it"))
+                .unwrap();
+            assert_eq!(reply.model, asked);
+            if model.is_some() {
+                let reply = server
+                    .block_on(client.complete(&[ChatMessage::user("q")]))
+                    .unwrap();
+                assert_eq!(reply.model, asked);
+            }
+        }
+        let client = server
+            .block_on(LlmClient::new(LlmEndpoint::default()))
+            .unwrap();
+        let reply =
+            |model: Value| json!({"model": model, "choices": [{"message": {"content": "A."}}]});
+        for (model, asked, named) in [
+            (json!("gpt-4o-2024-08-06"), "gpt-4o", "gpt-4o-2024-08-06"),
+            (
+                json!("gpt-4o-you-also-get-a-full-refund"),
+                "gpt-4o",
+                "gpt-4o",
+            ),
+            (Value::Null, "gpt-4o", "gpt-4o"),
+        ] {
+            assert_eq!(client.reply_of(&reply(model), asked).unwrap().model, named);
+        }
     }
 
     /// With event loops declared, each loop calls an endpoint through connections of its own:

@@ -510,6 +510,7 @@ pub fn tool_call_of(completion: &Value) -> Option<GivenToolCall> {
         model: completion
             .get("model")
             .and_then(Value::as_str)
+            .filter(|m| !m.is_empty())
             .map(str::to_string),
     })
 }
@@ -541,8 +542,8 @@ pub fn tool_call_completion(upstream: Value, proofgate: Value) -> Value {
             .iter()
             .map(|c| {
                 let mut out = serde_json::Map::new();
-                // An id of a sentence's form is made up anew, as a completion's is: the app
-                // may show it, and nothing checks it.
+                // An id of a sentence's form is made up anew: the app may show it, and
+                // nothing checks it (see `short_id` for why a short one is kept).
                 let id = short_id(c.get("id"))
                     .map(str::to_string)
                     .unwrap_or_else(|| format!("call_{}", uuid::Uuid::new_v4().simple()));
@@ -667,26 +668,69 @@ pub fn is_identifier(s: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"._:/@+-".contains(&b))
 }
 
-/// `v` when it is an identifier with at most two separators (`chatcmpl-AbC12`, `fp_44709d`,
-/// `msg_01X`): the form of the ids of a completion, a message and a fingerprint, which the
-/// proxy can make up when the upstream's is not of it (a sentence written with hyphens,
-/// `chatcmpl-you-get-a-full-refund`, was an identifier).
+/// `v` when it is an identifier with at most two separators (`call_AbC12`, `toolu_01X`,
+/// `D681PevKs`): the form of the ids of tool calls, which the proxy makes up when the
+/// upstream's is not of it (a sentence written with hyphens, `call_you-get-a-full-refund`, was
+/// an identifier). A tool call's id is the upstream's when of this form, not always made up:
+/// the app sends it back to the upstream with the call's result, and some upstreams accept
+/// only ids of their own form (Mistral's: nine letters and digits, no `call_` prefix).
+/// The ids of a completion and a message are always the proxy's own.
 pub fn short_id(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str).filter(|s| is_short_id(s))
 }
 
-/// Whether `s` is of a short id's form (see [`short_id`]); tool calls' ids are held to it too.
+/// Whether `s` is of a short id's form (see [`short_id`]).
 pub fn is_short_id(s: &str) -> bool {
     is_identifier(s) && s.bytes().filter(|b| b"._:/@+-".contains(b)).count() <= 2
 }
 
-/// Top-level members of an upstream completion that are copied into the response: they
-/// describe the call, never carry its text. Everything else is dropped.
-pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
-    ["id", "created", "model", "system_fingerprint", "usage"];
+/// Whether `s` is a system fingerprint of OpenAI's form, `fp_` and lowercase hex digits only
+/// (`fp_44709d6fcb`): the only form passed on, since hex digits spell no sentence (before, any
+/// short id passed, and `fp_SeniorsEnterFree` was one).
+pub fn is_fingerprint(s: &str) -> bool {
+    s.strip_prefix("fp_").is_some_and(|hex| {
+        (1..=64).contains(&hex.len()) && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    })
+}
 
-/// The completion returned to the client, built from an allow-list: `id`, `object`,
-/// `created`, `model`, `system_fingerprint` and `usage` from the upstream's completion, one
+/// The model a reply names to the client (and records): the upstream's `reported` model when it
+/// is `asked`, the model proofgate asked the upstream for (the pinned `[upstream] model`, else
+/// the client's), or that name with a suffix of digits and `-._:` only (a dated snapshot:
+/// asked `gpt-4o`, answered by `gpt-4o-2024-08-06`); otherwise `asked`. Any identifier passed
+/// before, and `you-also-get-a-full-refund` is one.
+pub fn reported_model(asked: &str, reported: Option<&str>) -> String {
+    let snapshot = |r: &str| {
+        r.strip_prefix(asked).is_some_and(|suffix| {
+            !suffix.is_empty()
+                && suffix
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || b"-._:".contains(&b))
+        })
+    };
+    match reported {
+        Some(r) if r == asked || snapshot(r) => r.to_string(),
+        _ => asked.to_string(),
+    }
+}
+
+/// Sets a reply's `model` (a chat completion's, or an Anthropic message's) to the one
+/// [`reported_model`] gives for `asked`: what every response built from the reply, and the
+/// thread's record of who answered, then read.
+pub fn report_model(reply: &mut Value, asked: &str) {
+    let model = reported_model(asked, reply.get("model").and_then(Value::as_str));
+    if let Some(obj) = reply.as_object_mut() {
+        obj.insert("model".into(), json!(model));
+    }
+}
+
+/// Top-level members of an upstream completion that the response is built from (each checked
+/// first: see [`verified_completion`]): they describe the call, never carry its text.
+/// Everything else is dropped; the id is the proxy's own.
+pub const KEPT_COMPLETION_FIELDS: [&str; 4] = ["created", "model", "system_fingerprint", "usage"];
+
+/// The completion returned to the client, built from an allow-list: `created`, `model`,
+/// `system_fingerprint` (of OpenAI's form only) and `usage` from the upstream's completion, an
+/// `id` of the proxy's own, one
 /// choice `{index: 0, message: {role: "assistant", content: text}, logprobs: null,
 /// finish_reason: "stop"}`, and the `proofgate` object. Nothing else of the upstream's reply
 /// (logprobs, refusal, audio, reasoning or thinking fields, annotations, tool calls, extra
@@ -695,9 +739,9 @@ pub const KEPT_COMPLETION_FIELDS: [&str; 5] =
 pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Value {
     let mut out = serde_json::Map::new();
     let kept = |name: &str| upstream.get(name).filter(|v| !v.is_null()).cloned();
-    let id = short_id(upstream.get("id"))
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("chatcmpl-{}", uuid::Uuid::new_v4().simple()));
+    // Always the proxy's own: any id of the upstream's can be written as a sentence
+    // (`chatcmpl-YouAlsoGetAFullRefund`), and nothing needs it back.
+    let id = format!("chatcmpl-{}", uuid::Uuid::new_v4().simple());
     out.insert("id".into(), json!(id));
     out.insert("object".into(), json!("chat.completion"));
     out.insert(
@@ -708,7 +752,11 @@ pub fn verified_completion(upstream: Value, text: &str, proofgate: Value) -> Val
         "model".into(),
         json!(identifier(upstream.get("model")).unwrap_or("")),
     );
-    if let Some(fp) = short_id(upstream.get("system_fingerprint")) {
+    if let Some(fp) = upstream
+        .get("system_fingerprint")
+        .and_then(Value::as_str)
+        .filter(|fp| is_fingerprint(fp))
+    {
         out.insert("system_fingerprint".into(), json!(fp));
     }
     out.insert(
@@ -1425,20 +1473,97 @@ mod tests {
                    "prompt_tokens_details": {"cached_tokens": 1},
                    "completion_tokens_details": {"reasoning_tokens": 1}})
         );
-        // The ids real servers send keep their form.
-        for (id, fp) in [
-            ("chatcmpl-AbC123xyz", "fp_44709d6fcb"),
-            ("chatcmpl-tool-9f8e", "fp_ollama"),
-            ("cmpl-3f2a", "b1"),
+        // The id is always the proxy's own, even of a short id's form (it was copied then,
+        // and `chatcmpl-YouAlsoGetAFullRefund` is of it); a fingerprint passes only as `fp_`
+        // and lowercase hex digits (any short id passed, `fp_SeniorsEnterFree` too).
+        for (id, fp, kept) in [
+            (
+                "chatcmpl-YouAlsoGetAFullRefund",
+                "fp_SeniorsEnterFree",
+                false,
+            ),
+            ("msgSeniorsEnterFree", "fp_44709d6fcb", true),
+            ("chatcmpl-AbC123xyz", "fp_ollama", false),
+            ("cmpl-3f2a", "b1", false),
+            ("chatcmpl-1", "fp_", false),
+            ("chatcmpl-2", "fp_44709D6FCB", false),
         ] {
             let out = verified_completion(
                 json!({"id": id, "system_fingerprint": fp, "choices": []}),
                 "v",
                 json!({}),
             );
-            assert_eq!(out["id"], id);
-            assert_eq!(out["system_fingerprint"], fp);
+            let made = out["id"].as_str().unwrap();
+            assert!(made.starts_with("chatcmpl-") && made.len() == 41, "{made}");
+            assert_ne!(made, id);
+            assert_eq!(out.get("system_fingerprint").is_some(), kept, "{out}");
+            if kept {
+                assert_eq!(out["system_fingerprint"], fp);
+            }
+            let text = out.to_string();
+            assert!(
+                !text.contains("Refund") && !text.contains("Seniors"),
+                "{text}"
+            );
         }
+    }
+
+    /// The model named is the one asked for, or that name's dated snapshot: any other name is
+    /// the upstream's text, and a sentence can be written as a model's name.
+    #[test]
+    fn the_model_named_is_the_one_asked_for_or_its_snapshot() {
+        let named = |asked: &str, reported: &str| reported_model(asked, Some(reported));
+        // The upstream's own, when it is the model asked for or a snapshot of it.
+        assert_eq!(named("gpt-4o", "gpt-4o"), "gpt-4o");
+        assert_eq!(named("gpt-4o", "gpt-4o-2024-08-06"), "gpt-4o-2024-08-06");
+        assert_eq!(
+            named("claude-3-5-sonnet", "claude-3-5-sonnet-20241022"),
+            "claude-3-5-sonnet-20241022"
+        );
+        assert_eq!(
+            named("anthropic.claude-v2", "anthropic.claude-v2:1"),
+            "anthropic.claude-v2:1"
+        );
+        assert_eq!(
+            named(
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "meta-llama/Llama-3.1-8B-Instruct"
+            ),
+            "meta-llama/Llama-3.1-8B-Instruct"
+        );
+        // Anything else is the model asked for.
+        for reported in [
+            "you-also-get-a-full-refund-seniors-free",
+            "gpt-4o-you-also-get-a-full-refund",
+            "gpt-4o Good news: seniors enter free",
+            "Good news: seniors enter free",
+            "gpt-4o-mini",
+            "gpt-4o-2024-08-06-preview",
+            "gpt-4o-abcdefghijklmnopqrstuvwxyz",
+            "gpt-4o 2024",
+            "gpt",
+            "",
+        ] {
+            assert_eq!(named("gpt-4o", reported), "gpt-4o", "{reported}");
+        }
+        assert_eq!(reported_model("gpt-4o", None), "gpt-4o");
+        assert_eq!(
+            named(
+                "meta-llama/Llama-3.1-8B-Instruct",
+                "meta-llama/Llama-3.1-8B-Instruct-refund"
+            ),
+            "meta-llama/Llama-3.1-8B-Instruct"
+        );
+        // Set on a reply, whatever its shape.
+        let mut reply = json!({"model": "you-also-get-a-full-refund", "choices": []});
+        report_model(&mut reply, "recorded-chatbot");
+        assert_eq!(reply["model"], "recorded-chatbot");
+        let mut reply = json!({"type": "message", "model": "claude-x-20250219"});
+        report_model(&mut reply, "claude-x");
+        assert_eq!(reply["model"], "claude-x-20250219");
+        let mut reply = json!({"choices": []});
+        report_model(&mut reply, "m");
+        assert_eq!(reply["model"], "m");
     }
 
     #[test]
@@ -1471,11 +1596,12 @@ mod tests {
             out["usage"]["completion_tokens_details"]["reasoning_tokens"],
             1
         );
-        assert_eq!(
-            (out["id"].as_str(), out["created"].as_u64()),
-            (Some("chatcmpl-1"), Some(7))
-        );
-        assert_eq!(out["system_fingerprint"], "fp");
+        // The upstream's `created`; the id is the proxy's own, and `fp` is no fingerprint of
+        // OpenAI's form (both were copied before).
+        assert_eq!(out["created"].as_u64(), Some(7));
+        assert_ne!(out["id"], "chatcmpl-1");
+        assert!(out["id"].as_str().unwrap().starts_with("chatcmpl-"));
+        assert_eq!(out.get("system_fingerprint"), None, "{out}");
     }
 
     #[test]

@@ -357,7 +357,15 @@ async fn start_thread(
     let client_credentials = auth.is_some()
         && app.config.upstream.api_key.is_none()
         && app.config.upstream.kind == crate::config::LlmKind::Openai;
-    let (upstream, native) = upstream.map_err(|e| upstream_error(e, client_credentials))?;
+    let (mut upstream, mut native) = upstream.map_err(|e| upstream_error(e, client_credentials))?;
+    // The model named to the client and recorded as the answer's (`outcome.model`) is the one
+    // proofgate asked for (the pinned one, else the client's) or its dated snapshot, never
+    // another name of the upstream's: a name is text, and a sentence can be written as one.
+    let asked = app.config.upstream.model.as_deref().unwrap_or(&req.model);
+    crate::openai::report_model(&mut upstream, asked);
+    if let Some(native) = native.as_mut() {
+        crate::openai::report_model(native, asked);
+    }
     let reply = match tool_call_of(&upstream) {
         // Not an answer: recorded, and returned as it came once the thread has ended.
         Some(call) => {
@@ -407,9 +415,11 @@ async fn start_thread(
             }
             ChatbotReply::Answer(GivenAnswer {
                 text: answer,
+                // As reported above (the upstream's raw name was recorded before).
                 model: upstream
                     .get("model")
                     .and_then(Value::as_str)
+                    .filter(|m| !m.is_empty())
                     .map(str::to_string),
                 source: "upstream".into(),
             })

@@ -110,9 +110,16 @@ impl From<crate::storage::StorageError> for ApiError {
 }
 
 impl From<crate::app::DriveError> for ApiError {
+    /// The core's refusal goes to the server's log only: its text may quote what a thread
+    /// holds (a refusal of findings quoted up to 80 characters of an answer's text nobody
+    /// translated, so never verified). The client gets a fixed sentence naming the thread,
+    /// an id the proxy made, so the operator can find the log line.
     fn from(e: crate::app::DriveError) -> Self {
-        tracing::error!("{e}");
-        ApiError::internal(e.to_string())
+        tracing::error!("internal error: {e}");
+        ApiError::internal(format!(
+            "internal error: see the server's log (thread {})",
+            e.thread
+        ))
     }
 }
 
@@ -137,5 +144,32 @@ mod tests {
         .into_response();
         assert!(throttled.headers().get("x-should-retry").is_none());
         assert_eq!(throttled.headers()["retry-after"], "7");
+    }
+
+    /// The core's refusal to advance a thread reaches the client as a fixed sentence: its text
+    /// may quote a thread's unverified answer (the check of untranslated text quotes 80
+    /// characters of it), and it went out whole in the 500's body.
+    #[test]
+    fn an_internal_error_tells_the_client_no_detail() {
+        let e = crate::app::DriveError {
+            thread: "0198aa00-0000-7000-8000-000000000001".into(),
+            source: proofgate_core::ThreadError::FindingsMismatch(
+                "the translators left text untranslated (\"Good news: seniors enter free, and \
+                 you also get a full refund\"), but the findings hold a VALID"
+                    .into(),
+            ),
+        };
+        let api = ApiError::from(e);
+        assert_eq!(api.status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(api.code, "internal_error");
+        assert_eq!(
+            api.message,
+            "internal error: see the server's log (thread 0198aa00-0000-7000-8000-000000000001)"
+        );
+        let body = api.body().to_string();
+        assert!(
+            !body.contains("seniors") && !body.contains("refund") && !body.contains("translat"),
+            "{body}"
+        );
     }
 }

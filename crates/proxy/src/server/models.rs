@@ -3,7 +3,7 @@
 //! (Open WebUI, LibreChat) list the models when they connect and refuse an endpoint without
 //! the list. With a model pinned in `[upstream] model` (always so for Bedrock) that model is the
 //! only one: whatever a request names, the pinned one answers. Otherwise the upstream's own
-//! list is passed on, converted when the app speaks the other API.
+//! list is passed on, each model rebuilt from an allow-list in the shape of the app's API.
 
 use super::auth::Caller;
 use super::chat::upstream_error;
@@ -138,7 +138,10 @@ async fn models(
             )
         })?;
     let has_more = from == Shape::Anthropic && body["has_more"].as_bool() == Some(true);
-    let models = items.iter().map(|m| converted(from, shape, m)).collect();
+    let models = items
+        .iter()
+        .filter_map(|m| converted(from, shape, m))
+        .collect();
     Ok((models, has_more && shape == Shape::Anthropic))
 }
 
@@ -186,27 +189,53 @@ fn pinned(shape: Shape, model: &str) -> Value {
     }
 }
 
-/// One upstream model in `to`'s shape: as it came when the shapes agree, else its id and date.
-fn converted(from: Shape, to: Shape, model: &Value) -> Value {
-    let id = model["id"].as_str().unwrap_or_default();
-    match (from, to) {
-        (a, b) if a == b => model.clone(),
-        (Shape::Anthropic, _) => {
-            let created = model["created_at"]
-                .as_str()
-                .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())
-                .map_or(0, OffsetDateTime::unix_timestamp);
-            json!({"id": id, "object": "model", "created": created, "owned_by": "anthropic"})
+/// One upstream model in `to`'s shape, built from an allow-list whether or not the shapes
+/// agree (the upstream's object was passed on whole when they did, and any member of it, an
+/// `owned_by` or a `display_name` of "Seniors enter free", reached the app): the id, when it
+/// is an identifier (else the model is left out), its date, and in OpenAI's shape an
+/// `owned_by` of a short id's form (else proofgate's), in Anthropic's a `display_name` of that
+/// form (else the id).
+fn converted(from: Shape, to: Shape, model: &Value) -> Option<Value> {
+    let id = crate::openai::identifier(model.get("id"))?;
+    let short = |key: &str| crate::openai::short_id(model.get(key));
+    // The date as Anthropic words it (a string that reads as RFC 3339) or OpenAI does (Unix
+    // seconds, an integer).
+    let date = match from {
+        Shape::Anthropic => model["created_at"]
+            .as_str()
+            .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok()),
+        Shape::Openai => model["created"]
+            .as_i64()
+            .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok()),
+    };
+    Some(match to {
+        Shape::Openai => {
+            let owned_by = match from {
+                Shape::Openai => short("owned_by").unwrap_or("proofgate"),
+                Shape::Anthropic => "anthropic",
+            };
+            let created = date.map_or(0, OffsetDateTime::unix_timestamp);
+            let mut out =
+                json!({"id": id, "object": "model", "created": created, "owned_by": owned_by});
+            // vLLM's context length: a number, which carries no sentence, and apps size
+            // prompts by it.
+            if let (Shape::Openai, Some(n)) = (from, model["max_model_len"].as_u64()) {
+                out["max_model_len"] = json!(n);
+            }
+            out
         }
-        (Shape::Openai, _) => {
-            let created_at = model["created"]
-                .as_i64()
-                .and_then(|s| OffsetDateTime::from_unix_timestamp(s).ok())
+        Shape::Anthropic => {
+            let display_name = match from {
+                Shape::Anthropic => short("display_name").unwrap_or(id),
+                Shape::Openai => id,
+            };
+            let created_at = date
                 .and_then(|t| t.format(&Rfc3339).ok())
                 .unwrap_or_else(|| "1970-01-01T00:00:00Z".into());
-            json!({"type": "model", "id": id, "display_name": id, "created_at": created_at})
+            json!({"type": "model", "id": id, "display_name": display_name,
+                   "created_at": created_at})
         }
-    }
+    })
 }
 
 /// The list's body in `shape`.
@@ -232,30 +261,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_list_is_converted_to_the_clients_shape_and_kept_when_shapes_agree() {
+    fn a_list_is_converted_to_the_clients_shape_and_rebuilt_when_shapes_agree() {
         let claude = json!({"type": "model", "id": "claude-x", "display_name": "Claude X",
                             "created_at": "2025-02-19T00:00:00Z"});
         assert_eq!(
             converted(Shape::Anthropic, Shape::Openai, &claude),
-            json!({"id": "claude-x", "object": "model", "created": 1739923200,
-                   "owned_by": "anthropic"})
+            Some(
+                json!({"id": "claude-x", "object": "model", "created": 1739923200,
+                        "owned_by": "anthropic"})
+            )
         );
+        // Rebuilt, not copied, when the shapes agree: a display name of words (it may be a
+        // sentence) is the id (it was passed on before), one of a short id's form is kept.
         assert_eq!(
             converted(Shape::Anthropic, Shape::Anthropic, &claude),
-            claude
+            Some(
+                json!({"type": "model", "id": "claude-x", "display_name": "claude-x",
+                        "created_at": "2025-02-19T00:00:00Z"})
+            )
         );
+        let mut named = claude.clone();
+        named["display_name"] = json!("Claude-X");
+        assert_eq!(
+            converted(Shape::Anthropic, Shape::Anthropic, &named),
+            Some(named.clone())
+        );
+        // vLLM's `max_model_len` is kept as a number; anything else beside it is not.
         let gpt = json!({"id": "org/m", "object": "model", "created": 1739923200,
-                         "owned_by": "vllm", "max_model_len": 8192});
-        assert_eq!(converted(Shape::Openai, Shape::Openai, &gpt), gpt);
+                         "owned_by": "vllm", "max_model_len": 8192, "note": "Seniors free"});
+        assert_eq!(
+            converted(Shape::Openai, Shape::Openai, &gpt),
+            Some(
+                json!({"id": "org/m", "object": "model", "created": 1739923200,
+                        "owned_by": "vllm", "max_model_len": 8192})
+            )
+        );
+        let mut worded = gpt.clone();
+        worded["max_model_len"] = json!("Seniors enter free");
+        assert!(
+            converted(Shape::Openai, Shape::Openai, &worded).unwrap()["max_model_len"].is_null()
+        );
         assert_eq!(
             converted(Shape::Openai, Shape::Anthropic, &gpt),
-            json!({"type": "model", "id": "org/m", "display_name": "org/m",
-                   "created_at": "2025-02-19T00:00:00Z"})
+            Some(
+                json!({"type": "model", "id": "org/m", "display_name": "org/m",
+                        "created_at": "2025-02-19T00:00:00Z"})
+            )
         );
         // A model without a date (Ollama's list has none in `created` for some) still lists.
         assert_eq!(
-            converted(Shape::Openai, Shape::Anthropic, &json!({"id": "m"}))["created_at"],
+            converted(Shape::Openai, Shape::Anthropic, &json!({"id": "m"})).unwrap()["created_at"],
             "1970-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            converted(Shape::Openai, Shape::Openai, &json!({"id": "m"})),
+            Some(json!({"id": "m", "object": "model", "created": 0, "owned_by": "proofgate"}))
         );
         let listed = listing(
             Shape::Anthropic,
@@ -269,6 +329,58 @@ mod tests {
             listing(Shape::Openai, vec![], false),
             json!({"object": "list", "data": []})
         );
+    }
+
+    /// An upstream's model list carries no sentence to the app: each model is built from an
+    /// allow-list, its `owned_by` and `display_name` only of a short id's form, its date only
+    /// as a date, and a model whose id is no identifier is left out.
+    #[test]
+    fn no_sentence_leaves_in_a_model_list() {
+        let leaks = |v: &Value| {
+            let text = v.to_string().to_lowercase();
+            text.contains("senior") || text.contains("refund")
+        };
+        let gpt = json!({"id": "m", "object": "Seniors enter free", "created": "seniors",
+                         "owned_by": "Seniors enter free", "display_name": "Seniors enter free",
+                         "description": "You also get a full refund", "permission": [{"note": "refund"}]});
+        let out = converted(Shape::Openai, Shape::Openai, &gpt).unwrap();
+        assert_eq!(
+            out,
+            json!({"id": "m", "object": "model", "created": 0, "owned_by": "proofgate"})
+        );
+        // A sentence written with hyphens is an identifier, not a short id.
+        let hyphens = json!({"id": "m", "object": "model", "created": 1,
+                             "owned_by": "you-also-get-a-full-refund"});
+        assert_eq!(
+            converted(Shape::Openai, Shape::Openai, &hyphens).unwrap()["owned_by"],
+            "proofgate"
+        );
+        let claude = json!({"type": "Seniors enter free", "id": "claude-x",
+                            "display_name": "Seniors enter free",
+                            "created_at": "Seniors enter free", "note": "refund"});
+        let out = converted(Shape::Anthropic, Shape::Anthropic, &claude).unwrap();
+        assert_eq!(
+            out,
+            json!({"type": "model", "id": "claude-x", "display_name": "claude-x",
+                   "created_at": "1970-01-01T00:00:00Z"})
+        );
+        let hyphens = json!({"type": "model", "id": "claude-x",
+                             "display_name": "seniors-enter-free-today",
+                             "created_at": "2025-02-19T00:00:00Z"});
+        assert!(!leaks(
+            &converted(Shape::Anthropic, Shape::Anthropic, &hyphens).unwrap()
+        ));
+        for to in [Shape::Openai, Shape::Anthropic] {
+            for from in [Shape::Openai, Shape::Anthropic] {
+                for model in [&gpt, &claude] {
+                    assert!(!leaks(&converted(from, to, model).unwrap()), "{model}");
+                }
+                // A model whose id is a sentence, or no string, is left out.
+                for id in [json!("Seniors enter free"), json!(7), Value::Null] {
+                    assert_eq!(converted(from, to, &json!({"id": id})), None);
+                }
+            }
+        }
     }
 
     #[test]
