@@ -1849,6 +1849,14 @@ fn version_8_trails_keep_replaying_with_their_reports() {
     assert_version_trails_replay(8);
 }
 
+/// Trails written in format 15, before a translator's reply was read alone as one object with
+/// distinct keys and the rewriter's feedback quoted the translators (the fixtures as they were
+/// then), with the reports that version produced.
+#[test]
+fn version_15_trails_keep_replaying_with_their_reports() {
+    assert_version_trails_replay(15);
+}
+
 /// Trails written in format 14, before a number the answer states that no translation reads
 /// left a VALID answer with the not-covered warning (the fixtures as they were then), with
 /// the reports that version produced.

@@ -10,19 +10,42 @@ use crate::findings::{
 use std::fmt::Write as _;
 
 /// Appends `- text` lines for statements, or nothing when there are none.
-fn statements(out: &mut String, heading: &str, list: &[Statement]) {
+fn statements(out: &mut String, heading: &str, list: &[Statement], q: Quote) {
     if list.is_empty() {
         return;
     }
     let _ = writeln!(out, "{heading}");
     for s in list {
-        let _ = writeln!(out, "- {}", one_line(s.display_text()));
+        let _ = writeln!(out, "- {}", q.text(s.display_text()));
     }
 }
 
 /// Collapses line breaks so that a statement stays on its bullet line.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// How feedback shows what the translators wrote (their statements, the text they left
+/// untranslated, which they copy from the answer): from audit format 16
+/// ([`crate::audit::QUOTED_FEEDBACK_SINCE`]) as a JSON string, which the feedback's heading
+/// calls data; before, as it was, where the answer's own "Checker requirement: ..." read as
+/// proofgate's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Quote(pub(crate) bool);
+
+impl Quote {
+    /// `text` on one line, quoted when this feedback quotes.
+    fn text(self, text: &str) -> String {
+        let line = one_line(text);
+        if !self.0 {
+            return line;
+        }
+        serde_json::to_string(&line)
+            .unwrap_or_default()
+            .replace('\u{2028}', "\\u2028")
+            .replace('\u{2029}', "\\u2029")
+            .replace('\u{85}', "\\u0085")
+    }
 }
 
 /// One rule as the LLM should read it: `id: English (logic)` when the context knows it.
@@ -49,7 +72,7 @@ fn rules(out: &mut String, heading: &str, list: Option<&Vec<Rule>>, ctx: &Policy
     }
 }
 
-fn untranslated(out: &mut String, heading: &str, list: Option<&Vec<InputTextReference>>) {
+fn untranslated(out: &mut String, heading: &str, list: Option<&Vec<InputTextReference>>, q: Quote) {
     let texts: Vec<&str> = list
         .into_iter()
         .flatten()
@@ -61,27 +84,29 @@ fn untranslated(out: &mut String, heading: &str, list: Option<&Vec<InputTextRefe
     }
     let _ = writeln!(out, "{heading}");
     for t in texts {
-        let _ = writeln!(out, "- {}", one_line(t));
+        let _ = writeln!(out, "- {}", q.text(t));
     }
 }
 
-fn translation(out: &mut String, t: &Translation) {
-    statements(out, "Premises (facts given or assumed):", t.premises());
-    statements(out, "Claims (what the answer states):", t.claims());
+fn translation(out: &mut String, t: &Translation, q: Quote) {
+    statements(out, "Premises (facts given or assumed):", t.premises(), q);
+    statements(out, "Claims (what the answer states):", t.claims(), q);
     untranslated(
         out,
         "Premises outside the policy's vocabulary:",
         t.untranslated_premises.as_ref(),
+        q,
     );
     untranslated(
         out,
         "Claims outside the policy's vocabulary:",
         t.untranslated_claims.as_ref(),
+        q,
     );
 }
 
 /// Renders a logic warning, if any.
-pub(crate) fn logic_warning(out: &mut String, w: Option<&LogicWarning>) {
+pub(crate) fn logic_warning(out: &mut String, w: Option<&LogicWarning>, q: Quote) {
     let Some(w) = w else { return };
     let what = match &w.warning_type {
         Some(LogicWarningType::AlwaysTrue) => {
@@ -94,7 +119,7 @@ pub(crate) fn logic_warning(out: &mut String, w: Option<&LogicWarning>) {
     };
     let _ = writeln!(out, "Logic warning: these statements are {what}:");
     for s in w.premises.iter().flatten().chain(w.claims.iter().flatten()) {
-        let _ = writeln!(out, "- {}", one_line(s.display_text()));
+        let _ = writeln!(out, "- {}", q.text(s.display_text()));
     }
 }
 
@@ -164,6 +189,7 @@ fn differing_variables(
     holds: Option<&Scenario>,
     fails: Option<&Scenario>,
     ctx: &PolicyContext,
+    q: Quote,
 ) {
     let read = |s: Option<&Scenario>| -> Vec<(String, String)> {
         s.map(|s| s.statements().iter().filter_map(assignment).collect())
@@ -184,10 +210,10 @@ fn differing_variables(
     if names.is_empty() {
         // Nothing parseable: show both scenarios so the LLM can compare them itself.
         if let Some(s) = holds {
-            statements(out, "A situation where the claims hold:", s.statements());
+            statements(out, "A situation where the claims hold:", s.statements(), q);
         }
         if let Some(s) = fails {
-            statements(out, "A situation where the claims fail:", s.statements());
+            statements(out, "A situation where the claims fail:", s.statements(), q);
         }
         return;
     }
@@ -210,12 +236,12 @@ fn differing_variables(
 }
 
 /// The full feedback for one finding: what the checker found and why.
-pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
+pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext, q: Quote) -> String {
     let mut out = String::new();
     match f {
         Finding::Valid(v) => {
             if let Some(t) = &v.translation {
-                translation(&mut out, t);
+                translation(&mut out, t, q);
             }
             rules(
                 &mut out,
@@ -226,7 +252,7 @@ pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
         }
         Finding::Invalid(c) => {
             if let Some(t) = &c.translation {
-                translation(&mut out, t);
+                translation(&mut out, t, q);
             }
             rules(
                 &mut out,
@@ -237,7 +263,7 @@ pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
         }
         Finding::Impossible(c) => {
             if let Some(t) = &c.translation {
-                translation(&mut out, t);
+                translation(&mut out, t, q);
             }
             rules(
                 &mut out,
@@ -248,20 +274,21 @@ pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
         }
         Finding::Satisfiable(s) => {
             if let Some(t) = &s.translation {
-                translation(&mut out, t);
+                translation(&mut out, t, q);
             }
             differing_variables(
                 &mut out,
                 s.claims_true_scenario.as_ref(),
                 s.claims_false_scenario.as_ref(),
                 ctx,
+                q,
             );
         }
         Finding::TranslationAmbiguous(a) => {
             for (i, option) in a.options.iter().flatten().enumerate() {
                 let _ = writeln!(out, "Interpretation {}:", i + 1);
                 for t in option.translations.iter().flatten() {
-                    translation(&mut out, t);
+                    translation(&mut out, t, q);
                 }
             }
             for (i, s) in a.difference_scenarios.iter().flatten().enumerate() {
@@ -272,6 +299,7 @@ pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
                         i + 1
                     ),
                     s.statements(),
+                    q,
                 );
             }
         }
@@ -295,18 +323,18 @@ pub(crate) fn render_finding(f: &Finding, ctx: &PolicyContext) -> String {
             );
         }
     }
-    logic_warning(&mut out, f.logic_warning());
+    logic_warning(&mut out, f.logic_warning(), q);
     out
 }
 
 /// A one-line summary of a finding for the "other findings" list.
-pub(crate) fn summary_line(f: &Finding) -> String {
+pub(crate) fn summary_line(f: &Finding, q: Quote) -> String {
     let claims: Vec<String> = f
         .translation()
         .map(|t| {
             t.claims()
                 .iter()
-                .map(|s| one_line(s.display_text()))
+                .map(|s| q.text(s.display_text()))
                 .collect()
         })
         .unwrap_or_default();
@@ -401,7 +429,7 @@ mod tests {
             claims_false_scenario: Some(scenario(&["(= age 70)", "(= season HIGH)"])),
             ..Default::default()
         });
-        let text = render_finding(&f, &ctx);
+        let text = render_finding(&f, &ctx, Quote(false));
         assert!(text.contains(
             "- season (The travel season): LOW when the claims hold, HIGH when they fail"
         ));

@@ -191,7 +191,7 @@ fn invalid_then_valid() {
     assert!(prompt.contains("- R1: Visitors aged 65 or more pay 5 dollars."));
     assert!(prompt.contains("YOUR ANSWER (quoted):\n"));
     assert!(prompt.contains("\n\"You pay 10 dollars.\"\n"));
-    assert!(prompt.contains("OTHER FINDINGS:\n- VALID: The fee is 5 dollars."));
+    assert!(prompt.contains("OTHER FINDINGS:\n- VALID: \"The fee is 5 dollars.\""));
     expect_validate(&d.llm(&rewrite("You pay 5 dollars.")), "You pay 5 dollars.");
     let e = d.validated(vec![valid()]);
     let Effect::Finish(outcome) = e else {

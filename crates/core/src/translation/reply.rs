@@ -34,7 +34,19 @@ pub fn parse_reply_of_format(
     reply: &str,
     format: u32,
 ) -> Result<TranslatorOutput, Vec<String>> {
-    let doc = format!("{{\"translations\": [{}]}}", json_part(reply));
+    let doc = if format >= crate::audit::REPLY_READ_ALONE_SINCE {
+        // The reply alone, as one value with distinct keys: pasted into the document, text
+        // after its object could close the list and write the document's key again.
+        let value = crate::audit::strict_json::value_from_str(json_part(reply)).map_err(|e| {
+            vec![format!(
+                "your reply must be one JSON object, with each key once, and nothing after it \
+                 ({e})"
+            )]
+        })?;
+        serde_json::json!({ "translations": [value] }).to_string()
+    } else {
+        format!("{{\"translations\": [{}]}}", json_part(reply))
+    };
     let mut outputs = parse_translations(&doc).map_err(|e| {
         vec![e
             .to_string()
@@ -92,6 +104,31 @@ mod tests {
         let errors = parse_reply(&model(), reply).unwrap_err();
         assert!(errors[0].contains("comment"), "{errors:?}");
         assert!(parse_reply_of_format(&model(), reply, 9).is_ok());
+    }
+
+    /// From format 16 a reply is read alone: text after its object could close the document's
+    /// list and write its `translations` key again, so that what was checked was not what the
+    /// reply showed first; a key written twice is refused too.
+    #[test]
+    fn a_reply_is_one_object_with_distinct_keys_from_format_16() {
+        let shown = r#"{"premises": ["(= age 70)"], "claims": ["(= fee 5.0)"]}"#;
+        let checked = r#"{"premises": ["(= age 70)"], "claims": ["(= fee 9.0)"]}"#;
+        let smuggled =
+            format!(r#"{{"pairs": [{shown}]}}], "translations": [{{"pairs": [{checked}]}}"#);
+        let errors = parse_reply(&model(), &smuggled).unwrap_err();
+        assert!(errors[0].contains("one JSON object"), "{errors:?}");
+        // Format 15 read the last `translations`: the pair the reply did not show first.
+        let old = parse_reply_of_format(&model(), &smuggled, 15).unwrap();
+        assert_eq!(old.pairs[0].claims[0].logic.as_deref(), Some("(= fee 9.0)"));
+        let twice = format!(r#"{{"pairs": [{shown}], "pairs": [{checked}]}}"#);
+        let errors = parse_reply(&model(), &twice).unwrap_err();
+        assert!(errors[0].contains("each key once"), "{errors:?}");
+        assert!(parse_reply_of_format(&model(), &twice, 15).is_ok());
+        // A reply in a code fence, or with words around its object, still reads.
+        let fenced = format!("Here it is:\n```json\n{{\"pairs\": [{shown}]}}\n```");
+        assert!(parse_reply(&model(), &fenced).is_ok());
+        let worded = format!("Sure. {{\"pairs\": [{shown}]}} Done.");
+        assert!(parse_reply(&model(), &worded).is_ok());
     }
 
     /// A `;` inside a quoted symbol is part of the name, not a comment.
