@@ -398,6 +398,8 @@ test('the chat shows, and sends to the verifier, only the thread it asked for', 
   assert.match(await error.textContent(), new RegExp(`the server answered with thread ${other}, not ${thread}`));
   assert.equal(await p.locator('[data-action=verify]').count(), 0);
   assert.equal(await p.locator('[data-testid=final-answer]').count(), 0);
+  // Nor does its debug panel show the other thread's iterations.
+  assert.match(await p.locator('#debug').textContent(), /Select a thread to see every iteration/);
   await p.context().close();
 });
 

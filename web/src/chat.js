@@ -257,13 +257,15 @@ async function draw(main, r, opts) {
   let loadError = null;
   if (selected) {
     try {
-      thread = await api.getThread(selected);
-      // The thread shown, and the one its "Verify audit trail" link audits, is the one this
-      // page asked for: a server answering with another thread's id would send the auditor to
-      // a genuine trail of a thread that is not this one (an audit review).
-      if (thread?.id !== selected) {
-        throw new Error(`the server answered with thread ${visible(String(thread?.id))}, not ${visible(selected)}`);
+      const got = await api.getThread(selected);
+      // The thread shown (its answer, its debug and configuration panels) and the one its
+      // "Verify audit trail" link audits is the one this page asked for: a server answering
+      // with another thread's id would send the auditor to a genuine trail of a thread that is
+      // not this one (an audit review).
+      if (got?.id !== selected) {
+        throw new Error(`the server answered with thread ${visible(String(got?.id))}, not ${visible(selected)}`);
       }
+      thread = got;
       if (thread.config) state.lastConfig = thread.config;
     } catch (e) {
       loadError = e.message;

@@ -107,7 +107,7 @@ async function latestHead(text, key, own, base = '') {
     try {
       size = verifyCheckpoint(current, key).size;
     } catch (e) {
-      return { error: `${where} is not signed by the verifier key you gave (${e.message.replace(/^proofgate: /, '')}): give the audited server's address` };
+      return { error: `${where} is not signed by the verifier key you gave (${visible(e.message.replace(/^proofgate: /, ''))}): give the audited server's address` };
     }
     proof = (await (await get(`/api/log/consistency?from=${Math.min(own?.size ?? 0, size)}&to=${size}`)).json()).hashes || [];
     while (notes.length < size) {
@@ -120,15 +120,15 @@ async function latestHead(text, key, own, base = '') {
       }
     }
   } catch (e) {
-    return { error: e.message };
+    return { error: visible(e.message) };
   }
   try {
     const heads = logHeads(text, key, current, proof, notes);
     if (heads.kind === 'latest') return { latest: true, size: notes.length };
     if (heads.kind === 'wentOn') return { wentOn: heads, size: notes.length };
-    return { problem: heads.detail };
+    return { problem: visible(heads.detail) };
   } catch (e) {
-    return { problem: `${where} is not one its checkpoints sign: ${e.message}`, logFault: true };
+    return { problem: `${where} is not one its checkpoints sign: ${visible(e.message)}`, logFault: true };
   }
 }
 
@@ -138,11 +138,14 @@ let running = 0;
 
 async function verify(text, source, out, urlThread = null) {
   running++;
+  // The run verifyRun starts (it takes the next generation before its first await).
+  const run = generation + 1;
   try {
     await verifyRun(text, source, out, urlThread);
   } catch (e) {
     // Whatever a hostile file makes this page trip over is a failure shown as one, never a
-    // blank page or a pass drawn before the error.
+    // blank page or a pass drawn before the error; unless a later run has the page now.
+    if (run !== generation) return;
     clear(out);
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
       h('h3', {}, '✗ This trail could not be verified'), h('p', {}, visible(e?.message ?? e))));
@@ -186,7 +189,7 @@ async function verifyRun(text, source, out, urlThread) {
     if (data && Array.isArray(data.policyDocuments)) documents = documents.concat(data.policyDocuments);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
-      h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
+      h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, visible(e.message))));
     return;
   }
   // The chain and the replay read the file's own bytes: `records` came through JSON.parse,
@@ -199,7 +202,7 @@ async function verifyRun(text, source, out, urlThread) {
     replay = replayAudit(trailText, documents);
   } catch (e) {
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
-      h('h3', {}, '✗ The bundle\'s policy documents are unreadable'), h('p', {}, e.message)));
+      h('h3', {}, '✗ The bundle\'s policy documents are unreadable'), h('p', {}, visible(e.message))));
     return;
   }
   const threadId = replay.threadId || null;
@@ -221,7 +224,7 @@ async function verifyRun(text, source, out, urlThread) {
   // the checks a trail can ask for (`MAX_COVERAGE_CHECKS`), so a small hostile file cannot
   // make this tab plan hundreds of thousands.
   if (policy) {
-    try { plan = planRechecks(text, policy); } catch (e) { planError = e.message; }
+    try { plan = planRechecks(text, policy); } catch (e) { planError = visible(e.message); }
   }
   const withChecks = [];
   for (const c of plan?.checks || []) {
@@ -235,7 +238,7 @@ async function verifyRun(text, source, out, urlThread) {
   let trust = null;
   let trustError = null;
   if (key && isBundle) {
-    try { trust = verifyTrust(text, key, checkpoint || undefined); } catch (e) { trustError = e.message; }
+    try { trust = verifyTrust(text, key, checkpoint || undefined); } catch (e) { trustError = visible(e.message); }
   }
   const keyPrint = key && isBundle ? await sha256Hex(key) : null;
   // Whether this is its thread's latest head: a server can hand out an earlier head of the
@@ -257,7 +260,7 @@ async function verifyRun(text, source, out, urlThread) {
     if (i < structIdx) chainCell.appendChild(mark('pass', 'hash, link, replay'));
     else if (i === structIdx) {
       chainCell.appendChild(mark('fail', firstStructural.problem));
-      why.textContent = `${PROBLEMS[firstStructural.problem] || firstStructural.problem}: ${firstStructural.detail}`;
+      why.textContent = `${PROBLEMS[firstStructural.problem] || firstStructural.problem}: ${visible(firstStructural.detail)}`;
     } else chainCell.appendChild(mark('skip', 'after the first failure'));
     const wc = withChecks.find((x) => x.i === i);
     if (!wc) logicCell.appendChild(h('span', { class: 'muted' }, '—'));
@@ -276,12 +279,12 @@ async function verifyRun(text, source, out, urlThread) {
     const problems = (plan?.problems || []).filter((p) => p.record === i);
     if (problems.length) {
       clear(logicCell).appendChild(mark('fail', 'not confirmable'));
-      const text = `${PROBLEMS.POLICY}: ${problems.map((p) => p.detail).join('; ')}`;
+      const text = `${PROBLEMS.POLICY}: ${problems.map((p) => visible(p.detail)).join('; ')}`;
       why.textContent = why.textContent ? `${why.textContent}. ${text}` : text;
       row.state = 'fail';
     }
     if (trust && !trust.signature.ok && i === records.length - 1) {
-      const text = `${PROBLEMS.SIGNATURE}: ${trust.signature.detail}`;
+      const text = `${PROBLEMS.SIGNATURE}: ${visible(trust.signature.detail)}`;
       why.textContent = why.textContent ? `${why.textContent}. ${text}` : text;
       row.state = 'fail';
     }
@@ -343,7 +346,7 @@ async function verifyRun(text, source, out, urlThread) {
     // as `proofgate audit` fails it: a failure, not a list of checks to add.
     clear(out);
     out.appendChild(h('div', { class: 'verdict-box fail', role: 'alert', 'data-outcome': 'fail' },
-      h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, e.message)));
+      h('h3', {}, '✗ Not a readable audit trail'), h('p', {}, visible(e.message))));
     return;
   }
   if (gaps.has('older-format')) {
@@ -431,10 +434,11 @@ async function verifyRun(text, source, out, urlThread) {
         // What was verified, from the replayed records themselves: the chat and the thread
         // view show the server's copy, which nothing ties to this trail.
         replay.ok && typeof replay.question === 'string'
-          ? h('li', { 'data-check': 'question' }, 'Question, as the trail holds it: ', h('q', {}, visible(replay.question))) : null,
+          ? h('li', { 'data-check': 'question' }, 'Question, as the trail holds it: ', h('q', { dir: 'ltr' }, visible(replay.question))) : null,
         replay.ok
           ? h('li', { 'data-check': 'answer' }, typeof replay.answer === 'string'
-            ? ['Answer released, as the trail holds it (compare it with the one you were shown): ', h('blockquote', {}, visible(replay.answer))]
+            ? [`Answer released, as the trail holds it (compare it with the one you were shown${replay.status === 'VALID' ? '' : ', which proofgate\'s notice came before'}): `,
+              h('blockquote', { dir: 'ltr' }, visible(replay.answer))]
             : 'Answer released: none in this trail') : null,
         h('li', { 'data-check': 'format' }, replay.formatVersion
           ? `Audit format ${replay.formatVersion}${replay.formatVersion < current ? ` (older than the current format ${current}: replayed under its weaker rules)` : replay.formatVersion === current ? ' (the current format)' : ` (newer than this verifier's format ${current}: use a newer verifier)`}`
@@ -482,7 +486,7 @@ async function verifyRun(text, source, out, urlThread) {
           results.push({ c, got, ok: answerMatches(got, c.expected) });
         } catch (e) {
           if (run !== generation) return;
-          results.push({ c, error: e.message, ok: false });
+          results.push({ c, error: visible(e.message), ok: false });
         }
       }
       // Judged by the core, as `proofgate audit` judges them.
@@ -495,8 +499,8 @@ async function verifyRun(text, source, out, urlThread) {
           groupsReported.add(c.anyOf);
         }
         if (error) problems.push(`finding ${c.finding + 1}: ${error}`);
-        else if (c.kind === 'PAIR_COVERED') problems.push(`${c.meaning} — Z3 says ${got.trim()}, the check requires ${c.expected}`);
-        else problems.push(`finding ${c.finding + 1} (${c.kind}): "${c.meaning}" — Z3 says ${got.trim()}, the finding requires ${c.expected}`);
+        else if (c.kind === 'PAIR_COVERED') problems.push(`${visible(c.meaning)} — Z3 says ${got.trim()}, the check requires ${c.expected}`);
+        else problems.push(`finding ${c.finding + 1} (${c.kind}): "${visible(c.meaning)}" — Z3 says ${got.trim()}, the finding requires ${c.expected}`);
       }
       row.z3ok = problems.length === 0;
       clear(row.logicCell).appendChild(row.z3ok ? mark('pass', `Z3 agrees (${agree}/${wc.checks.length})`) : mark('fail', `Z3 differs (${problems.length}/${wc.checks.length})`));
@@ -648,7 +652,7 @@ export async function renderVerifier(main, r) {
     } catch (e) {
       if (mine !== loads) return;
       clear(out); // no earlier result stays under a failed load
-      err.textContent = `Could not load ${u}: ${e.message}`;
+      err.textContent = `Could not load ${visible(u)}: ${visible(e.message)}`;
     }
   }
   const z3note = z3Unavailable();

@@ -82,9 +82,9 @@ enum Command {
     /// decision, every finding's logic rebuilt from YOUR policy and re-checked by an
     /// independent z3 process (scripts stored in the trail are never run), and with
     /// --public-key the server's signature and the trail's inclusion in the append-only log.
-    /// Exit 1 when anything fails; a check that did not run (no key, no checkpoint, no
-    /// --thread, an unfinished thread...) is listed on stderr and exits 0 unless
-    /// --require-complete makes it exit 3.
+    /// Exit 1 when anything fails, 2 when the audit could not run; a check that did not run
+    /// (no key, no checkpoint, no --thread, an unfinished thread...) is listed on stderr and
+    /// exits 0 unless --require-complete makes it exit 3.
     Audit {
         /// The audit bundle (GET /api/threads/{id}/audit/bundle) or a plain trail (GET
         /// /api/threads/{id}/audit), or `-`.

@@ -695,21 +695,53 @@ pub fn is_fingerprint(s: &str) -> bool {
 
 /// The model a reply names to the client (and records): the upstream's `reported` model when it
 /// is `asked`, the model proofgate asked the upstream for (the pinned `[upstream] model`, else
-/// the client's), or that name with a suffix of digits and `-._:` only (a dated snapshot:
-/// asked `gpt-4o`, answered by `gpt-4o-2024-08-06`); otherwise `asked`. Any identifier passed
-/// before, and `you-also-get-a-full-refund` is one.
+/// the client's), or that name with a snapshot's suffix (a date `-2024-08-06`, `-20241022` or
+/// `-0613`, then optionally a version `-v1:0`; or a version alone, `-v2`, `:1`): asked
+/// `gpt-4o`, answered by `gpt-4o-2024-08-06`; otherwise `asked`. Any identifier passed before,
+/// and `you-also-get-a-full-refund` is one; any digits after the name would pass a phone
+/// number (`gpt-4o-1-800-555-0100`).
 pub fn reported_model(asked: &str, reported: Option<&str>) -> String {
-    let snapshot = |r: &str| {
-        r.strip_prefix(asked).is_some_and(|suffix| {
-            !suffix.is_empty()
-                && suffix
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || b"-._:".contains(&b))
-        })
-    };
+    let snapshot = |r: &str| r.strip_prefix(asked).is_some_and(is_snapshot_suffix);
     match reported {
         Some(r) if r == asked || snapshot(r) => r.to_string(),
         _ => asked.to_string(),
+    }
+}
+
+/// Whether `s` is a snapshot's suffix (see [`reported_model`]).
+fn is_snapshot_suffix(s: &str) -> bool {
+    /// `s` without a leading run of exactly `n` digits, if it has one.
+    fn digits(s: &str, n: usize) -> Option<&str> {
+        (s.len() >= n && s.as_bytes()[..n].iter().all(u8::is_ascii_digit)).then(|| &s[n..])
+    }
+    /// The rest of `s` after a date, if it starts with one.
+    fn date(s: &str) -> Option<&str> {
+        let s = s.strip_prefix('-')?;
+        let dashed = digits(s, 4)
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| digits(r, 2))
+            .and_then(|r| r.strip_prefix('-'))
+            .and_then(|r| digits(r, 2));
+        dashed
+            .or_else(|| digits(s, 8))
+            .or_else(|| digits(s, 4))
+            .filter(|r| !r.starts_with(|c: char| c.is_ascii_digit()))
+    }
+    /// Whether `s` is a version: `-v1`, `-v1:0`, `:1`.
+    fn version(s: &str) -> bool {
+        let number = |n: &str| (1..=3).contains(&n.len()) && n.bytes().all(|b| b.is_ascii_digit());
+        if let Some(n) = s.strip_prefix(':') {
+            return number(n);
+        }
+        s.strip_prefix("-v")
+            .is_some_and(|v| match v.split_once(':') {
+                Some((major, minor)) => number(major) && number(minor),
+                None => number(v),
+            })
+    }
+    match date(s) {
+        Some(rest) => rest.is_empty() || version(rest),
+        None => version(s),
     }
 }
 
@@ -1532,7 +1564,23 @@ mod tests {
             "meta-llama/Llama-3.1-8B-Instruct"
         );
         // Anything else is the model asked for.
+        assert_eq!(named("gpt-4", "gpt-4-0613"), "gpt-4-0613");
+        assert_eq!(
+            named(
+                "anthropic.claude-3-haiku",
+                "anthropic.claude-3-haiku-20240307-v1:0"
+            ),
+            "anthropic.claude-3-haiku-20240307-v1:0"
+        );
+        assert_eq!(named("m", "m-v2"), "m-v2");
         for reported in [
+            // Digits a date or a version does not hold: a phone number, an amount.
+            "gpt-4o-1-800-555-0100",
+            "gpt-4o-18005550100",
+            "gpt-4o-0.00",
+            "gpt-4o-2024-08-06-0100",
+            "gpt-4o:5550100",
+            "gpt-4o-",
             "you-also-get-a-full-refund-seniors-free",
             "gpt-4o-you-also-get-a-full-refund",
             "gpt-4o Good news: seniors enter free",

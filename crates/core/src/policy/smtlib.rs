@@ -398,38 +398,6 @@ mod tests {
         assert!(decls.contains("(declare-const t |tier (paid)|)"), "{decls}");
     }
 
-    /// SMT-LIB's reserved words are quoted wherever a name is written: a variable `_` or `as`
-    /// (or an enum value `match`) bare made z3 refuse every audit script of the policy.
-    #[test]
-    fn reserved_words_are_quoted() {
-        let def = PolicyDefinition::from_json(
-            &serde_json::json!({
-                "types": [{"name": "Outcome", "values": [{"value": "match"}, {"value": "other"}]}],
-                "variables": [{"name": "_", "type": "BOOL"}, {"name": "as", "type": "INT"},
-                              {"name": "o", "type": "Outcome"}],
-                "rules": [{"id": "let", "expression": "(=> (and _ (> as 3)) (= o match))"}]
-            })
-            .to_string(),
-        )
-        .unwrap();
-        let m = PolicyModel::from_definition(def, None).unwrap();
-        let decls = m.smtlib_declarations();
-        for wanted in [
-            "(declare-const |_| Bool)",
-            "(declare-const |as| Int)",
-            "(declare-datatype Outcome ((|match|) (other)))",
-        ] {
-            assert!(decls.contains(wanted), "{wanted} in {decls}");
-        }
-        let rule = m
-            .check_statement("(=> (and _ (> as 3)) (= o match))")
-            .unwrap();
-        assert_eq!(
-            rule.term.to_string(),
-            "(=> (and |_| (> |as| 3)) (= o |match|))"
-        );
-    }
-
     fn model() -> PolicyModel {
         let def = PolicyDefinition::from_json(
             r#"{"types": [{"name": "Season", "values": [{"value": "LOW"}, {"value": "HIGH"}]}],

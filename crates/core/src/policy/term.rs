@@ -192,26 +192,6 @@ impl Term {
 
 /// Whether `s` can be printed as an SMT-LIB simple symbol (otherwise it is printed `|quoted|`).
 pub(crate) fn is_simple_symbol(s: &str) -> bool {
-    // SMT-LIB's reserved words are no symbols unquoted: a variable `_` or `as` written bare
-    // made z3 refuse every audit script of the policy (the reasoner, through the API, ran).
-    const RESERVED: [&str; 13] = [
-        "!",
-        "_",
-        "as",
-        "BINARY",
-        "DECIMAL",
-        "exists",
-        "HEXADECIMAL",
-        "forall",
-        "let",
-        "match",
-        "NUMERAL",
-        "par",
-        "STRING",
-    ];
-    if RESERVED.contains(&s) {
-        return false;
-    }
     let mut chars = s.chars();
     match chars.next() {
         Some(c) if is_symbol_char(c) && !c.is_ascii_digit() => {}

@@ -136,6 +136,10 @@ fn is_reserved(name: &str) -> bool {
     name.is_empty()
         || name == "true"
         || name == "false"
+        // SMT-LIB reads `_` and `as` as its own, quoted (`|as|`) or not: z3 refused every audit
+        // script of a policy naming a variable so, while the reasoner, through its API, ran.
+        || name == "_"
+        || name == "as"
         || Op::from_symbol(name).is_some()
         || name.starts_with(|c: char| c.is_ascii_digit())
         || (name.starts_with(['-', '+', '.'])
@@ -818,7 +822,7 @@ mod tests {
             );
         }
         // A name that reads as a number: `(< balance -100)` compared with a variable.
-        for name in ["-100", "+5", ".5", "-.5"] {
+        for name in ["-100", "+5", ".5", "-.5", "_", "as"] {
             let errors = Schema::from_definition(&def(
                 serde_json::json!([]),
                 serde_json::json!([{"name": name, "type": "INT"}]),
