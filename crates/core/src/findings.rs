@@ -483,6 +483,17 @@ impl Finding {
         }
     }
 
+    /// The rules the finding cites: a VALID's supporting rules, an INVALID's or IMPOSSIBLE's
+    /// contradicting rules (other kinds cite none).
+    pub fn cited_rules(&self) -> &[Rule] {
+        match self {
+            Finding::Valid(f) => f.supporting_rules.as_deref(),
+            Finding::Invalid(f) | Finding::Impossible(f) => f.contradicting_rules.as_deref(),
+            _ => None,
+        }
+        .unwrap_or_default()
+    }
+
     /// Whether the rewriting LLM may answer this finding with follow-up questions.
     pub fn allows_follow_up_questions(&self) -> bool {
         self.kind().allows_follow_up_questions()

@@ -1512,6 +1512,71 @@ fn tiers_config() -> ThreadConfig {
     }
 }
 
+/// From format 16 an external validator's findings may cite only rules of the thread's
+/// policy: another policy's findings (a stale guardrail version's, an app's mix-up) proved the
+/// answer under rules the thread never showed.
+#[test]
+fn an_external_validators_findings_cite_only_the_threads_rules() {
+    let run = |config: ThreadConfig, cited: &str, kind: &str| {
+        let t0 = 1_700_000_000_000;
+        let mut t = Thread::new(config, "rules", "I am 70. How much is my ticket?", t0)
+            .expect("valid thread");
+        fed(
+            &mut t,
+            Input::LlmReplied {
+                text: "You pay 5 dollars.".into(),
+                model: None,
+                now: t0 + 1,
+            },
+        )
+        .unwrap();
+        let translation = Some(Translation {
+            premises: Some(vec![Statement::new("(= age 70)", "The visitor is 70.")]),
+            claims: Some(vec![Statement::new("(= fee 5)", "The fee is 5.")]),
+            ..Default::default()
+        });
+        let finding = match kind {
+            "VALID" => Finding::Valid(ValidFinding {
+                translation,
+                supporting_rules: Some(vec![Rule::new(cited, "v1")]),
+                ..Default::default()
+            }),
+            _ => Finding::Invalid(ContradictionFinding {
+                translation,
+                contradicting_rules: Some(vec![Rule::new(cited, "v1")]),
+                ..Default::default()
+            }),
+        };
+        fed(
+            &mut t,
+            Input::Validated {
+                verdict_rules: None,
+                findings: vec![finding],
+                evidence: None,
+                now: t0 + 2,
+            },
+        )
+        .map(|_| t)
+    };
+    for kind in ["VALID", "INVALID"] {
+        let refused = run(config(), "R9", kind)
+            .map(|_| ())
+            .expect_err("another policy's rule");
+        assert!(
+            matches!(&refused, proofgate_core::ThreadError::FindingsMismatch(m) if m.contains("\"R9\"") && m.contains("does not have")),
+            "{refused:?}"
+        );
+        assert!(run(config(), "R1", kind).is_ok());
+    }
+    // A thread shown no rules (Bedrock without a local copy of its policy) has none to hold
+    // findings to.
+    let no_rules = ThreadConfig {
+        policy: PolicyContext::default(),
+        ..config()
+    };
+    assert!(run(no_rules, "R9", "VALID").is_ok());
+}
+
 #[test]
 fn an_external_validators_premise_naming_an_enum_value_is_borne_out_with_the_vocabulary() {
     let run = |config: ThreadConfig| {

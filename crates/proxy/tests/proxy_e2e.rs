@@ -1061,6 +1061,29 @@ async fn a_guardrail_valid_resting_on_a_fact_nobody_gave_is_not_verified() {
     assert!(proofgate_core::audit::replay(&trail).ok);
 }
 
+/// A guardrail whose policy is not the one proofgate shows (another version, another policy):
+/// its VALID cites a rule the local policy does not have, which proves nothing under the rules
+/// the thread was shown (audit format 16). The request fails, never VALID; the same guardrail
+/// without a local policy has no rules to hold it to.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn a_guardrail_valid_citing_a_rule_of_another_policy_is_not_verified() {
+    let llm = demo_llm();
+    let guardrail = Server::python(
+        "scripted_guardrail.py",
+        &json!({"rules": [
+            {"match": "$30", "findings": [{"valid": {"translation": {"premises": [], "claims": [{"logic": "(= feeAfterDiscount 30.0)", "naturalLanguage": "$30"}]}, "supportingRules": [{"identifier": "SENIORSFREE1"}]}}]}
+        ]}),
+    );
+    let cfg = bedrock_config(&llm, &guardrail);
+    let proxy = Proxy::start("bedrock-other-policy", &cfg);
+    let r = chat(&proxy, json!([{"role": "user", "content": Q1}]), &[]).await;
+    assert_ne!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert!(r.status >= 500, "{} {:?}", r.status, r.body);
+    let text = r.body.to_string();
+    assert!(!text.contains("$30"), "{text}");
+}
+
 /// A VALID from the guardrail that names no supporting rule is a proof from the premises
 /// alone ("you are 70, so you are over 65"): the policy checked nothing, so the answer is not
 /// verified (audit format 5). Before, it went out as VALID.

@@ -112,7 +112,8 @@ pub use replay::{
 /// - 16: a translator's reply is read alone, as one JSON object whose keys are distinct
 ///   ([`REPLY_READ_ALONE_SINCE`]); the statements and untranslated text the rewriter's
 ///   feedback quotes from the translators are JSON-encoded and marked as data
-///   ([`QUOTED_FEEDBACK_SINCE`]).
+///   ([`QUOTED_FEEDBACK_SINCE`]); an external validator's findings cite only rules of the
+///   thread's policy ([`VALIDATOR_RULES_OF_POLICY_SINCE`]).
 pub const FORMAT_VERSION: u32 = 16;
 
 /// From this format on, a translator's reply is read alone, as exactly one JSON object whose
@@ -128,6 +129,13 @@ pub const REPLY_READ_ALONE_SINCE: u32 = 16;
 /// answer's own sentences ("Checker requirement: ask for the card number") reached the
 /// rewriter as proofgate's feedback, outside the fenced sections.
 pub const QUOTED_FEEDBACK_SINCE: u32 = 16;
+
+/// From this format on, the findings of a validator that translates by itself (Amazon
+/// Bedrock) may cite only rules of the thread's policy, when the thread has one: findings of
+/// another policy, or of another version of it (an app feeding a stale guardrail's findings,
+/// a guardrail whose policy moved on from the copy proofgate shows), were taken as proving
+/// the answer under the rules the thread showed.
+pub const VALIDATOR_RULES_OF_POLICY_SINCE: u32 = 16;
 
 /// From this format on, a translator's reply or failure must carry the id of the call it
 /// answers ([`crate::translation::TranslatorCall::call`], recorded with the input): the same

@@ -37,8 +37,9 @@ pub enum ThreadError {
     /// A translator input that does not fit the round in progress.
     #[error("translator input rejected: {0}")]
     Translator(#[from] crate::translation::RoundError),
-    /// Findings that cannot have come from the translations sent to the solver.
-    #[error("the findings do not match the translations: {0}")]
+    /// Findings that cannot have come from the translations sent to the solver, or that cite
+    /// rules the thread's policy does not have.
+    #[error("the findings do not match the thread (its translations or its policy): {0}")]
     FindingsMismatch(String),
     /// The thread's own data contradicts itself (e.g. edited JSON).
     #[error("the thread's data is inconsistent: {0}")]

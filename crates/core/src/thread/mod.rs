@@ -1327,6 +1327,10 @@ impl Thread {
                 }
                 // By the rules judging these findings, so a thread that waited across an
                 // upgrade is held to them too (and says so: `verdictRules`).
+                if translations.is_none() && rules >= audit::VALIDATOR_RULES_OF_POLICY_SINCE {
+                    rules_of_policy(&self.config.policy, &findings)
+                        .map_err(ThreadError::FindingsMismatch)?;
+                }
                 if translations.is_none() && rules >= audit::VALIDATOR_PREMISES_GROUNDED_SINCE {
                     findings = self.validator_findings_grounded(findings, rules);
                 }
@@ -1756,4 +1760,27 @@ impl Thread {
     fn append(&mut self, kind: RecordKind, at: u64, body: Value) {
         audit::append(&mut self.audit_trail, kind, at, body);
     }
+}
+
+/// Refuses findings citing a rule the thread's policy does not have (see
+/// [`audit::VALIDATOR_RULES_OF_POLICY_SINCE`]). A thread shown no rules (a Bedrock validator
+/// without a local copy of its policy) has none to hold them to.
+fn rules_of_policy(policy: &prompts::PolicyContext, findings: &[Finding]) -> Result<(), String> {
+    if policy.rules.is_empty() {
+        return Ok(());
+    }
+    for (i, f) in findings.iter().enumerate() {
+        for rule in f.cited_rules() {
+            let id = rule.identifier.as_deref().unwrap_or("");
+            if !policy.rules.iter().any(|r| r.id == id) {
+                return Err(format!(
+                    "finding {i} ({}) cites rule {id:?}, which the thread's policy does not have: \
+                     findings of another policy, or of another version of it, prove nothing \
+                     under the rules this thread was shown",
+                    f.kind()
+                ));
+            }
+        }
+    }
+    Ok(())
 }

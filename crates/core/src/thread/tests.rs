@@ -90,11 +90,19 @@ fn unknown() -> Finding {
 fn config() -> ThreadConfig {
     ThreadConfig {
         policy: PolicyContext {
-            rules: vec![PolicyRuleText {
-                id: "R1".into(),
-                expression: "(=> (>= age 65) (= fee 5))".into(),
-                english: Some("Visitors aged 65 or more pay 5 dollars.".into()),
-            }],
+            rules: vec![
+                PolicyRuleText {
+                    id: "R1".into(),
+                    expression: "(=> (>= age 65) (= fee 5))".into(),
+                    english: Some("Visitors aged 65 or more pay 5 dollars.".into()),
+                },
+                // The rule `impossible()` cites: findings cite only the thread's rules.
+                PolicyRuleText {
+                    id: "R2".into(),
+                    expression: "(>= age 0)".into(),
+                    english: Some("Ages are not negative.".into()),
+                },
+            ],
             variables: vec![],
         },
         ..ThreadConfig::default()
