@@ -949,6 +949,142 @@ async fn upstream_errors_are_passed_on_clearly() {
         .contains("no user message"));
 }
 
+/// POSTs `body` to `path`: the status, the headers and the body's text.
+async fn post_raw(
+    proxy: &Proxy,
+    path: &str,
+    body: &Value,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}{path}", proxy.url))
+        .header("authorization", "Bearer client-key")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
+    (status, headers, resp.text().await.unwrap())
+}
+
+/// The same question in each API's request shape, streamed or not.
+fn every_api(stream: bool) -> [(&'static str, Value); 3] {
+    [
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": stream, "messages": [{"role": "user", "content": Q1}]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 100, "stream": stream, "messages": [{"role": "user", "content": Q1}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "m", "stream": stream, "input": Q1}),
+        ),
+    ]
+}
+
+/// README: "a 401/403 to proofgate's own `[upstream] api_key` is a 502 that names the setting,
+/// so a client's SDK does not blame the client's key. Endpoint addresses and response bodies go
+/// to the log and the thread's trail ..., never to the client", and "With `stream: true` nothing
+/// is streamed before verification, so a failure comes before the stream would start and is the
+/// same JSON error with its status ...; an error a retry cannot mend (the upstream refusing the
+/// operator's credentials or account, ...) carries `x-should-retry: false`". Both statuses, an
+/// OpenAI-shaped and an Anthropic upstream, every API the proxy serves, streamed or not; 401
+/// and 403 are not among the statuses retried, so each request asks the upstream once and
+/// nothing else (no rewriter, no translator).
+#[tokio::test]
+async fn the_upstream_refusing_the_operators_own_key_is_a_502_naming_the_setting_streamed_or_not() {
+    // What the upstream says may quote the key and name the operator's organisation.
+    const UPSTREAM_SAYS: &str = "Incorrect API key provided: sk-proo*****ream (org-operator-42)";
+    for kind in ["openai", "anthropic"] {
+        for status in [401u16, 403] {
+            let llm = Server::python(
+                "scripted_llm.py",
+                &json!({"rules": [{"match": "", "status": status, "reply": UPSTREAM_SAYS}]}),
+            );
+            let cfg = with_upstream(
+                &config(&v1(&llm), "", ""),
+                &format!("api_key = \"sk-proofgate-upstream\"\nkind = \"{kind}\""),
+            );
+            assert!(cfg.contains("sk-proofgate-upstream"));
+            let proxy = Proxy::start(&format!("own-key-{kind}-{status}"), &cfg);
+            let mut sent = 0;
+            let mut unstreamed = std::collections::HashMap::new();
+            for stream in [false, true] {
+                for (path, body) in every_api(stream) {
+                    let what =
+                        format!("{kind} upstream answering {status}, {path}, stream {stream}");
+                    let (got, headers, text) = post_raw(&proxy, path, &body).await;
+                    sent += 1;
+                    assert_eq!(got, 502, "{what}: {text}");
+                    let header = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    assert!(
+                        header("content-type").starts_with("application/json"),
+                        "{what}: {}",
+                        header("content-type")
+                    );
+                    assert_eq!(header("x-should-retry"), "false", "{what}");
+                    // An error, never an answer's verdict.
+                    assert_eq!(header("x-proofgate-verdict"), "ERROR", "{what}");
+                    let error: Value = serde_json::from_str(&text)
+                        .unwrap_or_else(|e| panic!("{what}: not one JSON error ({e}): {text}"));
+                    assert_eq!(error["error"]["code"], "upstream_error", "{what}: {error}");
+                    let message = error["error"]["message"].as_str().unwrap_or("");
+                    assert!(message.contains("[upstream] api_key"), "{what}: {message}");
+                    assert!(
+                        message.contains(&format!("HTTP {status}")),
+                        "{what}: {message}"
+                    );
+                    // Neither the upstream's words, the key, nor its address; and no answer.
+                    for kept in [
+                        "Incorrect API key",
+                        "sk-proo",
+                        "org-operator-42",
+                        "127.0.0.1",
+                        "data:",
+                    ] {
+                        assert!(
+                            !text.contains(kept),
+                            "{what}: {kept:?} reached the client: {text}"
+                        );
+                    }
+                    for answer in ["choices", "content", "output", "output_text"] {
+                        assert!(error.get(answer).is_none(), "{what}: {error}");
+                    }
+                    // Streamed, the very error it is without `stream`.
+                    if stream {
+                        assert_eq!(Some(&error), unstreamed.get(path), "{what}");
+                    } else {
+                        unstreamed.insert(path, error);
+                    }
+                    assert_eq!(
+                        llm.received().len(),
+                        sent,
+                        "{what}: retried, or another LLM was called: {:?}",
+                        llm.received()
+                    );
+                }
+            }
+            // The configured key went upstream every time, not the client's.
+            for r in llm.received() {
+                let (header, expected) = match kind {
+                    "openai" => ("authorization", "Bearer sk-proofgate-upstream"),
+                    _ => ("x-api-key", "sk-proofgate-upstream"),
+                };
+                assert_eq!(r[header], expected, "{kind}: {r}");
+            }
+        }
+    }
+}
+
 /// The configuration of a proxy with the Bedrock validator at `guardrail` (one attempt per
 /// call, then `bedrock`'s lines) and the scripted `llm` (`top`: top-level settings), with
 /// credentials for its SigV4 signer in the environment.
@@ -1242,6 +1378,115 @@ async fn an_answer_the_guardrail_blocked_is_never_given() {
     );
 }
 
+/// README: Bedrock Converse as the upstream "is called with text turns, so a request that
+/// offers tools is refused with a 400 rather than answered as if it had none". Each API's way
+/// of offering tools (Chat Completions' `tools` and legacy `functions`, streamed too; the
+/// Messages API's and the Responses API's `tools`): a 400, before any call (no Converse
+/// request, no rewriter or translator call). The same question without tools is answered
+/// through Converse and verified, so the refusal is the tools' alone.
+#[cfg(feature = "bedrock")]
+#[tokio::test]
+async fn a_bedrock_upstream_refuses_a_request_offering_tools_before_calling_anything() {
+    let llm = demo_llm();
+    let converse = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": [{"match": "What is my admission fee after the senior discount",
+                                    "reply": "Seniors get 40% off the $50 fee, so you pay $30 after the discount."}]}),
+    );
+    let openai_upstream = format!("[upstream]\nbase_url = \"{}\"", v1(&llm));
+    let cfg = config(&v1(&llm), "", "");
+    assert!(cfg.contains(&openai_upstream), "{cfg}");
+    let cfg = cfg.replacen(
+        &openai_upstream,
+        &format!(
+            "[upstream]\nkind = \"bedrock\"\nregion = \"us-east-1\"\nbase_url = \"{}\"",
+            converse.url()
+        ),
+        1,
+    );
+    let proxy = Proxy::start_with_env(
+        "bedrock-upstream-tools",
+        &cfg,
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE"),
+            ("AWS_SECRET_ACCESS_KEY", "secret"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+        ],
+    );
+    let user = json!([{"role": "user", "content": Q1}]);
+    let schema = json!({"type": "object", "properties": {"age": {"type": "integer"}}});
+    let function =
+        json!({"name": "lookup_age", "description": "The visitor's age", "parameters": schema});
+    let offering = [
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": user, "tools": [{"type": "function", "function": function}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "stream": true, "messages": user, "tools": [{"type": "function", "function": function}]}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"model": "m", "messages": user, "functions": [function]}),
+        ),
+        (
+            "/v1/messages",
+            json!({"model": "m", "max_tokens": 100, "messages": user,
+                   "tools": [{"name": "lookup_age", "description": "The visitor's age", "input_schema": schema}]}),
+        ),
+        (
+            "/v1/responses",
+            json!({"model": "m", "input": Q1,
+                   "tools": [{"type": "function", "name": "lookup_age", "description": "The visitor's age", "parameters": schema}]}),
+        ),
+    ];
+    for (path, body) in &offering {
+        let (status, headers, text) = post_raw(&proxy, path, body).await;
+        let what = format!("{path} {body}");
+        assert_eq!(status, 400, "{what}: {text}");
+        assert!(
+            headers["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("application/json"),
+            "{what}"
+        );
+        assert_eq!(headers["x-proofgate-verdict"], "ERROR", "{what}");
+        let error: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(error["error"]["code"], "upstream_error", "{what}: {error}");
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("tools are not supported with a Bedrock (Converse) upstream"),
+            "{what}: {message}"
+        );
+        assert!(!text.contains("$30"), "{what}: {text}");
+        assert!(
+            converse.received().is_empty(),
+            "{what}: sent to Converse: {:?}",
+            converse.received()
+        );
+        assert!(
+            llm.received().is_empty(),
+            "{what}: an LLM was called: {:?}",
+            llm.received()
+        );
+    }
+
+    let r = chat(&proxy, user, &[]).await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert_eq!(r.content(), REWRITTEN);
+    let called = converse.received();
+    assert_eq!(called.len(), 1, "{called:?}");
+    assert_eq!(called[0]["path"], "/model/recorded-chatbot/converse");
+    assert!(
+        called[0]["body"].get("toolConfig").is_none(),
+        "{}",
+        called[0]
+    );
+}
+
 #[tokio::test]
 async fn api_threads_answers_audit_health_and_metrics() {
     let llm = demo_llm();
@@ -1532,6 +1777,20 @@ async fn waiting_thread(
     question: &str,
     tables: &str,
 ) -> (Server, Proxy, String) {
+    let (llm, proxy, asked) = asking_thread(name, regenerated, translated, question, tables).await;
+    let thread = asked.header("x-proofgate-thread").to_string();
+    (llm, proxy, thread)
+}
+
+/// As [`waiting_thread`], with the reply that asked (its content is the assistant's turn a
+/// client puts back in the conversation).
+async fn asking_thread(
+    name: &str,
+    regenerated: Value,
+    translated: Value,
+    question: &str,
+    tables: &str,
+) -> (Server, Proxy, Reply) {
     let senior = json!({"match": ["You translate", "As a senior you pay $35.75"],
                         "reply": cited_pair(&["(= customerAge 70)"], "(= totalExpense 35.75)")});
     let llm = Server::python(
@@ -1547,8 +1806,7 @@ async fn waiting_thread(
     let proxy = Proxy::start(name, &config(&v1(&llm), "", tables));
     let r = chat(&proxy, json!([{"role": "user", "content": Q2}]), &[]).await;
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");
-    let thread = r.header("x-proofgate-thread").to_string();
-    (llm, proxy, thread)
+    (llm, proxy, r)
 }
 
 #[tokio::test]
@@ -1577,6 +1835,156 @@ async fn unanswered_questions_time_out_and_the_thread_continues_as_skipped() {
     assert_eq!(t["verdict"], "VALID", "{t}");
     assert_eq!(
         t["clarifications"][0]["response"]["status"], "TIMED_OUT",
+        "{t}"
+    );
+    assert_trail_replays(&proxy, &thread).await;
+}
+
+/// README: "the **follow-up questions** needed to answer (`NEEDS_INPUT`; the user's next message
+/// in the same conversation, or a request with `x-proofgate-thread`, answers them; `skip`
+/// skips", and the questions' notice: "the answer that follows is checked, and marked if it
+/// could not be verified". "skip" typed in the chat, as the next message of the conversation or
+/// with the thread's header, continues the waiting thread (no new one) as skipped, not as an
+/// answer: the rewriter is told the user did not answer, and its answer, conditional on the
+/// facts not given, is checked and verified.
+#[tokio::test]
+async fn skip_typed_in_the_chat_continues_the_thread_as_skipped() {
+    const CONDITIONAL: &str =
+        "If you visit in the low season without credits, you pay $35.75 including tax.";
+    for by_header in [false, true] {
+        let (llm, proxy, asked) = asking_thread(
+            if by_header { "skip-by-header" } else { "skip-in-chat" },
+            json!({"match": "did not answer your follow-up questions", "reply": CONDITIONAL}),
+            json!({"match": ["You translate", "If you visit in the low season"],
+                   "reply": cited_pair(&["(= customerAge 70)"], "(=> (and isLowSeason (not usesCredits)) (= totalExpense 35.75))")}),
+            "Is your visit in the low season?",
+            "",
+        )
+        .await;
+        let thread = asked.header("x-proofgate-thread").to_string();
+        // The chat tells the user how to skip.
+        assert!(asked.content().contains("\"skip\""), "{}", asked.content());
+        let r = if by_header {
+            chat(
+                &proxy,
+                json!([{"role": "user", "content": "skip"}]),
+                &[("x-proofgate-thread", &thread)],
+            )
+            .await
+        } else {
+            chat(
+                &proxy,
+                json!([
+                    {"role": "user", "content": Q2},
+                    {"role": "assistant", "content": asked.content()},
+                    {"role": "user", "content": "skip"}
+                ]),
+                &[],
+            )
+            .await
+        };
+        let what = if by_header {
+            "by header"
+        } else {
+            "in the chat"
+        };
+        assert_eq!(r.status, 200, "{what}: {:?}", r.body);
+        assert_eq!(
+            r.header("x-proofgate-thread"),
+            thread,
+            "{what}: another thread"
+        );
+        assert_eq!(
+            r.header("x-proofgate-verdict"),
+            "VALID",
+            "{what}: {:?}",
+            r.body
+        );
+        assert_eq!(r.body["proofgate"]["verified"], true, "{what}");
+        assert_eq!(r.content(), CONDITIONAL, "{what}");
+
+        let t = get(&proxy, &format!("/api/threads/{thread}")).await;
+        assert_eq!(t["status"], "done", "{what}: {t}");
+        assert_eq!(
+            t["clarifications"][0]["response"]["status"], "SKIPPED",
+            "{what}: {t}"
+        );
+        let trail = assert_trail_replays(&proxy, &thread).await;
+        let kinds: Vec<&str> = trail.iter().map(|r| r.kind.as_str()).collect();
+        assert!(kinds.contains(&"USER_SKIPPED"), "{what}: {kinds:?}");
+        assert!(!kinds.contains(&"USER_ANSWERED"), "{what}: {kinds:?}");
+        assert_eq!(kinds.last(), Some(&"VALID_RESPONSE"), "{what}: {kinds:?}");
+        // The rewriter was told the questions went unanswered, never given "skip" as answers.
+        let prompts: Vec<String> = llm
+            .received()
+            .iter()
+            .map(|r| r["body"]["messages"].to_string())
+            .collect();
+        assert!(
+            prompts
+                .iter()
+                .any(|p| p.contains("did not answer your follow-up questions")),
+            "{what}: {prompts:?}"
+        );
+        assert!(
+            !prompts
+                .iter()
+                .any(|p| p.contains("The user answered your follow-up questions")),
+            "{what}: {prompts:?}"
+        );
+    }
+}
+
+/// The other half of the questions' notice ("checked, and marked if it could not be
+/// verified"): after a skip, an answer that takes the skipped fact as given, its translation
+/// citing the user's "skip" for it, is not verified: the word states no fact, and the answer
+/// goes out marked (here at the iteration limit), never as VALID.
+#[tokio::test]
+async fn after_a_skip_an_answer_assuming_the_skipped_fact_is_marked_not_verified() {
+    const ASSUMING: &str =
+        "Since you visit in the low season without credits, you pay $35.75 including tax.";
+    let (_llm, proxy, asked) = asking_thread(
+        "skip-assumed",
+        json!({"match": "did not answer your follow-up questions", "reply": ASSUMING}),
+        json!({"match": ["You translate", "Since you visit in the low season"],
+               "reply": json!({"pairs": [{"premises": [
+                    {"logic": "(= customerAge 70)", "naturalLanguage": "70 (turn {turn:70})"},
+                    {"logic": "isLowSeason", "naturalLanguage": "low season (turn {turn:skip})"},
+                    {"logic": "(not usesCredits)", "naturalLanguage": "no credits (turn {turn:skip})"}],
+                 "claims": [{"logic": "(= totalExpense 35.75)", "naturalLanguage": "$35.75"}]}]}).to_string()}),
+        "Is your visit in the low season?",
+        "[loop]\nmax_iterations = 2\n",
+    )
+    .await;
+    let thread = asked.header("x-proofgate-thread").to_string();
+    let r = chat(
+        &proxy,
+        json!([
+            {"role": "user", "content": Q2},
+            {"role": "assistant", "content": asked.content()},
+            {"role": "user", "content": "skip"}
+        ]),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{:?}", r.body);
+    assert_eq!(r.header("x-proofgate-thread"), thread);
+    assert_ne!(r.header("x-proofgate-verdict"), "VALID", "{:?}", r.body);
+    assert_ne!(
+        r.header("x-proofgate-verdict"),
+        "NEEDS_INPUT",
+        "{:?}",
+        r.body
+    );
+    assert_eq!(r.body["proofgate"]["verified"], false, "{:?}", r.body);
+    assert!(
+        r.content().starts_with("[proofgate: "),
+        "not marked: {}",
+        r.content()
+    );
+    let t = get(&proxy, &format!("/api/threads/{thread}")).await;
+    assert_eq!(
+        t["clarifications"][0]["response"]["status"], "SKIPPED",
         "{t}"
     );
     assert_trail_replays(&proxy, &thread).await;

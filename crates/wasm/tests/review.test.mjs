@@ -33,8 +33,9 @@ test('deeply nested findings are a clean error and the instance keeps working', 
     const t = new Thread(null, 'q', 't', 0);
     process.stdout.write(JSON.stringify({ errors, after, phase: t.phase }));
   `;
-  const run = spawnSync(process.execPath, ['-e', child], { cwd: here('..'), encoding: 'utf8' });
-  assert.equal(run.status, 0, run.stderr);
+  // Bounded: a child that never ends fails this test instead of holding the whole run.
+  const run = spawnSync(process.execPath, ['-e', child], { cwd: here('..'), encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 60_000 });
+  assert.equal(run.status, 0, `${run.error ?? ''} ${run.signal ?? ''} ${run.stderr}`);
   const { errors, after, phase } = JSON.parse(run.stdout);
   for (const e of errors) assert.match(e ?? 'no error', /findings list is malformed: recursion limit exceeded/);
   assert.deepEqual(after, { verdict: 'INVALID' });
