@@ -192,6 +192,17 @@ impl PolicyModel {
                 })
             }))
             .collect();
+        // SMT-LIB's own symbols: z3 refuses `(! ... :named and)` ("builtin symbol"), quoted or
+        // not, and every audit script of the policy failed (an injection review).
+        for own in [
+            "true", "false", "not", "and", "or", "xor", "=>", "=", "distinct", "ite", "_", "as",
+            "+", "-", "*", "/", "<", "<=", ">", ">=", "div", "mod", "abs", "to_real", "to_int",
+            "is_int",
+        ] {
+            written
+                .entry(smtlib::symbol_identity(own))
+                .or_insert_with(|| format!("SMT-LIB's own `{own}`"));
+        }
         for (i, r) in definition.rules.iter().enumerate() {
             if r.id.trim().is_empty() {
                 errors.push(PolicyError::EmptyRuleId { index: i + 1 });
@@ -359,6 +370,16 @@ mod tests {
             "{twins:?}"
         );
         assert!(errors(r#"[{"id":"R1","expression":"(> x 0)"}]"#).is_empty());
+        // SMT-LIB's own symbols, which z3 refuses as a rule's name.
+        for own in ["and", "true", "distinct", "xor", "=>", "as"] {
+            let refused = errors(&format!(r#"[{{"id":"{own}","expression":"(> x 0)"}}]"#));
+            assert!(
+                refused
+                    .iter()
+                    .any(|e| e.contains(&format!("as SMT-LIB's own `{own}` is"))),
+                "{own}: {refused:?}"
+            );
+        }
     }
 
     #[test]
