@@ -698,8 +698,7 @@ pub async fn drive(
 ) -> Result<Effect, DriveError> {
     let mut in_flight = InFlight::new();
     while let Some(input) = perform(app, scope, thread, &effect, waits, &mut in_flight).await {
-        note_failure(&input, &effect, waits);
-        effect = advance(thread, input)?;
+        effect = advance_noted(thread, input, &effect, waits)?;
     }
     Ok(effect)
 }
@@ -762,8 +761,7 @@ pub async fn drive_durably(
         let Some(input) = input else {
             return Ok(effect);
         };
-        note_failure(&input, &effect, waits);
-        effect = advance(thread, input)?;
+        effect = advance_noted(thread, input, &effect, waits)?;
     }
 }
 
@@ -1059,6 +1057,43 @@ pub fn new_thread_id() -> String {
 /// (from audit format 13) a round whose last reply left no translator with a usable
 /// translation. Taken as the validator's until a later call's failure says otherwise; it is
 /// read only when the thread ends as a failure.
+/// Feeds `input`, noting a failed call. Findings the core refuses as not fitting the thread
+/// (rules its policy does not have, translations they cannot have come from) end the thread
+/// as a failed validation, recorded and replayable (ERROR, or UNVERIFIED when failing open):
+/// refused alone, they left it waiting in VALIDATE for good, and every request of a
+/// guardrail whose policy moved on left one more unfinished trail. The detail goes to the log
+/// only: a refusal can quote answer text nothing verified.
+fn advance_noted(
+    thread: &mut Thread,
+    input: Input,
+    effect: &Effect,
+    waits: &mut Waits,
+) -> Result<Effect, DriveError> {
+    note_failure(&input, effect, waits);
+    let validated = matches!(input, Input::Validated { .. });
+    match thread.handle(input) {
+        Err(proofgate_core::ThreadError::FindingsMismatch(why)) if validated => {
+            tracing::error!(
+                "thread {}: the validator's findings do not fit it: {why}",
+                thread.id()
+            );
+            waits.failed = Some(FailedCall::Validator);
+            let failed = Input::Failed {
+                reason: "validator: its findings do not fit the thread (rules its policy does \
+                         not have, or translations they cannot come from); the server's log \
+                         says which"
+                    .into(),
+                now: now_ms(),
+            };
+            advance(thread, failed)
+        }
+        other => other.map_err(|source| DriveError {
+            thread: thread.id().to_string(),
+            source,
+        }),
+    }
+}
+
 fn note_failure(input: &Input, effect: &Effect, waits: &mut Waits) {
     if matches!(
         input,

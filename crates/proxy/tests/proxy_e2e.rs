@@ -768,16 +768,7 @@ async fn validator_down_fails_closed_by_default() {
     assert!(text.contains("validator_unavailable"), "{text}");
     assert!(!text.contains(WRONG));
     // The Messages and Responses APIs alike, each in its own error shape.
-    for (path, body) in [
-        (
-            "/v1/messages",
-            json!({"model": "m", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": Q1}]}),
-        ),
-        (
-            "/v1/responses",
-            json!({"model": "m", "stream": true, "input": Q1}),
-        ),
-    ] {
+    for (path, body) in every_api(true).into_iter().skip(1) {
         let r = reqwest::Client::new()
             .post(format!("{}{path}", proxy.url))
             .json(&body)
@@ -898,20 +889,7 @@ async fn upstream_errors_are_passed_on_clearly() {
         (&throttled, 503, "retry-after", "7"),
         (&exhausted, 502, "x-should-retry", "false"),
     ] {
-        for (path, body) in [
-            (
-                "/v1/chat/completions",
-                json!({"model": "m", "stream": true, "messages": [{"role": "user", "content": Q1}]}),
-            ),
-            (
-                "/v1/messages",
-                json!({"model": "m", "max_tokens": 100, "stream": true, "messages": [{"role": "user", "content": Q1}]}),
-            ),
-            (
-                "/v1/responses",
-                json!({"model": "m", "stream": true, "input": Q1}),
-            ),
-        ] {
+        for (path, body) in every_api(true) {
             let r = reqwest::Client::new()
                 .post(format!("{}{path}", proxy.url))
                 .json(&body)
@@ -1218,6 +1196,27 @@ async fn a_guardrail_valid_citing_a_rule_of_another_policy_is_not_verified() {
     assert!(r.status >= 500, "{} {:?}", r.status, r.body);
     let text = r.body.to_string();
     assert!(!text.contains("$30"), "{text}");
+    // A failed validation, as the validator being down is (not an internal error), and the
+    // thread ends with it: its trail is whole and replays, never left waiting in VALIDATE.
+    assert_eq!(r.status, 503, "{:?}", r.body);
+    assert!(text.contains("validator_unavailable"), "{text}");
+    // The error names the thread whose trail records why.
+    let message = r.body["error"]["message"].as_str().unwrap();
+    let thread = message
+        .split("audit trail (")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .expect("the thread named");
+    let trail = assert_trail_replays(&proxy, thread).await;
+    let last = trail.last().unwrap();
+    assert_eq!(last.kind.as_str(), "ERROR", "{:?}", last.body);
+    assert!(
+        trail.iter().any(|r| r.kind.as_str() == "FAILED"
+            && r.body
+                .to_string()
+                .contains("findings do not fit the thread")),
+        "{trail:?}"
+    );
 }
 
 /// A VALID from the guardrail that names no supporting rule is a proof from the premises

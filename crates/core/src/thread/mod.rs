@@ -1776,7 +1776,9 @@ fn rules_of_policy(policy: &prompts::PolicyContext, findings: &[Finding]) -> Res
                 return Err(format!(
                     "finding {i} ({}) cites rule {id:?}, which the thread's policy does not have: \
                      findings of another policy, or of another version of it, prove nothing \
-                     under the rules this thread was shown",
+                     under the rules this thread was shown (give the thread the policy version \
+                     the validator checks, e.g. the guardrail's in proofgate's `[validator] \
+                     policy`)",
                     f.kind()
                 ));
             }
