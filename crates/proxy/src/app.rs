@@ -181,6 +181,22 @@ impl App {
         .await
         .map_err(|e| other(&e))?;
         let key_path = config.audit.key_path(&config.storage.url);
+        if config.audit.signing_key.is_none() && !key_path.exists() {
+            // A new key cannot extend a log the old one signed: every auditor holding its
+            // verifier key would see the log's signer change. Made quietly, it was (a secret
+            // volume that did not mount, a moved working directory).
+            let leaves = crate::audit_log::TransparencyLog::stored_size(&store)
+                .await
+                .map_err(|e| other(&e))?;
+            if leaves > 0 {
+                return Err(StartError::Other(format!(
+                    "the audit signing key {} is missing, but this database's log already \
+                     holds {leaves} signed leaves: restore the key that signed them (or give \
+                     it as [audit] signing_key); a new key cannot extend this log",
+                    key_path.display()
+                )));
+            }
+        }
         let key = crate::audit_log::AuditKey::load_or_create(
             config.audit.signing_key.as_deref(),
             &key_path,

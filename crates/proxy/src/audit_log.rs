@@ -809,6 +809,12 @@ impl TransparencyLog {
         Ok(())
     }
 
+    /// How many leaves the database's log holds.
+    pub async fn stored_size(store: &Store) -> Result<u64, AuditLogError> {
+        let mut conn = store.pool.acquire().await.map_err(db("connecting"))?;
+        Self::size(&mut conn).await
+    }
+
     /// Refuses a database whose log is shorter than this server (or, through the signed-size
     /// file, a replica) saw committed: at start, so that a server with a cut-back log or an old
     /// file beside a new database says so once, rather than failing every answer.

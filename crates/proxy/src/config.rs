@@ -52,7 +52,7 @@ pub struct AuthConfig {
     pub required: bool,
     /// The admin key itself; set it from the environment (`PROOFGATE_AUTH__ADMIN_KEY`), not in
     /// a file.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "secret_text")]
     pub admin_key: Option<String>,
     /// The admin key's SHA-256 (hex), for configuration files.
     #[serde(default)]
@@ -67,6 +67,66 @@ pub struct AuthConfig {
 fn default_key_cache_ms() -> u64 {
     1000
 }
+
+/// Whether `path` lies under the directory `dir` (each made absolute, symbolic links resolved
+/// where the path exists).
+fn within(dir: &Path, path: &Path) -> bool {
+    let resolved = |p: &Path| {
+        let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+        if let Ok(real) = abs.canonicalize() {
+            return real;
+        }
+        // A file not made yet: its directory resolved, its name kept.
+        match (abs.parent().map(Path::canonicalize), abs.file_name()) {
+            (Some(Ok(parent)), Some(name)) => parent.join(name),
+            _ => abs,
+        }
+    };
+    resolved(path).starts_with(resolved(dir))
+}
+
+/// The configuration's tables, as environment names spell them.
+const SECTIONS: [&str; 9] = [
+    "SERVER",
+    "UPSTREAM",
+    "REWRITER",
+    "VALIDATOR",
+    "LOOP",
+    "STORAGE",
+    "AUTH",
+    "AUDIT",
+    "LIMITS",
+];
+
+/// Refuses `PROOFGATE_<SECTION>_<KEY>` written with one underscore: figment reads only
+/// `__`-joined names, so `PROOFGATE_STORAGE_URL=postgres://...` was dropped and each replica
+/// quietly ran on a SQLite file of its own (and `PROOFGATE_AUDIT_SIGNING_KEY` made each a key
+/// of its own).
+fn misspelt_environment(names: impl Iterator<Item = String>) -> Result<(), ConfigError> {
+    for name in names {
+        let Some(rest) = name.strip_prefix("PROOFGATE_") else {
+            continue;
+        };
+        if rest.contains("__") {
+            continue;
+        }
+        let upper = rest.to_ascii_uppercase();
+        if let Some(section) = SECTIONS
+            .iter()
+            .find(|s| upper.strip_prefix(*s).is_some_and(|k| k.starts_with('_')))
+        {
+            let key = &rest[section.len() + 1..];
+            return Err(ConfigError::Inconsistent(format!(
+                "environment variable {name} is not a setting: a table and its key are joined \
+                 with two underscores (PROOFGATE_{section}__{key})"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Longer than this is taken for a typo (it would also overflow as milliseconds).
+const MAX_QUESTION_TIMEOUT_SECS: u64 = 366 * 24 * 3600;
 
 /// The longest a key may be trusted without reading it again.
 const MAX_KEY_CACHE_MS: u64 = 10 * 60 * 1000;
@@ -300,9 +360,20 @@ fn default_listen() -> String {
     "127.0.0.1:8080".into()
 }
 
+/// A secret setting (a key): text, and an error that never repeats the value. figment reads
+/// an all-digit environment value as a number, and serde's own error quoted it ("found
+/// unsigned int `1234...`") on the terminal and in the service's log.
+fn secret_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Option::<String>::deserialize(d).map_err(|_| serde::de::Error::custom(SECRET_NOT_TEXT))
+}
+
+const SECRET_NOT_TEXT: &str = "a key must be text (the value is not repeated here); an \
+     environment value of digits alone reads as a number: quote it, e.g. \
+     PROOFGATE_AUTH__ADMIN_KEY='\"0123...\"'";
+
 /// The audit trail: the Ed25519 key that signs thread heads and log checkpoints (kept outside
 /// the database), the log's name, and how long trails are kept.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuditConfig {
     /// The signing key file (a C2SP signed-note signer key), created with mode 0600 on first
@@ -311,7 +382,7 @@ pub struct AuditConfig {
     #[serde(default)]
     pub signing_key_path: Option<PathBuf>,
     /// The signing key itself (e.g. `PROOFGATE_AUDIT__SIGNING_KEY`); wins over the file.
-    #[serde(default, skip_serializing)]
+    #[serde(default, skip_serializing, deserialize_with = "secret_text")]
     pub signing_key: Option<String>,
     /// The key's name in signatures and the verifier key (default `proofgate`).
     #[serde(default)]
@@ -331,6 +402,20 @@ pub struct AuditConfig {
     /// stem>.signed-size`), which replicas of one database share.
     #[serde(default)]
     pub signed_size_path: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AuditConfig {
+    // Never the signing key, even in a debug print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuditConfig")
+            .field("signing_key_path", &self.signing_key_path)
+            .field("signing_key", &self.signing_key.as_ref().map(|_| "***"))
+            .field("key_name", &self.key_name)
+            .field("log_origin", &self.log_origin)
+            .field("retention_days", &self.retention_days)
+            .field("signed_size_path", &self.signed_size_path)
+            .finish()
+    }
 }
 
 impl AuditConfig {
@@ -384,7 +469,7 @@ impl AuditConfig {
 }
 
 /// An LLM endpoint: OpenAI-compatible HTTP (OpenAI, vLLM, Ollama, llama.cpp) or Bedrock Converse.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LlmEndpoint {
     /// `openai` (any OpenAI-compatible `/chat/completions`), `anthropic` (Messages API) or
@@ -394,8 +479,11 @@ pub struct LlmEndpoint {
     /// Base URL including the version prefix, e.g. `https://api.openai.com/v1`.
     #[serde(default = "default_base_url")]
     pub base_url: String,
-    /// Bearer token; when unset, the client's own `Authorization` header is passed through.
-    #[serde(default)]
+    /// Bearer token (anthropic: `x-api-key`). Unset: none of proofgate's own; with
+    /// `auth.required = false` the client's own `Authorization` header is passed through to
+    /// the upstream (with keys required, a client's header holds its proofgate key and is
+    /// never forwarded).
+    #[serde(default, deserialize_with = "secret_text")]
     pub api_key: Option<String>,
     /// Model id; when unset, the model the client asked for.
     #[serde(default)]
@@ -429,6 +517,25 @@ pub struct LlmEndpoint {
     /// only proofgate's prompt. Ignored for the upstream and translators.
     #[serde(default)]
     pub context: RewriterContext,
+}
+
+impl std::fmt::Debug for LlmEndpoint {
+    // Never the API key, even in a debug print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmEndpoint")
+            .field("kind", &self.kind)
+            .field("base_url", &self.base_url)
+            .field("api_key", &self.api_key.as_ref().map(|_| "***"))
+            .field("model", &self.model)
+            .field("temperature", &self.temperature)
+            .field("region", &self.region)
+            .field("timeout_ms", &self.timeout_ms)
+            .field("structured_output", &self.structured_output)
+            .field("max_retries", &self.max_retries)
+            .field("anthropic_version", &self.anthropic_version)
+            .field("context", &self.context)
+            .finish()
+    }
 }
 
 /// What the rewriter is called with.
@@ -852,7 +959,9 @@ impl Config {
     /// Like [`Config::load`], without the server's cross-field checks (for commands that do
     /// not serve, e.g. formalizing a policy that does not exist yet).
     pub fn load_unchecked(file: Option<&Path>) -> Result<Config, ConfigError> {
-        let mut fig = Figment::from(Serialized::defaults(Config::default()));
+        // What the file and the environment give, apart from the defaults: an endpoint table
+        // without `base_url` is the upstream's, and a count given beside a list must agree.
+        let mut given = Figment::new();
         if let Some(file) = file {
             if !file.exists() {
                 return Err(ConfigError::Inconsistent(format!(
@@ -860,8 +969,9 @@ impl Config {
                     file.display()
                 )));
             }
-            fig = fig.merge(Toml::file(file));
+            given = given.merge(Toml::file(file));
         }
+        misspelt_environment(std::env::vars().map(|(k, _)| k))?;
         // Only PROOFGATE_<SECTION>__<KEY> and the top-level PROOFGATE_FAILURE_MODE configure
         // the server; other PROOFGATE_* variables (test settings, CLI keys) are not its own.
         let env = Env::prefixed("PROOFGATE_")
@@ -869,12 +979,193 @@ impl Config {
                 k.as_str().contains("__") || k.as_str().eq_ignore_ascii_case("failure_mode")
             })
             .split("__");
-        Ok(fig.merge(env).extract().map_err(Box::new)?)
+        given = given.merge(env);
+        let mut config: Config = Figment::from(Serialized::defaults(Config::default()))
+            .merge(given.clone())
+            .extract()
+            .map_err(Box::new)?;
+        config.inherit_upstream(&given)?;
+        let count_given = given.find_value("validator.translator_count").is_ok();
+        let listed = config.validator.translators.len();
+        if count_given && listed > 0 && config.validator.translator_count != listed {
+            // Quietly taken as the list's length, `translator_count = 3` beside one listed
+            // translator ran with k = 1: no second reading, and no TRANSLATION_AMBIGUOUS.
+            return Err(ConfigError::Inconsistent(format!(
+                "validator.translator_count is {}, but {listed} [[validator.translators]] are \
+                 listed: with a list, k is the list's length; remove translator_count or make \
+                 it {listed}",
+                config.validator.translator_count
+            )));
+        }
+        Ok(config)
+    }
+
+    /// An endpoint table (`[rewriter]`, a `[[validator.translators]]` entry) that gives no
+    /// `base_url` is the upstream's endpoint with the settings it names changed: as the
+    /// example's "unset: the upstream endpoint is used" says. Before, such a table took the
+    /// defaults (`https://api.openai.com/v1`, no key), and a `[rewriter]` naming only a model
+    /// sent the app's whole conversation to OpenAI instead of the operator's own endpoint.
+    fn inherit_upstream(&mut self, given: &Figment) -> Result<(), ConfigError> {
+        use figment::value::Value;
+        let upstream = self.upstream.clone();
+        let resolve = |what: &str,
+                       table: &Value,
+                       endpoint: &LlmEndpoint|
+         -> Result<Option<LlmEndpoint>, ConfigError> {
+            let Value::Dict(_, dict) = table else {
+                return Ok(None);
+            };
+            if dict.contains_key("base_url") {
+                return Ok(None);
+            }
+            if dict.contains_key("kind") && endpoint.kind != upstream.kind {
+                if endpoint.kind == LlmKind::Bedrock {
+                    return Ok(None); // Converse is addressed by its region, not a URL
+                }
+                return Err(ConfigError::Inconsistent(format!(
+                    "{what}: kind {:?} is not [upstream]'s ({:?}) and no base_url is given: \
+                     give its base_url (a table without one is the upstream's endpoint)",
+                    endpoint.kind, upstream.kind
+                )));
+            }
+            let merged = Figment::from(Serialized::defaults(&upstream))
+                .merge(Serialized::defaults(table.clone()))
+                .extract::<LlmEndpoint>()
+                .map_err(Box::new)?;
+            Ok(Some(merged))
+        };
+        if let (Some(rewriter), Ok(table)) = (&self.rewriter, given.find_value("rewriter")) {
+            if let Some(merged) = resolve("rewriter", &table, rewriter)? {
+                self.rewriter = Some(merged);
+            }
+        }
+        if let Ok(Value::Array(_, tables)) = given.find_value("validator.translators") {
+            for (i, table) in tables.iter().enumerate() {
+                let what = format!("validator.translators[{i}]");
+                if let Some(endpoint) = self.validator.translators.get(i) {
+                    if let Some(merged) = resolve(&what, table, endpoint)? {
+                        self.validator.translators[i] = merged;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// What an operator should know at start: each setting that weakens a guarantee, said
+    /// once (a reviewed file's `"closed"` overridden by `PROOFGATE_FAILURE_MODE=open` was
+    /// silent).
+    pub fn weakened(&self) -> Vec<String> {
+        let mut said = Vec::new();
+        if self.failure_mode == FailureMode::Open {
+            said.push(
+                "failure_mode = \"open\": when the validator or an LLM fails, the chatbot's \
+                 answer is released unchecked (marked UNVERIFIED)"
+                    .to_string(),
+            );
+        }
+        if self.rewrite_loop.allow_forced_tool_calls {
+            said.push(
+                "loop.allow_forced_tool_calls = true: a forced tool call's arguments reach the \
+                 app unverified"
+                    .to_string(),
+            );
+        }
+        if crate::storage::sqlite_in_memory(&self.storage.url) {
+            said.push(
+                "storage.url is an in-memory database: every trail and the audit log end with \
+                 the process, and the next start signs a new log under the same key"
+                    .to_string(),
+            );
+        }
+        match self.validator.kind {
+            ValidatorKind::Local => {
+                if self.validator.system_prompt_facts {
+                    said.push(
+                        "validator.system_prompt_facts = true: the app's system prompt may \
+                         state premises (one restating the policy's thresholds proves answers \
+                         that should have asked)"
+                            .to_string(),
+                    );
+                }
+                if self.validator.threshold < 1.0 {
+                    said.push(format!(
+                        "validator.threshold = {}: a reading not every translator agrees on \
+                         can be VALID",
+                        self.validator.threshold
+                    ));
+                }
+                if self.translators().len() == 1 {
+                    said.push(
+                        "one translator: no second reading catches a mistranslation \
+                         (TRANSLATION_AMBIGUOUS never occurs)"
+                            .to_string(),
+                    );
+                }
+            }
+            ValidatorKind::Bedrock => {
+                if let Some(b) = &self.validator.bedrock {
+                    if b.guardrail_version.eq_ignore_ascii_case("draft") {
+                        said.push(
+                            "validator.bedrock.guardrail_version = \"DRAFT\": the guardrail's \
+                             working draft, which changes whenever it is edited"
+                                .to_string(),
+                        );
+                    }
+                    if b.policy_arns.is_empty() {
+                        said.push(
+                            "validator.bedrock.policy_arns is empty: a VALID may rest on any \
+                             policy the guardrail uses; list the versions you reviewed"
+                                .to_string(),
+                        );
+                    }
+                }
+            }
+        }
+        said
     }
 
     /// Cross-field checks a type cannot express.
     pub fn check(&self) -> Result<(), ConfigError> {
         let bad = |m: String| Err(ConfigError::Inconsistent(m));
+        if self.audit.retention_days == Some(0) {
+            // Elsewhere 0 turns a limit off; here it would delete every finished trail at the
+            // next maintenance pass.
+            return bad(
+                "audit.retention_days = 0 would delete every finished trail at once: \
+                        leave it out to keep trails forever, or give at least 1 day"
+                    .into(),
+            );
+        }
+        let key = self.audit.key_path(&self.storage.url);
+        let mut kept = vec![
+            ("the audit signing key", key.clone()),
+            (
+                "the log's signed-size file",
+                self.audit.signed_size_path(&key, &self.storage.url),
+            ),
+        ];
+        if let Some(db) = crate::storage::sqlite_file(&self.storage.url) {
+            kept.push(("the SQLite database", PathBuf::from(db)));
+        }
+        for (what, path) in kept {
+            if within(&self.server.web_dir, &path) {
+                // The page's files are public: a web_dir of `.` served them to anyone.
+                return bad(format!(
+                    "server.web_dir ({}) holds {what} ({}), and everything under web_dir is \
+                     public: point web_dir at the built page alone (web/dist)",
+                    self.server.web_dir.display(),
+                    path.display()
+                ));
+            }
+        }
+        if self.rewrite_loop.question_timeout_secs > MAX_QUESTION_TIMEOUT_SECS {
+            return bad(format!(
+                "loop.question_timeout_secs must be at most {MAX_QUESTION_TIMEOUT_SECS} (a \
+                 year), got {}",
+                self.rewrite_loop.question_timeout_secs
+            ));
+        }
         if let Some(h) = &self.auth.admin_key_sha256 {
             if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
                 return bad("auth.admin_key_sha256 must be 64 hex digits (e.g. `printf %s \"$KEY\" | sha256sum`)".into());
@@ -905,7 +1196,20 @@ impl Config {
                     .map(|e| ("validator.translators", e)),
             );
         for (what, endpoint) in endpoints {
-            let has_userinfo = reqwest::Url::parse(&endpoint.base_url)
+            let parsed = reqwest::Url::parse(&endpoint.base_url);
+            if parsed
+                .as_ref()
+                .is_ok_and(|u| u.query().is_some() || u.fragment().is_some())
+            {
+                // A query could never work (paths are appended after it), and one holding a
+                // key would ride in every error naming the endpoint, as userinfo would.
+                return bad(format!(
+                    "{what}: base_url has a query or fragment (`?`, `#`); give the address \
+                     alone, and a credential as api_key"
+                ));
+            }
+            let has_userinfo = parsed
+                .as_ref()
                 .is_ok_and(|u| !u.username().is_empty() || u.password().is_some());
             if has_userinfo {
                 return bad(format!(
@@ -988,6 +1292,31 @@ impl Config {
                 if self.validator.translators.is_empty() && self.validator.translator_count == 0 {
                     return bad("validator.translator_count must be at least 1".into());
                 }
+                // Translators call with their own model, never the client's: without one
+                // every check failed (a 503 per request, or every answer UNVERIFIED failing
+                // open), and nothing said so at start.
+                let unnamed = if self.validator.translators.is_empty() {
+                    self.rewriter().model.is_none().then(|| {
+                        if self.rewriter.is_some() {
+                            "[rewriter]"
+                        } else {
+                            "[upstream]"
+                        }
+                    })
+                } else {
+                    self.validator
+                        .translators
+                        .iter()
+                        .any(|t| t.model.is_none())
+                        .then_some("a [[validator.translators]] entry")
+                };
+                if let Some(table) = unnamed {
+                    return bad(format!(
+                        "the local validator's translators have no model: set `model` in \
+                         {table} (the translators are copies of the rewriter, which is the \
+                         upstream unless [rewriter] is given)"
+                    ));
+                }
                 if let Some(n) = self.validator.reasoner_workers_setting {
                     if !(1..=MAX_REASONER_WORKERS).contains(&n) {
                         return bad(format!(
@@ -1046,6 +1375,7 @@ mod tests {
         config.validator.reasoner_workers_setting = Some(3);
         assert_eq!(config.validator.reasoner_workers(2), 3);
         config.validator.policy = Some("policy.json".into());
+        config.upstream.model = Some("m".into());
         assert!(config.check().is_ok());
         for wrong in [0, MAX_REASONER_WORKERS + 1] {
             config.validator.reasoner_workers_setting = Some(wrong);
@@ -1215,6 +1545,7 @@ mod tests {
     #[test]
     fn environment_overrides_apply_and_unrelated_variables_are_ignored() {
         // One test sets both, so parallel tests never see half of it.
+        let _set = ENV.write().unwrap_or_else(|e| e.into_inner());
         std::env::set_var("PROOFGATE_UPSTREAM__MODEL", "from-env");
         std::env::set_var("PROOFGATE_SOMETHING_ELSE", "ignored");
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml");
@@ -1440,6 +1771,299 @@ mod tests {
             );
             assert!(!err.contains("secret"), "{err}");
         }
+    }
+
+    /// Held to read (`load_text`) or to set `PROOFGATE_*` variables, so that a test's
+    /// variable never reaches another's load.
+    static ENV: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+    /// Loads (and checks, when `checked`) `text` as a config file of its own.
+    fn load_text(text: &str, checked: bool) -> Result<Config, String> {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("pg-text-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("config-{n}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let loaded = if checked {
+            Config::load(Some(&path))
+        } else {
+            Config::load_unchecked(Some(&path))
+        };
+        let _ = std::fs::remove_file(&path);
+        loaded.map_err(|e| e.to_string())
+    }
+
+    const LOCAL: &str = "[validator]\nkind = \"local\"\npolicy = \"p.json\"\n";
+
+    #[test]
+    fn an_endpoint_table_without_base_url_is_the_upstreams_endpoint() {
+        let upstream =
+            "[upstream]\nbase_url = \"http://vllm.internal:8000/v1\"\napi_key = \"up-key\"\n\
+                        timeout_ms = 5000\n";
+        // A rewriter naming only its model: the upstream's address, key and settings.
+        let c = load_text(
+            &format!("{upstream}[rewriter]\nmodel = \"llama-70b\"\n"),
+            false,
+        )
+        .unwrap();
+        let r = c.rewriter();
+        assert_eq!(r.base_url, "http://vllm.internal:8000/v1");
+        assert_eq!(r.api_key.as_deref(), Some("up-key"));
+        assert_eq!(r.timeout_ms, 5000);
+        assert_eq!(r.model.as_deref(), Some("llama-70b"));
+        assert!(c.translators().iter().all(|t| t.base_url == r.base_url));
+        // Listed translators likewise, each on its own.
+        let c = load_text(
+            &format!(
+                "{upstream}[[validator.translators]]\nmodel = \"a\"\n\
+                 [[validator.translators]]\nbase_url = \"http://other:1/v1\"\nmodel = \"b\"\n"
+            ),
+            false,
+        )
+        .unwrap();
+        let t = c.translators();
+        assert_eq!(t[0].base_url, "http://vllm.internal:8000/v1");
+        assert_eq!(t[0].api_key.as_deref(), Some("up-key"));
+        assert_eq!(t[1].base_url, "http://other:1/v1");
+        assert_eq!(
+            t[1].api_key, None,
+            "another address never gets the upstream's key"
+        );
+        // A table with its own address stands alone, as before.
+        let c = load_text(
+            &format!("{upstream}[rewriter]\nbase_url = \"http://r:1/v1\"\nmodel = \"m\"\n"),
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.rewriter().api_key, None);
+        assert_eq!(c.rewriter().timeout_ms, default_llm_timeout_ms());
+        // Another protocol without an address is refused, not sent to the upstream's.
+        let err = load_text(
+            &format!("{upstream}[rewriter]\nkind = \"anthropic\"\nmodel = \"m\"\n"),
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("rewriter") && err.contains("give its base_url"),
+            "{err}"
+        );
+        // From the environment too.
+        let set = ENV.write().unwrap_or_else(|e| e.into_inner());
+        std::env::set_var("PROOFGATE_REWRITER__TEMPERATURE", "0.25");
+        let path = std::env::temp_dir().join(format!("pg-env-{}.toml", std::process::id()));
+        std::fs::write(&path, upstream).unwrap();
+        let c = Config::load_unchecked(Some(&path));
+        std::env::remove_var("PROOFGATE_REWRITER__TEMPERATURE");
+        drop(set);
+        let c = c.unwrap();
+        assert_eq!(c.rewriter().base_url, "http://vllm.internal:8000/v1");
+        assert_eq!(c.rewriter().temperature, Some(0.25));
+    }
+
+    #[test]
+    fn translators_without_a_model_are_refused_at_start() {
+        let err = load_text(LOCAL, true).unwrap_err();
+        assert!(
+            err.contains("translators have no model") && err.contains("[upstream]"),
+            "{err}"
+        );
+        let err = load_text(&format!("{LOCAL}[rewriter]\ntemperature = 0.0\n"), true).unwrap_err();
+        assert!(err.contains("[rewriter]"), "{err}");
+        let err = load_text(
+            &format!(
+                "{LOCAL}[[validator.translators]]\nmodel = \"a\"\n[[validator.translators]]\n\
+                 base_url = \"http://t:1/v1\"\n"
+            ),
+            true,
+        )
+        .unwrap_err();
+        assert!(err.contains("a [[validator.translators]] entry"), "{err}");
+        assert!(load_text(&format!("{LOCAL}[upstream]\nmodel = \"m\"\n"), true).is_ok());
+        // Amazon Bedrock's validator has no translators.
+        assert!(load_text(
+            "[validator]\nkind = \"bedrock\"\n[validator.bedrock]\nguardrail_id = \"g\"\n\
+             guardrail_version = \"1\"\n",
+            true
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn a_translator_count_beside_a_list_of_another_length_is_refused() {
+        let one = "[[validator.translators]]\nmodel = \"a\"\n";
+        let err = load_text(&format!("{LOCAL}translator_count = 3\n{one}"), false).unwrap_err();
+        assert!(
+            err.contains("translator_count is 3, but 1 [[validator.translators]]"),
+            "{err}"
+        );
+        assert!(load_text(&format!("{LOCAL}translator_count = 1\n{one}"), false).is_ok());
+        assert!(load_text(&format!("{LOCAL}{one}"), false).is_ok());
+    }
+
+    #[test]
+    fn retention_of_zero_days_is_refused() {
+        let mut c = load_text(&format!("{LOCAL}[upstream]\nmodel = \"m\"\n"), true).unwrap();
+        c.audit.retention_days = Some(0);
+        let err = c.check().unwrap_err().to_string();
+        assert!(
+            err.contains("retention_days = 0") && err.contains("leave it out"),
+            "{err}"
+        );
+        c.audit.retention_days = Some(1);
+        assert!(c.check().is_ok());
+        c.rewrite_loop.question_timeout_secs = u64::MAX / 10;
+        let err = c.check().unwrap_err().to_string();
+        assert!(
+            err.contains("loop.question_timeout_secs must be at most"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_query_or_fragment_in_an_endpoints_address_is_refused() {
+        for url in [
+            "https://gw.example.com/v1?subscription-key=SECRET",
+            "https://gw.example.com/v1#SECRET",
+        ] {
+            let c = Config {
+                rewriter: Some(LlmEndpoint {
+                    base_url: url.into(),
+                    ..LlmEndpoint::default()
+                }),
+                ..Config::default()
+            };
+            let err = c.check().unwrap_err().to_string();
+            assert!(err.contains("rewriter: base_url has a query"), "{err}");
+            assert!(!err.contains("SECRET"), "{err}");
+        }
+    }
+
+    #[test]
+    fn a_table_key_written_with_one_underscore_is_refused() {
+        let names = |n: &[&str]| {
+            n.iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        let err = misspelt_environment(names(&["PATH", "PROOFGATE_STORAGE_URL"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("PROOFGATE_STORAGE_URL is not a setting")
+                && err.contains("PROOFGATE_STORAGE__URL"),
+            "{err}"
+        );
+        assert!(misspelt_environment(names(&["PROOFGATE_AUDIT_SIGNING_KEY"])).is_err());
+        // Names that are not settings, and the right spelling, pass.
+        assert!(misspelt_environment(names(&[
+            "PROOFGATE_STORAGE__URL",
+            "PROOFGATE_FAILURE_MODE",
+            "PROOFGATE_TEST_POSTGRES_URL",
+            "PROOFGATE_LIMITED_KEY",
+            "PROOFGATE_KEY",
+        ]))
+        .is_ok());
+    }
+
+    #[test]
+    fn a_key_that_is_not_text_is_refused_without_repeating_it() {
+        let err = load_text("[auth]\nadmin_key = 98765432109876543\n", false).unwrap_err();
+        assert!(
+            err.contains("a key must be text") && err.contains("admin_key"),
+            "{err}"
+        );
+        assert!(!err.contains("98765432109876543"), "{err}");
+        let err = load_text("[upstream]\napi_key = 12345678901234\n", false).unwrap_err();
+        assert!(!err.contains("12345678901234"), "{err}");
+        // Text is read as before; a debug print holds no key.
+        let c = load_text(
+            "[upstream]\napi_key = \"sk-SECRET\"\n[audit]\nsigning_key = \"PRIVATE+KEY\"\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(c.upstream.api_key.as_deref(), Some("sk-SECRET"));
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("sk-SECRET") && !debug.contains("PRIVATE+KEY"),
+            "{debug}"
+        );
+    }
+
+    #[test]
+    fn a_web_dir_holding_the_key_or_the_database_is_refused() {
+        let dir = std::env::temp_dir().join(format!("pg-webdir-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("www")).unwrap();
+        let base = format!("{LOCAL}[upstream]\nmodel = \"m\"\n");
+        let db = format!(
+            "[storage]\nurl = \"sqlite://{}/proofgate.sqlite\"\n",
+            dir.display()
+        );
+        for (web, refused) in [
+            (dir.display().to_string(), true),
+            (format!("{}/www/..", dir.display()), true),
+            (format!("{}/www", dir.display()), false),
+        ] {
+            let err = load_text(&format!("{base}{db}[server]\nweb_dir = \"{web}\"\n"), true)
+                .err()
+                .unwrap_or_default();
+            assert_eq!(
+                err.contains("server.web_dir") && err.contains("the audit signing key"),
+                refused,
+                "{web}: {err}"
+            );
+        }
+        // A key file named apart, inside the page's directory.
+        let err = load_text(
+            &format!(
+                "{base}[server]\nweb_dir = \"{0}/www\"\n[audit]\nsigning_key_path = \"{0}/www/k\"\n",
+                dir.display()
+            ),
+            true,
+        )
+        .unwrap_err();
+        assert!(err.contains("the audit signing key"), "{err}");
+    }
+
+    #[test]
+    fn settings_that_weaken_a_guarantee_are_said_at_start() {
+        let mut c = Config::default();
+        assert!(c.weakened().is_empty(), "{:?}", c.weakened());
+        c.failure_mode = FailureMode::Open;
+        c.rewrite_loop.allow_forced_tool_calls = true;
+        c.validator.system_prompt_facts = true;
+        c.validator.threshold = 0.5;
+        c.validator.translator_count = 1;
+        c.storage.url = "sqlite::memory:".into();
+        let said = c.weakened().join("\n");
+        for part in [
+            "failure_mode = \"open\"",
+            "allow_forced_tool_calls",
+            "system_prompt_facts",
+            "threshold = 0.5",
+            "one translator",
+            "in-memory database",
+        ] {
+            assert!(said.contains(part), "{part}: {said}");
+        }
+        let mut c = Config::default();
+        c.validator.kind = ValidatorKind::Bedrock;
+        c.validator.bedrock = Some(BedrockGuardrailConfig {
+            guardrail_id: "g".into(),
+            guardrail_version: "DRAFT".into(),
+            region: None,
+            endpoint_url: None,
+            max_attempts: 1,
+            timeout_ms: 1,
+            policy_arns: vec![],
+        });
+        let said = c.weakened().join("\n");
+        assert!(
+            said.contains("DRAFT") && said.contains("policy_arns is empty"),
+            "{said}"
+        );
     }
 
     #[test]

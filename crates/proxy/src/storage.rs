@@ -542,7 +542,8 @@ impl Store {
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             url.to_string()
         } else {
-            return Err(StorageError::UnsupportedUrl(url.to_string()));
+            // Redacted as the opening errors are: `postgress://u:pass@db` is a typo away.
+            return Err(StorageError::UnsupportedUrl(redact(url)));
         };
         let sqlite = url.starts_with("sqlite:");
         let options = |connections: u32, cache_kib: i64| {

@@ -1086,20 +1086,58 @@ async fn views_of_threads_being_driven_are_not_taken_for_tampering() {
     );
 }
 
+/// A server whose signing key file is gone (a secret volume that did not mount), on a
+/// database whose log holds leaves, refuses to start: a new key made there quietly would have
+/// signed the rest of the log, and every auditor holding the old verifier key would have
+/// seen the log's signer change.
+#[tokio::test]
+async fn a_missing_signing_key_is_not_replaced_under_a_log_it_signed() {
+    let llm = Server::python("scripted_llm.py", &demo_script());
+    let proxy = Proxy::start("key-gone", &config(&format!("{}/v1", llm.url()), "", ""));
+    let r = ask(&proxy, Q1).await;
+    assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
+    let (config, dir) = (proxy.config_path().to_path_buf(), proxy.dir().to_path_buf());
+    drop(proxy);
+    std::fs::remove_file(dir.join("audit.key")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains("is missing") && stderr.contains("signed leaves"),
+        "{stderr}"
+    );
+    assert!(!dir.join("audit.key").exists(), "a new key was made");
+}
+
 /// Audit retention deletes a finished thread with its trail and logs the deletion in the same
 /// transaction (apart, a crash between the two left a trail gone with no deletion leaf, which
 /// `log verify` reports as cut back for ever): the thread is gone, the log holds its head and
 /// its deletion, and the auditor's walk of the log passes.
 #[tokio::test]
 async fn retention_deletes_a_trail_and_logs_its_deletion() {
+    // One day's retention, and the server's clock moved two days on once the thread ended
+    // (`retention_days = 0` is refused: it would delete every trail at once).
+    let dir = temp_dir("retention-clock");
+    let shim = proxy::clock_shim(&dir);
+    let shift = dir.join("shift_ms");
+    std::fs::write(&shift, "0").unwrap();
     let llm = Server::python("scripted_llm.py", &demo_script());
-    let proxy = Proxy::start(
+    let proxy = Proxy::start_with_env(
         "retention",
         &config(
             &format!("{}/v1", llm.url()),
             "",
-            "retention_days = 0\n[server]\nmaintenance_interval_ms = 200\n",
+            "retention_days = 1\n[server]\nmaintenance_interval_ms = 200\n",
         ),
+        &[
+            ("LD_PRELOAD", shim.to_str().unwrap()),
+            ("PROOFGATE_TEST_CLOCK_SHIFT_FILE", shift.to_str().unwrap()),
+        ],
     );
     let key = text(&proxy, "/.well-known/proofgate/audit-key")
         .await
@@ -1112,6 +1150,8 @@ async fn retention_deletes_a_trail_and_logs_its_deletion() {
     let r = ask(&proxy, Q1).await;
     assert_eq!(r["proofgate"]["verdict"], "VALID", "{r}");
     let id = r["proofgate"]["threadId"].as_str().unwrap().to_string();
+    let two_days_ms = 2u64 * 24 * 3600 * 1000;
+    std::fs::write(&shift, two_days_ms.to_string()).unwrap();
     let mut gone = false;
     for _ in 0..50 {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;

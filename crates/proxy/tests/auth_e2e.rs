@@ -2320,13 +2320,13 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
     );
     let size = 32 << 20;
     std::fs::create_dir_all(proxy.dir().join("www")).unwrap();
-    std::fs::write(proxy.dir().join("www/big.bin"), vec![7u8; size]).unwrap();
+    std::fs::write(proxy.dir().join("www/big.wasm"), vec![7u8; size]).unwrap();
     let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.set_recv_buffer_size(4096).unwrap();
     let mut stream = socket.connect(addr).await.unwrap();
     stream
-        .write_all(b"GET /big.bin HTTP/1.1\r\nhost: x\r\n\r\n")
+        .write_all(b"GET /big.wasm HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
     // Reads nothing for well past the write limit, then everything that comes.
@@ -2349,6 +2349,90 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
             .status,
         200
     );
+}
+
+/// The page's directory is public, so only the page's own kinds of file are served from it:
+/// a configuration, a key, a database or a dotfile put there (or a `web_dir` pointed at a
+/// directory holding them) is a 404, however its name is escaped.
+#[tokio::test]
+async fn the_page_directory_serves_only_page_files() {
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "web-files",
+        &secured_config(&v1(&llm), "", "[server]\nweb_dir = \"{dir}/www\"\n"),
+    );
+    let www = proxy.dir().join("www");
+    std::fs::create_dir_all(www.join(".git")).unwrap();
+    for (name, body) in [
+        ("index.html", "<p>page</p>"),
+        ("app.js", "let page;"),
+        ("proofgate.toml", "[upstream]\napi_key = \"sk-SECRET\"\n"),
+        ("audit.key", "PRIVATE+KEY"),
+        ("copy.sqlite", "SQLite format 3"),
+        ("copy.sqlite-wal", "wal"),
+        (".env", "SECRET=1"),
+        (".git/config", "[remote]"),
+        ("notes", "no kind"),
+    ] {
+        std::fs::write(www.join(name), body).unwrap();
+    }
+    let get = |path: &str| {
+        let url = format!("{}{path}", proxy.url);
+        async move {
+            let r = reqwest::get(url).await.unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    assert_eq!(get("/").await, (200, "<p>page</p>".to_string()));
+    assert_eq!(get("/index.html").await.0, 200);
+    assert_eq!(get("/app.js").await.0, 200);
+    for path in [
+        "/proofgate.toml",
+        "/audit.key",
+        "/copy.sqlite",
+        "/copy.sqlite-wal",
+        "/.env",
+        "/%2eenv",
+        "/%2Egit/config",
+        "/.git/config",
+        "/notes",
+        "/proofgate%2etoml",
+    ] {
+        let (status, body) = get(path).await;
+        assert_eq!(status, 404, "{path} was served: {body}");
+        assert!(
+            !body.contains("SECRET") && !body.contains("PRIVATE"),
+            "{path}: {body}"
+        );
+    }
+}
+
+/// A `web_dir` that holds the signing key or the database is refused at start, naming what it
+/// would have made public.
+#[test]
+fn a_web_dir_holding_the_signing_key_is_refused_at_start() {
+    let llm = demo_llm();
+    let dir = proxy::temp_dir("web-dir-refused");
+    let config = dir.join("proofgate.toml");
+    std::fs::write(
+        &config,
+        secured_config(&v1(&llm), "", "[server]\nweb_dir = \"{dir}\"\n")
+            .replace("{dir}", &dir.display().to_string()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "it started: {stderr}");
+    assert!(
+        stderr.contains("server.web_dir") && stderr.contains("the audit signing key"),
+        "{stderr}"
+    );
+    assert!(!dir.join("proofgate.sqlite").exists(), "nothing was opened");
 }
 
 /// A thread whose records hold a NUL character from the LLM's text (PostgreSQL's JSON refuses

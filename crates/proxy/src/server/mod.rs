@@ -363,7 +363,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(api::healthz))
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))
-        .fallback_service(ServeDir::new(&app.config.server.web_dir))
+        .fallback_service(tower::Layer::layer(
+            &middleware::from_fn(web_files_only),
+            ServeDir::new(&app.config.server.web_dir),
+        ))
         .layer(DefaultBodyLimit::max(app.config.limits.max_body_bytes))
         .layer(middleware::from_fn_with_state(gate, guard))
         // z3-solver (the in-page proof checker) needs SharedArrayBuffer, which browsers only
@@ -969,8 +972,44 @@ fn effect_name(e: &Effect) -> &'static str {
     e.name()
 }
 
+/// The kinds of file the web page is made of. Anything else under `server.web_dir` is not
+/// served: a `web_dir` set to a directory holding the signing key, the database or the
+/// configuration served them to anyone (the path is public), and `check` refuses only the
+/// files it knows of.
+const WEB_FILE_KINDS: [&str; 17] = [
+    "html", "htm", "js", "mjs", "css", "wasm", "map", "svg", "png", "jpg", "jpeg", "gif", "ico",
+    "webp", "woff", "woff2", "txt",
+];
+
+/// Lets through only a page file (or a directory's index) whose path has no hidden part.
+async fn web_files_only(req: Request, next: Next) -> Response {
+    if is_web_file(req.uri().path()) {
+        next.run(req).await
+    } else {
+        StatusCode::NOT_FOUND.into_response()
+    }
+}
+
+/// Whether `path` names a file of the page: no segment starting with a dot (`.env`,
+/// `.git`), and a directory (its index) or a file of one of [`WEB_FILE_KINDS`].
+fn is_web_file(path: &str) -> bool {
+    // Percent-escapes are read as ServeDir reads them, so `%2e` is a dot here too.
+    let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
+    if decoded.split('/').any(|s| s.starts_with('.')) {
+        return false;
+    }
+    let last = decoded.rsplit('/').next().unwrap_or("");
+    last.is_empty()
+        || last
+            .rsplit_once('.')
+            .is_some_and(|(_, ext)| WEB_FILE_KINDS.iter().any(|k| k.eq_ignore_ascii_case(ext)))
+}
+
 /// Starts the background maintenance and says what an operator should know about access.
 fn start_background(app: &Arc<App>) {
+    for weakened in app.config.weakened() {
+        tracing::warn!("{weakened}");
+    }
     let every = Duration::from_millis(app.config.server.maintenance_interval_ms.max(10));
     tokio::spawn(maintain(app.clone(), every));
     let c = &app.config;
