@@ -204,6 +204,12 @@ pub fn config(llm: &str, top: &str, tables: &str) -> String {
 /// As [`config`], with API keys required (the default): the admin key is [`ADMIN_KEY`];
 /// `top` may end with an `[auth]` table of its own.
 pub fn secured_config(llm: &str, top: &str, tables: &str) -> String {
+    // With translators listed, k is their number (a count beside them is refused).
+    let count = if tables.contains("[[validator.translators]]") {
+        ""
+    } else {
+        "translator_count = 3"
+    };
     format!(
         r#"
 {top}
@@ -218,7 +224,7 @@ model = "recorded-rewriter"
 [validator]
 kind = "local"
 policy = "examples/policies/park-admission.json"
-translator_count = 3
+{count}
 
 [storage]
 url = "sqlite://{{dir}}/proofgate.sqlite"
