@@ -954,8 +954,19 @@ impl Saver {
         thread: &Thread,
     ) -> Result<(), crate::storage::StorageError> {
         self.save_soon(app, thread, None).await?;
-        for p in std::mem::take(&mut self.pending) {
-            p.wait().await?;
+        self.wait_pending().await
+    }
+
+    /// Waits for the queued writes one by one, each leaving `pending` only once it is done: a
+    /// request dropped while waiting (its deadline, its client gone) leaves the rest there, for
+    /// `Drop` to hand to [`end_abandoned`], which waits for them before it ends the thread.
+    /// Taken out first, they were dropped unwaited: `end_abandoned` read the thread before
+    /// the user's answer was stored, and the thread stayed `processing` for the resumer.
+    async fn wait_pending(&mut self) -> Result<(), crate::storage::StorageError> {
+        while let Some(p) = self.pending.first_mut() {
+            let done = p.wait_in_place().await;
+            self.pending.remove(0);
+            done?;
         }
         Ok(())
     }
@@ -1569,4 +1580,29 @@ pub async fn persist(
     Saver::new(saved)
         .finish(app, thread, conversation_key)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A wait dropped part way (the request's deadline) leaves the writes not yet done with
+    /// the saver, for the abandoned request's end to wait on.
+    #[tokio::test]
+    async fn writes_not_waited_for_stay_with_the_saver_when_the_wait_is_dropped() {
+        let mut saver = Saver::new(0);
+        let (first_done, first) = tokio::sync::oneshot::channel();
+        let (_second_done, second) = tokio::sync::oneshot::channel();
+        saver.pending.push(crate::journal::Pending(first));
+        saver.pending.push(crate::journal::Pending(second));
+        first_done.send(Ok(())).unwrap();
+        let waited =
+            tokio::time::timeout(std::time::Duration::from_millis(50), saver.wait_pending()).await;
+        assert!(waited.is_err(), "the second write never finished");
+        assert_eq!(
+            saver.pending.len(),
+            1,
+            "the unfinished write left the saver"
+        );
+    }
 }

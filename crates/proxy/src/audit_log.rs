@@ -621,7 +621,14 @@ fn write_signed_high(path: &Path, size: u64, root: &Hash) -> std::io::Result<()>
     let mut f = std::fs::File::create(&tmp)?;
     f.write_all(format!("{size} {root}\n").as_bytes())?;
     f.sync_all()?;
-    std::fs::rename(&tmp, path)
+    std::fs::rename(&tmp, path)?;
+    // The rename itself, durable: without it a power loss could bring back the older size
+    // for as long as the file system's journal waits (a review).
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    std::fs::File::open(dir).and_then(|d| d.sync_all())
 }
 
 /// One leaf as stored.

@@ -77,12 +77,19 @@ pub struct Journal {
 }
 
 /// A submitted write; resolves once it is committed (or failed).
-pub struct Pending(oneshot::Receiver<Result<(), Arc<str>>>);
+pub struct Pending(pub(crate) oneshot::Receiver<Result<(), Arc<str>>>);
 
 impl Pending {
     /// Waits until the write is durable.
-    pub async fn wait(self) -> Result<(), StorageError> {
-        match self.0.await {
+    pub async fn wait(mut self) -> Result<(), StorageError> {
+        self.wait_in_place().await
+    }
+
+    /// As [`Pending::wait`], leaving the write with its holder if the wait is dropped (a
+    /// request dropped at its deadline): whoever holds it then can still wait for it. Not to
+    /// be called again once it has returned.
+    pub async fn wait_in_place(&mut self) -> Result<(), StorageError> {
+        match (&mut self.0).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(StorageError::Write(e.to_string())),
             Err(_) => Err(StorageError::Write("the writer stopped".into())),
@@ -1108,6 +1115,65 @@ mod tests {
                 1
             );
         }
+    }
+
+    /// PostgreSQL (when `PROOFGATE_TEST_POSTGRES_URL` is set): a replica that stopped inside a
+    /// commit, holding the log's append lock (a SIGSTOP, a paused VM), holds up the others'
+    /// writes only until its idle transaction is ended
+    /// ([`crate::storage::PG_IDLE_IN_TRANSACTION_MS`]); they waited for hours.
+    #[tokio::test]
+    async fn a_replica_stopped_holding_the_append_lock_does_not_stop_the_others() {
+        let Ok(base) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
+            eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
+            return;
+        };
+        sqlx::any::install_default_drivers();
+        let name = format!("journal_frozen_{}", std::process::id());
+        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&base)
+            .await
+            .unwrap();
+        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS {name}"
+        )))
+        .execute(&mut admin)
+        .await;
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut admin)
+            .await
+            .unwrap();
+        let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
+        let dir = std::env::temp_dir().join(format!("pg-journal-frozen-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let frozen = Store::connect(&url).await.unwrap();
+        let store = Store::connect(&url).await.unwrap();
+        let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
+        let log = Arc::new(TransparencyLog::new("test/log".into(), key));
+        let journal = Journal::start(store.clone(), log.clone());
+        // The stopped replica: its transaction holds the append lock and says nothing more.
+        let mut held = frozen.pool.acquire().await.unwrap();
+        sqlx::query("BEGIN").execute(&mut *held).await.unwrap();
+        crate::audit_log::lock_for_appending(&mut held, false)
+            .await
+            .unwrap();
+        let wrote = tokio::time::timeout(
+            std::time::Duration::from_secs(20),
+            journal.write(step(&log, "beside-a-frozen-replica", 0..2)),
+        )
+        .await;
+        assert!(
+            matches!(wrote, Ok(Ok(_))),
+            "the write waited on the stopped replica's lock"
+        );
+        assert_eq!(
+            store
+                .audit_trail("beside-a-frozen-replica")
+                .await
+                .unwrap()
+                .len(),
+            2
+        );
+        drop(held);
     }
 
     /// PostgreSQL (when `PROOFGATE_TEST_POSTGRES_URL` is set, on a database of its own): the

@@ -484,6 +484,10 @@ pub(crate) fn sqlite_file(url: &str) -> Option<&str> {
 }
 
 /// Whether `url` names an in-memory SQLite database (it ends with the process).
+/// How long a PostgreSQL transaction may sit idle before the server ends it (ms). proofgate's
+/// own transactions are a few round trips; only a stopped or cut-off process idles this long.
+pub(crate) const PG_IDLE_IN_TRANSACTION_MS: u64 = if cfg!(test) { 2_000 } else { 30_000 };
+
 pub(crate) fn sqlite_in_memory(url: &str) -> bool {
     url.starts_with("sqlite:") && sqlite_file(url).is_none()
 }
@@ -581,6 +585,21 @@ impl Store {
                                  PRAGMA journal_size_limit = {WAL_FILE_LIMIT}"
                             );
                             sqlx::Executor::execute(&mut *conn, sqlx::AssertSqlSafe(pragmas))
+                                .await?;
+                        } else {
+                            // A replica frozen (SIGSTOP, a paused VM, a partition) inside a
+                            // commit held the log's append lock, and with it every replica's
+                            // writes, until the server noticed the dead client: about two
+                            // hours of default keepalives. Its transaction now ends after
+                            // this long idle, and dead peers are found within a minute and a
+                            // half.
+                            let settings = format!(
+                                "SET idle_in_transaction_session_timeout = {PG_IDLE_IN_TRANSACTION_MS}; \
+                                 SET tcp_keepalives_idle = 60; \
+                                 SET tcp_keepalives_interval = 10; \
+                                 SET tcp_keepalives_count = 3"
+                            );
+                            sqlx::Executor::execute(&mut *conn, sqlx::AssertSqlSafe(settings))
                                 .await?;
                         }
                         Ok(())

@@ -81,8 +81,24 @@ pub async fn perform_call(clients: &[LlmClient], call: TranslatorCall) -> CallRe
     let reply = client
         .complete_structured(&messages, "translation", &REPLY_SCHEMA)
         .await
-        .map(|r| (r.text, r.model));
+        .and_then(|r| {
+            within_reply_values(&client.endpoint().base_url, &r.text)?;
+            Ok((r.text, r.model))
+        });
     CallResult { call, reply }
+}
+
+/// Refuses a translator's reply whose JSON holds more values than an answer may
+/// ([`crate::http_body::MAX_ANSWER_VALUES`]): the body's bound counts the reply as one string,
+/// and the core parses the string itself, on the event loop, where `{"pairs":[0,0,...]}` of
+/// 16 MB was about 8 million values and a gigabyte. Such a reply is the endpoint's failure,
+/// recorded as its call's.
+fn within_reply_values(endpoint: &str, text: &str) -> Result<(), LlmError> {
+    let max = crate::http_body::MAX_ANSWER_VALUES;
+    crate::http_body::within_values(text.as_bytes(), max).map_err(|_| LlmError::BadResponse {
+        endpoint: endpoint.to_string(),
+        reason: format!("the translation holds more than {max} JSON values"),
+    })
 }
 
 /// Runs a whole translation round outside a thread (the ApplyGuardrail-compatible endpoint,
@@ -123,4 +139,26 @@ pub async fn translate(
         config,
     );
     Ok(outputs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_of_too_many_json_values_is_the_endpoints_failure() {
+        let max = crate::http_body::MAX_ANSWER_VALUES;
+        let flood = format!("{{\"pairs\":[{}0]}}", "0,".repeat(max + 1));
+        let err = within_reply_values("http://t/v1", &flood).unwrap_err();
+        assert!(
+            matches!(&err, LlmError::BadResponse { reason, .. } if reason.contains("JSON values")),
+            "{err}"
+        );
+        // A reply of ordinary size, and commas inside its strings, pass.
+        let ordinary = format!(
+            "{{\"pairs\":[{{\"premises\":[],\"claims\":[{{\"text\":\"{}\",\"logic\":\"x\"}}]}}]}}",
+            ",".repeat(max + 10)
+        );
+        assert!(within_reply_values("http://t/v1", &ordinary).is_ok());
+    }
 }

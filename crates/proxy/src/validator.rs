@@ -60,6 +60,8 @@ pub struct Validation {
 struct Job {
     translations: Vec<TranslatorOutput>,
     reply: oneshot::Sender<Result<(Vec<Finding>, Duration), String>>,
+    /// Set when the caller stops waiting (its request ended): the check then stops too.
+    unwanted: Arc<std::sync::atomic::AtomicBool>,
     /// The check panics (tests of the worker's recovery).
     #[cfg(test)]
     panic: bool,
@@ -310,10 +312,20 @@ impl ReasonerPool {
         #[cfg(test)] panic: bool,
     ) -> Result<(Vec<Finding>, Duration), ValidatorError> {
         let (reply, rx) = oneshot::channel();
+        // Set when this wait is dropped (the request's deadline, its client gone), and only
+        // read by then.
+        struct Unwanted(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for Unwanted {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let unwanted = Unwanted(Arc::default());
         self.jobs
             .send_async(Job {
                 translations,
                 reply,
+                unwanted: unwanted.0.clone(),
                 #[cfg(test)]
                 panic,
             })
@@ -379,7 +391,9 @@ fn run_worker(
                     if job.panic {
                         panic!("a fault injected by the test");
                     }
-                    reasoner.validate(&job.translations)
+                    proofgate_reasoner::unless_unwanted(job.unwanted.clone(), || {
+                        reasoner.validate(&job.translations)
+                    })
                 }));
                 match checked {
                     Ok(r) => {
@@ -787,6 +801,62 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(pool.worker_threads(), started);
         assert!(started.iter().all(|t| thread_alive(*t)));
+    }
+
+    /// A check whose request ended stops at its next solver call: the worker serves the next
+    /// caller at once, instead of running every remaining hard call to its limit (thirty
+    /// cubic pairs, each of several calls at 400 ms, held it for half a minute or more).
+    #[tokio::test]
+    async fn a_check_whose_request_ended_frees_its_worker_for_the_next() {
+        let cubes = r#"{"version": "1", "types": [],
+            "variables": [
+                {"name": "a", "type": "INT", "description": "a"},
+                {"name": "b", "type": "INT", "description": "b"},
+                {"name": "c", "type": "INT", "description": "c"}],
+            "rules": [{"id": "POSITIVEA000", "expression": "(>= a 0)",
+                       "alternateExpression": "a is not negative"}]}"#;
+        let model = Arc::new(
+            PolicyModel::from_definition(PolicyDefinition::from_json(cubes).unwrap(), None)
+                .unwrap(),
+        );
+        let options = CheckOptions {
+            timeout_ms: 400,
+            ..CheckOptions::default()
+        };
+        let pool = ReasonerPool::new(model, options, 1, None).unwrap();
+        let pairs: Vec<Value> = (0..30)
+            .map(|i| {
+                json!({
+                    "premises": [{"logic": "(and (> a 0) (> b 0) (> c 0))"}],
+                    "claims": [{"logic": format!(
+                        "(= (+ (* a a a) (* b b b)) (+ (* c c c) {i}))"
+                    )}]
+                })
+            })
+            .collect();
+        let hard =
+            proofgate_reasoner::parse_translations(&json!({ "translations": [pairs] }).to_string())
+                .unwrap();
+        // The request ends while its check runs.
+        let ended =
+            tokio::time::timeout(Duration::from_millis(500), pool.solve(hard.clone())).await;
+        assert!(
+            ended.is_err(),
+            "the hard check finished within half a second"
+        );
+        let easy = proofgate_reasoner::parse_translations(
+            &json!({ "translations": [[{
+                "premises": [{"logic": "(= a 1)"}],
+                "claims": [{"logic": "(>= a 0)"}]
+            }]] })
+            .to_string(),
+        )
+        .unwrap();
+        let next = tokio::time::timeout(Duration::from_secs(8), pool.solve(easy)).await;
+        assert!(
+            next.is_ok(),
+            "the next check waited behind the abandoned one"
+        );
     }
 
     #[tokio::test]

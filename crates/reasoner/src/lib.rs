@@ -50,7 +50,7 @@ pub use proofgate_core::translation::{
 pub use testing::{case_result, check_case, CaseError, CaseResult, CaseStatus, TestReport};
 pub use triviality::Triviality;
 pub use validate::ValidateError;
-pub use watchdog::with_watchdog;
+pub use watchdog::{unless_unwanted, with_watchdog};
 
 /// The Z3 this process runs, as Z3 reports it ("5.4.0.0"): the library found at run time,
 /// which is what decides every finding.

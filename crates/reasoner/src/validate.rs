@@ -80,6 +80,10 @@ impl Reasoner<'_> {
         let (distinct, authors) = self.distinct_pairs(&candidates);
         let mut covered: BTreeSet<usize> = BTreeSet::new();
         for (&ci, authors) in distinct.iter().zip(&authors) {
+            if crate::watchdog::unwanted() {
+                // No one reads these findings; never VALID all the same.
+                return Ok(vec![Finding::TooComplex(EmptyFinding::default())]);
+            }
             let Prepared::Ready { premises, claims } = &candidates[ci].pair else {
                 findings.push(Finding::TooComplex(EmptyFinding::default()));
                 continue;
@@ -226,6 +230,9 @@ impl Reasoner<'_> {
     }
 
     fn equivalent(&self, a: &Prepared, b: &Prepared) -> bool {
+        if crate::watchdog::unwanted() {
+            return false; // the check is abandoned: no more solver calls
+        }
         let (
             Prepared::Ready {
                 premises: pa,

@@ -46,6 +46,38 @@ impl Shared {
 thread_local! {
     /// The watchdog of the check running on this thread, if any.
     static ACTIVE: RefCell<Option<std::sync::Arc<Shared>>> = const { RefCell::new(None) };
+    /// Set once the check running on this thread is no longer wanted (see [`unless_unwanted`]).
+    static UNWANTED: RefCell<Option<std::sync::Arc<std::sync::atomic::AtomicBool>>> =
+        const { RefCell::new(None) };
+}
+
+/// Runs `work` (one check) on this thread with `unwanted`: once that is set (the caller gave
+/// up: its request ended), each later solver call gets no time and answers unknown, so an
+/// abandoned check ends in moments. Before, it ran every remaining call to its own limit: a
+/// translation of a hundred hard pairs held a worker, and every caller's checks queued
+/// behind it, for many minutes after its request had ended.
+pub fn unless_unwanted<T>(
+    unwanted: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    work: impl FnOnce() -> T,
+) -> T {
+    struct Restore(Option<std::sync::Arc<std::sync::atomic::AtomicBool>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            UNWANTED.with(|u| *u.borrow_mut() = previous);
+        }
+    }
+    let _restore = Restore(UNWANTED.with(|u| u.replace(Some(unwanted))));
+    work()
+}
+
+/// Whether the check on this thread is no longer wanted.
+pub(crate) fn unwanted() -> bool {
+    UNWANTED.with(|u| {
+        u.borrow()
+            .as_ref()
+            .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed))
+    })
 }
 
 /// Runs `check` with a watchdog for the solver calls it makes through `limited`: the one
@@ -136,6 +168,7 @@ pub fn with_watchdog<T>(work: impl FnOnce() -> T) -> T {
 /// stopped after `limit`: by the check's watchdog, or else by the solver's `timeout`
 /// parameter, set for this call only.
 pub(crate) fn limited<T>(solver: &Solver, limit: Duration, call: impl FnOnce() -> T) -> T {
+    let limit = if unwanted() { Duration::ZERO } else { limit };
     match ACTIVE.with(|a| a.borrow().clone()) {
         Some(shared) => {
             {
