@@ -83,6 +83,48 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
 
 /// GET `url`; a 429 or 503 (the server's rate and in-flight limits, which a walk of a long
 /// log reaches) is retried after the `Retry-After` it names, a few times.
+/// The HTTP client of the log commands: the server audited is not trusted, so each request
+/// has a time limit (a server that stopped mid-answer held the auditor for ever).
+fn client() -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .read_timeout(std::time::Duration::from_secs(30))
+        .timeout(std::time::Duration::from_secs(300))
+        .build()?)
+}
+
+/// The most a checkpoint, proof or page of leaves may hold (a page is at most 1,000 leaves).
+const TEXT_LIMIT: usize = 16 << 20;
+/// The most one thread's audit bundle may hold.
+const BUNDLE_LIMIT: usize = 256 << 20;
+
+/// A served body read to a bound: an endless or enormous body from the audited server ran the
+/// auditor's process out of memory.
+trait BoundedBody {
+    async fn bounded_bytes(self, limit: usize) -> Result<Vec<u8>>;
+    async fn bounded_text(self) -> Result<String>;
+    async fn bounded_json(self) -> Result<Value>;
+}
+
+impl BoundedBody for reqwest::Response {
+    async fn bounded_bytes(self, limit: usize) -> Result<Vec<u8>> {
+        let url = self.url().to_string();
+        proofgate_proxy::http_body::read_bounded(self, limit)
+            .await
+            .map_err(|e| anyhow::anyhow!("GET {url}: {e}"))
+    }
+    async fn bounded_text(self) -> Result<String> {
+        let url = self.url().to_string();
+        String::from_utf8(self.bounded_bytes(TEXT_LIMIT).await?)
+            .map_err(|_| anyhow::anyhow!("GET {url}: the body is not UTF-8 text"))
+    }
+    async fn bounded_json(self) -> Result<Value> {
+        let url = self.url().to_string();
+        serde_json::from_slice(&self.bounded_bytes(TEXT_LIMIT).await?)
+            .with_context(|| format!("GET {url}: not JSON"))
+    }
+}
+
 async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<reqwest::Response> {
     const ATTEMPTS: usize = 8;
     for attempt in 1.. {
@@ -122,13 +164,16 @@ pub fn served_log(server: &str, from_size: u64, verifier_key: Option<&str>) -> R
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let client = reqwest::Client::new();
+        let client = client()?;
         let ok_text = |url: String| {
             let client = client.clone();
             async move {
                 let resp = get(&client, &url, None).await?;
                 let status = resp.status();
-                let text = resp.text().await.with_context(|| format!("GET {url}"))?;
+                let text = resp
+                    .bounded_text()
+                    .await
+                    .with_context(|| format!("GET {url}"))?;
                 if !status.is_success() {
                     bail!(
                         "GET {url}: HTTP {status}: {}",
@@ -191,13 +236,13 @@ pub fn served_log(server: &str, from_size: u64, verifier_key: Option<&str>) -> R
 
 async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> Result<Value> {
     let base = server.trim_end_matches('/');
-    let client = reqwest::Client::new();
+    let client = client()?;
     let mut failures: Vec<String> = Vec::new();
     let saved_cp =
         verify_checkpoint(saved, key).map_err(|e| anyhow::anyhow!("saved checkpoint: {e}"))?;
     let resp = get(&client, &format!("{base}/api/log/checkpoint"), None).await?;
     let status = resp.status();
-    let current_note = resp.text().await?;
+    let current_note = resp.bounded_text().await?;
     if !status.is_success() {
         // The server refuses to sign a log that does not extend the one it signed before (cut
         // back or rewritten in its database): its reason is the finding.
@@ -220,7 +265,7 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
         None,
     )
     .await?
-    .json()
+    .bounded_json()
     .await?;
     let hashes: Vec<String> = serde_json::from_value(proof["hashes"].clone()).unwrap_or_default();
     if let Err(e) = verify_consistency(&saved_cp, &current, &hashes) {
@@ -339,7 +384,7 @@ async fn verify(server: &str, key: &str, saved: &str, api_key: Option<&str>) -> 
             }
             // Read strictly, as `proofgate audit` and the browser read a bundle: a record
             // writing a key twice would otherwise pass here as its last copy.
-            let body = resp.bytes().await?;
+            let body = resp.bounded_bytes(BUNDLE_LIMIT).await?;
             let bundle: AuditBundle = match read_trail_or_bundle(&body) {
                 Ok((_, Some(bundle))) => bundle,
                 Ok((_, None)) => {
@@ -436,7 +481,7 @@ async fn walk_leaves(
             None,
         )
         .await?
-        .json()
+        .bounded_json()
         .await?;
         let leaves = page["leaves"].as_array().cloned().unwrap_or_default();
         if leaves.is_empty() {
@@ -490,7 +535,7 @@ async fn leaves_after(
     let deleted = Vec::new();
     let resp = get(client, &format!("{base}/api/log/checkpoint"), None).await?;
     let status = resp.status();
-    let note = resp.text().await?;
+    let note = resp.bounded_text().await?;
     if !status.is_success() {
         return Ok((
             deleted,
@@ -517,7 +562,7 @@ async fn leaves_after(
         None,
     )
     .await?
-    .json()
+    .bounded_json()
     .await?;
     let hashes: Vec<String> = serde_json::from_value(proof["hashes"].clone()).unwrap_or_default();
     if let Err(e) = verify_consistency(current, &newer, &hashes) {
@@ -603,6 +648,33 @@ mod tests {
     use proofgate_core::audit::bundle::Inclusion;
     use proofgate_proxy::audit_log::AuditKey;
     use tlog_tiles::Hash;
+
+    /// A server the auditor reads a log from that answers every request with an endless
+    /// body: the read stops at its bound with an error, instead of filling the auditor's
+    /// memory.
+    #[test]
+    fn an_endless_body_from_the_audited_server_is_refused_at_its_bound() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut s) = stream else { return };
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+                    let chunk = [b'x'; 1 << 16];
+                    let mut framed = format!("{:x}\r\n", chunk.len()).into_bytes();
+                    framed.extend_from_slice(&chunk);
+                    framed.extend_from_slice(b"\r\n");
+                    while s.write_all(&framed).is_ok() {}
+                });
+            }
+        });
+        let err = format!("{:#}", served_log(&url, 0, None).unwrap_err());
+        assert!(err.contains("larger than 16 MiB"), "{err}");
+    }
 
     fn key(name: &str) -> AuditKey {
         let dir = tempfile::tempdir().unwrap();
