@@ -2351,6 +2351,109 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
     );
 }
 
+/// A client that reads its response a little at a time, below the minimum rate (64 KiB per
+/// `write_timeout_ms`), gives its connection place back as one that reads nothing does: with
+/// one place, the next client is served within moments, not refused while the slow one
+/// reads. (What the kernel had already taken may still reach the slow client after that.)
+#[tokio::test]
+async fn a_client_that_reads_its_response_too_slowly_gives_its_place_back() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "slow-reader",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nwrite_timeout_ms = 1000\nmax_connections = 1\n\
+             [server]\nweb_dir = \"{dir}/www\"\n",
+        ),
+    );
+    let size = 64 << 20;
+    std::fs::create_dir_all(proxy.dir().join("www")).unwrap();
+    std::fs::write(proxy.dir().join("www/big.wasm"), vec![7u8; size]).unwrap();
+    let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    stream
+        .write_all(b"GET /big.wasm HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let slow = tokio::spawn(async move {
+        let mut buf = vec![0u8; 4096];
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            if matches!(stream.read(&mut buf).await, Ok(0) | Err(_)) {
+                return;
+            }
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let mut served = false;
+    for _ in 0..40 {
+        let status = reqwest::get(format!("{}/healthz", proxy.url))
+            .await
+            .map(|r| r.status().as_u16());
+        if status.is_ok_and(|s| s == 200) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    }
+    slow.abort();
+    assert!(served, "the slow reader kept the only connection place");
+}
+
+/// With every connection place held by one address (idle connections, as a client pinging
+/// `/healthz` on kept-alive connections or sending headers slowly holds them), a client from
+/// another address is served: one of the hog's connections is closed for it, where it got a
+/// 503 for as long as the hog liked.
+#[tokio::test]
+async fn a_client_is_served_when_another_address_holds_every_place() {
+    use tokio::io::AsyncReadExt;
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "connection-hog",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nmax_connections = 4\nmax_connections_per_address = 100\n\
+             cap_private_addresses = true\n",
+        ),
+    );
+    let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
+    let mut hog = Vec::new();
+    for _ in 0..4 {
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+        hog.push(socket.connect(addr).await.unwrap());
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    let client = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 1]))
+        .build()
+        .unwrap();
+    let status = client
+        .get(format!("{}/healthz", proxy.url))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(
+        status, 200,
+        "refused while another address held every place"
+    );
+    // One of the hog's connections was closed for it.
+    let mut closed = 0;
+    for conn in &mut hog {
+        let mut byte = [0u8; 1];
+        let read =
+            tokio::time::timeout(std::time::Duration::from_millis(500), conn.read(&mut byte)).await;
+        closed += usize::from(matches!(read, Ok(Ok(0)) | Ok(Err(_))));
+    }
+    assert_eq!(closed, 1, "closed {closed} of the hog's connections");
+}
+
 /// The page's directory is public, so only the page's own kinds of file are served from it:
 /// a configuration, a key, a database or a dotfile put there (or a `web_dir` pointed at a
 /// directory holding them) is a 404, however its name is escaped.

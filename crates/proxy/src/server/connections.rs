@@ -57,7 +57,25 @@ const REFUSAL_LINGER: Duration = Duration::from_secs(1);
 const REFUSALS_AT_ONCE: usize = 128;
 
 /// Connections open now per client, shared by the event loops.
-type ClientCounts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+type ClientCounts = Arc<Mutex<HashMap<IpAddr, ClientConnections>>>;
+
+/// One client's open connections, each with the means to ask it to close.
+#[derive(Debug, Default)]
+struct ClientConnections {
+    count: usize,
+    /// Oldest first.
+    closers: Vec<Arc<Closer>>,
+}
+
+/// Asks one connection to close (see [`ConnectionLimits::make_room`]).
+#[derive(Debug)]
+struct Closer {
+    id: u64,
+    /// Notified once the connection is to close.
+    notify: tokio::sync::Notify,
+    /// Whether it was asked to.
+    asked: std::sync::atomic::AtomicBool,
+}
 
 /// The connection limits of one server, shared by its event loops.
 #[derive(Clone)]
@@ -76,6 +94,8 @@ pub struct ConnectionLimits {
     write_timeout: Option<Duration>,
     /// Refusals under way (see `refuse`).
     refusing: Arc<AtomicUsize>,
+    /// Connections asked to close for a newcomer that have not closed yet.
+    evicting: Arc<AtomicUsize>,
     /// Connections refused over `max`, and over the per-client cap (the server's metrics).
     refused_total: Option<Counter>,
     refused_client: Option<Counter>,
@@ -95,6 +115,7 @@ impl ConnectionLimits {
             write_timeout: (limits.write_timeout_ms > 0)
                 .then(|| Duration::from_millis(limits.write_timeout_ms)),
             refusing: Arc::default(),
+            evicting: Arc::default(),
             refused_total: metrics.map(|m| m.refused_connections("max_connections")),
             refused_client: metrics.map(|m| m.refused_connections("max_connections_per_address")),
         }
@@ -141,21 +162,34 @@ fn is_public(ip: IpAddr) -> bool {
 struct Open {
     open: Arc<AtomicUsize>,
     client: Option<(IpAddr, ClientCounts)>,
+    /// How a newcomer asks this connection to close.
+    closer: Arc<Closer>,
+    evicting: Arc<AtomicUsize>,
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
         self.open.fetch_sub(1, Ordering::Relaxed);
+        if self.closer.asked.load(Ordering::Relaxed) {
+            self.evicting.fetch_sub(1, Ordering::Relaxed);
+        }
         if let Some((client, counts)) = &self.client {
             let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(n) = counts.get_mut(client) {
-                *n -= 1;
-                if *n == 0 {
+            if let Some(c) = counts.get_mut(client) {
+                c.count -= 1;
+                c.closers.retain(|k| k.id != self.closer.id);
+                if c.count == 0 {
                     counts.remove(client);
                 }
             }
         }
     }
+}
+
+/// Each connection's number, for its closer.
+fn next_connection_id() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl ConnectionLimits {
@@ -164,10 +198,18 @@ impl ConnectionLimits {
     /// client could keep the server full with connections that are being refused.
     fn admit(&self, peer: IpAddr) -> Result<Open, &'static str> {
         let now_open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        let closer = Arc::new(Closer {
+            id: next_connection_id(),
+            notify: tokio::sync::Notify::new(),
+            asked: std::sync::atomic::AtomicBool::new(false),
+        });
         let mut open = Open {
             open: Arc::clone(&self.open),
             client: None,
+            closer: Arc::clone(&closer),
+            evicting: Arc::clone(&self.evicting),
         };
+        let mut mine = 1;
         if let Some((max, counts)) = self
             .per_client
             .as_ref()
@@ -176,19 +218,66 @@ impl ConnectionLimits {
             let client = client_of(peer);
             let over = {
                 let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
-                let n = counts.entry(client).or_insert(0);
-                *n += 1;
-                *n > *max
+                let c = counts.entry(client).or_default();
+                c.count += 1;
+                c.closers.push(closer);
+                mine = c.count;
+                c.count > *max
             };
             open.client = Some((client, Arc::clone(counts)));
             if over && self.max.is_none_or(|max| now_open <= max) {
                 return Err(OVER_CLIENT);
             }
         }
-        if self.max.is_some_and(|max| now_open > max) {
-            return Err(OVER_TOTAL);
+        if let Some(max) = self.max.filter(|&max| now_open > max) {
+            let newcomer = open.client.as_ref().map(|(c, _)| *c);
+            if !self.make_room(newcomer, mine, max) {
+                return Err(OVER_TOTAL);
+            }
         }
         Ok(open)
+    }
+
+    /// With every place taken, asks one connection of the client holding the most (more than
+    /// the newcomer's `mine`, counting its own) to close, so the newcomer can have its place:
+    /// a connection waiting for a request closes at once, one serving a request once that
+    /// ends. Without it, a few addresses that each kept a quarter of the places open (idle
+    /// kept-alive connections pinging `/healthz`, or headers sent slowly and sent again)
+    /// kept everyone else out. At most an eighth of the places are being given up at once.
+    fn make_room(&self, newcomer: Option<IpAddr>, mine: usize, max: usize) -> bool {
+        let Some((_, counts)) = &self.per_client else {
+            return false;
+        };
+        if self.evicting.load(Ordering::Relaxed) >= max.div_ceil(8) {
+            return false;
+        }
+        let counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let not_asked = |c: &ClientConnections| {
+            c.closers
+                .iter()
+                .filter(|k| !k.asked.load(Ordering::Relaxed))
+                .count()
+        };
+        let Some(top) = counts
+            .iter()
+            .filter(|(client, _)| Some(**client) != newcomer)
+            .map(|(_, c)| c)
+            .max_by_key(|c| not_asked(c))
+            .filter(|c| not_asked(c) > mine)
+        else {
+            return false;
+        };
+        let Some(victim) = top
+            .closers
+            .iter()
+            .find(|k| !k.asked.load(Ordering::Relaxed))
+        else {
+            return false;
+        };
+        victim.asked.store(true, Ordering::Relaxed);
+        self.evicting.fetch_add(1, Ordering::Relaxed);
+        victim.notify.notify_one();
+        true
     }
 }
 
@@ -286,11 +375,14 @@ where
                 });
         let header_timeout = limits.header_timeout;
         // hyper has no write limit: a client that reads nothing of a response larger than the
-        // socket's buffers held its connection (and the task writing to it) for ever.
-        let mut io = tokio_io_timeout::TimeoutStream::new(io);
-        io.set_write_timeout(limits.write_timeout);
-        let io = Box::pin(io);
+        // socket's buffers held its connection (and the task writing to it) for ever, and
+        // one reading a little now and then did with a limit on each write alone.
+        let io = Box::pin(super::send_rate::MinimumSendRate::new(
+            io,
+            limits.write_timeout,
+        ));
         tokio::spawn(async move {
+            let closer = Arc::clone(&open.closer);
             let _open = open;
             let mut builder = hyper::server::conn::http1::Builder::new();
             // hyper starts the header timer when it first reads a request's head: at once on a
@@ -298,10 +390,18 @@ where
             if let Some(limit) = header_timeout {
                 builder.timer(TokioTimer::new()).header_read_timeout(limit);
             }
-            let served = builder
+            let connection = builder
                 .serve_connection(TokioIo::new(io), TowerToHyperService::new(service))
-                .with_upgrades()
-                .await;
+                .with_upgrades();
+            tokio::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = closer.notify.notified() => {
+                    // A newcomer took its place: ends now if idle, or after its request.
+                    connection.as_mut().graceful_shutdown();
+                    connection.as_mut().await
+                }
+            };
             if let Err(e) = served {
                 tracing::debug!("connection from {peer} ended: {e}");
             }
@@ -394,6 +494,44 @@ mod tests {
         // Every count goes back to nothing: no address is remembered once its last closes.
         drop((b, c, d));
         assert_eq!(l.open(), 0);
+        let counts = l.per_client.as_ref().unwrap().1.lock().unwrap();
+        assert!(counts.is_empty(), "{counts:?}");
+    }
+
+    /// With every place taken, a newcomer gets the place of one connection of the client
+    /// holding the most, asked to close; never one of a client holding as few as the
+    /// newcomer would, and never more than an eighth of the places at once.
+    #[test]
+    fn a_newcomer_takes_a_place_from_the_client_holding_the_most() {
+        let l = limits(16, 100);
+        let hog: IpAddr = "192.0.2.66".parse().unwrap();
+        let one: IpAddr = "192.0.2.1".parse().unwrap();
+        let held: Vec<Open> = (0..15).map(|_| l.admit(hog).unwrap()).collect();
+        let first = l.admit(one).unwrap();
+        assert_eq!(l.open(), 16);
+        // The newcomer is let in, and the hog's oldest connection is asked to close.
+        let second = l.admit(one).unwrap();
+        assert!(held[0].closer.asked.load(Ordering::Relaxed));
+        assert!(held[1..]
+            .iter()
+            .all(|o| !o.closer.asked.load(Ordering::Relaxed)));
+        assert_eq!(l.evicting.load(Ordering::Relaxed), 1);
+        // The hog itself takes no place from anyone holding fewer.
+        assert_eq!(l.admit(hog).err(), Some(OVER_TOTAL));
+        assert!(!first.closer.asked.load(Ordering::Relaxed));
+        // Two asked at once (16 / 8 = 2); the third newcomer waits for one to close.
+        let third = l.admit("192.0.2.3".parse().unwrap()).unwrap();
+        assert_eq!(l.evicting.load(Ordering::Relaxed), 2);
+        assert_eq!(
+            l.admit("192.0.2.4".parse().unwrap()).err(),
+            Some(OVER_TOTAL)
+        );
+        let mut held = held;
+        drop(held.remove(0));
+        assert_eq!(l.evicting.load(Ordering::Relaxed), 1);
+        drop((first, second, third, held));
+        assert_eq!(l.open(), 0);
+        assert_eq!(l.evicting.load(Ordering::Relaxed), 0);
         let counts = l.per_client.as_ref().unwrap().1.lock().unwrap();
         assert!(counts.is_empty(), "{counts:?}");
     }

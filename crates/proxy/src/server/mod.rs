@@ -14,6 +14,7 @@ pub mod messages;
 pub mod models;
 pub mod policies;
 pub mod responses;
+pub mod send_rate;
 pub mod summary;
 
 use crate::app::{now_ms, App};
