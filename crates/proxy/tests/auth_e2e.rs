@@ -1968,10 +1968,43 @@ fn connection_limits_hold(runtime: &str) {
     let mut held: Vec<TcpStream> = (0..3).map(|_| hold("127.0.0.1").unwrap()).collect();
     refused_from("127.0.0.1", "max_connections_per_address");
     // Another address gets in: a refusal holds no place.
-    held.push(hold("127.0.0.2").unwrap());
-    refused_from("127.0.0.3", "max_connections");
+    let mut others = vec![hold("127.0.0.2").unwrap()];
+    // Every place is taken: a newcomer gets one of the address holding the most, whose
+    // idle connection is closed, until no address holds more than a newcomer would.
+    let one_closed = |held: &mut Vec<TcpStream>| {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            for i in 0..held.len() {
+                held[i]
+                    .set_read_timeout(Some(Duration::from_millis(50)))
+                    .unwrap();
+                let mut byte = [0u8; 1];
+                match std::io::Read::read(&mut held[i], &mut byte) {
+                    Ok(0) => {
+                        held.remove(i);
+                        return;
+                    }
+                    Err(e)
+                        if e.kind() != std::io::ErrorKind::WouldBlock
+                            && e.kind() != std::io::ErrorKind::TimedOut =>
+                    {
+                        held.remove(i);
+                        return;
+                    }
+                    _ => {}
+                }
+            }
+            assert!(Instant::now() < until, "no held connection was closed");
+        }
+    };
+    for newcomer in ["127.0.0.3", "127.0.0.4"] {
+        others.push(hold(newcomer).unwrap());
+        one_closed(&mut held);
+    }
+    assert_eq!(held.len(), 1);
+    refused_from("127.0.0.5", "max_connections");
     // Once they close, the server serves again (as soon as it has seen them go).
-    drop(held);
+    drop((held, others));
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let said = health(&mut TcpStream::connect(&addr).unwrap());
