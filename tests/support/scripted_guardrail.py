@@ -31,7 +31,8 @@ is that far off. "pad_bytes": N adds N bytes of padding to every ApplyGuardrail 
 reports N instead (a guardrail that checked part of the answer).
 POST /model/{id}/converse (Bedrock Converse) answers from "converse_rules" [{match, reply}];
 "converse_fail_first": {"count": N, "status": S} answers the first N Converse requests S (429 as
-a ThrottlingException), "converse_hang_first": {"count": N, "seconds": S} holds them S seconds.
+a ThrottlingException), with "message" if given; "converse_hang_first": {"count": N, "seconds": S}
+holds them S seconds.
 
 The Bedrock control plane for Automated Reasoning policies, in AWS's shapes:
 GET /automated-reasoning-policies/{arn}/export (ExportAutomatedReasoningPolicyVersion),
@@ -263,8 +264,10 @@ class Handler(BaseHTTPRequestHandler):
         fail = script.get("converse_fail_first", {})
         if n <= fail.get("count", 0):
             status = fail.get("status", 503)
-            kind = {429: "ThrottlingException"}.get(status, "ServiceUnavailableException")
-            self.send(status, {"message": "scripted failure"}, [("x-amzn-errortype", kind)])
+            kind = {429: "ThrottlingException", 400: "ValidationException"}.get(
+                status, "ServiceUnavailableException")
+            self.send(status, {"message": fail.get("message", "scripted failure")},
+                      [("x-amzn-errortype", kind)])
             return
         messages = body.get("messages", [])
         # As Converse does: turns alternate, starting with the user's, and no text is blank.

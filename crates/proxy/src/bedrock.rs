@@ -155,7 +155,10 @@ impl Converse {
         }
         let out = req.send().await.map_err(|e| {
             let endpoint = format!("bedrock:{model}");
-            let reason = aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string();
+            // Kept to 4 KiB as every endpoint's error body is: it goes to the log and the trail.
+            let reason = crate::http_body::error_body(
+                &aws_sdk_bedrockruntime::error::DisplayErrorContext(&e).to_string(),
+            );
             // A 4xx other than throttling is about the request (a validation error, a model
             // not enabled, denied access): not worth a retry, and passed on as such.
             match e.raw_response().map(|r| r.status().as_u16()) {
@@ -186,6 +189,18 @@ impl Converse {
                 endpoint: format!("bedrock:{model}"),
                 reason: "Converse returned no message".into(),
             })?;
+        // The answer bound every endpoint is held to (the SDK reads the body whole, with no
+        // bound of its own): a larger answer is the endpoint's failure, never recorded.
+        if text.len() > crate::http_body::MAX_ANSWER_BYTES {
+            return Err(LlmError::BadResponse {
+                endpoint: format!("bedrock:{model}"),
+                reason: format!(
+                    "Converse returned an answer of {} bytes, more than {}",
+                    text.len(),
+                    crate::http_body::MAX_ANSWER_BYTES
+                ),
+            });
+        }
         Ok(LlmReply { text, model })
     }
 }

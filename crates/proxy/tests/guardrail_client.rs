@@ -567,6 +567,46 @@ async fn bedrock_converse_is_an_llm_option() {
     }
 }
 
+/// A Converse answer larger than any endpoint's answer may be (16 MiB) is the endpoint's
+/// failure, and a Converse error's text is kept to its first 4 KiB, as every endpoint's error
+/// body is (it goes to the log and into the trail).
+#[tokio::test]
+async fn converse_answers_and_errors_are_held_to_the_endpoint_bounds() {
+    use proofgate_proxy::config::{LlmEndpoint, LlmKind};
+    use proofgate_proxy::llm::{ChatMessage, LlmClient, LlmError};
+    aws_env();
+    let endpoint = |server: &Server| LlmEndpoint {
+        kind: LlmKind::Bedrock,
+        base_url: server.url(),
+        model: Some("anthropic.claude-test".into()),
+        region: Some("us-east-1".into()),
+        max_retries: 0,
+        ..LlmEndpoint::default()
+    };
+    let question = [ChatMessage::user("How much is admission?")];
+    let huge = "x".repeat((16 << 20) + 1);
+    let server = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": [{"match": "admission", "reply": huge}]}),
+    );
+    let client = LlmClient::new(endpoint(&server)).await.unwrap();
+    let err = client.complete(&question).await.unwrap_err();
+    assert!(
+        matches!(&err, LlmError::BadResponse { reason, .. } if reason.contains("more than")),
+        "{err}"
+    );
+    let long = "y".repeat(1 << 20);
+    let server = Server::python(
+        "scripted_guardrail.py",
+        &json!({"converse_rules": [], "converse_fail_first": {"count": 1, "status": 400, "message": long}}),
+    );
+    let client = LlmClient::new(endpoint(&server)).await.unwrap();
+    let err = client.complete(&question).await.unwrap_err();
+    let said = err.to_string();
+    assert!(matches!(err, LlmError::Rejected { .. }), "{said:.200}");
+    assert!(said.len() < 8 << 10, "{} bytes of error", said.len());
+}
+
 /// Converse calls are retried by proofgate's policy alone (`max_retries`), each attempt within
 /// the endpoint's `timeout_ms`: the SDK's own three attempts per call are off, and a hung call
 /// no longer holds its request until the request's deadline.
