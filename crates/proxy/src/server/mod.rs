@@ -774,23 +774,12 @@ async fn resume_orphan(
         return Ok(());
     }
     let (mut thread, saved) = crate::app::load_thread(app, stored).await?;
-    let pending = thread.pending_effect();
     let effect = match owner_stopped(app, &scope).await? {
         Some(why) => thread.handle(Input::Failed {
             reason: format!("not resumed after an interrupted step: {why}"),
             now: now_ms(),
         })?,
-        // A chat request's thread: its client's connection ended with the step (a thread
-        // is an orphan only well past the request deadline), so nothing would receive what
-        // driving it on produced, LLM calls and a signed answer alike. It ends as an
-        // abandoned request's thread does; one waiting for the user's answer waits on.
-        None if thread.app_request().is_some() && !matches!(pending, Effect::AskUser { .. }) => {
-            thread.handle(Input::Failed {
-                reason: CLIENT_GONE.into(),
-                now: now_ms(),
-            })?
-        }
-        None => pending,
+        None => thread.pending_effect(),
     };
     tracing::info!("thread {}: resuming after an interrupted step", stored.id);
     // A thread claimed to be answered whose answer was never stored still waits for it: it
@@ -802,11 +791,6 @@ async fn resume_orphan(
     crate::app::drive_in_background(app.clone(), scope, thread, effect, saved, permit, key);
     Ok(())
 }
-
-/// Why an orphaned chat thread is ended rather than resumed (see `resume_orphan`).
-const CLIENT_GONE: &str = "not resumed after an interrupted step: the chat request it answered \
-     ended with the step (the server stopped), so no one would receive its answer; send the \
-     message again";
 
 /// The key a thread driven with no request (resumed, or its questions timed out) is counted
 /// and cached under: its owner's key, as for the owner's own requests, so that one key's
