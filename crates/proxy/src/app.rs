@@ -181,27 +181,13 @@ impl App {
         .await
         .map_err(|e| other(&e))?;
         let key_path = config.audit.key_path(&config.storage.url);
-        if config.audit.signing_key.is_none() && !key_path.exists() {
-            // A new key cannot extend a log the old one signed: every auditor holding its
-            // verifier key would see the log's signer change. Made quietly, it was (a secret
-            // volume that did not mount, a moved working directory).
-            let leaves = crate::audit_log::TransparencyLog::stored_size(&store)
-                .await
-                .map_err(|e| other(&e))?;
-            if leaves > 0 {
-                return Err(StartError::Other(format!(
-                    "the audit signing key {} is missing, but this database's log already \
-                     holds {leaves} signed leaves: restore the key that signed them (or give \
-                     it as [audit] signing_key); a new key cannot extend this log",
-                    key_path.display()
-                )));
-            }
-        }
-        let key = crate::audit_log::AuditKey::load_or_create(
+        let key = crate::audit_log::AuditKey::load_or_create_for(
+            &store,
             config.audit.signing_key.as_deref(),
             &key_path,
             config.audit.key_name(),
         )
+        .await
         .map_err(|e| other(&e))?;
         // Key rows this server's seal does not hold are refused: said at start, since after an
         // upgrade every key made before rows were sealed is one of them.
@@ -1015,8 +1001,11 @@ impl Saver {
     ) -> Result<(), crate::storage::StorageError> {
         self.save_soon(app, thread, conversation_key).await?;
         let mut first_error = None;
-        for p in self.pending.drain(..) {
-            if let Err(e) = p.wait().await {
+        // One by one, each leaving only once done (as in `wait_pending`).
+        while let Some(p) = self.pending.first_mut() {
+            let done = p.wait_in_place().await;
+            self.pending.remove(0);
+            if let Err(e) = done {
                 first_error.get_or_insert(e);
             }
         }

@@ -131,6 +131,33 @@ impl AuditKey {
         AuditKey::load_inner(secret, path, name, true)
     }
 
+    /// As [`AuditKey::load_or_create`], but a key is made only while `store`'s log is empty:
+    /// a new key cannot extend a log the old one signed (every auditor holding its verifier
+    /// key would see the log's signer change), and made quietly it was, whenever the key file
+    /// was missing (a secret volume that did not mount, a moved working directory). For
+    /// every command that may make the key: the server, `audit-key` and `keys create`.
+    pub async fn load_or_create_for(
+        store: &Store,
+        secret: Option<&str>,
+        path: &Path,
+        name: &str,
+    ) -> Result<AuditKey, AuditLogError> {
+        if secret.is_none() && !path.exists() {
+            let leaves = TransparencyLog::stored_size(store).await?;
+            if leaves > 0 {
+                return Err(AuditLogError::Key {
+                    path: path.display().to_string(),
+                    problem: format!(
+                        "it is missing, but this database's log already holds {leaves} signed \
+                         leaves: restore the key that signed them (or give it as [audit] \
+                         signing_key); a new key cannot extend this log"
+                    ),
+                });
+            }
+        }
+        AuditKey::load_or_create(secret, path, name)
+    }
+
     /// As [`AuditKey::load_or_create`], but a missing key is an error, never made: for tools
     /// run beside a server (a key they made would not be the server's).
     pub fn load(secret: Option<&str>, path: &Path, name: &str) -> Result<AuditKey, AuditLogError> {

@@ -703,6 +703,19 @@ fn postgres_database_tag(url: &str) -> Option<String> {
     Some(tag)
 }
 
+impl std::fmt::Debug for StorageConfig {
+    // Never the database's password, even in a debug print.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StorageConfig")
+            .field("url", &crate::storage::redact(&self.url))
+            .field("thread_ttl_secs", &self.thread_ttl_secs)
+            .field("sqlite_synchronous", &self.sqlite_synchronous)
+            .field("write_ahead_after_ms", &self.write_ahead_after_ms)
+            .field("connection_idle_secs", &self.connection_idle_secs)
+            .finish()
+    }
+}
+
 /// More reasoner workers than this is taken for a typo: each is a thread, and a Z3 context
 /// of about 20 MB once it has checked something.
 const MAX_REASONER_WORKERS: usize = 1024;
@@ -852,7 +865,7 @@ fn default_question_timeout_secs() -> u64 {
 }
 
 /// Storage settings.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct StorageConfig {
     /// `sqlite://FILE` (created if missing) or `postgres://...`.
@@ -971,7 +984,8 @@ impl Config {
             }
             given = given.merge(Toml::file(file));
         }
-        misspelt_environment(std::env::vars().map(|(k, _)| k))?;
+        // Names only, and only those that are text (`vars` panics on any that is not).
+        misspelt_environment(std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()))?;
         // Only PROOFGATE_<SECTION>__<KEY> and the top-level PROOFGATE_FAILURE_MODE configure
         // the server; other PROOFGATE_* variables (test settings, CLI keys) are not its own.
         let env = Env::prefixed("PROOFGATE_")
@@ -1355,6 +1369,7 @@ mod tests {
 
     #[test]
     fn example_config_loads() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml");
         let config = Config::load(Some(&path)).unwrap();
         assert_eq!(config.validator.kind, ValidatorKind::Local);
@@ -1403,6 +1418,7 @@ mod tests {
 
     #[test]
     fn reasoner_workers_keep_their_context_for_five_idle_minutes_unless_told() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         assert_eq!(
             Config::default().validator.reasoner_idle(),
             Some(std::time::Duration::from_secs(300))
@@ -1438,6 +1454,7 @@ mod tests {
 
     #[test]
     fn database_connections_close_after_a_quiet_minute_unless_told() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         assert_eq!(
             Config::default().storage.connection_idle(),
             Some(std::time::Duration::from_secs(60))
@@ -1472,6 +1489,7 @@ mod tests {
 
     #[test]
     fn the_server_runs_an_event_loop_per_core_unless_told() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let config = Config::default();
         assert_eq!(config.server.runtime, RuntimeKind::PerCore);
         assert_eq!(
@@ -1534,6 +1552,7 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_rejected_by_name() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("pg-config-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("bad.toml");
@@ -1590,6 +1609,7 @@ mod tests {
 
     #[test]
     fn more_places_kept_for_other_keys_than_half_is_refused_with_the_most_allowed() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let mut c = Config::load(Some(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
         ))
@@ -1667,6 +1687,7 @@ mod tests {
     /// default and from a file whose tables are empty (serde's defaults), alike.
     #[test]
     fn the_documented_defaults_hold() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("pg-config-defaults-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let file = dir.join("empty-tables.toml");
@@ -1709,6 +1730,7 @@ mod tests {
 
     #[test]
     fn a_key_cache_longer_than_ten_minutes_is_refused() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let mut c = Config::load(Some(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
         ))
@@ -1725,6 +1747,7 @@ mod tests {
 
     #[test]
     fn a_malformed_admin_key_hash_is_refused() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let mut c = Config::load(Some(
             &Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/proofgate.toml"),
         ))
@@ -1990,6 +2013,12 @@ mod tests {
             !debug.contains("sk-SECRET") && !debug.contains("PRIVATE+KEY"),
             "{debug}"
         );
+        let c = load_text("[storage]\nurl = \"postgres://u:DBPASS@db/pg\"\n", false).unwrap();
+        let debug = format!("{c:?}");
+        assert!(
+            !debug.contains("DBPASS") && debug.contains("postgres://u:***@db/pg"),
+            "{debug}"
+        );
     }
 
     #[test]
@@ -2068,6 +2097,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_reported() {
+        let _env = ENV.read().unwrap_or_else(|e| e.into_inner());
         let err = Config::load(Some(Path::new("/nonexistent/proofgate.toml")))
             .unwrap_err()
             .to_string();

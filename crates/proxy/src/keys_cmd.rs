@@ -63,13 +63,14 @@ async fn store(args: &StorageArgs) -> Result<Store> {
 /// The seal of key rows: from the audit signing key the configuration names. Only `create`
 /// (`make`) may make that key, as the server would at the same path, for the first key made
 /// before any server ran; listing and revoking need the server's own.
-fn seal(args: &StorageArgs, make: bool) -> Result<KeySeal> {
+async fn seal(args: &StorageArgs, make: bool) -> Result<KeySeal> {
     let config = Config::load_unchecked(args.config.as_deref())?;
     let path = config.audit.key_path(&config.storage.url);
     let secret = config.audit.signing_key.as_deref();
     let existed = secret.is_some() || path.exists();
     let key = if make {
-        AuditKey::load_or_create(secret, &path, config.audit.key_name())
+        let store = store(args).await?;
+        AuditKey::load_or_create_for(&store, secret, &path, config.audit.key_name()).await
     } else {
         AuditKey::load(secret, &path, config.audit.key_name())
     }
@@ -99,7 +100,7 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 let expires_at = args
                     .expires_in_days
                     .map(|d| now.saturating_add(i64::from(d) * 86_400_000));
-                let seal = seal(&args.storage, true)?;
+                let seal = seal(&args.storage, true).await?;
                 let (key, secret) = store(&args.storage)
                     .await?
                     .create_key(&args.name, &scopes, expires_at, now, &seal)
@@ -113,7 +114,7 @@ pub fn run(command: KeysCommand) -> Result<()> {
             }
             KeysCommand::List(args) => {
                 let now = now_ms();
-                let seal = seal(&args, false)?;
+                let seal = seal(&args, false).await?;
                 let keys: Vec<serde_json::Value> = store(&args)
                     .await?
                     .keys_sealed(&seal)
@@ -134,7 +135,7 @@ pub fn run(command: KeysCommand) -> Result<()> {
                 );
             }
             KeysCommand::Revoke { storage, id } => {
-                let seal = seal(&storage, false)?;
+                let seal = seal(&storage, false).await?;
                 let key = store(&storage)
                     .await?
                     .revoke_key(&id, now_ms(), &seal)

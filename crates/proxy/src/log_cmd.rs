@@ -81,8 +81,6 @@ pub fn run(command: LogCommand) -> Result<ExitCode> {
     })
 }
 
-/// GET `url`; a 429 or 503 (the server's rate and in-flight limits, which a walk of a long
-/// log reaches) is retried after the `Retry-After` it names, a few times.
 /// The HTTP client of the log commands: the server audited is not trusted, so each request
 /// has a time limit (a server that stopped mid-answer held the auditor for ever).
 fn client() -> Result<reqwest::Client> {
@@ -125,6 +123,8 @@ impl BoundedBody for reqwest::Response {
     }
 }
 
+/// GET `url`; a 429 or 503 (the server's rate and in-flight limits, which a walk of a long
+/// log reaches) is retried after the `Retry-After` it names, a few times.
 async fn get(client: &reqwest::Client, url: &str, key: Option<&str>) -> Result<reqwest::Response> {
     const ATTEMPTS: usize = 8;
     for attempt in 1.. {

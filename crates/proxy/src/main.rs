@@ -306,11 +306,18 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::AuditKey { config } => {
             let config = proofgate_proxy::config::Config::load(config.as_deref())?;
-            let key = proofgate_proxy::audit_log::AuditKey::load_or_create(
-                config.audit.signing_key.as_deref(),
-                &config.audit.key_path(&config.storage.url),
-                config.audit.key_name(),
-            )?;
+            let key = tokio::runtime::Runtime::new()?.block_on(async {
+                let store = proofgate_proxy::storage::Store::connect(&config.storage.url).await?;
+                anyhow::Ok(
+                    proofgate_proxy::audit_log::AuditKey::load_or_create_for(
+                        &store,
+                        config.audit.signing_key.as_deref(),
+                        &config.audit.key_path(&config.storage.url),
+                        config.audit.key_name(),
+                    )
+                    .await?,
+                )
+            })?;
             println!("{}", key.verifier_key());
         }
         Command::Log { command } => return log_cmd::run(command),

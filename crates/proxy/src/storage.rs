@@ -483,11 +483,11 @@ pub(crate) fn sqlite_file(url: &str) -> Option<&str> {
     (!file.is_empty() && !file.starts_with(':') && !in_memory).then_some(file)
 }
 
-/// Whether `url` names an in-memory SQLite database (it ends with the process).
 /// How long a PostgreSQL transaction may sit idle before the server ends it (ms). proofgate's
 /// own transactions are a few round trips; only a stopped or cut-off process idles this long.
 pub(crate) const PG_IDLE_IN_TRANSACTION_MS: u64 = if cfg!(test) { 2_000 } else { 30_000 };
 
+/// Whether `url` names an in-memory SQLite database (it ends with the process).
 pub(crate) fn sqlite_in_memory(url: &str) -> bool {
     url.starts_with("sqlite:") && sqlite_file(url).is_none()
 }
@@ -1315,7 +1315,7 @@ impl Store {
 }
 
 /// The URL without its password, for messages.
-fn redact(url: &str) -> String {
+pub(crate) fn redact(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
         (Some(s), Some(at)) if at > s => {
             let creds = &url[s + 3..at];

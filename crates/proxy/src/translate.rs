@@ -95,7 +95,10 @@ pub async fn perform_call(clients: &[LlmClient], call: TranslatorCall) -> CallRe
 /// recorded as its call's.
 fn within_reply_values(endpoint: &str, text: &str) -> Result<(), LlmError> {
     let max = crate::http_body::MAX_ANSWER_VALUES;
-    crate::http_body::within_values(text.as_bytes(), max).map_err(|_| LlmError::BadResponse {
+    // What the core parses: from the first `{` to the last `}` (a quote before it would
+    // otherwise hide the whole object inside a string from the count).
+    let parsed = proofgate_core::translation::reply::json_part(text);
+    crate::http_body::within_values(parsed.as_bytes(), max).map_err(|_| LlmError::BadResponse {
         endpoint: endpoint.to_string(),
         reason: format!("the translation holds more than {max} JSON values"),
     })
@@ -154,6 +157,9 @@ mod tests {
             matches!(&err, LlmError::BadResponse { reason, .. } if reason.contains("JSON values")),
             "{err}"
         );
+        // A quote before the object does not hide it from the count.
+        let hidden = format!("\"\n{flood}");
+        assert!(within_reply_values("http://t/v1", &hidden).is_err());
         // A reply of ordinary size, and commas inside its strings, pass.
         let ordinary = format!(
             "{{\"pairs\":[{{\"premises\":[],\"claims\":[{{\"text\":\"{}\",\"logic\":\"x\"}}]}}]}}",

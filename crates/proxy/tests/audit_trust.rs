@@ -1112,6 +1112,22 @@ async fn a_missing_signing_key_is_not_replaced_under_a_log_it_signed() {
         "{stderr}"
     );
     assert!(!dir.join("audit.key").exists(), "a new key was made");
+    // Nor do the commands that may make the key: showing the verifier key, making an API key.
+    for args in [
+        vec!["audit-key", "--config"],
+        vec!["keys", "create", "--name", "k", "--scopes", "chat", "--config"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+            .args(&args)
+            .arg(&config)
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(stderr.contains("signed leaves"), "{args:?}: {stderr}");
+        assert!(!dir.join("audit.key").exists(), "{args:?} made a new key");
+    }
 }
 
 /// Audit retention deletes a finished thread with its trail and logs the deletion in the same

@@ -2524,6 +2524,13 @@ async fn the_page_directory_serves_only_page_files() {
     assert_eq!(get("/app.js").await.0, 200);
     for path in [
         "/proofgate.toml",
+        "/proofgate.toml/",
+        "/proofgate.toml%2F",
+        "/proofgate.toml//",
+        "/audit.key/",
+        "/.git/config/",
+        "/%5c.env",
+        "//proofgate.toml",
         "/audit.key",
         "/copy.sqlite",
         "/copy.sqlite-wal",

@@ -170,11 +170,14 @@ struct Open {
 impl Drop for Open {
     fn drop(&mut self) {
         self.open.fetch_sub(1, Ordering::Relaxed);
-        if self.closer.asked.load(Ordering::Relaxed) {
-            self.evicting.fetch_sub(1, Ordering::Relaxed);
-        }
+        // Only a counted connection can be asked to close, under the counts' lock: read under
+        // it too, or a newcomer asking while this one closed was never subtracted, and each
+        // such race took one of the places given up at once for good.
         if let Some((client, counts)) = &self.client {
             let mut counts = counts.lock().unwrap_or_else(|e| e.into_inner());
+            if self.closer.asked.load(Ordering::Relaxed) {
+                self.evicting.fetch_sub(1, Ordering::Relaxed);
+            }
             if let Some(c) = counts.get_mut(client) {
                 c.count -= 1;
                 c.closers.retain(|k| k.id != self.closer.id);

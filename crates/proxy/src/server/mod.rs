@@ -365,7 +365,10 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/metrics", get(api::metrics))
         .route_layer(middleware::from_fn_with_state(app.clone(), count_requests))
         .fallback_service(tower::Layer::layer(
-            &middleware::from_fn(web_files_only),
+            &middleware::from_fn_with_state(
+                Arc::new(app.config.server.web_dir.clone()),
+                web_files_only,
+            ),
             ServeDir::new(&app.config.server.web_dir),
         ))
         .layer(DefaultBodyLimit::max(app.config.limits.max_body_bytes))
@@ -982,28 +985,43 @@ const WEB_FILE_KINDS: [&str; 17] = [
     "webp", "woff", "woff2", "txt",
 ];
 
-/// Lets through only a page file (or a directory's index) whose path has no hidden part.
-async fn web_files_only(req: Request, next: Next) -> Response {
-    if is_web_file(req.uri().path()) {
+/// Lets through only a page file (or a directory's index) of `web_dir` whose path has no
+/// hidden part.
+async fn web_files_only(
+    State(web_dir): State<Arc<std::path::PathBuf>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if is_web_file(&web_dir, req.uri().path()) {
         next.run(req).await
     } else {
         StatusCode::NOT_FOUND.into_response()
     }
 }
 
-/// Whether `path` names a file of the page: no segment starting with a dot (`.env`,
-/// `.git`), and a directory (its index) or a file of one of [`WEB_FILE_KINDS`].
-fn is_web_file(path: &str) -> bool {
+/// Whether `path` names a file of the page under `web_dir`: no segment starting with a dot
+/// (`.env`, `.git`, `..`), no empty segment but a last one, no backslash, and either a
+/// directory that is one (its index) or a file of one of [`WEB_FILE_KINDS`].
+fn is_web_file(web_dir: &std::path::Path, path: &str) -> bool {
     // Percent-escapes are read as ServeDir reads them, so `%2e` is a dot here too.
     let decoded = percent_encoding::percent_decode_str(path).decode_utf8_lossy();
-    if decoded.split('/').any(|s| s.starts_with('.')) {
+    if decoded.contains(['\\', '\0']) {
         return false;
     }
-    let last = decoded.rsplit('/').next().unwrap_or("");
-    last.is_empty()
-        || last
-            .rsplit_once('.')
-            .is_some_and(|(_, ext)| WEB_FILE_KINDS.iter().any(|k| k.eq_ignore_ascii_case(ext)))
+    let segments: Vec<&str> = decoded.trim_start_matches('/').split('/').collect();
+    let Some((last, dirs)) = segments.split_last() else {
+        return false;
+    };
+    if dirs.iter().any(|s| s.is_empty() || s.starts_with('.')) || last.starts_with('.') {
+        return false;
+    }
+    if last.is_empty() {
+        // A directory's index, only when it is one: ServeDir drops a trailing slash and
+        // served `/proofgate.toml/` as the file.
+        return web_dir.join(dirs.join("/")).is_dir();
+    }
+    last.rsplit_once('.')
+        .is_some_and(|(_, ext)| WEB_FILE_KINDS.iter().any(|k| k.eq_ignore_ascii_case(ext)))
 }
 
 /// Starts the background maintenance and says what an operator should know about access.
