@@ -36,7 +36,7 @@ wasm:
 
 # Node tests of the npm package.
 test-node: wasm
-    node --test crates/wasm/tests/
+    node --test crates/wasm/tests/ < /dev/null
 
 # Benchmarks of the local reasoner (prints figures).
 bench-reasoner:
@@ -99,4 +99,4 @@ test-web: web
     # The binary as `cargo test --workspace` builds it (same features: nothing is rebuilt
     # after test-rust).
     cargo test --workspace --all-targets --no-run
-    node --test --test-concurrency=1 tests/web/
+    node --test --test-concurrency=1 tests/web/ < /dev/null

@@ -70,9 +70,11 @@ cat > "$pkg_dir/package.json" <<JSON
       "default": "./web/proofgate.js"
     }
   },
-  "files": ["node", "web"]
+  "files": ["node", "web", "README.md"]
 }
 JSON
+# The package's own README (argument rules, limits, refused findings): npm shows it.
+cp crates/wasm/README.md "$pkg_dir/README.md"
 # Lets the package's own tests (and examples) import it by name, as users will.
 mkdir -p crates/wasm/node_modules
 ln -sfn ../pkg crates/wasm/node_modules/proofgate

@@ -2,6 +2,7 @@
 //! rebuilt from the auditor's policy (`planRechecks`; run them with z3-solver and compare with
 //! `answerMatches`), and the signed head, log inclusion and consistency (`verifyTrust`).
 
+use crate::thread::{optional_string_arg, string_arg, string_list_arg};
 use crate::to_js;
 use proofgate_core::audit::bundle::{
     read_trail_or_bundle, trail_text_of, verify_trust, AuditBundle, TrustCheck,
@@ -47,8 +48,11 @@ fn records(json: &str) -> Result<Vec<AuditRecord>, JsError> {
 /// a verifier gives `replayAudit` and `verifyChain`, so that they check the bytes of the file,
 /// not a copy `JSON.parse` made (which rounds integers beyond 2^53).
 #[wasm_bindgen(js_name = trailTextOf)]
-pub fn trail_text_of_js(json: &str) -> Result<String, JsError> {
-    trail_text_of(json)
+pub fn trail_text_of_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] json: JsValue,
+) -> Result<String, JsError> {
+    let json = string_arg(&json, "the trail's JSON text")?;
+    trail_text_of(&json)
         .map(str::to_string)
         .map_err(|e| JsError::new(&format!("proofgate: {e}")))
 }
@@ -56,12 +60,17 @@ pub fn trail_text_of_js(json: &str) -> Result<String, JsError> {
 /// The solver checks for every finding of `trail` (a trail or bundle, as JSON text), rebuilt
 /// from `policy` (the auditor's own policy JSON), and the problems that fail the audit outright.
 #[wasm_bindgen(js_name = planRechecks, unchecked_return_type = "RecheckPlan")]
-pub fn plan_rechecks_js(trail: &str, policy: &str) -> Result<JsValue, JsError> {
-    let def = PolicyDefinition::from_json(policy)
+pub fn plan_rechecks_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] trail: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] policy: JsValue,
+) -> Result<JsValue, JsError> {
+    let trail = string_arg(&trail, "trail (its JSON text)")?;
+    let policy = string_arg(&policy, "policy (its JSON text)")?;
+    let def = PolicyDefinition::from_json(&policy)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
     let model = PolicyModel::from_definition(def, None)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
-    to_js(&plan_rechecks(&records(trail)?, &model))
+    to_js(&plan_rechecks(&records(&trail)?, &model))
 }
 
 /// Which of `checks` (from a `planRechecks` plan) pass, given whether each got its expected
@@ -114,8 +123,11 @@ pub fn checks_passed_js(
 /// trail. When the document a trail names is one of them, the thread was shown exactly this
 /// policy; otherwise replay reports it missing.
 #[wasm_bindgen(js_name = policyDocumentsOf, unchecked_return_type = "PolicyDocument[]")]
-pub fn policy_documents_of_js(policy: &str) -> Result<JsValue, JsError> {
-    let def = PolicyDefinition::from_json(policy)
+pub fn policy_documents_of_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] policy: JsValue,
+) -> Result<JsValue, JsError> {
+    let policy = string_arg(&policy, "policy (its JSON text)")?;
+    let def = PolicyDefinition::from_json(&policy)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
     let model = PolicyModel::from_definition(def, None)
         .map_err(|e| JsError::new(&format!("proofgate: the policy: {e}")))?;
@@ -124,15 +136,20 @@ pub fn policy_documents_of_js(policy: &str) -> Result<JsValue, JsError> {
     to_js(&documents)
 }
 
-/// Whether a solver's complete output is exactly the expected `sat`/`unsat`.
+/// Whether a solver's complete output is exactly the expected `sat`/`unsat`. Throws when
+/// either is not a string.
 #[wasm_bindgen(js_name = answerMatches)]
-pub fn answer_matches_js(output: &str, expected: &str) -> bool {
-    let expected = match expected {
+pub fn answer_matches_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] output: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string")] expected: JsValue,
+) -> Result<bool, JsError> {
+    let output = string_arg(&output, "output (the solver's output)")?;
+    let expected = match string_arg(&expected, "expected")?.as_str() {
         "sat" => Expected::Sat,
         "unsat" => Expected::Unsat,
-        _ => return false,
+        _ => return Ok(false),
     };
-    answer_matches(output, expected)
+    Ok(answer_matches(&output, expected))
 }
 
 /// Checks an audit bundle's signed head, inclusion proof and (with `savedCheckpoint`)
@@ -142,19 +159,23 @@ pub fn answer_matches_js(output: &str, expected: &str) -> bool {
 /// writes a key twice in any object (read strictly, as replay reads it).
 #[wasm_bindgen(js_name = verifyTrust, unchecked_return_type = "TrustReport")]
 pub fn verify_trust_js(
-    bundle: &str,
-    verifier_key: &str,
-    saved_checkpoint: Option<String>,
+    #[wasm_bindgen(unchecked_param_type = "string")] bundle: JsValue,
+    #[wasm_bindgen(js_name = verifierKey, unchecked_param_type = "string")] verifier_key: JsValue,
+    #[wasm_bindgen(js_name = savedCheckpoint, unchecked_optional_param_type = "string | null")]
+    saved_checkpoint: JsValue,
 ) -> Result<JsValue, JsError> {
+    let bundle = string_arg(&bundle, "bundle (its JSON text)")?;
+    let verifier_key = string_arg(&verifier_key, "verifierKey")?;
+    let saved_checkpoint = optional_string_arg(&saved_checkpoint, "savedCheckpoint")?;
     let (_, read) = read_trail_or_bundle(bundle.as_bytes())
         .map_err(|e| JsError::new(&format!("proofgate: the bundle: {e}")))?;
     let read: AuditBundle = read.ok_or_else(|| {
         JsError::new("proofgate: the bundle is malformed: a plain trail, not {\"trail\": [...], \"signedHead\": ...}")
     })?;
-    let mut report = verify_trust(&read, verifier_key, saved_checkpoint.as_deref());
+    let mut report = verify_trust(&read, &verifier_key, saved_checkpoint.as_deref());
     // The records' own bytes, as replay checks them (a value read back would have integers
     // beyond 2^53 rounded).
-    let trail = trail_text_of(bundle).map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
+    let trail = trail_text_of(&bundle).map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
     if let Some(failure) = verify_chain_json(trail).failure {
         report.signature = TrustCheck {
             ok: false,
@@ -176,9 +197,10 @@ pub fn verify_trust_js(
 /// what did not run.
 #[wasm_bindgen(js_name = auditNotChecked, unchecked_return_type = "NotChecked[]")]
 pub fn audit_not_checked_js(
-    trail: &str,
+    #[wasm_bindgen(unchecked_param_type = "string")] trail: JsValue,
     #[wasm_bindgen(unchecked_param_type = "AuditInputs")] inputs: JsValue,
 ) -> Result<JsValue, JsError> {
+    let trail = string_arg(&trail, "trail (its JSON text)")?;
     let (_, bundle) = read_trail_or_bundle(trail.as_bytes())
         .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
     let mut inputs: AuditInputs = crate::thread::from_js(&inputs, "the audit inputs")?;
@@ -189,7 +211,7 @@ pub fn audit_not_checked_js(
         .as_ref()
         .and_then(|b| b.inclusion.as_ref())
         .map(|i| i.leaf_index);
-    to_js(&not_checked(&records(trail)?, &inputs))
+    to_js(&not_checked(&records(&trail)?, &inputs))
 }
 
 /// What the log says of the trail of `bundle` (an audit bundle's JSON text) as its thread's:
@@ -207,13 +229,24 @@ pub fn audit_not_checked_js(
 /// `auditNotChecked`.
 #[wasm_bindgen(js_name = logHeads, unchecked_return_type = "LogHeads")]
 pub fn log_heads_js(
-    bundle: &str,
-    verifier_key: &str,
-    current_checkpoint: &str,
-    proof: Vec<String>,
-    notes: Vec<String>,
+    #[wasm_bindgen(unchecked_param_type = "string")] bundle: JsValue,
+    #[wasm_bindgen(js_name = verifierKey, unchecked_param_type = "string")] verifier_key: JsValue,
+    #[wasm_bindgen(js_name = currentCheckpoint, unchecked_param_type = "string")]
+    current_checkpoint: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string[]")] proof: JsValue,
+    #[wasm_bindgen(unchecked_param_type = "string[]")] notes: JsValue,
 ) -> Result<JsValue, JsError> {
     use proofgate_core::audit::transparency::{log_heads, newest_log, verify_checkpoint};
+    let bundle = string_arg(&bundle, "bundle (its JSON text)")?;
+    let verifier_key = string_arg(&verifier_key, "verifierKey")?;
+    let current_checkpoint = string_arg(&current_checkpoint, "currentCheckpoint")?;
+    let proof = string_list_arg(&proof, "proof")?;
+    let notes = string_list_arg(&notes, "notes")?;
+    let (bundle, verifier_key, current_checkpoint) = (
+        bundle.as_str(),
+        verifier_key.as_str(),
+        current_checkpoint.as_str(),
+    );
     let fail = |e: String| JsError::new(&format!("proofgate: {e}"));
     let (trail, read) = read_trail_or_bundle(bundle.as_bytes()).map_err(fail)?;
     let read =
@@ -237,8 +270,13 @@ pub fn log_heads_js(
 /// `{origin, size, root}`. Throws when it is not one that key signs. Check a log's checkpoint
 /// with this before reading its leaves: the size an unverified one states is anyone's word.
 #[wasm_bindgen(js_name = verifyCheckpoint, unchecked_return_type = "{ origin: string; size: number; root: string }")]
-pub fn verify_checkpoint_js(checkpoint: &str, verifier_key: &str) -> Result<JsValue, JsError> {
-    let info = proofgate_core::audit::transparency::verify_checkpoint(checkpoint, verifier_key)
+pub fn verify_checkpoint_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] checkpoint: JsValue,
+    #[wasm_bindgen(js_name = verifierKey, unchecked_param_type = "string")] verifier_key: JsValue,
+) -> Result<JsValue, JsError> {
+    let checkpoint = string_arg(&checkpoint, "checkpoint")?;
+    let verifier_key = string_arg(&verifier_key, "verifierKey")?;
+    let info = proofgate_core::audit::transparency::verify_checkpoint(&checkpoint, &verifier_key)
         .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
     to_js(&info)
 }
@@ -246,8 +284,11 @@ pub fn verify_checkpoint_js(checkpoint: &str, verifier_key: &str) -> Result<JsVa
 /// The hash a record must carry (SHA-256 over its canonical JSON without `hash`), for tools
 /// that build or inspect trails.
 #[wasm_bindgen(js_name = recordHash)]
-pub fn record_hash_js(record: &str) -> Result<String, JsError> {
-    let record: AuditRecord = serde_json::from_str(record)
+pub fn record_hash_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] record: JsValue,
+) -> Result<String, JsError> {
+    let record = string_arg(&record, "record (its JSON text)")?;
+    let record: AuditRecord = serde_json::from_str(&record)
         .map_err(|e| JsError::new(&format!("proofgate: the record is malformed: {e}")))?;
     Ok(record.expected_hash())
 }

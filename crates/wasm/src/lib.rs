@@ -3,7 +3,9 @@
 //! Values cross the boundary as plain JSON-compatible JavaScript objects in the AWS shapes
 //! (findings) or the core's own serde shapes (decisions, verdicts); errors are thrown as
 //! JavaScript `Error`s whose message says what was wrong. Every structured argument is read as
-//! its JSON text (see `thread::from_js`), so a value means the same to every export.
+//! its JSON text (see `thread::from_js`), so a value means the same to every export. Every
+//! string argument is taken as a `JsValue` and refused unless it is a string
+//! (`thread::string_arg`): the glue wasm-bindgen generates for `&str` does not check.
 
 use proofgate_core::{aggregate_verdict, parse_decision, prioritize, Finding};
 use serde::Serialize;
@@ -60,10 +62,13 @@ pub(crate) fn to_js<T: Serialize>(value: &T) -> Result<JsValue, JsError> {
         .map_err(|e| JsError::new(&format!("proofgate: could not convert the result: {e}")))
 }
 
-/// Parses the rewriting LLM's reply into `{decision, answer, questions}`. Never throws.
+/// Parses the rewriting LLM's reply into `{decision, answer, questions}`. Throws only when
+/// `text` is not a string.
 #[wasm_bindgen(js_name = parseDecision, unchecked_return_type = "Decision")]
-pub fn parse_decision_js(text: &str) -> Result<JsValue, JsError> {
-    to_js(&parse_decision(text))
+pub fn parse_decision_js(
+    #[wasm_bindgen(unchecked_param_type = "string")] text: JsValue,
+) -> Result<JsValue, JsError> {
+    to_js(&parse_decision(&thread::string_arg(&text, "text")?))
 }
 
 /// Orders AWS-shaped findings for rewriting (most urgent first, stable within a kind).
@@ -98,15 +103,29 @@ pub fn aggregate_verdict_js(
 /// premises of a VALID to the conversation; give its configuration `validatorGrounding` (a
 /// translation configuration: its `vocabulary`, the policy's types and variables, and
 /// `systemPromptFacts`) so that premises naming enum values can be borne out.
+///
+/// `answer` must be the answer's text itself (not the request's `{text, qualifiers}`
+/// content block): anything but a string is refused. `policyArns` is an array of the policy
+/// version ARNs a VALID may rest on; left out, `null` or `[]`, any policy version is taken.
+/// A single ARN not in an array is refused.
 #[wasm_bindgen(js_name = readApplyGuardrail, unchecked_return_type = "Input")]
 pub fn read_apply_guardrail_js(
     #[wasm_bindgen(unchecked_param_type = "object | string")] response: JsValue,
-    answer: &str,
-    #[wasm_bindgen(js_name = policyArns)] policy_arns: Option<Vec<String>>,
+    #[wasm_bindgen(unchecked_param_type = "string")] answer: JsValue,
+    #[wasm_bindgen(js_name = policyArns, unchecked_optional_param_type = "string[] | null")]
+    policy_arns: JsValue,
 ) -> Result<JsValue, JsError> {
     use proofgate_core::guardrail_response::{read_guardrail_response, GuardrailReading};
+    // The text sent as `guard_content`: the glue took a number or object as "", which no
+    // guarded part could be too small for (a partly guarded answer read as VALID).
+    let answer = thread::string_arg(&answer, "answer (the text sent as guard_content)")?;
+    let policy_arns = if policy_arns.is_undefined() || policy_arns.is_null() {
+        Vec::new()
+    } else {
+        thread::string_list_arg(&policy_arns, "policyArns")?
+    };
     let body: serde_json::Value = thread::from_js(&response, "the ApplyGuardrail response")?;
-    let input = match read_guardrail_response(&body, answer, &policy_arns.unwrap_or_default()) {
+    let input = match read_guardrail_response(&body, &answer, &policy_arns) {
         Ok(GuardrailReading::Findings(findings)) => {
             serde_json::json!({"type": "Validated", "findings": findings})
         }

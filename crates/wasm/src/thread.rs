@@ -7,7 +7,7 @@
 
 use proofgate_core::audit::policy_document::policy_document_of;
 use proofgate_core::audit::{replay_json_with, verify_chain_json, PolicyDocuments};
-use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig};
+use proofgate_core::thread::{GivenAnswer, Input, Thread, ThreadConfig, ThreadError};
 use serde::{de::DeserializeOwned, Serialize};
 use serde_json::Value;
 use std::cell::RefCell;
@@ -73,15 +73,29 @@ export interface TranslatorOutput {
   untranslatedPremises: string[]; untranslatedClaims: string[];
 }
 export type LlmPurpose = "INITIAL_ANSWER" | "REWRITE" | "REGENERATE_WITH_CLARIFICATIONS" | "REGENERATE_AFTER_SKIP";
-/** An input; `now` (ms since the epoch) defaults to Date.now(). */
+/** An input; `now` (ms since the epoch) defaults to Date.now(). An input (JSON text or
+ * object) may nest at most 100 levels deep, and may hold no integer beyond
+ * Number.MAX_SAFE_INTEGER (nor a float such as 1e19 whose value is one): either is refused,
+ * as its records could not be read back the same. */
 export type Input =
   | { type: "LlmReplied"; text: string; model?: string; now?: number }
-  | { type: "Validated"; findings: Finding[]; evidence?: unknown; verdictRules?: number; now?: number }
-  | { type: "TranslatorReplied"; translator: number; attempt: number; call: string; text: string; model?: string; translationRules?: number; now?: number }
-  | { type: "TranslatorFailed"; translator: number; attempt: number; call: string; reason: string; translationRules?: number; now?: number }
+  | { type: "Validated"; findings: Finding[]; evidence?: unknown;
+      /** Leave it out of a live input: `handle` sets it (to this version's rules,
+       * `auditFormatVersion()`); the trail records it for replay, and any other value is
+       * refused. */
+      verdictRules?: number; now?: number }
+  | { type: "TranslatorReplied"; translator: number; attempt: number; call: string; text: string; model?: string;
+      /** Leave it out of a live input, as `verdictRules`. */
+      translationRules?: number; now?: number }
+  | { type: "TranslatorFailed"; translator: number; attempt: number; call: string; reason: string;
+      /** Leave it out of a live input, as `verdictRules`. */
+      translationRules?: number; now?: number }
   | { type: "UserAnswered"; answers: string[]; now?: number }
   | { type: "UserSkipped"; now?: number }
   | { type: "Tick"; now?: number }
+  /** The validation (or the LLM call) failed: ERROR, or with failureMode "OPEN" the first
+   * answer marked UNVERIFIED. Also what ends a thread whose Validated input `handle` refused
+   * because the findings do not fit it (see `Thread.handle`). */
   | { type: "Failed"; reason: string; now?: number }
   /** The validator's guardrail blocked the answer: ERROR with no answer, fail-open or not. */
   | { type: "Blocked"; reason: string; now?: number };
@@ -161,7 +175,10 @@ export interface ChainReport { ok: boolean; records: number; verifiedRecords: nu
 export interface ThreadJSON {
   id: string; question: string; config: ThreadConfig; createdAt: number;
   state: { phase: Phase; [member: string]: unknown };
-  steps: Step[]; clarifications: ClarificationExchange[]; auditTrail: AuditRecord[];
+  steps: Step[]; clarifications: ClarificationExchange[];
+  /** The conversation a `Thread.forReply` thread answers (absent for a lone question). */
+  conversation?: { role: "system" | "user" | "assistant" | "tool"; text: string }[];
+  auditTrail: AuditRecord[];
 }
 "#;
 
@@ -177,19 +194,161 @@ extern "C" {
     fn random_uuid() -> Result<String, JsValue>;
 }
 
-/// The first integer in `value` beyond ±(2^53 - 1), if any.
-fn unsafe_integer(value: &Value) -> Option<String> {
+/// How deep an input (or a constructor's configuration, answer or conversation) may nest,
+/// the value itself being level 1. A thread records the input's values deeper than the input
+/// held them (a finding sits four levels further down in the final record inside
+/// `toJSON()`'s `auditTrail`), and serde_json reads at most 128 levels: an input accepted
+/// near that limit gave a trail `replayAudit` reported MALFORMED and a thread `fromJSON`
+/// refused ("recursion limit exceeded"). The rest is head-room for the record and the thread.
+pub(crate) const MAX_INPUT_DEPTH: usize = 100;
+
+/// How deep `value` nests: a scalar 0, an array or object one more than its deepest member.
+fn depth(value: &Value) -> usize {
+    match value {
+        Value::Array(a) => 1 + a.iter().map(depth).max().unwrap_or(0),
+        Value::Object(o) => 1 + o.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The first number in `value` that does not come back the same through JavaScript: an
+/// integer beyond ±(2^53 - 1), or a float whose value is such an integer (`1e19`: the
+/// canonical hash writes it as `1e19`, while `JSON.stringify` of the number JS reads writes
+/// `10000000000000000000`, an integer to serde_json, so the trail read back no longer
+/// hashes the same). Other floats have a fractional part, and JS and serde_json write the
+/// same double either way.
+fn unsafe_number(value: &Value) -> Option<String> {
     const MAX: u64 = (1 << 53) - 1;
     match value {
         Value::Number(n) => {
             let beyond = n.as_u64().is_some_and(|u| u > MAX)
-                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX);
+                || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX)
+                || (!n.is_u64()
+                    && !n.is_i64()
+                    && n.as_f64()
+                        .is_some_and(|f| f.fract() == 0.0 && f.abs() > MAX as f64));
             beyond.then(|| n.to_string())
         }
-        Value::Array(a) => a.iter().find_map(unsafe_integer),
-        Value::Object(o) => o.values().find_map(unsafe_integer),
+        Value::Array(a) => a.iter().find_map(unsafe_number),
+        Value::Object(o) => o.values().find_map(unsafe_number),
         _ => None,
     }
+}
+
+/// Refuses a JSON value given as `what` that a thread could not record and read back the
+/// same: nested deeper than [`MAX_INPUT_DEPTH`], or holding a number JavaScript does not
+/// hold exactly.
+fn check_recordable(value: &Value, what: &str) -> Result<(), JsError> {
+    check_depth(value, what)?;
+    check_numbers(value, what)
+}
+
+/// Refuses a value nested deeper than [`MAX_INPUT_DEPTH`].
+fn check_depth(value: &Value, what: &str) -> Result<(), JsError> {
+    let levels = depth(value);
+    if levels > MAX_INPUT_DEPTH {
+        return Err(JsError::new(&format!(
+            "proofgate: {what} nests {levels} levels deep, more than the {MAX_INPUT_DEPTH} a \
+             thread takes (its records and its JSON nest it deeper still, and JSON readers \
+             stop at 128)"
+        )));
+    }
+    Ok(())
+}
+
+/// Refuses a value holding a number JavaScript does not hold exactly ([`unsafe_number`]): it
+/// would be recorded, then read back rounded or rewritten by `toJSON`/`fromJSON`, and the
+/// trail would read as altered.
+fn check_numbers(value: &Value, what: &str) -> Result<(), JsError> {
+    match unsafe_number(value) {
+        Some(n) => Err(JsError::new(&format!(
+            "proofgate: {what} holds the integer {n}, beyond what JavaScript holds exactly \
+             (Number.MAX_SAFE_INTEGER): give it as a string"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A structured JS argument as a JSON value a thread can record (see [`check_recordable`]),
+/// then typed.
+fn recordable_from_js<T: DeserializeOwned>(value: &JsValue, what: &str) -> Result<T, JsError> {
+    let value: Value = from_json(&json_text(value, what)?, what)?;
+    check_recordable(&value, what)?;
+    serde_json::from_value(value)
+        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))
+}
+
+/// A JS value's kind, for an error that says what was given instead.
+fn kind_of(value: &JsValue) -> String {
+    if value.is_null() {
+        "null".into()
+    } else if value.is_array() {
+        "an array".into()
+    } else {
+        value
+            .js_typeof()
+            .as_string()
+            .unwrap_or_else(|| "something else".into())
+    }
+}
+
+/// A string argument. The glue wasm-bindgen generates for a `&str` or `String` parameter does
+/// not check its argument in a release build: a number, boolean or object arrived as "" (the
+/// ApplyGuardrail request's `{text, qualifiers}` given as the answer read as an empty answer,
+/// and a number given as a thread id made the id ""). So every string parameter is taken as a
+/// `JsValue` and read here, refusing anything but a string with an error naming `name`.
+pub(crate) fn string_arg(value: &JsValue, name: &str) -> Result<String, JsError> {
+    if !value.is_string() {
+        return Err(JsError::new(&format!(
+            "proofgate: {name} must be a string, got {}",
+            kind_of(value)
+        )));
+    }
+    // The bytes of the string (see `TextEncoder`), always UTF-8.
+    String::from_utf8(ENCODER.with(|e| e.encode(value)))
+        .map_err(|_| JsError::new(&format!("proofgate: {name} is not UTF-8 text")))
+}
+
+/// An optional string argument: `undefined` or `null` is `None`, a string is read as
+/// [`string_arg`] reads it, anything else is refused.
+pub(crate) fn optional_string_arg(value: &JsValue, name: &str) -> Result<Option<String>, JsError> {
+    if value.is_undefined() || value.is_null() {
+        return Ok(None);
+    }
+    string_arg(value, name).map(Some)
+}
+
+/// An array-of-strings argument (the glue for `Vec<String>` took a single string as the list
+/// of its characters), each member a string.
+pub(crate) fn string_list_arg(value: &JsValue, name: &str) -> Result<Vec<String>, JsError> {
+    if !value.is_array() {
+        return Err(JsError::new(&format!(
+            "proofgate: {name} must be an array of strings, got {}",
+            if value.is_string() {
+                "a single string (give [it])".to_string()
+            } else {
+                kind_of(value)
+            }
+        )));
+    }
+    let members: Vec<Value> = from_js(value, name)?;
+    members
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| match m {
+            Value::String(s) => Ok(s),
+            other => Err(JsError::new(&format!(
+                "proofgate: {name}[{i}] must be a string, got {}",
+                match other {
+                    Value::Null => "null (or undefined)",
+                    Value::Bool(_) => "a boolean",
+                    Value::Number(_) => "a number",
+                    Value::Array(_) => "an array",
+                    _ => "an object",
+                }
+            ))),
+        })
+        .collect()
 }
 
 /// `given`, or a random UUID. Without `crypto.randomUUID` (a browser page over plain http)
@@ -284,6 +443,21 @@ fn millis(value: f64, what: &str) -> Result<u64, JsError> {
     }
 }
 
+/// A constructor's `now`: `Date.now()` when left out (`undefined` or `null`), else a number
+/// (the glue for an `f64` parameter converted anything: `"5"` became 5).
+fn now_arg(value: &JsValue) -> Result<u64, JsError> {
+    if value.is_undefined() || value.is_null() {
+        return millis(date_now(), "Date.now()");
+    }
+    match value.as_f64() {
+        Some(now) => millis(now, "now"),
+        None => Err(JsError::new(&format!(
+            "proofgate: now must be a number (milliseconds since the epoch), got {}",
+            kind_of(value)
+        ))),
+    }
+}
+
 /// The policy document a configuration's THREAD_STARTED names, if any.
 fn config_documents(config: &ThreadConfig) -> PolicyDocuments {
     let mut documents = PolicyDocuments::new();
@@ -307,31 +481,50 @@ fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
     if config.is_undefined() || config.is_null() {
         return Ok(ThreadConfig::default());
     }
-    let config: ThreadConfig = from_json(
-        &json_text(config, "the configuration")?,
-        "the configuration",
-    )?;
-    match config.question_timeout_ms {
-        Some(t) if t > MAX_SAFE_MS => Err(JsError::new(&format!(
+    let what = "the configuration";
+    let value: Value = from_json(&json_text(config, what)?, what)?;
+    check_depth(&value, what)?;
+    // Typed first, so that a time out of range is named as the setting it is.
+    let typed: ThreadConfig = serde_json::from_value(value.clone())
+        .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))?;
+    if let Some(t) = typed.question_timeout_ms.filter(|t| *t > MAX_SAFE_MS) {
+        return Err(JsError::new(&format!(
             "proofgate: questionTimeoutMs must be a safe integer (at most \
              Number.MAX_SAFE_INTEGER) number of milliseconds, got {t}"
-        ))),
-        _ => Ok(config),
+        )));
     }
+    // A number beyond 2^53 anywhere else (a vocabulary's own members are kept as given, in
+    // the policy document the trail names by its hash).
+    check_numbers(&value, what)?;
+    // The translators' vocabulary is built into a policy model at the first translator
+    // reply, after the translation was paid for: a vocabulary that does not build is refused
+    // now, with the error that reply would get.
+    if let Some(translation) = &typed.translation {
+        translation
+            .vocabulary_model()
+            .map_err(|e| JsError::new(&format!("proofgate: {}", ThreadError::InvalidConfig(e))))?;
+    }
+    Ok(typed)
 }
 
 #[wasm_bindgen(js_class = Thread)]
 impl WasmThread {
     /// Creates a thread. `config` may be omitted (defaults), `threadId` defaults to a random
-    /// UUID and `now` to `Date.now()`.
+    /// UUID and `now` to `Date.now()`. Throws when `question` or `threadId` is not a string,
+    /// `now` not a number, or the configuration unusable (among others: a translation
+    /// `vocabulary` that does not load, which the first translator reply would otherwise
+    /// find, after the translation was paid for).
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
-        question: String,
-        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
-        now: Option<f64>,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
+        #[wasm_bindgen(js_name = threadId, unchecked_optional_param_type = "string | null")]
+        thread_id: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] now: JsValue,
     ) -> Result<WasmThread, JsError> {
-        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let question = string_arg(&question, "the question")?;
+        let thread_id = optional_string_arg(&thread_id, "threadId")?;
+        let now = now_arg(&now)?;
         let config = thread_config(&config)?;
         let id = thread_id_or_new(thread_id)?;
         let inner = Thread::new(config, id, question, now)
@@ -354,15 +547,15 @@ impl WasmThread {
         conversation: JsValue,
         #[wasm_bindgen(unchecked_param_type = "{ text: string; model?: string; source: string }")]
         answer: JsValue,
-        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
-        now: Option<f64>,
+        #[wasm_bindgen(js_name = threadId, unchecked_optional_param_type = "string | null")]
+        thread_id: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] now: JsValue,
     ) -> Result<WasmThread, JsError> {
-        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let thread_id = optional_string_arg(&thread_id, "threadId")?;
+        let now = now_arg(&now)?;
         let config = thread_config(&config)?;
-        let conversation: Vec<proofgate_core::conversation::ConversationTurn> = from_json(
-            &json_text(&conversation, "the conversation")?,
-            "the conversation",
-        )?;
+        let conversation: Vec<proofgate_core::conversation::ConversationTurn> =
+            recordable_from_js(&conversation, "the conversation")?;
         let question = match conversation
             .iter()
             .rev()
@@ -376,7 +569,7 @@ impl WasmThread {
                 ))
             }
         };
-        let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
+        let answer: GivenAnswer = recordable_from_js(&answer, "the answer")?;
         let id = thread_id_or_new(thread_id)?;
         let inner = Thread::for_reply(
             config,
@@ -395,15 +588,18 @@ impl WasmThread {
     #[wasm_bindgen(js_name = withAnswer)]
     pub fn with_answer(
         #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
-        question: String,
+        #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
         #[wasm_bindgen(unchecked_param_type = "{ text: string; model?: string; source: string }")]
         answer: JsValue,
-        #[wasm_bindgen(js_name = threadId)] thread_id: Option<String>,
-        now: Option<f64>,
+        #[wasm_bindgen(js_name = threadId, unchecked_optional_param_type = "string | null")]
+        thread_id: JsValue,
+        #[wasm_bindgen(unchecked_optional_param_type = "number | null")] now: JsValue,
     ) -> Result<WasmThread, JsError> {
-        let now = millis(now.unwrap_or_else(date_now), "now")?;
+        let question = string_arg(&question, "the question")?;
+        let thread_id = optional_string_arg(&thread_id, "threadId")?;
+        let now = now_arg(&now)?;
         let config = thread_config(&config)?;
-        let answer: GivenAnswer = from_json(&json_text(&answer, "the answer")?, "the answer")?;
+        let answer: GivenAnswer = recordable_from_js(&answer, "the answer")?;
         let id = thread_id_or_new(thread_id)?;
         let inner = Thread::with_answer(config, id, question, answer, now)
             .map_err(|e| JsError::new(&format!("proofgate: {e}")))?;
@@ -417,7 +613,15 @@ impl WasmThread {
     }
 
     /// Feeds an input and returns the next effect. Throws, leaving the thread unchanged, when
-    /// the input does not fit the thread's state.
+    /// the input does not fit the thread's state, or cannot be recorded and read back the same
+    /// (nested more than 100 levels deep; an integer beyond `Number.MAX_SAFE_INTEGER`, also
+    /// written as a float such as `1e19`).
+    ///
+    /// A `Validated` input whose findings do not fit the thread (rules its policy does not
+    /// have, translations they cannot come from) throws "the findings do not match the
+    /// thread ...": the thread then still waits for its validation. End it as a failed
+    /// validation, as the proxy does: `handle({type: "Failed", reason: "validator: its
+    /// findings do not fit the thread"})` (ERROR, or UNVERIFIED with failureMode "OPEN").
     #[wasm_bindgen(unchecked_return_type = "Effect")]
     pub fn handle(
         &mut self,
@@ -439,14 +643,8 @@ impl WasmThread {
                 Some(_) => {}
             }
         }
-        // An integer JavaScript cannot hold exactly (given in JSON text) would be recorded,
-        // then read back rounded by `toJSON`/`fromJSON`, and the trail would read as altered.
-        if let Some(n) = unsafe_integer(&value) {
-            return Err(JsError::new(&format!(
-                "proofgate: the input holds the integer {n}, beyond what JavaScript holds exactly \
-                 (Number.MAX_SAFE_INTEGER): give it as a string"
-            )));
-        }
+        // Nested too deep for its records, or a number JavaScript does not hold exactly.
+        check_recordable(&value, "the input")?;
         let input: Input = serde_json::from_value(value)
             .map_err(|e| JsError::new(&format!("proofgate: the input is malformed: {e}")))?;
         // The deadline of questions asked now is now + questionTimeoutMs: it must be a safe
@@ -574,13 +772,14 @@ impl WasmThread {
 /// A trail whose first record names a policy document needs it in `policyDocuments` (an audit
 /// bundle's `policyDocuments`); each is used only under the hash of its own contents. Never
 /// throws for a bad trail: the report names the first record that differs. Throws when
-/// `policyDocuments` is not a list of policy documents.
+/// `policyDocuments` is not a list of policy documents; left out (or `null`), there are none,
+/// and a trail that names one reports POLICY_DOCUMENT_MISSING.
 #[wasm_bindgen(js_name = replayAudit, unchecked_return_type = "ReplayReport")]
 pub fn replay_audit_js(
     #[wasm_bindgen(unchecked_param_type = "AuditRecord[] | string")] trail: JsValue,
     #[wasm_bindgen(
         js_name = policyDocuments,
-        unchecked_param_type = "PolicyDocument[] | string | null | undefined"
+        unchecked_optional_param_type = "PolicyDocument[] | string | null"
     )]
     policy_documents: JsValue,
 ) -> Result<JsValue, JsError> {
@@ -651,7 +850,7 @@ impl Replayer {
     pub fn new(
         #[wasm_bindgen(
             js_name = policyDocuments,
-            unchecked_param_type = "PolicyDocument[] | string | null | undefined"
+            unchecked_optional_param_type = "PolicyDocument[] | string | null"
         )]
         policy_documents: JsValue,
     ) -> Result<Replayer, JsError> {

@@ -8,7 +8,7 @@ import {
 } from 'proofgate';
 import type {
   Effect, Input, Finding, ThreadConfig, Outcome, ReplayReport, NotChecked, TranslatorCall,
-  AuditRecord, PolicyDocument, Step, OutcomeStatus,
+  AuditRecord, PolicyDocument, Step, OutcomeStatus, ThreadJSON,
 } from 'proofgate';
 
 declare function llm(prompt: string): Promise<string>;
@@ -17,9 +17,14 @@ declare function translate(call: TranslatorCall): Promise<string>;
 declare function check(question: string, answer: string): Promise<Finding[]>;
 declare function askUser(questions: string[], deadline?: number): Promise<string[] | 'skip'>;
 
+/** What became of one translator call. */
+interface Settled { call: TranslatorCall; text?: string; reason?: string }
+
 /** Drives a thread to its outcome: every effect a thread can ask for is handled. */
 async function drive(thread: Thread): Promise<Outcome> {
   let effect: Effect = thread.start();
+  // Translator calls started and not yet handed back, by call id.
+  const inFlight = new Map<string, Promise<Settled>>();
   for (;;) {
     let input: Input;
     switch (effect.type) {
@@ -30,10 +35,21 @@ async function drive(thread: Thread): Promise<Outcome> {
         input = readApplyGuardrail(await guardrail(effect.question, effect.answer), effect.answer, null);
         break;
       case 'Translate': {
-        // Each reply names the call it answers (format 15).
-        const call = effect.calls[0];
-        if (!call) continue;
-        input = { type: 'TranslatorReplied', translator: call.translator, attempt: call.attempt, call: call.call, text: await translate(call) };
+        // Start every call it asks for (k translators, or one repair); an empty list: keep
+        // waiting for those in flight. Each reply names the call it answers (format 15).
+        for (const call of effect.calls) {
+          inFlight.set(call.call, translate(call).then(
+            (text): Settled => ({ call, text }),
+            (e: unknown): Settled => ({ call, reason: String(e) })));
+        }
+        if (inFlight.size === 0) throw new Error('the thread waits for translator calls, none in flight');
+        // Hand back whichever call ends first, then see what the thread wants next.
+        const done = await Promise.race(inFlight.values());
+        inFlight.delete(done.call.call);
+        const { translator, attempt, call } = done.call;
+        input = done.text !== undefined
+          ? { type: 'TranslatorReplied', translator, attempt, call, text: done.text }
+          : { type: 'TranslatorFailed', translator, attempt, call, reason: done.reason ?? 'failed' };
         break;
       }
       case 'Check':
@@ -51,7 +67,15 @@ async function drive(thread: Thread): Promise<Outcome> {
         return thread.outcome() as Outcome;
       }
     }
-    effect = thread.handle(input);
+    try {
+      effect = thread.handle(input);
+    } catch (e) {
+      // Findings that do not fit the thread (rules its policy lacks, translations they cannot
+      // come from) leave it waiting for its validation: end it as a failed one, as the proxy
+      // does. Any other refusal is a bug of the driver.
+      if (input.type !== 'Validated' || !String(e).includes('the findings do not match the thread')) throw e;
+      effect = thread.handle({ type: 'Failed', reason: 'validator: its findings do not fit the thread' });
+    }
   }
 }
 
@@ -64,6 +88,7 @@ async function main(): Promise<void> {
   const trail: AuditRecord[] = thread.auditTrail();
   const documents: PolicyDocument[] = thread.policyDocuments();
   const report: ReplayReport = replayAudit(trail, documents);
+  const unnamed: ReplayReport = replayAudit(trail);
   const shownAnswer: string | undefined = report.answer;
   const question: string | undefined = report.question;
   const again: ReplayReport = new Replayer(documents).replay(JSON.stringify(trail));
@@ -74,9 +99,11 @@ async function main(): Promise<void> {
   const ranked: Finding[] = prioritizeFindings(outcome.findings);
   const verdict = aggregateVerdict(ranked).verdict;
   const decision = parseDecision('DECISION: REWRITE\nANSWER:\nYou pay $9.');
-  const resumed = Thread.fromJSON(JSON.stringify(thread));
+  const saved: ThreadJSON = thread.toJSON();
+  const conversation = saved.conversation ?? [];
+  const resumed = Thread.fromJSON(saved);
   const hash: string = recordHash(JSON.stringify(trail[0]));
   const format: number = auditFormatVersion();
-  void [verifiedFully, steps, shownAnswer, question, again, chain.ok, gaps, passed, verdict, decision.decision, resumed.phase, hash, format, trailTextOf('[]')];
+  void [conversation, unnamed, verifiedFully, steps, shownAnswer, question, again, chain.ok, gaps, passed, verdict, decision.decision, resumed.phase, hash, format, trailTextOf('[]')];
 }
 void main;
