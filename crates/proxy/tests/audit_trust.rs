@@ -1115,7 +1115,9 @@ async fn a_missing_signing_key_is_not_replaced_under_a_log_it_signed() {
     // Nor do the commands that may make the key: showing the verifier key, making an API key.
     for args in [
         vec!["audit-key", "--config"],
-        vec!["keys", "create", "--name", "k", "--scopes", "chat", "--config"],
+        vec![
+            "keys", "create", "--name", "k", "--scopes", "chat", "--config",
+        ],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
             .args(&args)
