@@ -570,7 +570,9 @@ async fn perform(
                 return Some(input);
             }
             let started = Instant::now();
-            let result = local.check(scope, translations.clone()).await;
+            let result = local
+                .check(&cache_scope(scope, thread), translations.clone())
+                .await;
             waits.validator += started.elapsed();
             validated(app, result, waits)
         }
@@ -628,7 +630,10 @@ async fn perform(
         }
         Effect::Validate { question, answer } => {
             let started = Instant::now();
-            let result = app.validator.validate(scope, question, answer).await;
+            let result = app
+                .validator
+                .validate(&cache_scope(scope, thread), question, answer)
+                .await;
             waits.validator += started.elapsed();
             validated(app, result, waits)
         }
@@ -1146,6 +1151,16 @@ pub async fn drive_saving_each_step(
     saver.finish(app, thread, conversation_key).await?;
     *saved = thread.audit_trail().len();
     Ok(effect)
+}
+
+/// The findings cache's scope for `thread`, counted under `scope` (its key): the key and the
+/// end user the thread was started for, so one key's end users do not share entries either
+/// (a hit's speed told one end user that another had been given the same translations).
+fn cache_scope(scope: &str, thread: &Thread) -> String {
+    match thread.owner().map(|o| o.end_user).filter(|u| !u.is_empty()) {
+        Some(user) => format!("{scope}\u{0}{user}"),
+        None => scope.to_string(),
+    }
 }
 
 /// Why a thread counted under `scope` (see `server::background_scope`) must not go on: its

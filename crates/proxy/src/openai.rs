@@ -835,6 +835,10 @@ pub fn with_usage_chunk(mut events: Vec<String>, completion: &Value) -> Vec<Stri
 fn numbers_only(obj: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
     obj.iter()
         .filter_map(|(k, v)| match v {
+            // Always 0: the upstream's prompt cache is the operator's whole account, every
+            // key's requests alike, and its count told one tenant whether another had sent
+            // the same prefix lately (as the Responses API's `cached_tokens` always was).
+            Value::Number(_) if k == "cached_tokens" => Some((k.clone(), Value::from(0))),
             Value::Number(_) if USAGE_COUNTERS.contains(&k.as_str()) => {
                 Some((k.clone(), v.clone()))
             }
@@ -1486,7 +1490,7 @@ mod tests {
             "system_fingerprint": "proofgate-verdict:VALID-seniors-free",
             "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
                       "you_also_get_a_full_refund_today": 1,
-                      "prompt_tokens_details": {"cached_tokens": 1, "seniors_enter_free": 0},
+                      "prompt_tokens_details": {"cached_tokens": 900, "seniors_enter_free": 0},
                       "completion_tokens_details": {"reasoning_tokens": 1},
                       "refund_details": {"prompt_tokens": 9}},
             "choices": [{"message": {"role": "assistant", "content": "x"}}]
@@ -1502,8 +1506,9 @@ mod tests {
         assert_eq!(
             out["usage"],
             json!({"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3,
-                   "prompt_tokens_details": {"cached_tokens": 1},
-                   "completion_tokens_details": {"reasoning_tokens": 1}})
+                   "prompt_tokens_details": {"cached_tokens": 0},
+                   "completion_tokens_details": {"reasoning_tokens": 1}}),
+            "the prompt cache's count is the whole account's: always 0"
         );
         // The id is always the proxy's own, even of a short id's form (it was copied then,
         // and `chatcmpl-YouAlsoGetAFullRefund` is of it); a fingerprint passes only as `fp_`

@@ -661,6 +661,40 @@ async fn bodies_must_be_json_and_small_and_client_settings_never_exceed_the_serv
     assert_eq!(lower.body["config"]["maxIterations"], 1);
 }
 
+/// Two keys naming the same end user reach the upstream under two names, neither the one
+/// they sent: every key shares the operator's account there, where an end user flagged for
+/// abuse can be refused by that id, and one tenant could get another's end user refused.
+/// The rewriter's calls, which carry the app's request, name the same per-key end user.
+#[tokio::test]
+async fn each_key_names_its_end_users_to_the_upstream_apart() {
+    let llm = demo_llm();
+    let proxy = Proxy::start("end-user-names", &secured_config(&v1(&llm), "", ""));
+    let a = new_key(&proxy, "app a", &["chat"]).await;
+    let b = new_key(&proxy, "app b", &["chat"]).await;
+    for key in [&a, &b] {
+        let mut body = first_turn(Some("u2"));
+        body["safety_identifier"] = json!("u2");
+        let r = chat(&proxy, key, body, &[]).await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let named: std::collections::BTreeSet<String> = llm
+        .received()
+        .iter()
+        .flat_map(|r| {
+            let body = &r["body"];
+            ["user", "safety_identifier"]
+                .into_iter()
+                .filter_map(|f| body[f].as_str().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(named.len(), 2, "{named:?}");
+    assert!(
+        named.iter().all(|n| n.starts_with("pg_") && n != "u2"),
+        "{named:?}"
+    );
+}
+
 /// Four owners (two keys, and one key for two end users, plus the key alone) start the same
 /// conversation; each follow-up answer resumes the owner's own thread.
 #[tokio::test]
@@ -1590,6 +1624,31 @@ async fn one_keys_cached_findings_never_answer_another_keys_question() {
         assert_eq!(solved, 0, "a key's repeated question was solved again");
         assert_eq!(again, a_first);
     }
+    // So do each end user's of a key: another end user's question is solved.
+    let ask_as = |user: &'static str| {
+        let (proxy, a) = (&proxy, a.clone());
+        async move {
+            let before = solver_checks(proxy).await;
+            let r = chat(proxy, &a, first_turn(Some(user)), &[]).await;
+            assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT", "{r:?}");
+            solver_checks(proxy).await - before
+        }
+    };
+    assert_eq!(
+        ask_as("u1").await,
+        a_solved,
+        "end user u1 was answered from the key's entries"
+    );
+    assert_eq!(
+        ask_as("u1").await,
+        0,
+        "u1's repeated question was solved again"
+    );
+    assert_eq!(
+        ask_as("u2").await,
+        a_solved,
+        "u2 was answered from u1's entries"
+    );
 
     // The same through the ApplyGuardrail-compatible endpoint, with two new keys (the loop
     // above may have checked this answer for A and B already).

@@ -1740,10 +1740,34 @@ async fn two_replicas_share_threads_through_postgres() {
     assert_eq!(r2.header("x-proofgate-thread"), thread);
     assert_trail_replays(&a, &thread).await;
     // A replica with a key of its own does not continue a thread another logged: it cannot
-    // check that thread's heads, and says why.
+    // check that thread's heads, and says why. (Its key is made beside an empty database
+    // first: no server makes a new key under a log that holds leaves.)
+    let own = proxy::temp_dir("replica-own-key");
+    let own_key = own.join("audit.key").display().to_string();
+    let made = own.join("make-key.toml");
+    std::fs::write(
+        &made,
+        config(&v1(&llm), "", "")
+            .replace("{dir}/audit.key", &own_key)
+            .replace("{dir}", &own.display().to_string()),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(["audit-key", "--config"])
+        .arg(&made)
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lone = Proxy::start(
         "replica-own-key",
-        &config(&v1(&llm), "", "").replace("sqlite://{dir}/proofgate.sqlite", &pg),
+        &config(&v1(&llm), "", "")
+            .replace("sqlite://{dir}/proofgate.sqlite", &pg)
+            .replace("{dir}/audit.key", &own_key),
     );
     let r = chat(&a, json!([{"role": "user", "content": Q2}]), &[]).await;
     assert_eq!(r.header("x-proofgate-verdict"), "NEEDS_INPUT");

@@ -119,6 +119,13 @@ pub fn read_apply_guardrail_js(
     // The text sent as `guard_content`: the glue took a number or object as "", which no
     // guarded part could be too small for (a partly guarded answer read as VALID).
     let answer = thread::string_arg(&answer, "answer (the text sent as guard_content)")?;
+    // A blank answer has no characters to count, so no guarded count is ever too small:
+    // no thread validates one, and a `content.text ?? ''` would pass a partly guarded answer.
+    if answer.trim().is_empty() {
+        return Err(JsError::new(
+            "proofgate: answer is blank: give the answer's text, as sent in guard_content",
+        ));
+    }
     let policy_arns = if policy_arns.is_undefined() || policy_arns.is_null() {
         Vec::new()
     } else {

@@ -190,6 +190,8 @@ extern "C" {
     fn json_parse(text: &str) -> Result<JsValue, JsValue>;
     #[wasm_bindgen(js_namespace = Date, js_name = now)]
     fn date_now() -> f64;
+    #[wasm_bindgen(js_namespace = Object, js_name = getPrototypeOf)]
+    fn prototype_of(value: &JsValue) -> JsValue;
     #[wasm_bindgen(js_namespace = crypto, js_name = randomUUID, catch)]
     fn random_uuid() -> Result<String, JsValue>;
 }
@@ -223,10 +225,13 @@ fn unsafe_number(value: &Value) -> Option<String> {
         Value::Number(n) => {
             let beyond = n.as_u64().is_some_and(|u| u > MAX)
                 || n.as_i64().is_some_and(|i| i.unsigned_abs() > MAX)
+                // From 1e21 on, JSON.stringify writes the exponent form too: it reads back
+                // as the same float.
                 || (!n.is_u64()
                     && !n.is_i64()
-                    && n.as_f64()
-                        .is_some_and(|f| f.fract() == 0.0 && f.abs() > MAX as f64));
+                    && n.as_f64().is_some_and(|f| {
+                        f.fract() == 0.0 && f.abs() > MAX as f64 && f.abs() < 1e21
+                    }));
             beyond.then(|| n.to_string())
         }
         Value::Array(a) => a.iter().find_map(unsafe_number),
@@ -482,6 +487,21 @@ fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
         return Ok(ThreadConfig::default());
     }
     let what = "the configuration";
+    // JSON text, or a plain object: a Promise (a configuration loaded and not awaited), a
+    // Map or an array stringifies to `{}` or `[]`, and `{}` is the defaults, a thread with no
+    // policy at all, which takes findings of any.
+    if !config.is_string() {
+        let plain = json_parse("{}").map(|o| prototype_of(&o)).ok();
+        let proto = config.is_object().then(|| prototype_of(config));
+        let is_plain = proto.is_some_and(|p| p.is_null() || Some(&p) == plain.as_ref());
+        if !is_plain {
+            return Err(JsError::new(
+                "proofgate: the configuration must be a plain object or JSON text (not a \
+                 Promise, Map, array or other value): a configuration that is not read would \
+                 run the thread with none",
+            ));
+        }
+    }
     let value: Value = from_json(&json_text(config, what)?, what)?;
     check_depth(&value, what)?;
     // Typed first, so that a time out of range is named as the setting it is.
@@ -516,7 +536,8 @@ impl WasmThread {
     /// find, after the translation was paid for).
     #[wasm_bindgen(constructor)]
     pub fn new(
-        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | string | null | undefined")]
+        config: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
         #[wasm_bindgen(js_name = threadId, unchecked_optional_param_type = "string | null")]
         thread_id: JsValue,
@@ -540,7 +561,8 @@ impl WasmThread {
     /// as the user's words.
     #[wasm_bindgen(js_name = forReply)]
     pub fn for_reply(
-        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | string | null | undefined")]
+        config: JsValue,
         #[wasm_bindgen(
             unchecked_param_type = "{ role: \"system\" | \"user\" | \"assistant\" | \"tool\"; text: string }[]"
         )]
@@ -587,7 +609,8 @@ impl WasmThread {
     /// its first effect validates that answer. `answer` is `{text, model?, source}`.
     #[wasm_bindgen(js_name = withAnswer)]
     pub fn with_answer(
-        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | null | undefined")] config: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ThreadConfig | string | null | undefined")]
+        config: JsValue,
         #[wasm_bindgen(unchecked_param_type = "string")] question: JsValue,
         #[wasm_bindgen(unchecked_param_type = "{ text: string; model?: string; source: string }")]
         answer: JsValue,
@@ -625,7 +648,7 @@ impl WasmThread {
     #[wasm_bindgen(unchecked_return_type = "Effect")]
     pub fn handle(
         &mut self,
-        #[wasm_bindgen(unchecked_param_type = "Input")] input: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "Input | string")] input: JsValue,
     ) -> Result<JsValue, JsError> {
         let mut value: Value = from_json(&json_text(&input, "the input")?, "the input")?;
         if let Some(obj) = value.as_object_mut() {

@@ -40,6 +40,26 @@ test('readApplyGuardrail refuses an answer that is not a string (it read as "", 
   for (const wrong of [42, true, null, undefined, [answer]]) {
     assert.throws(() => readApplyGuardrail(partlyGuarded, wrong), /answer .*must be a string/, String(wrong));
   }
+  // A blank one has no characters for a guarded count to fall short of (`content.text ?? ''`).
+  for (const blank of ['', '   ', '\n\t']) {
+    assert.throws(() => readApplyGuardrail(partlyGuarded, blank), /answer is blank/, JSON.stringify(blank));
+  }
+});
+
+test('a configuration that is not a plain object or JSON text is refused, not run as no policy', () => {
+  for (const wrong of [Promise.resolve({}), new Map([['policy', 'x']]), [1], 42, true]) {
+    for (const make of [
+      () => new Thread(wrong, 'q', 't', 1),
+      () => Thread.withAnswer(wrong, 'q', given, 't', 1),
+      () => Thread.forReply(wrong, conversation, given, 't', 1),
+    ]) {
+      assert.throws(make, /the configuration must be a plain object or JSON text/, String(wrong));
+    }
+  }
+  // Plain objects (with or without a prototype) and JSON text are read as before.
+  assert.equal(new Thread({}, 'q', 't', 1).start().type, 'CallLlm');
+  assert.equal(new Thread(Object.create(null), 'q', 't', 1).start().type, 'CallLlm');
+  assert.equal(new Thread('{}', 'q', 't', 1).start().type, 'CallLlm');
 });
 
 /** A fresh instance of the browser build, under a TextEncoder that converts its argument to
@@ -179,7 +199,7 @@ test('an integer beyond 2^53 written as a float is refused, as one written as an
     return t;
   };
   const findings = JSON.stringify([valid]);
-  for (const n of ['1e19', '-1e19', '9007199254740992.0', '1.5e300']) {
+  for (const n of ['1e19', '-1e19', '9007199254740992.0', '9.9e20']) {
     const t = fresh();
     const before = JSON.stringify(t);
     assert.throws(() => t.handle(`{"type":"Validated","findings":${findings},"evidence":{"n":${n}},"now":3}`),
@@ -187,7 +207,8 @@ test('an integer beyond 2^53 written as a float is refused, as one written as an
     assert.equal(JSON.stringify(t), before);
   }
   // Floats JavaScript holds as they are go through, and the trail reads back the same.
-  for (const n of ['0.5', '1e15', '1.0', '-2.5e-7', '9007199254740991.0']) {
+  // From 1e21 on JavaScript writes the exponent form too, and the float reads back the same.
+  for (const n of ['0.5', '1e15', '1.0', '-2.5e-7', '9007199254740991.0', '1e21', '1.5e300']) {
     const t = fresh();
     assert.equal(t.handle(`{"type":"Validated","findings":${findings},"evidence":{"n":${n}},"now":3}`).status, 'VALID', n);
     assert.equal(replayAudit(JSON.parse(JSON.stringify(t.auditTrail()))).ok, true, n);

@@ -305,6 +305,27 @@ fn end_user(req: &ChatRequest) -> Option<&str> {
     })
 }
 
+/// The end-user fields of a request going upstream (`user`, `safety_identifier`), each
+/// replaced by a name of its own per key: every key's requests reach the provider under the
+/// operator's one account, where an end user flagged for abuse can be refused by that id, and
+/// a tenant sending abuse as `alice@example.com` got another tenant's `alice` refused. Stable
+/// per key and end user, so the provider still tells one key's end users apart.
+fn end_user_for_upstream(body: &mut Value, key: &str) {
+    use sha2::{Digest, Sha256};
+    for field in ["user", "safety_identifier"] {
+        let Some(user) = body.get(field).and_then(Value::as_str) else {
+            continue;
+        };
+        let mut h = Sha256::new();
+        for part in [key, user] {
+            h.update((part.len() as u64).to_be_bytes());
+            h.update(part.as_bytes());
+        }
+        let named = format!("pg_{}", &hex::encode(h.finalize())[..32]);
+        body[field] = Value::String(named);
+    }
+}
+
 /// A conversation key that only its owner's requests produce: the same messages from another
 /// key or end user never resume this owner's thread.
 fn owned_conversation_key(owner: &ThreadOwner, conversation: &str) -> String {
@@ -350,7 +371,9 @@ async fn start_thread(
         }
     }
     let started = Instant::now();
-    let upstream = app.upstream.forward_native(req.body.clone(), auth).await;
+    let mut body = req.body.clone();
+    end_user_for_upstream(&mut body, &caller.id);
+    let upstream = app.upstream.forward_native(body, auth).await;
     waits.upstream += started.elapsed();
     app.metrics.observe(Stage::Upstream, started.elapsed());
     // The client's own key went upstream only to an OpenAI-shaped endpoint with none of its own.
@@ -435,7 +458,9 @@ async fn start_thread(
         now_ms(),
     )
     .map_err(|e| ApiError::bad_request(e.to_string()))?;
-    thread.set_app_request(req.for_rewriter());
+    let mut app_request = req.for_rewriter();
+    end_user_for_upstream(&mut app_request, &caller.id);
+    thread.set_app_request(app_request);
     Ok((thread, upstream, native))
 }
 
