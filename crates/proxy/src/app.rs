@@ -1157,8 +1157,14 @@ pub async fn drive_saving_each_step(
 /// end user the thread was started for, so one key's end users do not share entries either
 /// (a hit's speed told one end user that another had been given the same translations).
 fn cache_scope(scope: &str, thread: &Thread) -> String {
+    use sha2::{Digest, Sha256};
+    // The end user's digest, not its name: a name is as long as the client makes it, and the
+    // cache keeps a thousand scopes.
     match thread.owner().map(|o| o.end_user).filter(|u| !u.is_empty()) {
-        Some(user) => format!("{scope}\u{0}{user}"),
+        Some(user) => format!(
+            "{scope}\u{0}{}",
+            hex::encode(Sha256::digest(user.as_bytes()))
+        ),
         None => scope.to_string(),
     }
 }

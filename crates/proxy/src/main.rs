@@ -306,18 +306,29 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::AuditKey { config } => {
             let config = proofgate_proxy::config::Config::load(config.as_deref())?;
-            let key = tokio::runtime::Runtime::new()?.block_on(async {
-                let store = proofgate_proxy::storage::Store::connect(&config.storage.url).await?;
-                anyhow::Ok(
-                    proofgate_proxy::audit_log::AuditKey::load_or_create_for(
-                        &store,
-                        config.audit.signing_key.as_deref(),
-                        &config.audit.key_path(&config.storage.url),
-                        config.audit.key_name(),
+            let (secret, path) = (
+                config.audit.signing_key.as_deref(),
+                config.audit.key_path(&config.storage.url),
+            );
+            let key = if secret.is_some() || path.exists() {
+                // Shown without the database (which may be down, or of an older version).
+                proofgate_proxy::audit_log::AuditKey::load(secret, &path, config.audit.key_name())?
+            } else {
+                // Made only under an empty log: the database says whether it is.
+                tokio::runtime::Runtime::new()?.block_on(async {
+                    let store =
+                        proofgate_proxy::storage::Store::connect(&config.storage.url).await?;
+                    anyhow::Ok(
+                        proofgate_proxy::audit_log::AuditKey::load_or_create_for(
+                            &store,
+                            secret,
+                            &path,
+                            config.audit.key_name(),
+                        )
+                        .await?,
                     )
-                    .await?,
-                )
-            })?;
+                })?
+            };
             println!("{}", key.verifier_key());
         }
         Command::Log { command } => return log_cmd::run(command),

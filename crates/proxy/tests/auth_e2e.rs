@@ -690,7 +690,7 @@ async fn each_key_names_its_end_users_to_the_upstream_apart() {
         .collect();
     assert_eq!(named.len(), 2, "{named:?}");
     assert!(
-        named.iter().all(|n| n.starts_with("pg_") && n != "u2"),
+        named.iter().all(|n| n.starts_with("user_") && n != "u2"),
         "{named:?}"
     );
 }

@@ -504,6 +504,24 @@ fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
     }
     let value: Value = from_json(&json_text(config, what)?, what)?;
     check_depth(&value, what)?;
+    // A policy given and empty is one that was not read: an unawaited load or a Map one level
+    // down stringifies to `{}`, a policy of no rules, under which findings citing any rules
+    // were taken.
+    if let Some(policy) = value.get("policy").filter(|p| !p.is_null()) {
+        let none = |member: &str| {
+            policy
+                .get(member)
+                .and_then(Value::as_array)
+                .is_none_or(Vec::is_empty)
+        };
+        if none("rules") && none("variables") {
+            return Err(JsError::new(
+                "proofgate: the configuration's policy has no rules and no variables (a policy \
+                 not read yet, such as an unawaited Promise or a Map, reads as {}): give the \
+                 policy definition itself, or leave policy out",
+            ));
+        }
+    }
     // Typed first, so that a time out of range is named as the setting it is.
     let typed: ThreadConfig = serde_json::from_value(value.clone())
         .map_err(|e| JsError::new(&format!("proofgate: {what} is malformed: {e}")))?;

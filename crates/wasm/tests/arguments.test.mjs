@@ -56,6 +56,10 @@ test('a configuration that is not a plain object or JSON text is refused, not ru
       assert.throws(make, /the configuration must be a plain object or JSON text/, String(wrong));
     }
   }
+  // One level down too: a policy not read yet reads as {}, a policy of no rules.
+  for (const wrong of [Promise.resolve({}), new Map([['rules', []]]), {}]) {
+    assert.throws(() => new Thread({ policy: wrong }, 'q', 't', 1), /policy has no rules and no variables/, String(wrong));
+  }
   // Plain objects (with or without a prototype) and JSON text are read as before.
   assert.equal(new Thread({}, 'q', 't', 1).start().type, 'CallLlm');
   assert.equal(new Thread(Object.create(null), 'q', 't', 1).start().type, 'CallLlm');

@@ -321,7 +321,8 @@ fn end_user_for_upstream(body: &mut Value, key: &str) {
             h.update((part.len() as u64).to_be_bytes());
             h.update(part.as_bytes());
         }
-        let named = format!("pg_{}", &hex::encode(h.finalize())[..32]);
+        // Not `pg_`, which API keys start with (secret scanners would flag it).
+        let named = format!("user_{}", &hex::encode(h.finalize())[..32]);
         body[field] = Value::String(named);
     }
 }
@@ -372,7 +373,10 @@ async fn start_thread(
     }
     let started = Instant::now();
     let mut body = req.body.clone();
-    end_user_for_upstream(&mut body, &caller.id);
+    // Under the client's own upstream key (keys off), its end users are its own to name.
+    if auth.is_none() {
+        end_user_for_upstream(&mut body, &caller.id);
+    }
     let upstream = app.upstream.forward_native(body, auth).await;
     waits.upstream += started.elapsed();
     app.metrics.observe(Stage::Upstream, started.elapsed());
