@@ -1117,18 +1117,15 @@ mod tests {
         }
     }
 
-    /// PostgreSQL (when `PROOFGATE_TEST_POSTGRES_URL` is set): a replica that stopped inside a
-    /// commit, holding the log's append lock (a SIGSTOP, a paused VM), holds up the others'
-    /// writes only until its idle transaction is ended
-    /// ([`crate::storage::PG_IDLE_IN_TRANSACTION_MS`]); they waited for hours.
-    #[tokio::test]
-    async fn a_replica_stopped_holding_the_append_lock_does_not_stop_the_others() {
+    /// A PostgreSQL database of its own and a temp directory for test `tag`, or `None` (said)
+    /// when `PROOFGATE_TEST_POSTGRES_URL` is unset.
+    async fn postgres_database(tag: &str) -> Option<(String, std::path::PathBuf)> {
         let Ok(base) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
             eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
-            return;
+            return None;
         };
         sqlx::any::install_default_drivers();
-        let name = format!("journal_frozen_{}", std::process::id());
+        let name = format!("journal_{tag}_{}", std::process::id());
         let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&base)
             .await
             .unwrap();
@@ -1142,9 +1139,21 @@ mod tests {
             .await
             .unwrap();
         let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
-        let dir = std::env::temp_dir().join(format!("pg-journal-frozen-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("pg-journal-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        Some((url, dir))
+    }
+
+    /// PostgreSQL (when `PROOFGATE_TEST_POSTGRES_URL` is set): a replica that stopped inside a
+    /// commit, holding the log's append lock (a SIGSTOP, a paused VM), holds up the others'
+    /// writes only until its idle transaction is ended
+    /// ([`crate::storage::PG_IDLE_IN_TRANSACTION_MS`]); they waited for hours.
+    #[tokio::test]
+    async fn a_replica_stopped_holding_the_append_lock_does_not_stop_the_others() {
+        let Some((url, dir)) = postgres_database("frozen").await else {
+            return;
+        };
         let frozen = Store::connect(&url).await.unwrap();
         let store = Store::connect(&url).await.unwrap();
         let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
@@ -1182,28 +1191,9 @@ mod tests {
     /// every batch instead of keeping one.
     #[tokio::test]
     async fn a_write_after_postgres_dropped_every_connection_commits() {
-        let Ok(base) = std::env::var("PROOFGATE_TEST_POSTGRES_URL") else {
-            eprintln!("PROOFGATE_TEST_POSTGRES_URL unset: PostgreSQL not tested here");
+        let Some((url, dir)) = postgres_database("drop").await else {
             return;
         };
-        sqlx::any::install_default_drivers();
-        let name = format!("journal_drop_{}", std::process::id());
-        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&base)
-            .await
-            .unwrap();
-        let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS {name}"
-        )))
-        .execute(&mut admin)
-        .await;
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut admin)
-            .await
-            .unwrap();
-        let url = format!("{}/{name}", &base[..base.rfind('/').unwrap()]);
-        let dir = std::env::temp_dir().join(format!("pg-journal-drop-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
         let store = Store::connect(&url).await.unwrap();
         let key = AuditKey::load_or_create(None, &dir.join("key"), "test").unwrap();
         let log = Arc::new(TransparencyLog::new("test/log".into(), key));
@@ -1226,6 +1216,11 @@ mod tests {
         let (_, size) = log.checkpoint(&store).await.unwrap();
         assert_eq!(size, 2, "one leaf per write, no gap");
         drop((journal, store));
+        let base = std::env::var("PROOFGATE_TEST_POSTGRES_URL").unwrap();
+        let mut admin = <sqlx::AnyConnection as sqlx::Connection>::connect(&base)
+            .await
+            .unwrap();
+        let name = url.rsplit('/').next().unwrap();
         let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
         )))
