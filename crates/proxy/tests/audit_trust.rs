@@ -1099,14 +1099,7 @@ async fn a_missing_signing_key_is_not_replaced_under_a_log_it_signed() {
     let (config, dir) = (proxy.config_path().to_path_buf(), proxy.dir().to_path_buf());
     drop(proxy);
     std::fs::remove_file(dir.join("audit.key")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "it started: {stderr}");
+    let stderr = proxy::refused(&["serve", "--listen", "127.0.0.1:0", "--config"], &config);
     assert!(
         stderr.contains("is missing") && stderr.contains("signed leaves"),
         "{stderr}"
@@ -1119,14 +1112,7 @@ async fn a_missing_signing_key_is_not_replaced_under_a_log_it_signed() {
             "keys", "create", "--name", "k", "--scopes", "chat", "--config",
         ],
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
-            .args(&args)
-            .arg(&config)
-            .current_dir(repo_root())
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        let stderr = proxy::refused(&args, &config);
         assert!(stderr.contains("signed leaves"), "{args:?}: {stderr}");
         assert!(!dir.join("audit.key").exists(), "{args:?} made a new key");
     }

@@ -2400,7 +2400,7 @@ async fn a_nul_character_in_a_request_is_refused_at_the_door() {
 /// connection (one of `max_connections`) and the task writing to it for ever.
 #[tokio::test]
 async fn a_client_that_does_not_read_its_response_is_cut_off() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let llm = demo_llm();
     let proxy = Proxy::start(
         "write-timeout",
@@ -2411,16 +2411,7 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
         ),
     );
     let size = 32 << 20;
-    std::fs::create_dir_all(proxy.dir().join("www")).unwrap();
-    std::fs::write(proxy.dir().join("www/big.wasm"), vec![7u8; size]).unwrap();
-    let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
-    let socket = tokio::net::TcpSocket::new_v4().unwrap();
-    socket.set_recv_buffer_size(4096).unwrap();
-    let mut stream = socket.connect(addr).await.unwrap();
-    stream
-        .write_all(b"GET /big.wasm HTTP/1.1\r\nhost: x\r\n\r\n")
-        .await
-        .unwrap();
+    let mut stream = asking_for_a_big_file(&proxy, size).await;
     // Reads nothing for well past the write limit, then everything that comes.
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let mut got = Vec::new();
@@ -2443,24 +2434,10 @@ async fn a_client_that_does_not_read_its_response_is_cut_off() {
     );
 }
 
-/// A client that reads its response a little at a time, below the minimum rate (64 KiB per
-/// `write_timeout_ms`), gives its connection place back as one that reads nothing does: with
-/// one place, the next client is served within moments, not refused while the slow one
-/// reads. (What the kernel had already taken may still reach the slow client after that.)
-#[tokio::test]
-async fn a_client_that_reads_its_response_too_slowly_gives_its_place_back() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let llm = demo_llm();
-    let proxy = Proxy::start(
-        "slow-reader",
-        &secured_config(
-            &v1(&llm),
-            "",
-            "[limits]\nwrite_timeout_ms = 1000\nmax_connections = 1\n\
-             [server]\nweb_dir = \"{dir}/www\"\n",
-        ),
-    );
-    let size = 64 << 20;
+/// A connection with a 4 KiB receive buffer that has asked for a `size`-byte page file (written
+/// into the proxy's `{dir}/www`, its `web_dir`) and read nothing yet.
+async fn asking_for_a_big_file(proxy: &Proxy, size: usize) -> tokio::net::TcpStream {
+    use tokio::io::AsyncWriteExt;
     std::fs::create_dir_all(proxy.dir().join("www")).unwrap();
     std::fs::write(proxy.dir().join("www/big.wasm"), vec![7u8; size]).unwrap();
     let addr: std::net::SocketAddr = proxy.url.trim_start_matches("http://").parse().unwrap();
@@ -2471,6 +2448,27 @@ async fn a_client_that_reads_its_response_too_slowly_gives_its_place_back() {
         .write_all(b"GET /big.wasm HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
+    stream
+}
+
+/// A client that reads its response a little at a time, below the minimum rate (64 KiB per
+/// `write_timeout_ms`), gives its connection place back as one that reads nothing does: with
+/// one place, the next client is served within moments, not refused while the slow one
+/// reads. (What the kernel had already taken may still reach the slow client after that.)
+#[tokio::test]
+async fn a_client_that_reads_its_response_too_slowly_gives_its_place_back() {
+    use tokio::io::AsyncReadExt;
+    let llm = demo_llm();
+    let proxy = Proxy::start(
+        "slow-reader",
+        &secured_config(
+            &v1(&llm),
+            "",
+            "[limits]\nwrite_timeout_ms = 1000\nmax_connections = 1\n\
+             [server]\nweb_dir = \"{dir}/www\"\n",
+        ),
+    );
+    let mut stream = asking_for_a_big_file(&proxy, 64 << 20).await;
     let slow = tokio::spawn(async move {
         let mut buf = vec![0u8; 4096];
         loop {
@@ -2622,14 +2620,7 @@ fn a_web_dir_holding_the_signing_key_is_refused_at_start() {
             .replace("{dir}", &dir.display().to_string()),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proofgate"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--config"])
-        .arg(&config)
-        .current_dir(repo_root())
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "it started: {stderr}");
+    let stderr = proxy::refused(&["serve", "--listen", "127.0.0.1:0", "--config"], &config);
     assert!(
         stderr.contains("server.web_dir") && stderr.contains("the audit signing key"),
         "{stderr}"

@@ -75,6 +75,20 @@ fn python_sqlite(db: &std::path::Path, code: &str, sql: &str) -> String {
     String::from_utf8_lossy(&out.stdout).to_string()
 }
 
+/// Runs `proofgate <args> <config>` (the config file last) to its end and returns what it
+/// wrote to stderr, failing the test if the command succeeded: a refused start or command.
+pub fn refused(args: &[&str], config: &std::path::Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_proofgate"))
+        .args(args)
+        .arg(config)
+        .current_dir(super::scripted::repo_root())
+        .output()
+        .expect("proofgate runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+    stderr
+}
+
 /// A fresh temp directory for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(
