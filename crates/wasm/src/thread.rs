@@ -498,7 +498,8 @@ fn thread_config(config: &JsValue) -> Result<ThreadConfig, JsError> {
             return Err(JsError::new(
                 "proofgate: the configuration must be a plain object or JSON text (not a \
                  Promise, Map, array or other value): a configuration that is not read would \
-                 run the thread with none",
+                 run the thread with none. An object made in another realm (an iframe, a vm \
+                 context) counts as other: pass JSON.stringify(config)",
             ));
         }
     }
